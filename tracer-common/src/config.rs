@@ -1,0 +1,221 @@
+//! Load-time configuration passed to the programs as read-only globals
+//! (`EbpfLoader::override_global`): what to follow and where kernel struct
+//! fields live on the running kernel (resolved from its BTF in userspace).
+
+/// Offset value meaning "this field does not exist on this kernel".
+pub const OFFSET_NONE: u32 = u32::MAX;
+
+/// What `tracer follow` matches. Addresses are in network byte order, IPv4 in
+/// the first four bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FilterConfig {
+    /// Target address (network order), masked by `mask`.
+    pub addr: [u8; 16],
+    /// Prefix mask (network order).
+    pub mask: [u8; 16],
+    /// 4 or 6.
+    pub family: u8,
+    /// IPPROTO_* to follow, 0 for any.
+    pub proto: u8,
+    /// 1 when `port` must match.
+    pub has_port: u8,
+    /// 1 when only namespaces listed in the `NETNS` map are followed.
+    pub netns_filter: u8,
+    /// Destination port (host order) when `has_port`.
+    pub port: u16,
+    pub _pad: [u8; 2],
+}
+
+impl FilterConfig {
+    pub const fn empty() -> Self {
+        Self {
+            addr: [0; 16],
+            mask: [0; 16],
+            family: 0,
+            proto: 0,
+            has_port: 0,
+            netns_filter: 0,
+            port: 0,
+            _pad: [0; 2],
+        }
+    }
+}
+
+/// Byte offsets of kernel struct fields on the running kernel, resolved from
+/// `/sys/kernel/btf/vmlinux` by the loader. [`OFFSET_NONE`] when absent.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelOffsets {
+    // struct sk_buff
+    pub skb_len: u32,
+    pub skb_head: u32,
+    pub skb_data: u32,
+    pub skb_network_header: u32,
+    pub skb_transport_header: u32,
+    pub skb_mac_header: u32,
+    pub skb_dev: u32,
+    pub skb_sk: u32,
+    pub skb_nfct: u32,
+    pub skb_mark: u32,
+    // struct net_device
+    pub dev_ifindex: u32,
+    pub dev_name: u32,
+    pub dev_nd_net: u32,
+    // struct net -> ns_common
+    pub net_ns_inum: u32,
+    // struct flowi4 (the flowi_common is embedded first)
+    pub fl4_oif: u32,
+    pub fl4_iif: u32,
+    pub fl4_mark: u32,
+    pub fl4_proto: u32,
+    pub fl4_saddr: u32,
+    pub fl4_daddr: u32,
+    pub fl4_sport: u32,
+    pub fl4_dport: u32,
+    // struct fib_nh_common
+    pub nhc_dev: u32,
+    pub nhc_gw_family: u32,
+    pub nhc_gw: u32,
+    pub nhc_scope: u32,
+    // struct neighbour
+    pub neigh_dev: u32,
+    pub neigh_primary_key: u32,
+    pub neigh_nud_state: u32,
+    pub neigh_ha: u32,
+    pub neigh_tbl: u32,
+    pub neigh_table_family: u32,
+    // struct sock_common
+    pub sk_family: u32,
+    pub sk_state: u32,
+    pub sk_daddr: u32,
+    pub sk_rcv_saddr: u32,
+    pub sk_dport: u32,
+    pub sk_num: u32,
+    pub sk_net: u32,
+    pub sk_v6_daddr: u32,
+    pub sk_v6_rcv_saddr: u32,
+    pub sk_protocol: u32,
+    // struct nf_conn: tuplehash[0].tuple and tuplehash[1].tuple
+    pub ct_orig_tuple: u32,
+    pub ct_reply_tuple: u32,
+    /// Layout of struct nf_conntrack_tuple: src.u3, src.u.all, dst.u3, dst.u.all, dst.protonum
+    pub ctt_src_addr: u32,
+    pub ctt_src_port: u32,
+    pub ctt_dst_addr: u32,
+    pub ctt_dst_port: u32,
+    pub ctt_dst_protonum: u32,
+    /// 1 when tcp_send_reset has a `reason` argument (kernel >= 6.10).
+    pub tp_reset_has_reason: u32,
+    /// 1 when the kfree_skb tracepoint has a `reason` argument.
+    pub tp_kfree_has_reason: u32,
+    pub _pad: u32,
+}
+
+impl KernelOffsets {
+    pub const fn none() -> Self {
+        Self {
+            skb_len: OFFSET_NONE,
+            skb_head: OFFSET_NONE,
+            skb_data: OFFSET_NONE,
+            skb_network_header: OFFSET_NONE,
+            skb_transport_header: OFFSET_NONE,
+            skb_mac_header: OFFSET_NONE,
+            skb_dev: OFFSET_NONE,
+            skb_sk: OFFSET_NONE,
+            skb_nfct: OFFSET_NONE,
+            skb_mark: OFFSET_NONE,
+            dev_ifindex: OFFSET_NONE,
+            dev_name: OFFSET_NONE,
+            dev_nd_net: OFFSET_NONE,
+            net_ns_inum: OFFSET_NONE,
+            fl4_oif: OFFSET_NONE,
+            fl4_iif: OFFSET_NONE,
+            fl4_mark: OFFSET_NONE,
+            fl4_proto: OFFSET_NONE,
+            fl4_saddr: OFFSET_NONE,
+            fl4_daddr: OFFSET_NONE,
+            fl4_sport: OFFSET_NONE,
+            fl4_dport: OFFSET_NONE,
+            nhc_dev: OFFSET_NONE,
+            nhc_gw_family: OFFSET_NONE,
+            nhc_gw: OFFSET_NONE,
+            nhc_scope: OFFSET_NONE,
+            neigh_dev: OFFSET_NONE,
+            neigh_primary_key: OFFSET_NONE,
+            neigh_nud_state: OFFSET_NONE,
+            neigh_ha: OFFSET_NONE,
+            neigh_tbl: OFFSET_NONE,
+            neigh_table_family: OFFSET_NONE,
+            sk_family: OFFSET_NONE,
+            sk_state: OFFSET_NONE,
+            sk_daddr: OFFSET_NONE,
+            sk_rcv_saddr: OFFSET_NONE,
+            sk_dport: OFFSET_NONE,
+            sk_num: OFFSET_NONE,
+            sk_net: OFFSET_NONE,
+            sk_v6_daddr: OFFSET_NONE,
+            sk_v6_rcv_saddr: OFFSET_NONE,
+            sk_protocol: OFFSET_NONE,
+            ct_orig_tuple: OFFSET_NONE,
+            ct_reply_tuple: OFFSET_NONE,
+            ctt_src_addr: OFFSET_NONE,
+            ctt_src_port: OFFSET_NONE,
+            ctt_dst_addr: OFFSET_NONE,
+            ctt_dst_port: OFFSET_NONE,
+            ctt_dst_protonum: OFFSET_NONE,
+            tp_reset_has_reason: 0,
+            tp_kfree_has_reason: 0,
+            _pad: 0,
+        }
+    }
+}
+
+/// Indexes into the per-CPU `STATS` counter array.
+pub mod stat {
+    /// Events written to the ring buffer.
+    pub const EVENTS: u32 = 0;
+    /// Events lost because the ring buffer was full.
+    pub const LOST: u32 = 1;
+    /// Inserts into the tracked-skb map that failed.
+    pub const TRACK_FAIL: u32 = 2;
+    /// Packets that went through the match filter (cost indicator).
+    pub const FILTERED: u32 = 3;
+    /// Inserts into the flow-key map that failed.
+    pub const FLOWKEY_FAIL: u32 = 4;
+    pub const COUNT: u32 = 8;
+}
+
+/// Entries of the tracked-skb LRU map (kernel address -> flags).
+pub const TRACKED_SKBS_MAX: u32 = 16384;
+/// Entries of the flow-key map (tuples learnt from NAT/conntrack).
+pub const FLOW_KEYS_MAX: u32 = 8192;
+/// Ring buffer size in bytes.
+pub const RING_BYTES: u32 = 4 << 20;
+
+#[cfg(feature = "user")]
+unsafe impl aya::Pod for FilterConfig {}
+#[cfg(feature = "user")]
+unsafe impl aya::Pod for KernelOffsets {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::{offset_of, size_of};
+
+    #[test]
+    fn filter_layout() {
+        assert_eq!(size_of::<FilterConfig>(), 40);
+        assert_eq!(offset_of!(FilterConfig, family), 32);
+        assert_eq!(offset_of!(FilterConfig, port), 36);
+    }
+
+    #[test]
+    fn offsets_layout() {
+        // 52 u32 fields, no implicit padding.
+        assert_eq!(size_of::<KernelOffsets>(), 52 * 4);
+        assert_eq!(offset_of!(KernelOffsets, skb_len), 0);
+        assert_eq!(offset_of!(KernelOffsets, _pad), 51 * 4);
+        assert_eq!(KernelOffsets::none().skb_head, OFFSET_NONE);
+    }
+}

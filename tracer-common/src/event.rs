@@ -1,0 +1,294 @@
+//! Records written by the kernel programs to the `EVENTS` ring buffer.
+//!
+//! Every record starts with an [`EventHeader`]; `kind` says which struct
+//! follows (the whole record is one of [`PacketEvent`], [`FibEvent`],
+//! [`SockEvent`], [`NeighEvent`]).
+
+/// Discriminates the record type.
+pub mod kind {
+    pub const PACKET: u8 = 1;
+    pub const FIB: u8 = 2;
+    pub const SOCK: u8 = 3;
+    pub const NEIGH: u8 = 4;
+}
+
+/// Where an event was observed. Stable numbers: they appear in the ABI.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Hook {
+    TcIngress = 1,
+    TcEgress = 2,
+    /// tracepoint net:netif_receive_skb
+    NetifReceive = 3,
+    /// tracepoint net:net_dev_start_xmit
+    Xmit = 4,
+    /// tracepoint skb:kfree_skb (a drop with a reason)
+    Drop = 5,
+    /// tracepoint skb:consume_skb (freed after normal processing)
+    Consume = 6,
+    /// tracepoint skb:skb_copy_datagram_iovec (data copied to a local socket reader)
+    SockRecv = 7,
+    /// tracepoint icmp:icmp_send (the kernel built an ICMP error about this skb)
+    IcmpSend = 8,
+    /// tracepoint tcp:tcp_send_reset
+    TcpReset = 9,
+    /// tracepoint fib:fib_table_lookup
+    FibLookup = 10,
+    /// tracepoint sock:inet_sock_set_state
+    SockState = 11,
+    /// tracepoint neigh:neigh_update
+    NeighUpdate = 12,
+    /// tracepoint neigh:neigh_timer_handler
+    NeighTimer = 13,
+    /// tracepoint neigh:neigh_event_send_dead
+    NeighDead = 14,
+    /// tracepoint neigh:neigh_create
+    NeighCreate = 15,
+}
+
+impl Hook {
+    pub const ALL: [Hook; 15] = [
+        Hook::TcIngress,
+        Hook::TcEgress,
+        Hook::NetifReceive,
+        Hook::Xmit,
+        Hook::Drop,
+        Hook::Consume,
+        Hook::SockRecv,
+        Hook::IcmpSend,
+        Hook::TcpReset,
+        Hook::FibLookup,
+        Hook::SockState,
+        Hook::NeighUpdate,
+        Hook::NeighTimer,
+        Hook::NeighDead,
+        Hook::NeighCreate,
+    ];
+
+    pub fn from_u8(v: u8) -> Option<Hook> {
+        Hook::ALL.iter().copied().find(|h| *h as u8 == v)
+    }
+}
+
+/// Common prefix of every record.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventHeader {
+    /// One of [`kind`].
+    pub kind: u8,
+    /// A [`Hook`] as u8.
+    pub hook: u8,
+    pub _pad: [u8; 2],
+    /// ifindex of the device (in `netns`), 0 when none.
+    pub ifindex: u32,
+    /// Inode number of the network namespace, 0 when unknown.
+    pub netns: u32,
+    pub cpu: u32,
+    /// bpf_ktime_get_ns().
+    pub ts_ns: u64,
+    /// Kernel address of the sk_buff (0 when the hook has none).
+    pub skb: u64,
+    /// Device name, NUL padded.
+    pub ifname: [u8; 16],
+}
+
+/// The packet as seen at a hook. Addresses in network order (IPv4 in the
+/// first four bytes), ports in host order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketInfo {
+    pub saddr: [u8; 16],
+    pub daddr: [u8; 16],
+    pub sport: u16,
+    pub dport: u16,
+    /// 4 or 6; 0 when the headers could not be read.
+    pub family: u8,
+    /// IPPROTO_*.
+    pub proto: u8,
+    pub tcp_flags: u8,
+    pub icmp_type: u8,
+    pub icmp_code: u8,
+    /// 1 when this packet matched as a reply (source side of the filter).
+    pub reply: u8,
+    pub _pad: [u8; 2],
+    /// skb->len.
+    pub len: u32,
+}
+
+impl PacketInfo {
+    pub const fn zeroed() -> Self {
+        Self {
+            saddr: [0; 16],
+            daddr: [0; 16],
+            sport: 0,
+            dport: 0,
+            family: 0,
+            proto: 0,
+            tcp_flags: 0,
+            icmp_type: 0,
+            icmp_code: 0,
+            reply: 0,
+            _pad: [0; 2],
+            len: 0,
+        }
+    }
+}
+
+/// A packet seen at a hook: tc, receive, transmit, drop, consume, socket
+/// read, ICMP error sent about it, TCP reset sent in answer to it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketEvent {
+    pub hdr: EventHeader,
+    pub pkt: PacketInfo,
+    /// Kernel text address (drop/consume location), 0 otherwise.
+    pub location: u64,
+    /// Drop: enum skb_drop_reason value. IcmpSend: type << 8 | code.
+    /// TcpReset: enum sk_rst_reason value (or u32::MAX when the kernel has none).
+    pub reason: u32,
+    /// skb->mark.
+    pub mark: u32,
+    /// Conntrack original tuple when the skb carries a conntrack entry.
+    pub ct_orig: CtTuple,
+    /// Conntrack reply tuple (its reverse is the translated forward tuple).
+    pub ct_reply: CtTuple,
+}
+
+/// A conntrack tuple (struct nf_conntrack_tuple), `family` 0 when absent.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CtTuple {
+    pub saddr: [u8; 16],
+    pub daddr: [u8; 16],
+    pub sport: u16,
+    pub dport: u16,
+    pub proto: u8,
+    pub family: u8,
+    pub _pad: [u8; 2],
+}
+
+impl CtTuple {
+    pub const fn zeroed() -> Self {
+        Self {
+            saddr: [0; 16],
+            daddr: [0; 16],
+            sport: 0,
+            dport: 0,
+            proto: 0,
+            family: 0,
+            _pad: [0; 2],
+        }
+    }
+}
+
+/// One fib_table_lookup() result (IPv4).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FibEvent {
+    pub hdr: EventHeader,
+    /// Tuple from the flowi4 key (saddr 0 when the caller let the kernel pick).
+    pub pkt: PacketInfo,
+    /// Routing table id (255 local, 254 main, 253 default).
+    pub table: u32,
+    /// 0 found; -EAGAIN (-11) no match in this table; -ENETUNREACH,
+    /// -EHOSTUNREACH, -EACCES, -EINVAL for unreachable/prohibit/blackhole routes.
+    pub err: i32,
+    pub oif: u32,
+    pub iif: u32,
+    /// ifindex of the nexthop device (0 when no nexthop).
+    pub nh_ifindex: u32,
+    pub gw_family: u8,
+    pub nh_scope: u8,
+    pub _pad: [u8; 2],
+    pub gw: [u8; 16],
+    pub nh_dev: [u8; 16],
+}
+
+/// A socket state change (inet_sock_set_state). `pkt.saddr/sport` is the
+/// local side, `daddr/dport` the remote side.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SockEvent {
+    pub hdr: EventHeader,
+    pub pkt: PacketInfo,
+    pub old_state: u32,
+    pub new_state: u32,
+    /// Kernel address of the sock.
+    pub sk: u64,
+}
+
+/// A neighbour entry event.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NeighEvent {
+    pub hdr: EventHeader,
+    /// Neighbour address (primary_key).
+    pub addr: [u8; 16],
+    /// Link-layer address (ha), or the new one for neigh_update.
+    pub lladdr: [u8; 8],
+    pub family: u8,
+    /// NUD_* state before the event (n->nud_state).
+    pub old_state: u8,
+    /// New NUD_* state for neigh_update, else 0.
+    pub new_state: u8,
+    /// 1 when `lladdr` holds a new address from neigh_update.
+    pub has_lladdr: u8,
+    /// err argument of neigh_timer_handler / neigh_event_send_dead, or flags.
+    pub err: i32,
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    use super::*;
+    unsafe impl aya::Pod for EventHeader {}
+    unsafe impl aya::Pod for PacketInfo {}
+    unsafe impl aya::Pod for PacketEvent {}
+    unsafe impl aya::Pod for CtTuple {}
+    unsafe impl aya::Pod for FibEvent {}
+    unsafe impl aya::Pod for SockEvent {}
+    unsafe impl aya::Pod for NeighEvent {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::{offset_of, size_of};
+
+    #[test]
+    fn header_layout() {
+        assert_eq!(size_of::<EventHeader>(), 48);
+        assert_eq!(offset_of!(EventHeader, kind), 0);
+        assert_eq!(offset_of!(EventHeader, hook), 1);
+        assert_eq!(offset_of!(EventHeader, ifindex), 4);
+        assert_eq!(offset_of!(EventHeader, netns), 8);
+        assert_eq!(offset_of!(EventHeader, ts_ns), 16);
+        assert_eq!(offset_of!(EventHeader, skb), 24);
+        assert_eq!(offset_of!(EventHeader, ifname), 32);
+    }
+
+    #[test]
+    fn payload_layouts() {
+        assert_eq!(size_of::<PacketInfo>(), 48);
+        assert_eq!(offset_of!(PacketInfo, sport), 32);
+        assert_eq!(offset_of!(PacketInfo, family), 36);
+        assert_eq!(offset_of!(PacketInfo, len), 44);
+        assert_eq!(size_of::<CtTuple>(), 40);
+        assert_eq!(size_of::<PacketEvent>(), 48 + 48 + 16 + 80);
+        assert_eq!(offset_of!(PacketEvent, location), 96);
+        assert_eq!(offset_of!(PacketEvent, ct_orig), 112);
+        assert_eq!(size_of::<FibEvent>(), 48 + 48 + 24 + 32);
+        assert_eq!(offset_of!(FibEvent, gw), 120);
+        assert_eq!(size_of::<SockEvent>(), 48 + 48 + 16);
+        assert_eq!(size_of::<NeighEvent>(), 48 + 16 + 8 + 8);
+        assert_eq!(offset_of!(NeighEvent, err), 76);
+    }
+
+    #[test]
+    fn hook_roundtrip() {
+        for h in Hook::ALL {
+            assert_eq!(Hook::from_u8(h as u8), Some(h));
+        }
+        assert_eq!(Hook::from_u8(0), None);
+        assert_eq!(Hook::from_u8(200), None);
+    }
+}

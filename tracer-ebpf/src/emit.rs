@@ -1,0 +1,93 @@
+//! Building and sending records.
+
+use aya_ebpf::helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns};
+use tracer_common::{CtTuple, EventHeader, Hook, PacketEvent, PacketInfo, kind, stat};
+
+use crate::{
+    filter::{follow_skb, learn_conntrack, netns_allowed},
+    kread::{dev_info, skb_conntrack, skb_dev, skb_packet},
+    maps::{EVENTS, LAST, LastCtx, bump},
+    offsets,
+};
+
+#[inline(always)]
+pub fn header(kind: u8, hook: Hook, skb: u64) -> EventHeader {
+    EventHeader {
+        kind,
+        hook: hook as u8,
+        _pad: [0; 2],
+        ifindex: 0,
+        netns: 0,
+        cpu: unsafe { bpf_get_smp_processor_id() },
+        ts_ns: unsafe { bpf_ktime_get_ns() },
+        skb,
+        ifname: [0; 16],
+    }
+}
+
+#[inline(always)]
+pub fn send<T: 'static>(ev: &T) {
+    match EVENTS.output::<T>(ev, 0) {
+        Ok(()) => bump(stat::EVENTS),
+        Err(_) => bump(stat::LOST),
+    }
+}
+
+#[inline(always)]
+pub fn remember(skb: u64, netns: u32, ifindex: u32, ts_ns: u64) {
+    if let Some(p) = LAST.get_ptr_mut(0) {
+        unsafe {
+            *p = LastCtx {
+                skb,
+                ts_ns,
+                netns,
+                ifindex,
+            }
+        };
+    }
+}
+
+/// The common path of every skb hook: parse (unless `pkt` is given), decide
+/// whether it is followed, fill the device/netns, conntrack, and send.
+/// `dev` is the device to report (0: take skb->dev).
+#[inline(always)]
+pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> Option<()> {
+    if skb == 0 {
+        return None;
+    }
+    let mut ev = PacketEvent {
+        hdr: header(kind::PACKET, hook, skb),
+        pkt: PacketInfo::zeroed(),
+        location,
+        reason,
+        mark: 0,
+        ct_orig: CtTuple::zeroed(),
+        ct_reply: CtTuple::zeroed(),
+    };
+    skb_packet(skb, &mut ev.pkt);
+    let dir = follow_skb(skb, &ev.pkt);
+    if dir == 0 {
+        return None;
+    }
+    ev.pkt.reply = (dir == crate::filter::DIR_REPLY) as u8;
+    finish_skb_event(&mut ev, skb, dev);
+    Some(())
+}
+
+/// Fill device, netns, mark and conntrack of a followed skb event and send it.
+#[inline(always)]
+pub fn finish_skb_event(ev: &mut PacketEvent, skb: u64, dev: u64) {
+    let dev = if dev == 0 { skb_dev(skb) } else { dev };
+    let d = dev_info(dev, &mut ev.hdr.ifname);
+    ev.hdr.ifindex = d.ifindex;
+    ev.hdr.netns = d.netns;
+    if !netns_allowed(d.netns) {
+        return;
+    }
+    ev.mark = crate::kread::read(skb, offsets().skb_mark).unwrap_or(0);
+    if skb_conntrack(skb, &mut ev.ct_orig, &mut ev.ct_reply) {
+        learn_conntrack(&ev.ct_orig, &ev.ct_reply);
+    }
+    remember(skb, d.netns, d.ifindex, ev.hdr.ts_ns);
+    send(ev);
+}

@@ -1,0 +1,134 @@
+//! The one cheap decision every packet on the node pays: is it followed?
+
+use tracer_common::{CtTuple, PacketInfo, stat};
+
+use crate::{
+    filter as cfg,
+    maps::{FLOW_KEYS, NETNS, TRACKED, bump},
+};
+
+pub const DIR_REQUEST: u8 = 1;
+pub const DIR_REPLY: u8 = 2;
+
+#[inline(always)]
+fn prefix_eq(a: &[u8; 16]) -> bool {
+    let f = cfg();
+    let mut i = 0;
+    while i < 16 {
+        if a[i] & f.mask[i] != f.addr[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// Does this tuple match the target (as request or reply)? `lenient_ports`
+/// accepts port 0 (fib lookups on the input path carry no ports).
+#[inline(always)]
+pub fn match_tuple(p: &PacketInfo, lenient_ports: bool) -> u8 {
+    let f = cfg();
+    if p.family != f.family {
+        return 0;
+    }
+    if f.proto != 0 && p.proto != f.proto && !(lenient_ports && p.proto == 0) {
+        return 0;
+    }
+    let port_ok = |port: u16| f.has_port == 0 || port == f.port || (lenient_ports && port == 0);
+    if prefix_eq(&p.daddr) && port_ok(p.dport) {
+        return DIR_REQUEST;
+    }
+    if prefix_eq(&p.saddr) && port_ok(p.sport) {
+        return DIR_REPLY;
+    }
+    learnt(p)
+}
+
+/// Tuples learnt from NAT (see `learn_conntrack`).
+#[inline(always)]
+fn learnt(p: &PacketInfo) -> u8 {
+    let key = CtTuple {
+        saddr: p.saddr,
+        daddr: p.daddr,
+        sport: p.sport,
+        dport: p.dport,
+        proto: p.proto,
+        family: p.family,
+        _pad: [0; 2],
+    };
+    match unsafe { FLOW_KEYS.get(&key) } {
+        Some(d) => *d,
+        None => 0,
+    }
+}
+
+/// Returns the direction flag when this skb is followed: already tracked by
+/// address, or its headers match. Newly matched skbs start being tracked.
+#[inline(always)]
+pub fn follow_skb(skb: u64, pkt: &PacketInfo) -> u8 {
+    if let Some(d) = unsafe { TRACKED.get(&skb) } {
+        return *d;
+    }
+    bump(stat::FILTERED);
+    if pkt.family == 0 {
+        return 0;
+    }
+    let d = match_tuple(pkt, false);
+    if d != 0 && TRACKED.insert(&skb, &d, 0).is_err() {
+        bump(stat::TRACK_FAIL);
+    }
+    d
+}
+
+#[inline(always)]
+pub fn is_tracked(skb: u64) -> u8 {
+    match unsafe { TRACKED.get(&skb) } {
+        Some(d) => *d,
+        None => 0,
+    }
+}
+
+#[inline(always)]
+pub fn untrack(skb: u64) {
+    let _ = TRACKED.remove(&skb);
+}
+
+/// When `--netns` was given, only those namespaces are reported.
+#[inline(always)]
+pub fn netns_allowed(netns: u32) -> bool {
+    if cfg().netns_filter == 0 {
+        return true;
+    }
+    unsafe { NETNS.get(&netns).is_some() }
+}
+
+/// A followed skb that carries a conntrack entry teaches us the tuples its
+/// replies (ct reply tuple) and its translated requests (reverse of the reply
+/// tuple) will carry after NAT, so those are followed too.
+#[inline(always)]
+pub fn learn_conntrack(orig: &CtTuple, reply: &CtTuple) {
+    if reply.family == 0 || orig == &reverse(reply) {
+        // No translation: the filter already matches both directions.
+        return;
+    }
+    if unsafe { FLOW_KEYS.get(reply) }.is_none() {
+        if FLOW_KEYS.insert(reply, &DIR_REPLY, 0).is_err() {
+            bump(stat::FLOWKEY_FAIL);
+        }
+        let fwd = reverse(reply);
+        let _ = FLOW_KEYS.insert(&fwd, &DIR_REQUEST, 0);
+    }
+}
+
+#[inline(always)]
+fn reverse(t: &CtTuple) -> CtTuple {
+    CtTuple {
+        saddr: t.daddr,
+        daddr: t.saddr,
+        sport: t.dport,
+        dport: t.sport,
+        proto: t.proto,
+        family: t.family,
+        _pad: [0; 2],
+    }
+}

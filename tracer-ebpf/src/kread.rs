@@ -1,0 +1,207 @@
+//! Reading kernel structs through offsets resolved from BTF at load time.
+//!
+//! Aya has no CO-RE for Rust programs, so every field is read with
+//! bpf_probe_read_kernel at `base + OFFSETS.<field>`; a field that the running
+//! kernel lacks has offset `OFFSET_NONE` and reads as `None`.
+
+use aya_ebpf::helpers::{bpf_probe_read_kernel, bpf_probe_read_kernel_buf};
+use network_types::{ip::Ipv4Hdr, ip::Ipv6Hdr};
+use tracer_common::{CtTuple, OFFSET_NONE, PacketInfo};
+
+use crate::offsets;
+
+pub const IPPROTO_ICMP: u8 = 1;
+pub const IPPROTO_TCP: u8 = 6;
+pub const IPPROTO_UDP: u8 = 17;
+pub const IPPROTO_ICMPV6: u8 = 58;
+
+#[inline(always)]
+pub fn read<T: Copy>(base: u64, off: u32) -> Option<T> {
+    if base == 0 || off == OFFSET_NONE {
+        return None;
+    }
+    unsafe { bpf_probe_read_kernel((base + off as u64) as *const T).ok() }
+}
+
+#[inline(always)]
+pub fn read_buf(base: u64, off: u32, dst: &mut [u8]) -> bool {
+    if base == 0 || off == OFFSET_NONE {
+        return false;
+    }
+    unsafe { bpf_probe_read_kernel_buf((base + off as u64) as *const u8, dst).is_ok() }
+}
+
+/// Device facts: ifindex, name, netns inode.
+#[derive(Clone, Copy)]
+pub struct DevInfo {
+    pub ifindex: u32,
+    pub netns: u32,
+}
+
+/// struct net_device: ifindex, name and nd_net (possible_net_t whose first
+/// member is `struct net *net`) -> net->ns.inum.
+#[inline(always)]
+pub fn dev_info(dev: u64, name: &mut [u8; 16]) -> DevInfo {
+    let o = offsets();
+    let ifindex: u32 = read(dev, o.dev_ifindex).unwrap_or(0);
+    read_buf(dev, o.dev_name, name);
+    let net: u64 = read(dev, o.dev_nd_net).unwrap_or(0);
+    let netns: u32 = read(net, o.net_ns_inum).unwrap_or(0);
+    DevInfo { ifindex, netns }
+}
+
+/// netns inode of a struct sock (sock_common.skc_net).
+#[inline(always)]
+pub fn sock_netns(sk: u64) -> u32 {
+    let o = offsets();
+    let net: u64 = read(sk, o.sk_net).unwrap_or(0);
+    read(net, o.net_ns_inum).unwrap_or(0)
+}
+
+#[inline(always)]
+pub fn skb_dev(skb: u64) -> u64 {
+    read(skb, offsets().skb_dev).unwrap_or(0)
+}
+
+/// Parse the IP and transport headers of an sk_buff from
+/// `skb->head + skb->network_header`. The transport offset is computed from
+/// the IP header because __netif_receive_skb_core() resets transport_header
+/// to the network header on receive.
+#[inline(always)]
+pub fn skb_packet(skb: u64, pkt: &mut PacketInfo) -> bool {
+    let o = offsets();
+    let head: u64 = match read(skb, o.skb_head) {
+        Some(h) => h,
+        None => return false,
+    };
+    let nh: u16 = match read(skb, o.skb_network_header) {
+        Some(n) => n,
+        None => return false,
+    };
+    // (u16)~0U marks an unset header offset (skb_network_header_was_set()).
+    if nh == 0xffff || head == 0 {
+        return false;
+    }
+    pkt.len = read(skb, o.skb_len).unwrap_or(0);
+    ip_packet(head + nh as u64, pkt)
+}
+
+/// Parse an IP packet at kernel address `ip`.
+#[inline(always)]
+pub fn ip_packet(ip: u64, pkt: &mut PacketInfo) -> bool {
+    let first: u8 = match unsafe { bpf_probe_read_kernel(ip as *const u8) } {
+        Ok(b) => b,
+        Err(_) => return false,
+    };
+    let l4: u64;
+    match first >> 4 {
+        4 => {
+            let h: Ipv4Hdr = match unsafe { bpf_probe_read_kernel(ip as *const Ipv4Hdr) } {
+                Ok(h) => h,
+                Err(_) => return false,
+            };
+            pkt.family = 4;
+            pkt.proto = h.proto as u8;
+            pkt.saddr = [0; 16];
+            pkt.daddr = [0; 16];
+            pkt.saddr[..4].copy_from_slice(&h.src_addr);
+            pkt.daddr[..4].copy_from_slice(&h.dst_addr);
+            l4 = ip + ((first & 0x0f) as u64) * 4;
+        }
+        6 => {
+            let h: Ipv6Hdr = match unsafe { bpf_probe_read_kernel(ip as *const Ipv6Hdr) } {
+                Ok(h) => h,
+                Err(_) => return false,
+            };
+            pkt.family = 6;
+            pkt.proto = h.next_hdr as u8;
+            pkt.saddr = h.src_addr;
+            pkt.daddr = h.dst_addr;
+            l4 = ip + 40;
+        }
+        _ => return false,
+    }
+    l4_ports(l4, pkt);
+    true
+}
+
+/// Ports (host order), TCP flags, ICMP type/code. ICMP echo id goes in sport,
+/// as conntrack does.
+#[inline(always)]
+pub fn l4_ports(l4: u64, pkt: &mut PacketInfo) {
+    match pkt.proto {
+        IPPROTO_TCP | IPPROTO_UDP => {
+            let ports: [u8; 4] = match unsafe { bpf_probe_read_kernel(l4 as *const [u8; 4]) } {
+                Ok(p) => p,
+                Err(_) => return,
+            };
+            pkt.sport = u16::from_be_bytes([ports[0], ports[1]]);
+            pkt.dport = u16::from_be_bytes([ports[2], ports[3]]);
+            if pkt.proto == IPPROTO_TCP {
+                // byte 13 of the TCP header holds the flags
+                if let Ok(f) = unsafe { bpf_probe_read_kernel((l4 + 13) as *const u8) } {
+                    pkt.tcp_flags = f;
+                }
+            }
+        }
+        IPPROTO_ICMP | IPPROTO_ICMPV6 => {
+            let h: [u8; 8] = match unsafe { bpf_probe_read_kernel(l4 as *const [u8; 8]) } {
+                Ok(p) => p,
+                Err(_) => return,
+            };
+            pkt.icmp_type = h[0];
+            pkt.icmp_code = h[1];
+            // echo request/reply (v4 8/0, v6 128/129): identifier
+            if h[0] == 8 || h[0] == 0 || h[0] == 128 || h[0] == 129 {
+                pkt.sport = u16::from_be_bytes([h[4], h[5]]);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The conntrack entry attached to the skb (skb->_nfct; the low 3 bits hold
+/// ctinfo, see nf_ct_get()), as (original, reply) tuples.
+#[inline(always)]
+pub fn skb_conntrack(skb: u64, orig: &mut CtTuple, reply: &mut CtTuple) -> bool {
+    let o = offsets();
+    let nfct: u64 = match read(skb, o.skb_nfct) {
+        Some(v) => v,
+        None => return false,
+    };
+    let ct = nfct & !7u64;
+    if ct == 0 {
+        return false;
+    }
+    ct_tuple(ct, o.ct_orig_tuple, orig) && ct_tuple(ct, o.ct_reply_tuple, reply)
+}
+
+#[inline(always)]
+fn ct_tuple(ct: u64, off: u32, t: &mut CtTuple) -> bool {
+    if off == OFFSET_NONE {
+        return false;
+    }
+    let o = offsets();
+    let base = ct + off as u64;
+    if !read_buf(base, o.ctt_src_addr, &mut t.saddr)
+        || !read_buf(base, o.ctt_dst_addr, &mut t.daddr)
+    {
+        return false;
+    }
+    let sp: u16 = read(base, o.ctt_src_port).unwrap_or(0);
+    let dp: u16 = read(base, o.ctt_dst_port).unwrap_or(0);
+    t.sport = u16::from_be(sp);
+    t.dport = u16::from_be(dp);
+    t.proto = read(base, o.ctt_dst_protonum).unwrap_or(0);
+    // An IPv4 tuple leaves bytes 4..16 of the address zero.
+    t.family = if t.saddr[4..].iter().all(|b| *b == 0) && t.daddr[4..].iter().all(|b| *b == 0) {
+        4
+    } else {
+        6
+    };
+    if t.proto == IPPROTO_ICMP || t.proto == IPPROTO_ICMPV6 {
+        // dst.u.icmp is {type, code}: not a port.
+        t.dport = 0;
+    }
+    true
+}

@@ -1,0 +1,48 @@
+//! tracer's kernel programs.
+//!
+//! One module per hook family; every entry point is a thin wrapper calling a
+//! `try_*` function. Programs never modify packets and tc programs always
+//! return "continue" (TCX_NEXT / TC_ACT_UNSPEC).
+#![no_std]
+#![no_main]
+
+mod emit;
+mod filter;
+mod kread;
+mod maps;
+mod tc;
+mod tracepoint;
+
+use tracer_common::{FilterConfig, KernelOffsets};
+
+/// What to follow. Overridden by the loader (`EbpfLoader::override_global`);
+/// lives in .rodata so the verifier treats it as constant.
+#[unsafe(no_mangle)]
+static FILTER: FilterConfig = FilterConfig::empty();
+
+/// Kernel struct field offsets resolved from the running kernel's BTF by the
+/// loader. No kernel struct offset is hard-coded in this crate.
+#[unsafe(no_mangle)]
+static OFFSETS: KernelOffsets = KernelOffsets::none();
+
+#[inline(always)]
+pub(crate) fn filter() -> &'static FilterConfig {
+    // SAFETY: a read-only global; read_volatile keeps LLVM from folding the
+    // compile-time default into the code.
+    unsafe { &*core::ptr::read_volatile(&&FILTER) }
+}
+
+#[inline(always)]
+pub(crate) fn offsets() -> &'static KernelOffsets {
+    unsafe { &*core::ptr::read_volatile(&&OFFSETS) }
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

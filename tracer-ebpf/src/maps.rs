@@ -1,0 +1,54 @@
+//! Maps shared by all programs.
+
+use aya_ebpf::{
+    macros::map,
+    maps::{HashMap, LruHashMap, PerCpuArray, RingBuf},
+};
+use tracer_common::{CtTuple, FLOW_KEYS_MAX, RING_BYTES, TRACKED_SKBS_MAX, stat};
+
+/// Events for userspace.
+#[map]
+pub static EVENTS: RingBuf = RingBuf::with_byte_size(RING_BYTES, 0);
+
+/// sk_buff addresses being followed -> direction flag (1 request, 2 reply).
+/// Once a packet matched, it is followed by its address so that NAT cannot
+/// lose it. Entries are removed when the skb is freed (kfree_skb/consume_skb).
+#[map]
+pub static TRACKED: LruHashMap<u64, u8> = LruHashMap::with_max_entries(TRACKED_SKBS_MAX, 0);
+
+/// Extra tuples to follow (learnt from conntrack when NAT rewrites a followed
+/// flow, or inserted by userspace) -> direction flag.
+#[map]
+pub static FLOW_KEYS: HashMap<CtTuple, u8> = HashMap::with_max_entries(FLOW_KEYS_MAX, 0);
+
+/// Network namespace inodes to follow when `FILTER.netns_filter` is set.
+#[map]
+pub static NETNS: HashMap<u32, u8> = HashMap::with_max_entries(1024, 0);
+
+/// Per-CPU counters, indexed by `tracer_common::stat`.
+#[map]
+pub static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(stat::COUNT, 0);
+
+/// Per-CPU "last followed skb" context: lets hooks without an skb (the fib
+/// lookup tracepoint) borrow the netns/skb of the packet being processed on
+/// this CPU, since fib_table_lookup() runs synchronously inside the
+/// receive/transmit path of that skb.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct LastCtx {
+    pub skb: u64,
+    pub ts_ns: u64,
+    pub netns: u32,
+    pub ifindex: u32,
+}
+
+#[map]
+pub static LAST: PerCpuArray<LastCtx> = PerCpuArray::with_max_entries(1, 0);
+
+#[inline(always)]
+pub fn bump(idx: u32) {
+    if let Some(p) = STATS.get_ptr_mut(idx) {
+        // SAFETY: per-CPU slot, no concurrent writer on this CPU.
+        unsafe { *p += 1 };
+    }
+}

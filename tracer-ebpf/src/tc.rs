@@ -1,0 +1,109 @@
+//! tc ingress/egress (tcx links, or clsact filters on kernels < 6.6).
+//!
+//! Headers are parsed with bounds-checked direct packet access
+//! (network-types). The programs never change the packet and always return
+//! TC_ACT_UNSPEC (-1), which is also TCX_NEXT: the next program, or the
+//! default action, decides.
+
+use aya_ebpf::{macros::classifier, programs::TcContext};
+use network_types::{
+    eth::{EthHdr, EtherType},
+    ip::{IpProto, Ipv4Hdr, Ipv6Hdr},
+};
+use tracer_common::{CtTuple, Hook, PacketEvent, PacketInfo, kind};
+
+use crate::{
+    emit::{finish_skb_event, header},
+    filter::{DIR_REPLY, follow_skb},
+    kread::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP},
+};
+
+const TC_ACT_UNSPEC: i32 = -1;
+
+#[classifier]
+pub fn tracer_tc_ingress(ctx: TcContext) -> i32 {
+    let _ = try_tc(&ctx, Hook::TcIngress);
+    TC_ACT_UNSPEC
+}
+
+#[classifier]
+pub fn tracer_tc_egress(ctx: TcContext) -> i32 {
+    let _ = try_tc(&ctx, Hook::TcEgress);
+    TC_ACT_UNSPEC
+}
+
+#[inline(always)]
+fn load<T>(ctx: &TcContext, off: usize) -> Option<T> {
+    ctx.load::<T>(off).ok()
+}
+
+fn parse(ctx: &TcContext, pkt: &mut PacketInfo) -> Option<()> {
+    let eth: EthHdr = load(ctx, 0)?;
+    let mut off = EthHdr::LEN;
+    let l4_off;
+    match eth.ether_type() {
+        Ok(EtherType::Ipv4) => {
+            let ip: Ipv4Hdr = load(ctx, off)?;
+            pkt.family = 4;
+            pkt.proto = ip.proto as u8;
+            pkt.saddr[..4].copy_from_slice(&ip.src_addr);
+            pkt.daddr[..4].copy_from_slice(&ip.dst_addr);
+            l4_off = off + (ip.ihl() as usize) * 4;
+        }
+        Ok(EtherType::Ipv6) => {
+            let ip: Ipv6Hdr = load(ctx, off)?;
+            pkt.family = 6;
+            pkt.proto = ip.next_hdr as u8;
+            pkt.saddr = ip.src_addr;
+            pkt.daddr = ip.dst_addr;
+            off += Ipv6Hdr::LEN;
+            l4_off = off;
+        }
+        _ => return None,
+    }
+    pkt.len = ctx.len();
+    match pkt.proto {
+        IPPROTO_TCP | IPPROTO_UDP => {
+            let ports: [u8; 4] = load(ctx, l4_off)?;
+            pkt.sport = u16::from_be_bytes([ports[0], ports[1]]);
+            pkt.dport = u16::from_be_bytes([ports[2], ports[3]]);
+            if pkt.proto == IpProto::Tcp as u8 {
+                pkt.tcp_flags = load(ctx, l4_off + 13).unwrap_or(0);
+            }
+        }
+        IPPROTO_ICMP | IPPROTO_ICMPV6 => {
+            let h: [u8; 8] = load(ctx, l4_off)?;
+            pkt.icmp_type = h[0];
+            pkt.icmp_code = h[1];
+            if h[0] == 8 || h[0] == 0 || h[0] == 128 || h[0] == 129 {
+                pkt.sport = u16::from_be_bytes([h[4], h[5]]);
+            }
+        }
+        _ => {}
+    }
+    Some(())
+}
+
+fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
+    // The tc program's context is the kernel's struct sk_buff itself
+    // (tcx_run()/tcf_classify() call bpf_prog_run(prog, skb)); its address is
+    // the same skb id the tracepoints report, which ties tc hops to the rest.
+    let skb = ctx.skb.skb as u64;
+    let mut ev = PacketEvent {
+        hdr: header(kind::PACKET, hook, skb),
+        pkt: PacketInfo::zeroed(),
+        location: 0,
+        reason: 0,
+        mark: 0,
+        ct_orig: CtTuple::zeroed(),
+        ct_reply: CtTuple::zeroed(),
+    };
+    parse(ctx, &mut ev.pkt)?;
+    let dir = follow_skb(skb, &ev.pkt);
+    if dir == 0 {
+        return None;
+    }
+    ev.pkt.reply = (dir == DIR_REPLY) as u8;
+    finish_skb_event(&mut ev, skb, 0);
+    Some(())
+}

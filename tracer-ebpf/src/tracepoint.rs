@@ -1,0 +1,360 @@
+//! BTF tracepoints (tp_btf): the skb's path through the stack, routing
+//! decisions, ICMP errors, TCP resets, socket state and neighbours.
+//!
+//! Argument positions follow the TP_PROTO of each tracepoint on Linux 6.x
+//! (include/trace/events/{net,skb,fib,icmp,tcp,sock,neigh}.h).
+
+use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
+use tracer_common::{
+    CtTuple, FibEvent, Hook, NeighEvent, PacketEvent, PacketInfo, SockEvent, kind,
+};
+
+use crate::{
+    emit::{header, send, skb_event},
+    filter::{DIR_REPLY, is_tracked, match_tuple, netns_allowed, untrack},
+    kread::{IPPROTO_TCP, dev_info, read, read_buf, skb_packet, sock_netns},
+    maps::LAST,
+    offsets,
+};
+
+// ---- the skb's path ----------------------------------------------------
+
+/// net:netif_receive_skb(struct sk_buff *skb): __netif_receive_skb_core()
+/// is about to hand the packet to the stack of skb->dev's namespace.
+#[btf_tracepoint(function = "netif_receive_skb")]
+pub fn tracer_netif_receive(ctx: BtfTracePointContext) -> i32 {
+    let skb: u64 = ctx.arg(0);
+    let _ = skb_event(Hook::NetifReceive, skb, 0, 0, 0);
+    0
+}
+
+/// net:net_dev_start_xmit(const struct sk_buff *skb, const struct net_device *dev)
+#[btf_tracepoint(function = "net_dev_start_xmit")]
+pub fn tracer_xmit(ctx: BtfTracePointContext) -> i32 {
+    let skb: u64 = ctx.arg(0);
+    let dev: u64 = ctx.arg(1);
+    let _ = skb_event(Hook::Xmit, skb, dev, 0, 0);
+    0
+}
+
+/// skb:kfree_skb(skb, location, reason[, rx_sk]): a drop. `reason` is an
+/// enum skb_drop_reason whose names userspace reads from BTF.
+#[btf_tracepoint(function = "kfree_skb")]
+pub fn tracer_kfree_skb(ctx: BtfTracePointContext) -> i32 {
+    let skb: u64 = ctx.arg(0);
+    let location: u64 = ctx.arg(1);
+    let reason: u32 = if offsets().tp_kfree_has_reason != 0 {
+        ctx.arg(2)
+    } else {
+        0
+    };
+    let _ = skb_event(Hook::Drop, skb, 0, location, reason);
+    untrack(skb);
+    0
+}
+
+/// skb:consume_skb(skb[, location]): freed after normal processing. Only
+/// followed skbs are reported (this fires for most packets of the node).
+#[btf_tracepoint(function = "consume_skb")]
+pub fn tracer_consume_skb(ctx: BtfTracePointContext) -> i32 {
+    let skb: u64 = ctx.arg(0);
+    if is_tracked(skb) != 0 {
+        let location: u64 = ctx.arg(1);
+        let _ = skb_event(Hook::Consume, skb, 0, location, 0);
+        untrack(skb);
+    }
+    0
+}
+
+/// skb:skb_copy_datagram_iovec(skb, len): a local reader (recvmsg) copies
+/// this skb's data: the packet was delivered to a socket. skb->dev is not
+/// valid here (UDP reuses it as dev_scratch), so the netns comes from skb->sk.
+#[btf_tracepoint(function = "skb_copy_datagram_iovec")]
+pub fn tracer_sock_recv(ctx: BtfTracePointContext) -> i32 {
+    let skb: u64 = ctx.arg(0);
+    let _ = try_sock_recv(skb);
+    0
+}
+
+fn try_sock_recv(skb: u64) -> Option<()> {
+    let dir = is_tracked(skb);
+    if dir == 0 {
+        return None;
+    }
+    let mut ev = PacketEvent {
+        hdr: header(kind::PACKET, Hook::SockRecv, skb),
+        pkt: PacketInfo::zeroed(),
+        location: 0,
+        reason: 0,
+        mark: 0,
+        ct_orig: CtTuple::zeroed(),
+        ct_reply: CtTuple::zeroed(),
+    };
+    skb_packet(skb, &mut ev.pkt);
+    ev.pkt.reply = (dir == DIR_REPLY) as u8;
+    let sk: u64 = read(skb, offsets().skb_sk).unwrap_or(0);
+    ev.hdr.netns = sock_netns(sk);
+    if !netns_allowed(ev.hdr.netns) {
+        return None;
+    }
+    send(&ev);
+    Some(())
+}
+
+/// icmp:icmp_send(const struct sk_buff *skb, int type, int code): the kernel
+/// is sending an ICMP error about `skb` (__icmp_send()).
+#[btf_tracepoint(function = "icmp_send")]
+pub fn tracer_icmp_send(ctx: BtfTracePointContext) -> i32 {
+    let skb: u64 = ctx.arg(0);
+    let ty: i32 = ctx.arg(1);
+    let code: i32 = ctx.arg(2);
+    let reason = ((ty as u32 & 0xff) << 8) | (code as u32 & 0xff);
+    let _ = skb_event(Hook::IcmpSend, skb, 0, 0, reason);
+    0
+}
+
+/// tcp:tcp_send_reset(const struct sock *sk, const struct sk_buff *skb[,
+/// enum sk_rst_reason reason]): a RST answers `skb` (tcp_v4_send_reset()).
+#[btf_tracepoint(function = "tcp_send_reset")]
+pub fn tracer_tcp_reset(ctx: BtfTracePointContext) -> i32 {
+    let skb: u64 = ctx.arg(1);
+    let reason: u32 = if offsets().tp_reset_has_reason != 0 {
+        ctx.arg(2)
+    } else {
+        u32::MAX
+    };
+    let _ = skb_event(Hook::TcpReset, skb, 0, 0, reason);
+    0
+}
+
+// ---- routing -------------------------------------------------------------
+
+/// fib:fib_table_lookup(u32 tb_id, const struct flowi4 *flp,
+/// const struct fib_nh_common *nhc, int err): one table consulted by
+/// fib_lookup(). A miss in a table is reported with nhc NULL and -EAGAIN.
+#[btf_tracepoint(function = "fib_table_lookup")]
+pub fn tracer_fib_lookup(ctx: BtfTracePointContext) -> i32 {
+    let table: u32 = ctx.arg(0);
+    let flp: u64 = ctx.arg(1);
+    let nhc: u64 = ctx.arg(2);
+    let err: i32 = ctx.arg(3);
+    let _ = try_fib(table, flp, nhc, err);
+    0
+}
+
+fn try_fib(table: u32, flp: u64, nhc: u64, err: i32) -> Option<()> {
+    let o = offsets();
+    let mut pkt = PacketInfo::zeroed();
+    pkt.family = 4;
+    read_buf(flp, o.fl4_saddr, &mut pkt.saddr[..4]);
+    read_buf(flp, o.fl4_daddr, &mut pkt.daddr[..4]);
+    pkt.proto = read(flp, o.fl4_proto).unwrap_or(0);
+    pkt.sport = u16::from_be(read(flp, o.fl4_sport).unwrap_or(0));
+    pkt.dport = u16::from_be(read(flp, o.fl4_dport).unwrap_or(0));
+    let dir = match_tuple(&pkt, true);
+    if dir == 0 {
+        return None;
+    }
+    pkt.reply = (dir == DIR_REPLY) as u8;
+    let mut ev = FibEvent {
+        hdr: header(kind::FIB, Hook::FibLookup, 0),
+        pkt,
+        table,
+        err,
+        oif: read(flp, o.fl4_oif).unwrap_or(0),
+        iif: read(flp, o.fl4_iif).unwrap_or(0),
+        nh_ifindex: 0,
+        gw_family: 0,
+        nh_scope: 0,
+        _pad: [0; 2],
+        gw: [0; 16],
+        nh_dev: [0; 16],
+    };
+    if nhc != 0 {
+        let dev: u64 = read(nhc, o.nhc_dev).unwrap_or(0);
+        let d = dev_info(dev, &mut ev.nh_dev);
+        ev.nh_ifindex = d.ifindex;
+        ev.hdr.netns = d.netns;
+        ev.gw_family = read(nhc, o.nhc_gw_family).unwrap_or(0);
+        ev.nh_scope = read(nhc, o.nhc_scope).unwrap_or(0);
+        read_buf(nhc, o.nhc_gw, &mut ev.gw);
+    }
+    // Borrow the netns and skb of the followed packet this CPU is processing
+    // (fib_table_lookup runs synchronously inside ip_route_input_slow() /
+    // ip_route_output_key_hash() of that skb) when recent enough.
+    if let Some(last) = LAST.get(0) {
+        if ev.hdr.ts_ns.wrapping_sub(last.ts_ns) < 2_000_000
+            && (ev.hdr.netns == 0 || ev.hdr.netns == last.netns)
+        {
+            ev.hdr.netns = last.netns;
+            ev.hdr.skb = last.skb;
+            ev.hdr.ifindex = last.ifindex;
+        }
+    }
+    if ev.hdr.netns != 0 && !netns_allowed(ev.hdr.netns) {
+        return None;
+    }
+    send(&ev);
+    Some(())
+}
+
+// ---- sockets -------------------------------------------------------------
+
+/// sock:inet_sock_set_state(const struct sock *sk, int oldstate, int newstate)
+#[btf_tracepoint(function = "inet_sock_set_state")]
+pub fn tracer_sock_state(ctx: BtfTracePointContext) -> i32 {
+    let sk: u64 = ctx.arg(0);
+    let old: i32 = ctx.arg(1);
+    let new: i32 = ctx.arg(2);
+    let _ = try_sock_state(sk, old, new);
+    0
+}
+
+fn try_sock_state(sk: u64, old: i32, new: i32) -> Option<()> {
+    let o = offsets();
+    let proto: u16 = read(sk, o.sk_protocol)?;
+    if proto as u8 != IPPROTO_TCP {
+        return None;
+    }
+    let family: u16 = read(sk, o.sk_family)?;
+    let mut pkt = PacketInfo::zeroed();
+    pkt.proto = IPPROTO_TCP;
+    // AF_INET 2, AF_INET6 10
+    match family {
+        2 => {
+            pkt.family = 4;
+            read_buf(sk, o.sk_rcv_saddr, &mut pkt.saddr[..4]);
+            read_buf(sk, o.sk_daddr, &mut pkt.daddr[..4]);
+        }
+        10 => {
+            pkt.family = 6;
+            read_buf(sk, o.sk_v6_rcv_saddr, &mut pkt.saddr);
+            read_buf(sk, o.sk_v6_daddr, &mut pkt.daddr);
+        }
+        _ => return None,
+    }
+    // skc_num is the local port in host order, skc_dport the remote one in
+    // network order.
+    pkt.sport = read(sk, o.sk_num).unwrap_or(0);
+    pkt.dport = u16::from_be(read(sk, o.sk_dport).unwrap_or(0));
+    let dir = match_tuple(&pkt, false);
+    if dir == 0 {
+        return None;
+    }
+    pkt.reply = (dir == DIR_REPLY) as u8;
+    let mut ev = SockEvent {
+        hdr: header(kind::SOCK, Hook::SockState, 0),
+        pkt,
+        old_state: old as u32,
+        new_state: new as u32,
+        sk,
+    };
+    ev.hdr.netns = sock_netns(sk);
+    if !netns_allowed(ev.hdr.netns) {
+        return None;
+    }
+    send(&ev);
+    Some(())
+}
+
+// ---- neighbours ------------------------------------------------------------
+
+/// neigh:neigh_update(struct neighbour *n, const u8 *lladdr, u8 new, u32 flags, u32 nlmsg_pid)
+#[btf_tracepoint(function = "neigh_update")]
+pub fn tracer_neigh_update(ctx: BtfTracePointContext) -> i32 {
+    let n: u64 = ctx.arg(0);
+    let lladdr: u64 = ctx.arg(1);
+    let new: u32 = ctx.arg(2);
+    let flags: u32 = ctx.arg(3);
+    let _ = try_neigh(Hook::NeighUpdate, n, lladdr, new as u8, flags as i32);
+    0
+}
+
+/// neigh:neigh_timer_handler(struct neighbour *n, int err): state machine
+/// step; NUD_FAILED here means resolution failed and queued packets drop.
+#[btf_tracepoint(function = "neigh_timer_handler")]
+pub fn tracer_neigh_timer(ctx: BtfTracePointContext) -> i32 {
+    let n: u64 = ctx.arg(0);
+    let err: i32 = ctx.arg(1);
+    let _ = try_neigh(Hook::NeighTimer, n, 0, 0, err);
+    0
+}
+
+/// neigh:neigh_event_send_dead(struct neighbour *n, int err): a packet was
+/// handed to a neighbour already in NUD_FAILED (__neigh_event_send()).
+#[btf_tracepoint(function = "neigh_event_send_dead")]
+pub fn tracer_neigh_dead(ctx: BtfTracePointContext) -> i32 {
+    let n: u64 = ctx.arg(0);
+    let err: i32 = ctx.arg(1);
+    let _ = try_neigh(Hook::NeighDead, n, 0, 0, err);
+    0
+}
+
+fn try_neigh(hook: Hook, n: u64, lladdr: u64, new: u8, err: i32) -> Option<()> {
+    let o = offsets();
+    let tbl: u64 = read(n, o.neigh_tbl)?;
+    let family: i32 = read(tbl, o.neigh_table_family)?;
+    let mut pkt = PacketInfo::zeroed();
+    match family {
+        2 => {
+            pkt.family = 4;
+            read_buf(n, o.neigh_primary_key, &mut pkt.daddr[..4]);
+        }
+        10 => {
+            pkt.family = 6;
+            read_buf(n, o.neigh_primary_key, &mut pkt.daddr);
+        }
+        _ => return None,
+    }
+    if !neigh_matches(&pkt) {
+        return None;
+    }
+    let mut ev = NeighEvent {
+        hdr: header(kind::NEIGH, hook, 0),
+        addr: pkt.daddr,
+        lladdr: [0; 8],
+        family: pkt.family,
+        old_state: read(n, o.neigh_nud_state).unwrap_or(0),
+        new_state: new,
+        has_lladdr: 0,
+        err,
+    };
+    if lladdr != 0 {
+        if unsafe {
+            aya_ebpf::helpers::bpf_probe_read_kernel_buf(lladdr as *const u8, &mut ev.lladdr[..6])
+        }
+        .is_ok()
+        {
+            ev.has_lladdr = 1;
+        }
+    } else {
+        read_buf(n, o.neigh_ha, &mut ev.lladdr[..6]);
+    }
+    let dev: u64 = read(n, o.neigh_dev).unwrap_or(0);
+    let d = dev_info(dev, &mut ev.hdr.ifname);
+    ev.hdr.ifindex = d.ifindex;
+    ev.hdr.netns = d.netns;
+    if !netns_allowed(d.netns) {
+        return None;
+    }
+    send(&ev);
+    Some(())
+}
+
+/// A neighbour entry is relevant when its address is the target (a VIP on
+/// the same L2, incident 1) — ports do not apply.
+#[inline(always)]
+fn neigh_matches(pkt: &PacketInfo) -> bool {
+    let f = crate::filter();
+    if pkt.family != f.family {
+        return false;
+    }
+    let mut i = 0;
+    while i < 16 {
+        if pkt.daddr[i] & f.mask[i] != f.addr[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}

@@ -1,0 +1,433 @@
+//! `tracer follow`: attach, follow, print verdicts, detach.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    io::stdout,
+    path::{Path, PathBuf},
+    process::ExitCode,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Args;
+use tokio::{
+    io::unix::AsyncFd,
+    signal::unix::{SignalKind, signal},
+};
+
+use super::{Output, TcAttach, check_privileges, parse_duration};
+use crate::{
+    btf::{Btf, offsets},
+    event::decode,
+    flow::FlowTable,
+    loader::{
+        self, counters, probes,
+        tc::{TcManager, TcMode, TcScope},
+    },
+    names::{Kallsyms, Names},
+    netns::{addresses_in, resolve_netns},
+    render::{self, Format, Summary, emit},
+    target::Target,
+    verdict::{Completeness, Env, IfAddr, Verdict, evaluate},
+};
+
+#[derive(Debug, Args)]
+pub struct FollowArgs {
+    /// ADDR, ADDR:PORT, [IPv6]:PORT or CIDR to follow (e.g. 169.254.25.10:53).
+    pub target: String,
+    /// Only this protocol.
+    #[arg(long, value_parser = ["tcp", "udp", "icmp"])]
+    pub proto: Option<String>,
+    /// Follow and hook only these namespaces (name under /run/netns, path, or PID). Repeatable.
+    #[arg(long)]
+    pub netns: Vec<String>,
+    /// Hook tc only on these interfaces. Repeatable.
+    #[arg(long)]
+    pub iface: Vec<String>,
+    /// Stop after this long (e.g. 30s, 2m).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Stop after this many flows reached a verdict.
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+    /// Create this file once every probe is attached.
+    #[arg(long)]
+    pub ready_file: Option<PathBuf>,
+    /// How tc programs are attached.
+    #[arg(long, value_enum, default_value_t = TcAttach::Auto)]
+    pub tc_attach: TcAttach,
+    /// Most flows kept; the quietest is evicted (and counted) beyond.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_flows: usize,
+}
+
+/// Addresses per namespace, read on demand and cached for the run.
+struct LiveEnv {
+    cache: HashMap<u32, Vec<IfAddr>>,
+}
+
+impl LiveEnv {
+    fn prepare(&mut self, names: &mut Names, inodes: impl Iterator<Item = u32>) {
+        for ino in inodes {
+            if ino == 0 || self.cache.contains_key(&ino) {
+                continue;
+            }
+            let addrs = names
+                .netns
+                .path(ino)
+                .and_then(|p| addresses_in(&p).ok())
+                .unwrap_or_default();
+            self.cache.insert(ino, addrs);
+        }
+    }
+}
+
+impl Env for LiveEnv {
+    fn addrs(&self, netns: u32) -> Option<&[IfAddr]> {
+        self.cache
+            .get(&netns)
+            .map(Vec::as_slice)
+            .filter(|a| !a.is_empty())
+    }
+}
+
+fn tc_mode(choice: TcAttach) -> TcMode {
+    match choice {
+        TcAttach::Tcx => TcMode::Tcx,
+        TcAttach::Netlink => TcMode::Netlink,
+        TcAttach::Auto => {
+            // tcx links exist since Linux 6.6 (bpf_mprog).
+            let v = aya::util::KernelVersion::current().ok();
+            if v.is_some_and(|v| v >= aya::util::KernelVersion::new(6, 6, 0)) {
+                TcMode::Tcx
+            } else {
+                TcMode::Netlink
+            }
+        }
+    }
+}
+
+pub fn run(args: FollowArgs) -> Result<ExitCode> {
+    let target = Target::parse(&args.target, args.proto.as_deref())?;
+    let netns: Vec<_> = args
+        .netns
+        .iter()
+        .map(|s| resolve_netns(s))
+        .collect::<Result<_>>()?;
+    check_privileges()?;
+    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        bail!(
+            "this kernel exposes no BTF (/sys/kernel/btf/vmlinux): tracer needs CONFIG_DEBUG_INFO_BTF=y"
+        );
+    }
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("start runtime")?
+        .block_on(follow(args, target, netns))
+}
+
+async fn follow(
+    args: FollowArgs,
+    target: Target,
+    netns: Vec<crate::netns::NetnsRef>,
+) -> Result<ExitCode> {
+    let started = Instant::now();
+    // Signals first: a Ctrl-C during attach is handled after it, with cleanup.
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+
+    let btf = Btf::from_sys()?;
+    let resolved = offsets::resolve(&btf)?;
+    let mut names = Names {
+        drop_reasons: offsets::enum_names(&btf, "skb_drop_reason", "SKB_DROP_REASON_"),
+        rst_reasons: offsets::enum_names(&btf, "sk_rst_reason", "SK_RST_REASON_"),
+        kallsyms: Kallsyms::load(),
+        netns: Default::default(),
+    };
+    let mut plan = probes::plan(&btf);
+    drop(btf);
+
+    let filter = target.filter(!netns.is_empty());
+    let inodes: Vec<u32> = netns.iter().map(|n| n.inode).collect();
+    let mut ebpf = loader::load(&filter, &resolved.offsets, &inodes)?;
+
+    let scopes: Vec<TcScope> = if netns.is_empty() {
+        vec![TcScope {
+            netns: None,
+            label: "host".into(),
+        }]
+    } else {
+        netns
+            .iter()
+            .map(|n| TcScope {
+                netns: Some(n.path.clone()),
+                label: n.label.clone(),
+            })
+            .collect()
+    };
+    let mut tc = TcManager::new(tc_mode(args.tc_attach), scopes, args.iface.clone());
+    // From here on, every error path detaches (TcManager's Drop, links'
+    // Drop) before returning.
+    loader::attach_tracepoints(&mut ebpf, &mut plan)?;
+    tc.sync(&mut ebpf)?;
+    let missing = tc.missing_ifaces();
+    if !missing.is_empty() {
+        tc.detach_all();
+        bail!(
+            "interface(s) {} not found in the traced namespace(s)",
+            missing.join(", ")
+        );
+    }
+    // SAFETY: the RingBuf owns its map fd, which stays open and the same for
+    // as long as the AsyncFd (which owns the RingBuf) lives.
+    let mut ring = unsafe {
+        AsyncFd::register_with_interest(loader::ring(&mut ebpf)?, tokio::io::Interest::READABLE)
+    }
+    .map_err(|e| anyhow!("register ring buffer: {e}"))?;
+
+    let format = match args.output {
+        Output::Text => Format::Text,
+        Output::Json => Format::Json,
+    };
+    let ready_ms = started.elapsed().as_millis();
+    let attached = plan.iter().filter(|p| p.attached).count();
+    eprintln!(
+        "tracer: following {target}: {attached}/{} hooks, tc on {} interfaces ({:?}) in {} namespace(s), ready in {ready_ms} ms",
+        plan.len(),
+        tc.attached_count(),
+        tc.mode(),
+        netns.len().max(1),
+    );
+    for p in plan.iter().filter(|p| !p.attached) {
+        eprintln!(
+            "tracer: warning: hook {} unavailable ({}): {}",
+            p.hook,
+            p.feeds,
+            p.error.clone().unwrap_or_default()
+        );
+    }
+    for e in &tc.errors {
+        eprintln!("tracer: warning: {e}");
+    }
+    let mut out = stdout();
+    if format == Format::Json {
+        for p in plan.iter().filter(|p| !p.attached) {
+            emit(
+                &mut out,
+                &serde_json::json!({"type": "probe_error", "hook": p.hook, "error": p.error})
+                    .to_string(),
+            );
+        }
+    }
+    if let Some(f) = &args.ready_file {
+        std::fs::write(f, format!("{}\n", std::process::id()))
+            .with_context(|| format!("write ready file {}", f.display()))?;
+    }
+
+    let completeness_base = Completeness {
+        lost_events: 0,
+        missing_hooks: plan
+            .iter()
+            .filter(|p| !p.attached)
+            .map(|p| p.hook.clone())
+            .collect(),
+    };
+    let mut flows = FlowTable::new(args.max_flows);
+    let mut env = LiveEnv {
+        cache: HashMap::new(),
+    };
+    let deadline = args.duration.map(|d| tokio::time::Instant::now() + d);
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let mut last_sync = Instant::now();
+    let mut settled_count = 0u64;
+    let mut decode_errors = 0u64;
+
+    let stop_reason = loop {
+        let sleep_deadline = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = sigint.recv() => break "interrupted",
+            _ = sigterm.recv() => break "terminated",
+            _ = sleep_deadline => break "duration reached",
+            guard = ring.readable_mut() => {
+                let mut guard = guard?;
+                let rb = guard.get_inner_mut();
+                while let Some(item) = rb.next() {
+                    match decode(&item) {
+                        Ok(ev) => { flows.ingest(&ev, &mut names); }
+                        Err(e) => {
+                            decode_errors += 1;
+                            log::debug!("undecodable record: {e}");
+                        }
+                    }
+                }
+                guard.clear_ready();
+            }
+            _ = tick.tick() => {
+                if last_sync.elapsed() >= Duration::from_secs(1) {
+                    last_sync = Instant::now();
+                    if let Err(e) = tc.sync(&mut ebpf) {
+                        eprintln!("tracer: warning: interface rescan: {e:#}");
+                    }
+                }
+                let mut c = completeness_base.clone();
+                c.lost_events = counters(&ebpf).lost;
+                settled_count += print_settled(&mut flows, &mut env, &mut names, &c, format, &mut out);
+                if args.count.is_some_and(|n| settled_count >= n) {
+                    break "count reached";
+                }
+            }
+        }
+    };
+
+    // Drain what is left, then detach before the (slower) final report.
+    {
+        let rb = ring.get_mut();
+        while let Some(item) = rb.next() {
+            if let Ok(ev) = decode(&item) {
+                flows.ingest(&ev, &mut names);
+            }
+        }
+    }
+    let detach_started = Instant::now();
+    let cnt = counters(&ebpf);
+    let tc_mode = tc.mode();
+    let tc_ifaces = tc.attached_count();
+    let detach_errors = tc.detach_all();
+    drop(tc);
+    drop(ring);
+    drop(ebpf);
+    let detach_ms = detach_started.elapsed().as_millis();
+    for e in &detach_errors {
+        eprintln!("tracer: warning: detach: {e}");
+    }
+    if let Some(f) = &args.ready_file {
+        let _ = std::fs::remove_file(f);
+    }
+
+    let c = Completeness {
+        lost_events: cnt.lost,
+        ..completeness_base
+    };
+    let mut tally: BTreeMap<String, usize> = BTreeMap::new();
+    let all: Vec<_> = flows.flows().into_iter().cloned().collect();
+    env.prepare(
+        &mut names,
+        all.iter()
+            .flat_map(|f| f.hops.iter().map(|h| h.netns_inode)),
+    );
+    if format == Format::Text {
+        emit(
+            &mut out,
+            &format!(
+                "==== {} flow(s) to {target} ({stop_reason}) ====",
+                all.len()
+            ),
+        );
+    }
+    for f in &all {
+        let v = evaluate(f, &env, &c);
+        *tally.entry(v.kind.as_str().to_string()).or_default() += 1;
+        print_flow(f, &v, true, format, &mut out);
+    }
+    let traced: Vec<String> = if netns.is_empty() {
+        vec!["all".into()]
+    } else {
+        netns.iter().map(|n| n.label.clone()).collect()
+    };
+    let summary = Summary {
+        flows: all.len(),
+        counters: cnt,
+        evicted: flows.evicted,
+        duration_ms: started.elapsed().as_millis() as u64,
+        probes: &plan,
+        tc: serde_json::json!({
+            "mode": format!("{tc_mode:?}").to_lowercase(),
+            "interfaces": tc_ifaces,
+            "detach_ms": detach_ms,
+            "ready_ms": ready_ms,
+        }),
+        verdicts: tally.into_iter().collect(),
+        netns: traced,
+    };
+    match format {
+        Format::Json => {
+            let mut s = render::summary_json(&summary);
+            s["stop"] = stop_reason.into();
+            s["decode_errors"] = decode_errors.into();
+            emit(&mut out, &s.to_string());
+        }
+        Format::Text => {
+            emit(&mut out, &render::summary_text(&summary));
+        }
+    }
+    eprintln!("tracer: stopped ({stop_reason}); detached in {detach_ms} ms");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Flows quiet for 500 ms whose verdict is settled (or changed since last
+/// printed) are printed as they are known.
+fn print_settled(
+    flows: &mut FlowTable,
+    env: &mut LiveEnv,
+    names: &mut Names,
+    c: &Completeness,
+    format: Format,
+    out: &mut std::io::Stdout,
+) -> u64 {
+    let now = now_ns();
+    let ready: Vec<u64> = flows
+        .flows()
+        .iter()
+        .filter(|f| now.saturating_sub(f.last_ns) > 500_000_000)
+        .map(|f| f.id)
+        .collect();
+    let mut n = 0;
+    for id in ready {
+        let Some(f) = flows.get(id) else { continue };
+        env.prepare(names, f.hops.iter().map(|h| h.netns_inode));
+        let v = evaluate(f, env, c);
+        let key = (v.kind.as_str().to_string(), v.reason.clone());
+        if !v.settled || f.printed.as_ref() == Some(&key) {
+            continue;
+        }
+        let first_time = f.printed.is_none();
+        print_flow(f, &v, false, format, out);
+        if let Some(f) = flows.get_mut(id) {
+            f.printed = Some(key);
+        }
+        if first_time {
+            n += 1;
+        }
+    }
+    n
+}
+
+fn print_flow(
+    f: &crate::flow::Flow,
+    v: &Verdict,
+    final_: bool,
+    format: Format,
+    out: &mut std::io::Stdout,
+) {
+    match format {
+        Format::Json => emit(out, &render::flow_json(f, v, final_).to_string()),
+        Format::Text => emit(out, &render::flow_text(f, v)),
+    }
+}
+
+/// CLOCK_MONOTONIC in ns, the clock of bpf_ktime_get_ns().
+fn now_ns() -> u64 {
+    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map_err(|e| anyhow!("{e}"))
+        .expect("CLOCK_MONOTONIC");
+    ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
+}

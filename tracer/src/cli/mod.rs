@@ -1,0 +1,131 @@
+//! Command line: one module per subcommand.
+
+pub mod cleanup;
+pub mod doctor;
+pub mod follow;
+
+use std::{process::ExitCode, time::Duration};
+
+use anyhow::{Result, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "tracer",
+    version,
+    about = "Follow packets to a Service ClusterIP, VIP or link-local address through this node and say where they were dropped or misrouted, and why."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// Follow packets to ADDR[:PORT] (or a CIDR) and print per-flow verdicts.
+    Follow(follow::FollowArgs),
+    /// Check this node: privileges, BTF, hooks and the backend each would use.
+    Doctor(doctor::DoctorArgs),
+    /// Remove tc filters/qdiscs a killed tracer may have left (netlink mode).
+    Cleanup(cleanup::CleanupArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Output {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum TcAttach {
+    /// tcx on Linux >= 6.6, netlink/clsact otherwise
+    Auto,
+    Tcx,
+    Netlink,
+}
+
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.cmd {
+        Cmd::Follow(a) => follow::run(a),
+        Cmd::Doctor(a) => doctor::run(a),
+        Cmd::Cleanup(a) => cleanup::run(a),
+    }
+}
+
+/// `10s`, `500ms`, `2m`, `1h`, or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("bad duration '{s}': expected e.g. 10s, 500ms, 2m"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" | "" => n,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("bad duration unit in '{s}': use ms, s, m or h")),
+    };
+    if !secs.is_finite() || secs <= 0.0 || secs > 7.0 * 86400.0 {
+        return Err(format!("duration '{s}' out of range (0 < d <= 7 days)"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Root, or the capabilities BPF tracing and tc attach need.
+pub fn check_privileges() -> Result<()> {
+    if nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    bail!(
+        "tracer needs root (CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN and CAP_SYS_ADMIN to enter namespaces): run it with sudo"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("99999h").is_err());
+    }
+
+    #[test]
+    fn cli_parses_and_rejects() {
+        let c = Cli::try_parse_from([
+            "tracer",
+            "follow",
+            "10.0.0.1:80",
+            "--proto",
+            "tcp",
+            "--netns",
+            "a",
+            "--netns",
+            "b",
+            "-o",
+            "json",
+            "--duration",
+            "5s",
+        ])
+        .unwrap();
+        let Cmd::Follow(f) = c.cmd else { panic!() };
+        assert_eq!(f.netns, vec!["a", "b"]);
+        assert_eq!(f.output, Output::Json);
+        assert!(Cli::try_parse_from(["tracer", "follow", "1.2.3.4", "-o", "yaml"]).is_err());
+        assert!(Cli::try_parse_from(["tracer", "follow", "1.2.3.4", "--duration", "x"]).is_err());
+        assert!(Cli::try_parse_from(["tracer", "follow", "1.2.3.4", "--bogus"]).is_err());
+        assert!(Cli::try_parse_from(["tracer", "follow"]).is_err());
+    }
+}

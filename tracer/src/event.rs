@@ -1,0 +1,268 @@
+//! Decoding ring-buffer records into typed events.
+
+use std::{
+    fmt,
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+};
+
+use serde::Serialize;
+use thiserror::Error;
+use tracer_common::{
+    CtTuple, EventHeader, FibEvent, Hook, NeighEvent, PacketEvent, PacketInfo, SockEvent, kind,
+};
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum DecodeError {
+    #[error("record of {0} bytes is shorter than an event header")]
+    Short(usize),
+    #[error("record kind {kind} needs {need} bytes, got {got}")]
+    Truncated { kind: u8, need: usize, got: usize },
+    #[error("unknown record kind {0}")]
+    UnknownKind(u8),
+    #[error("unknown hook {0}")]
+    UnknownHook(u8),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Event {
+    Packet(PacketEvent),
+    Fib(FibEvent),
+    Sock(SockEvent),
+    Neigh(NeighEvent),
+}
+
+impl Event {
+    pub fn header(&self) -> &EventHeader {
+        match self {
+            Event::Packet(e) => &e.hdr,
+            Event::Fib(e) => &e.hdr,
+            Event::Sock(e) => &e.hdr,
+            Event::Neigh(e) => &e.hdr,
+        }
+    }
+
+    pub fn hook(&self) -> Hook {
+        Hook::from_u8(self.header().hook).expect("validated at decode")
+    }
+}
+
+fn read<T: Copy>(buf: &[u8], k: u8) -> Result<T, DecodeError> {
+    let need = std::mem::size_of::<T>();
+    if buf.len() < need {
+        return Err(DecodeError::Truncated {
+            kind: k,
+            need,
+            got: buf.len(),
+        });
+    }
+    // SAFETY: T is a plain-old-data ABI struct (repr(C), no invalid bit
+    // patterns) and the slice holds at least size_of::<T>() bytes.
+    Ok(unsafe { std::ptr::read_unaligned(buf.as_ptr() as *const T) })
+}
+
+pub fn decode(buf: &[u8]) -> Result<Event, DecodeError> {
+    if buf.len() < std::mem::size_of::<EventHeader>() {
+        return Err(DecodeError::Short(buf.len()));
+    }
+    let k = buf[0];
+    let hook = buf[1];
+    if Hook::from_u8(hook).is_none() {
+        return Err(DecodeError::UnknownHook(hook));
+    }
+    Ok(match k {
+        kind::PACKET => Event::Packet(read(buf, k)?),
+        kind::FIB => Event::Fib(read(buf, k)?),
+        kind::SOCK => Event::Sock(read(buf, k)?),
+        kind::NEIGH => Event::Neigh(read(buf, k)?),
+        other => return Err(DecodeError::UnknownKind(other)),
+    })
+}
+
+/// A NUL-padded kernel name.
+pub fn cname(b: &[u8]) -> String {
+    let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
+    let s = &b[..end];
+    if s.iter().all(|c| c.is_ascii_graphic()) {
+        String::from_utf8_lossy(s).into_owned()
+    } else {
+        // skb->dev reused as scratch (UDP dev_scratch): not a name.
+        String::new()
+    }
+}
+
+pub fn ip_from(family: u8, b: &[u8; 16]) -> IpAddr {
+    if family == 6 {
+        IpAddr::V6(Ipv6Addr::from(*b))
+    } else {
+        IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]))
+    }
+}
+
+/// A flow tuple in userspace form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct Tuple {
+    pub src: IpAddr,
+    pub sport: u16,
+    pub dst: IpAddr,
+    pub dport: u16,
+    #[serde(skip)]
+    pub proto: u8,
+}
+
+impl Tuple {
+    pub fn from_pkt(p: &PacketInfo) -> Tuple {
+        Tuple {
+            src: ip_from(p.family, &p.saddr),
+            sport: p.sport,
+            dst: ip_from(p.family, &p.daddr),
+            dport: p.dport,
+            proto: p.proto,
+        }
+    }
+
+    pub fn from_ct(t: &CtTuple) -> Option<Tuple> {
+        if t.family == 0 {
+            return None;
+        }
+        Some(Tuple {
+            src: ip_from(t.family, &t.saddr),
+            sport: t.sport,
+            dst: ip_from(t.family, &t.daddr),
+            dport: t.dport,
+            proto: t.proto,
+        })
+    }
+
+    pub fn reversed(&self) -> Tuple {
+        Tuple {
+            src: self.dst,
+            sport: self.dport,
+            dst: self.src,
+            dport: self.sport,
+            proto: self.proto,
+        }
+    }
+}
+
+pub fn proto_name(p: u8) -> String {
+    match p {
+        1 => "icmp".into(),
+        6 => "tcp".into(),
+        17 => "udp".into(),
+        58 => "icmpv6".into(),
+        0 => "any".into(),
+        n => n.to_string(),
+    }
+}
+
+impl fmt::Display for Tuple {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ep = |a: IpAddr, p: u16| match (a, p) {
+            (_, 0) => a.to_string(),
+            (IpAddr::V6(_), p) => format!("[{a}]:{p}"),
+            (_, p) => format!("{a}:{p}"),
+        };
+        write!(
+            f,
+            "{} {} -> {}",
+            proto_name(self.proto),
+            ep(self.src, self.sport),
+            ep(self.dst, self.dport)
+        )
+    }
+}
+
+pub fn tcp_flags(f: u8) -> String {
+    const NAMES: [(u8, &str); 6] = [
+        (0x02, "SYN"),
+        (0x10, "ACK"),
+        (0x01, "FIN"),
+        (0x04, "RST"),
+        (0x08, "PSH"),
+        (0x20, "URG"),
+    ];
+    let v: Vec<&str> = NAMES
+        .iter()
+        .filter(|(b, _)| f & b != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    v.join("|")
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use tracer_common::{EventHeader, PacketInfo};
+
+    pub fn header(k: u8, hook: Hook) -> EventHeader {
+        EventHeader {
+            kind: k,
+            hook: hook as u8,
+            _pad: [0; 2],
+            ifindex: 2,
+            netns: 4026531840,
+            cpu: 0,
+            ts_ns: 1000,
+            skb: 0xffff_8880_0000_1000,
+            ifname: *b"eth0\0\0\0\0\0\0\0\0\0\0\0\0",
+        }
+    }
+
+    pub fn v4(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16, proto: u8) -> PacketInfo {
+        let mut p = PacketInfo::zeroed();
+        p.family = 4;
+        p.proto = proto;
+        p.saddr[..4].copy_from_slice(&src);
+        p.daddr[..4].copy_from_slice(&dst);
+        p.sport = sport;
+        p.dport = dport;
+        p
+    }
+
+    fn bytes<T>(v: &T) -> Vec<u8> {
+        // SAFETY: test-only view of a repr(C) struct as bytes.
+        unsafe { std::slice::from_raw_parts(v as *const T as *const u8, std::mem::size_of::<T>()) }
+            .to_vec()
+    }
+
+    #[test]
+    fn decodes_packet_event() {
+        let ev = PacketEvent {
+            hdr: header(kind::PACKET, Hook::Drop),
+            pkt: v4([10, 0, 0, 1], 40000, [10, 0, 0, 2], 80, 6),
+            location: 0xffffffff81000000,
+            reason: 3,
+            mark: 0,
+            ct_orig: CtTuple::zeroed(),
+            ct_reply: CtTuple::zeroed(),
+        };
+        let e = decode(&bytes(&ev)).unwrap();
+        assert_eq!(e, Event::Packet(ev));
+        assert_eq!(e.hook(), Hook::Drop);
+        let t = Tuple::from_pkt(&ev.pkt);
+        assert_eq!(t.to_string(), "tcp 10.0.0.1:40000 -> 10.0.0.2:80");
+        assert_eq!(
+            t.reversed().to_string(),
+            "tcp 10.0.0.2:80 -> 10.0.0.1:40000"
+        );
+    }
+
+    #[test]
+    fn rejects_bad_records() {
+        assert_eq!(decode(&[1, 2, 3]), Err(DecodeError::Short(3)));
+        let mut b = bytes(&header(kind::PACKET, Hook::Xmit));
+        assert!(matches!(decode(&b), Err(DecodeError::Truncated { .. })));
+        b[0] = 99;
+        assert_eq!(decode(&b), Err(DecodeError::UnknownKind(99)));
+        b[1] = 0;
+        assert_eq!(decode(&b), Err(DecodeError::UnknownHook(0)));
+    }
+
+    #[test]
+    fn names_and_flags() {
+        assert_eq!(cname(b"veth0\0\0garbage"), "veth0");
+        assert_eq!(cname(&[0xff, 0x01, 0]), "");
+        assert_eq!(tcp_flags(0x12), "SYN|ACK");
+        assert_eq!(proto_name(17), "udp");
+    }
+}

@@ -1,0 +1,599 @@
+//! The flow table: events become hops of flows.
+//!
+//! A flow is keyed by its original request tuple. A packet event finds its
+//! flow by (1) the conntrack original tuple it carries, (2) the skb address
+//! already seen in a flow (NAT cannot hide it), (3) its tuple, reversed for
+//! replies, or a translated tuple learnt from conntrack. Events without an
+//! skb (fib lookups, socket state, neighbours) are tied by tuple/address.
+
+use std::collections::{HashMap, VecDeque};
+
+use tracer_common::{Hook, PacketEvent};
+
+use crate::{
+    event::{Event, Tuple, cname, ip_from},
+    hop::{Dir, Hop, HopData, icmp_desc, nud_state, tcp_state},
+    names::Names,
+};
+
+/// Hops kept per flow; more are counted in `hops_truncated`.
+pub const MAX_HOPS: usize = 256;
+/// How long an unclaimed fib lookup waits for its flow (connect() looks up
+/// the route before the first packet exists).
+const PENDING_NS: u64 = 2_000_000_000;
+
+#[derive(Debug, Clone)]
+pub struct Flow {
+    pub id: u64,
+    /// Original request tuple.
+    pub key: Tuple,
+    /// Request tuple after NAT, when it differs.
+    pub translated: Option<Tuple>,
+    pub hops: Vec<Hop>,
+    pub hops_truncated: u64,
+    pub packets: u64,
+    pub replies: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    /// What was last printed for this flow (kind, reason).
+    pub printed: Option<(String, String)>,
+}
+
+impl Flow {
+    fn push(&mut self, hop: Hop) {
+        self.last_ns = self.last_ns.max(hop.ts_ns);
+        self.first_ns = self.first_ns.min(hop.ts_ns);
+        if self.hops.len() >= MAX_HOPS {
+            self.hops_truncated += 1;
+            return;
+        }
+        // Ring-buffer order is near time order across CPUs; keep it exact.
+        let pos = self.hops.partition_point(|h| h.ts_ns <= hop.ts_ns);
+        self.hops.insert(pos, hop);
+    }
+
+    /// Index of the first hop whose tuple differs from the original (NAT).
+    pub fn nat_at(&self) -> Option<usize> {
+        self.hops.iter().position(|h| {
+            h.is_request() && matches!(h.data, HopData::Packet { .. }) && h.tuple != self.key
+        })
+    }
+
+    /// Destination addresses this flow is known under (original, translated).
+    pub fn dsts(&self) -> Vec<std::net::IpAddr> {
+        let mut v = vec![self.key.dst];
+        if let Some(t) = self.translated {
+            v.push(t.dst);
+        }
+        v
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct FlowTable {
+    flows: HashMap<u64, Flow>,
+    by_key: HashMap<Tuple, u64>,
+    /// Translated request tuples -> flow.
+    alias: HashMap<Tuple, u64>,
+    by_skb: HashMap<u64, u64>,
+    skb_fifo: VecDeque<u64>,
+    pending_fib: Vec<Hop>,
+    next_id: u64,
+    pub max_flows: usize,
+    /// Flows dropped because of the cap.
+    pub evicted: u64,
+    /// Neighbour events for the target, flow or not.
+    pub neigh_log: Vec<Hop>,
+}
+
+const MAX_SKBS: usize = 65536;
+
+impl FlowTable {
+    pub fn new(max_flows: usize) -> FlowTable {
+        FlowTable {
+            max_flows,
+            next_id: 1,
+            ..Default::default()
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.flows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty()
+    }
+
+    pub fn get(&self, id: u64) -> Option<&Flow> {
+        self.flows.get(&id)
+    }
+
+    pub fn get_mut(&mut self, id: u64) -> Option<&mut Flow> {
+        self.flows.get_mut(&id)
+    }
+
+    /// Flows ordered by first appearance.
+    pub fn flows(&self) -> Vec<&Flow> {
+        let mut v: Vec<&Flow> = self.flows.values().collect();
+        v.sort_by_key(|f| f.id);
+        v
+    }
+
+    fn lookup(&self, t: &Tuple) -> Option<u64> {
+        self.by_key.get(t).or_else(|| self.alias.get(t)).copied()
+    }
+
+    fn create(&mut self, key: Tuple, ts: u64) -> u64 {
+        if self.flows.len() >= self.max_flows {
+            // Evict the flow that has been quiet the longest.
+            if let Some(old) = self.flows.values().min_by_key(|f| f.last_ns).map(|f| f.id) {
+                self.remove(old);
+                self.evicted += 1;
+            }
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut flow = Flow {
+            id,
+            key,
+            translated: None,
+            hops: Vec::new(),
+            hops_truncated: 0,
+            packets: 0,
+            replies: 0,
+            first_ns: ts,
+            last_ns: ts,
+            printed: None,
+        };
+        // Claim route lookups done before the first packet (connect()).
+        let mut i = 0;
+        while i < self.pending_fib.len() {
+            let h = &self.pending_fib[i];
+            if ts.saturating_sub(h.ts_ns) < PENDING_NS && fib_matches(&key, &h.tuple, h.dir) {
+                flow.push(self.pending_fib.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        self.flows.insert(id, flow);
+        self.by_key.insert(key, id);
+        id
+    }
+
+    fn remove(&mut self, id: u64) {
+        if let Some(f) = self.flows.remove(&id) {
+            self.by_key.remove(&f.key);
+            if let Some(t) = f.translated {
+                self.alias.remove(&t);
+            }
+        }
+    }
+
+    fn note_skb(&mut self, skb: u64, id: u64) {
+        if skb == 0 {
+            return;
+        }
+        if self.by_skb.insert(skb, id).is_none() {
+            self.skb_fifo.push_back(skb);
+            if self.skb_fifo.len() > MAX_SKBS
+                && let Some(old) = self.skb_fifo.pop_front()
+            {
+                self.by_skb.remove(&old);
+            }
+        }
+    }
+
+    /// Add an event; returns the flow it went to, if any.
+    pub fn ingest(&mut self, ev: &Event, names: &mut Names) -> Option<u64> {
+        match ev {
+            Event::Packet(p) => Some(self.ingest_packet(p, names)),
+            Event::Fib(f) => {
+                let dir = if f.pkt.reply != 0 {
+                    Dir::Reply
+                } else {
+                    Dir::Request
+                };
+                let gw = (f.gw_family != 0)
+                    .then(|| ip_from(if f.gw_family == 10 { 6 } else { 4 }, &f.gw));
+                let hop = Hop {
+                    ts_ns: f.hdr.ts_ns,
+                    hook: Hook::FibLookup,
+                    netns: names.netns.name(f.hdr.netns),
+                    netns_inode: f.hdr.netns,
+                    dev: cname(&f.nh_dev),
+                    ifindex: f.nh_ifindex,
+                    dir,
+                    tuple: Tuple::from_pkt(&f.pkt),
+                    skb: f.hdr.skb,
+                    data: HopData::Fib {
+                        table: f.table,
+                        err: f.err,
+                        oif: f.oif,
+                        iif: f.iif,
+                        nh_dev: cname(&f.nh_dev),
+                        nh_ifindex: f.nh_ifindex,
+                        gw,
+                        nh_scope: f.nh_scope,
+                    },
+                };
+                let id = self
+                    .by_skb
+                    .get(&f.hdr.skb)
+                    .copied()
+                    .filter(|_| f.hdr.skb != 0)
+                    .or_else(|| self.find_fib_flow(&hop.tuple, dir));
+                match id {
+                    Some(id) => {
+                        self.flows.get_mut(&id)?.push(hop);
+                        Some(id)
+                    }
+                    None => {
+                        let now = hop.ts_ns;
+                        self.pending_fib
+                            .retain(|h| now.saturating_sub(h.ts_ns) < PENDING_NS);
+                        if self.pending_fib.len() < 1024 {
+                            self.pending_fib.push(hop);
+                        }
+                        None
+                    }
+                }
+            }
+            Event::Sock(s) => {
+                // pkt: local -> remote. Server side (reply flag): the flow is
+                // remote -> local.
+                let t = Tuple::from_pkt(&s.pkt);
+                let (key, dir) = if s.pkt.reply != 0 {
+                    (t.reversed(), Dir::Reply)
+                } else {
+                    (t, Dir::Request)
+                };
+                let hop = Hop {
+                    ts_ns: s.hdr.ts_ns,
+                    hook: Hook::SockState,
+                    netns: names.netns.name(s.hdr.netns),
+                    netns_inode: s.hdr.netns,
+                    dev: String::new(),
+                    ifindex: 0,
+                    dir,
+                    tuple: key,
+                    skb: 0,
+                    data: HopData::Sock {
+                        old_state: tcp_state(s.old_state).into(),
+                        new_state: tcp_state(s.new_state).into(),
+                    },
+                };
+                let id = match self.lookup(&key) {
+                    Some(id) => id,
+                    // A listener's state change with no remote yet is not a flow.
+                    None if key.sport == 0 || key.dport == 0 => return None,
+                    None => self.create(key, hop.ts_ns),
+                };
+                self.flows.get_mut(&id)?.push(hop);
+                Some(id)
+            }
+            Event::Neigh(n) => {
+                let addr = ip_from(n.family, &n.addr);
+                let event = match Hook::from_u8(n.hdr.hook) {
+                    Some(Hook::NeighUpdate) => "update",
+                    Some(Hook::NeighTimer) => "timer",
+                    Some(Hook::NeighDead) => "send to failed entry",
+                    _ => "created",
+                };
+                let lladdr =
+                    (n.has_lladdr != 0 || n.lladdr[..6].iter().any(|b| *b != 0)).then(|| {
+                        n.lladdr[..6]
+                            .iter()
+                            .map(|b| format!("{b:02x}"))
+                            .collect::<Vec<_>>()
+                            .join(":")
+                    });
+                let hop = Hop {
+                    ts_ns: n.hdr.ts_ns,
+                    hook: Hook::from_u8(n.hdr.hook).unwrap_or(Hook::NeighUpdate),
+                    netns: names.netns.name(n.hdr.netns),
+                    netns_inode: n.hdr.netns,
+                    dev: cname(&n.hdr.ifname),
+                    ifindex: n.hdr.ifindex,
+                    dir: Dir::Request,
+                    tuple: Tuple {
+                        src: addr,
+                        sport: 0,
+                        dst: addr,
+                        dport: 0,
+                        proto: 0,
+                    },
+                    skb: 0,
+                    data: HopData::Neigh {
+                        addr,
+                        state: nud_state(n.old_state),
+                        new_state: (Hook::from_u8(n.hdr.hook) == Some(Hook::NeighUpdate))
+                            .then(|| nud_state(n.new_state)),
+                        lladdr,
+                        err: n.err,
+                        event: event.into(),
+                    },
+                };
+                // Attach to the most recent flow heading to that address.
+                let id = self
+                    .flows
+                    .values()
+                    .filter(|f| f.dsts().contains(&addr))
+                    .max_by_key(|f| f.last_ns)
+                    .map(|f| f.id);
+                if let Some(id) = id {
+                    self.flows.get_mut(&id)?.push(hop.clone());
+                }
+                if self.neigh_log.len() < 4096 {
+                    self.neigh_log.push(hop);
+                }
+                id
+            }
+        }
+    }
+
+    fn find_fib_flow(&self, t: &Tuple, dir: Dir) -> Option<u64> {
+        self.flows
+            .values()
+            .filter(|f| {
+                fib_matches(&f.key, t, dir)
+                    || f.translated.is_some_and(|tr| fib_matches(&tr, t, dir))
+            })
+            .max_by_key(|f| f.last_ns)
+            .map(|f| f.id)
+    }
+
+    fn ingest_packet(&mut self, p: &PacketEvent, names: &mut Names) -> u64 {
+        let hook = Hook::from_u8(p.hdr.hook).unwrap_or(Hook::Xmit);
+        let seen = Tuple::from_pkt(&p.pkt);
+        let dir = if p.pkt.reply != 0 {
+            Dir::Reply
+        } else {
+            Dir::Request
+        };
+        let ct_orig = Tuple::from_ct(&p.ct_orig);
+        let ct_reply = Tuple::from_ct(&p.ct_reply);
+        let by_tuple = |s: &Self| match dir {
+            Dir::Request => s.lookup(&seen),
+            Dir::Reply => s.lookup(&seen.reversed()),
+        };
+        let id = ct_orig
+            .and_then(|t| self.lookup(&t))
+            .or_else(|| {
+                (p.hdr.skb != 0)
+                    .then(|| self.by_skb.get(&p.hdr.skb).copied())
+                    .flatten()
+            })
+            .or_else(|| by_tuple(self));
+        let id = match id {
+            Some(id) => id,
+            None => {
+                let key = ct_orig.unwrap_or(match dir {
+                    Dir::Request => seen,
+                    Dir::Reply => seen.reversed(),
+                });
+                self.create(key, p.hdr.ts_ns)
+            }
+        };
+        self.note_skb(p.hdr.skb, id);
+        // The reply tuple of a NATed connection, reversed, is the translated
+        // request tuple.
+        if let (Some(o), Some(r)) = (ct_orig, ct_reply) {
+            let tr = r.reversed();
+            if tr != o {
+                self.alias.insert(tr, id);
+                if let Some(f) = self.flows.get_mut(&id) {
+                    f.translated = Some(tr);
+                }
+            }
+        }
+        let data = match hook {
+            Hook::Drop => HopData::Drop {
+                reason: names.drop_reason(p.reason),
+                reason_code: p.reason,
+                location: names.kallsyms.symbolize(p.location),
+            },
+            Hook::Consume => HopData::Consume {
+                location: names.kallsyms.symbolize(p.location),
+            },
+            Hook::IcmpSend => {
+                let (ty, code) = ((p.reason >> 8) as u8, p.reason as u8);
+                HopData::IcmpSend {
+                    icmp_type: ty,
+                    icmp_code: code,
+                    desc: icmp_desc(p.pkt.family == 6, ty, code),
+                }
+            }
+            Hook::TcpReset => HopData::TcpReset {
+                reason: names.rst_reason(p.reason),
+            },
+            Hook::SockRecv => HopData::SockRecv,
+            _ => HopData::Packet {
+                tcp_flags: p.pkt.tcp_flags,
+                len: p.pkt.len,
+                mark: p.mark,
+            },
+        };
+        let hop = Hop {
+            ts_ns: p.hdr.ts_ns,
+            hook,
+            netns: names.netns.name(p.hdr.netns),
+            netns_inode: p.hdr.netns,
+            dev: cname(&p.hdr.ifname),
+            ifindex: p.hdr.ifindex,
+            dir,
+            tuple: seen,
+            skb: p.hdr.skb,
+            data,
+        };
+        if let Some(f) = self.flows.get_mut(&id) {
+            if matches!(
+                hook,
+                Hook::NetifReceive | Hook::Xmit | Hook::TcIngress | Hook::TcEgress
+            ) {
+                f.packets += 1;
+                if dir == Dir::Reply {
+                    f.replies += 1;
+                }
+            }
+            // Without conntrack, a request seen with another tuple than the
+            // key was translated by something else (e.g. a BPF program).
+            if dir == Dir::Request && seen != f.key && f.translated.is_none() {
+                f.translated = Some(seen);
+            }
+            f.push(hop);
+        }
+        id
+    }
+}
+
+/// Is fib lookup tuple `t` (ports/source possibly 0) a lookup for `key`?
+fn fib_matches(key: &Tuple, t: &Tuple, dir: Dir) -> bool {
+    let k = match dir {
+        Dir::Request => *key,
+        Dir::Reply => key.reversed(),
+    };
+    k.dst == t.dst
+        && (t.proto == 0 || t.proto == k.proto)
+        && (t.dport == 0 || t.dport == k.dport)
+        && (t.sport == 0 || t.sport == k.sport)
+        && (t.src.is_unspecified() || t.src == k.src)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::tests::{header, v4};
+    use tracer_common::{CtTuple, FibEvent, PacketInfo, kind};
+
+    fn pkt(hook: Hook, skb: u64, ts: u64, p: PacketInfo) -> Event {
+        let mut hdr = header(kind::PACKET, hook);
+        hdr.skb = skb;
+        hdr.ts_ns = ts;
+        Event::Packet(PacketEvent {
+            hdr,
+            pkt: p,
+            location: 0,
+            reason: 0,
+            mark: 0,
+            ct_orig: CtTuple::zeroed(),
+            ct_reply: CtTuple::zeroed(),
+        })
+    }
+
+    #[test]
+    fn request_and_reply_share_a_flow() {
+        let mut t = FlowTable::new(10);
+        let mut n = Names::default();
+        let req = v4([10, 0, 0, 1], 40000, [10, 0, 0, 2], 80, 6);
+        let mut rep = v4([10, 0, 0, 2], 80, [10, 0, 0, 1], 40000, 6);
+        rep.reply = 1;
+        let a = t.ingest(&pkt(Hook::Xmit, 1, 10, req), &mut n).unwrap();
+        let b = t
+            .ingest(&pkt(Hook::NetifReceive, 2, 20, rep), &mut n)
+            .unwrap();
+        assert_eq!(a, b);
+        let f = t.get(a).unwrap();
+        assert_eq!((f.packets, f.replies, f.hops.len()), (2, 1, 2));
+        assert_eq!(f.key.dport, 80);
+    }
+
+    #[test]
+    fn nat_follows_the_skb_and_conntrack() {
+        let mut t = FlowTable::new(10);
+        let mut n = Names::default();
+        let orig = v4([10, 0, 0, 1], 40000, [10, 43, 0, 1], 443, 6);
+        let a = t.ingest(&pkt(Hook::Xmit, 7, 10, orig), &mut n).unwrap();
+        // same skb after DNAT to 192.168.1.10:6443
+        let dnat = v4([10, 0, 0, 1], 40000, [192, 168, 1, 10], 6443, 6);
+        let mut ev = pkt(Hook::Xmit, 7, 20, dnat);
+        if let Event::Packet(p) = &mut ev {
+            p.ct_orig = CtTuple {
+                saddr: orig.saddr,
+                daddr: orig.daddr,
+                sport: 40000,
+                dport: 443,
+                proto: 6,
+                family: 4,
+                _pad: [0; 2],
+            };
+            p.ct_reply = CtTuple {
+                saddr: dnat.daddr,
+                daddr: dnat.saddr,
+                sport: 6443,
+                dport: 40000,
+                proto: 6,
+                family: 4,
+                _pad: [0; 2],
+            };
+        }
+        let b = t.ingest(&ev, &mut n).unwrap();
+        assert_eq!(a, b);
+        let f = t.get(a).unwrap();
+        assert_eq!(f.translated.unwrap().dport, 6443);
+        assert_eq!(f.nat_at(), Some(1));
+        // A reply from the backend, on another skb, finds the flow through the alias.
+        let mut rep = v4([192, 168, 1, 10], 6443, [10, 0, 0, 1], 40000, 6);
+        rep.reply = 1;
+        assert_eq!(
+            t.ingest(&pkt(Hook::NetifReceive, 9, 30, rep), &mut n),
+            Some(a)
+        );
+    }
+
+    #[test]
+    fn fib_before_first_packet_is_claimed() {
+        let mut t = FlowTable::new(10);
+        let mut n = Names::default();
+        let mut f = FibEvent {
+            hdr: header(kind::FIB, Hook::FibLookup),
+            pkt: v4([0, 0, 0, 0], 0, [10, 43, 0, 1], 443, 6),
+            table: 254,
+            err: 0,
+            oif: 0,
+            iif: 0,
+            nh_ifindex: 3,
+            gw_family: 2,
+            nh_scope: 0,
+            _pad: [0; 2],
+            gw: [0; 16],
+            nh_dev: *b"glob\0\0\0\0\0\0\0\0\0\0\0\0",
+        };
+        f.hdr.skb = 0;
+        f.hdr.ts_ns = 5;
+        assert_eq!(t.ingest(&Event::Fib(f), &mut n), None);
+        let id = t
+            .ingest(
+                &pkt(
+                    Hook::Xmit,
+                    3,
+                    10,
+                    v4([10, 0, 0, 1], 40000, [10, 43, 0, 1], 443, 6),
+                ),
+                &mut n,
+            )
+            .unwrap();
+        let flow = t.get(id).unwrap();
+        assert_eq!(flow.hops[0].hook, Hook::FibLookup);
+        assert_eq!(flow.hops[0].dev, "glob");
+    }
+
+    #[test]
+    fn cap_evicts_oldest() {
+        let mut t = FlowTable::new(2);
+        let mut n = Names::default();
+        for i in 0..3u16 {
+            t.ingest(
+                &pkt(
+                    Hook::Xmit,
+                    i as u64 + 1,
+                    i as u64,
+                    v4([10, 0, 0, 1], 1000 + i, [10, 0, 0, 2], 80, 6),
+                ),
+                &mut n,
+            );
+        }
+        assert_eq!((t.len(), t.evicted), (2, 1));
+        assert!(t.flows().iter().all(|f| f.key.sport != 1000));
+    }
+}

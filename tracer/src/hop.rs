@@ -1,0 +1,310 @@
+//! A hop: one event of a flow's timeline, with names resolved.
+
+use std::net::IpAddr;
+
+use serde::Serialize;
+use tracer_common::Hook;
+
+use crate::event::{Tuple, tcp_flags};
+
+pub fn hook_name(h: Hook) -> &'static str {
+    match h {
+        Hook::TcIngress => "tc_ingress",
+        Hook::TcEgress => "tc_egress",
+        Hook::NetifReceive => "netif_receive",
+        Hook::Xmit => "xmit",
+        Hook::Drop => "drop",
+        Hook::Consume => "consume",
+        Hook::SockRecv => "sock_recv",
+        Hook::IcmpSend => "icmp_send",
+        Hook::TcpReset => "tcp_reset",
+        Hook::FibLookup => "fib_lookup",
+        Hook::SockState => "sock_state",
+        Hook::NeighUpdate | Hook::NeighTimer | Hook::NeighDead | Hook::NeighCreate => "neigh",
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dir {
+    Request,
+    Reply,
+}
+
+/// Routing table ids with names (include/uapi/linux/rtnetlink.h).
+pub fn table_name(t: u32) -> String {
+    match t {
+        255 => "local".into(),
+        254 => "main".into(),
+        253 => "default".into(),
+        n => n.to_string(),
+    }
+}
+
+/// RT_SCOPE_NOWHERE: fib_create_info() gives the nexthop of every
+/// host-scope (local) route this scope, so with err 0 it marks a LOCAL
+/// route. The table id does not: without policy rules the local table is
+/// merged into main (fib_unmerge()), and inet_addr_type() looks up table 255
+/// for any address.
+pub const SCOPE_NOWHERE: u8 = 255;
+
+/// -errno names used by fib lookups.
+pub fn errno_name(e: i32) -> String {
+    match -e {
+        0 => "ok".into(),
+        11 => "EAGAIN (no match in this table)".into(),
+        101 => "ENETUNREACH".into(),
+        113 => "EHOSTUNREACH".into(),
+        13 => "EACCES (prohibit)".into(),
+        22 => "EINVAL (blackhole)".into(),
+        n => format!("errno {n}"),
+    }
+}
+
+/// TCP states (include/net/tcp_states.h).
+pub fn tcp_state(s: u32) -> &'static str {
+    match s {
+        1 => "ESTABLISHED",
+        2 => "SYN_SENT",
+        3 => "SYN_RECV",
+        4 => "FIN_WAIT1",
+        5 => "FIN_WAIT2",
+        6 => "TIME_WAIT",
+        7 => "CLOSE",
+        8 => "CLOSE_WAIT",
+        9 => "LAST_ACK",
+        10 => "LISTEN",
+        11 => "CLOSING",
+        12 => "NEW_SYN_RECV",
+        _ => "UNKNOWN",
+    }
+}
+
+/// NUD_* neighbour states (include/uapi/linux/neighbour.h), a bit set.
+pub fn nud_state(s: u8) -> String {
+    const N: [(u8, &str); 8] = [
+        (0x01, "INCOMPLETE"),
+        (0x02, "REACHABLE"),
+        (0x04, "STALE"),
+        (0x08, "DELAY"),
+        (0x10, "PROBE"),
+        (0x20, "FAILED"),
+        (0x40, "NOARP"),
+        (0x80, "PERMANENT"),
+    ];
+    let v: Vec<&str> = N
+        .iter()
+        .filter(|(b, _)| s & b != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    if v.is_empty() {
+        "NONE".into()
+    } else {
+        v.join("|")
+    }
+}
+
+pub fn icmp_desc(family_v6: bool, ty: u8, code: u8) -> String {
+    if family_v6 {
+        return format!("icmpv6 type {ty} code {code}");
+    }
+    let t = match ty {
+        3 => {
+            let c = match code {
+                0 => "net-unreachable",
+                1 => "host-unreachable",
+                2 => "protocol-unreachable",
+                3 => "port-unreachable",
+                4 => "frag-needed",
+                9 | 10 | 13 => "admin-prohibited",
+                _ => "unreachable",
+            };
+            return format!("dest-unreachable {c}");
+        }
+        5 => {
+            let c = match code {
+                0 => "net",
+                1 => "host",
+                _ => "tos",
+            };
+            return format!("redirect {c}");
+        }
+        11 => "time-exceeded",
+        12 => "parameter-problem",
+        0 => "echo-reply",
+        8 => "echo-request",
+        _ => "other",
+    };
+    format!("{t} (type {ty} code {code})")
+}
+
+/// Hook-specific facts of a hop.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum HopData {
+    Packet {
+        tcp_flags: u8,
+        len: u32,
+        mark: u32,
+    },
+    Drop {
+        reason: String,
+        reason_code: u32,
+        location: String,
+    },
+    Consume {
+        location: String,
+    },
+    IcmpSend {
+        icmp_type: u8,
+        icmp_code: u8,
+        desc: String,
+    },
+    TcpReset {
+        reason: Option<String>,
+    },
+    Fib {
+        table: u32,
+        err: i32,
+        oif: u32,
+        iif: u32,
+        nh_dev: String,
+        nh_ifindex: u32,
+        gw: Option<IpAddr>,
+        nh_scope: u8,
+    },
+    Sock {
+        old_state: String,
+        new_state: String,
+    },
+    SockRecv,
+    Neigh {
+        addr: IpAddr,
+        state: String,
+        new_state: Option<String>,
+        lladdr: Option<String>,
+        err: i32,
+        event: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hop {
+    pub ts_ns: u64,
+    #[serde(serialize_with = "ser_hook")]
+    pub hook: Hook,
+    pub netns: String,
+    pub netns_inode: u32,
+    pub dev: String,
+    pub ifindex: u32,
+    pub dir: Dir,
+    pub tuple: Tuple,
+    #[serde(serialize_with = "ser_hex")]
+    pub skb: u64,
+    pub data: HopData,
+}
+
+fn ser_hook<S: serde::Serializer>(h: &Hook, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(hook_name(*h))
+}
+
+fn ser_hex<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format!("{v:#x}"))
+}
+
+impl Hop {
+    /// A packet hop on the request path that means "the packet was here".
+    pub fn is_ingress(&self) -> bool {
+        matches!(self.hook, Hook::NetifReceive | Hook::TcIngress)
+    }
+
+    pub fn is_egress(&self) -> bool {
+        matches!(self.hook, Hook::Xmit | Hook::TcEgress)
+    }
+
+    pub fn is_request(&self) -> bool {
+        self.dir == Dir::Request
+    }
+
+    /// One human line of what happened at this hop.
+    pub fn detail(&self) -> String {
+        match &self.data {
+            HopData::Packet {
+                tcp_flags: f, len, ..
+            } => {
+                if self.tuple.proto == 6 {
+                    format!("[{}] len {len}", tcp_flags(*f))
+                } else {
+                    format!("len {len}")
+                }
+            }
+            HopData::Drop {
+                reason, location, ..
+            } => format!("DROP reason {reason} at {location}"),
+            HopData::Consume { location } => format!("consumed at {location}"),
+            HopData::IcmpSend { desc, .. } => format!("kernel sent ICMP {desc}"),
+            HopData::TcpReset { reason } => match reason {
+                Some(r) => format!("kernel sent TCP RST (reason {r})"),
+                None => "kernel sent TCP RST".into(),
+            },
+            HopData::Fib {
+                table,
+                err,
+                nh_dev,
+                gw,
+                nh_scope,
+                ..
+            } => {
+                if *err == 0 {
+                    let via = gw.map(|g| format!(" via {g}")).unwrap_or_default();
+                    let kind = if *nh_scope == SCOPE_NOWHERE {
+                        "LOCAL route"
+                    } else {
+                        "route"
+                    };
+                    format!("{kind} in table {}: dev {nh_dev}{via}", table_name(*table))
+                } else {
+                    format!("table {}: {}", table_name(*table), errno_name(*err))
+                }
+            }
+            HopData::Sock {
+                old_state,
+                new_state,
+            } => format!("socket {old_state} -> {new_state}"),
+            HopData::SockRecv => "read by a local socket (recvmsg)".into(),
+            HopData::Neigh {
+                addr,
+                state,
+                new_state,
+                lladdr,
+                event,
+                ..
+            } => {
+                let mut s = format!("neighbour {addr} {event}: {state}");
+                if let Some(n) = new_state {
+                    s.push_str(&format!(" -> {n}"));
+                }
+                if let Some(l) = lladdr {
+                    s.push_str(&format!(" lladdr {l}"));
+                }
+                s
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(table_name(255), "local");
+        assert_eq!(errno_name(-101), "ENETUNREACH");
+        assert_eq!(tcp_state(10), "LISTEN");
+        assert_eq!(nud_state(0x20), "FAILED");
+        assert_eq!(nud_state(0x0), "NONE");
+        assert_eq!(icmp_desc(false, 3, 0), "dest-unreachable net-unreachable");
+        assert_eq!(icmp_desc(false, 5, 1), "redirect host");
+    }
+}

@@ -1,0 +1,41 @@
+//! tracer: follow packets bound for a Service, VIP or link-local address
+//! through a Kubernetes node's datapath and say where they died and why.
+
+mod btf;
+mod cli;
+mod event;
+mod flow;
+mod hop;
+mod loader;
+mod names;
+mod netns;
+mod render;
+mod target;
+mod verdict;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = match cli::Cli::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            // --help/--version print and exit 0; usage errors exit 2 with one
+            // clear message (clap's own).
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .format_timestamp(None)
+        .init();
+    match cli::run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("tracer: error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

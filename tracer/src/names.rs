@@ -1,0 +1,212 @@
+//! Turning kernel numbers into names: drop reasons and reset reasons (from
+//! BTF), code addresses (from /proc/kallsyms), namespaces (from /run/netns
+//! and /proc/*/ns/net).
+
+use std::{
+    collections::HashMap,
+    os::unix::fs::MetadataExt,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+#[derive(Debug, Default)]
+pub struct Kallsyms {
+    /// Sorted by address.
+    syms: Vec<(u64, String)>,
+}
+
+impl Kallsyms {
+    pub fn load() -> Kallsyms {
+        std::fs::read_to_string("/proc/kallsyms")
+            .map(|s| Kallsyms::parse(&s))
+            .unwrap_or_default()
+    }
+
+    pub fn parse(text: &str) -> Kallsyms {
+        let mut syms: Vec<(u64, String)> = text
+            .lines()
+            .filter_map(|l| {
+                let mut it = l.split_whitespace();
+                let addr = u64::from_str_radix(it.next()?, 16).ok()?;
+                let ty = it.next()?;
+                let name = it.next()?;
+                // text symbols only
+                if addr == 0 || !matches!(ty, "t" | "T") {
+                    return None;
+                }
+                Some((addr, name.to_string()))
+            })
+            .collect();
+        syms.sort();
+        Kallsyms { syms }
+    }
+
+    /// `function+0xoff`, or the hex address when unknown (e.g. kptr_restrict).
+    pub fn symbolize(&self, addr: u64) -> String {
+        if addr == 0 {
+            return String::new();
+        }
+        match self.syms.partition_point(|(a, _)| *a <= addr) {
+            0 => format!("{addr:#x}"),
+            i => {
+                let (a, n) = &self.syms[i - 1];
+                format!("{n}+{:#x}", addr - a)
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.syms.is_empty()
+    }
+}
+
+/// Just the function part of `function+0xoff`.
+pub fn func_of(loc: &str) -> &str {
+    loc.split('+').next().unwrap_or(loc)
+}
+
+/// Network namespace inode -> human name.
+#[derive(Debug)]
+pub struct NetnsNames {
+    names: HashMap<u32, String>,
+    paths: HashMap<u32, PathBuf>,
+    last_scan: Option<Instant>,
+}
+
+impl Default for NetnsNames {
+    fn default() -> Self {
+        let mut n = NetnsNames {
+            names: HashMap::new(),
+            paths: HashMap::new(),
+            last_scan: None,
+        };
+        n.scan();
+        n
+    }
+}
+
+pub fn netns_inode(path: &Path) -> Option<u32> {
+    std::fs::metadata(path).ok().map(|m| m.ino() as u32)
+}
+
+impl NetnsNames {
+    pub fn scan(&mut self) {
+        self.last_scan = Some(Instant::now());
+        // The init namespace (PID 1's) is "host".
+        if let Some(ino) = netns_inode(Path::new("/proc/1/ns/net")) {
+            self.names.insert(ino, "host".into());
+            self.paths.insert(ino, "/proc/1/ns/net".into());
+        }
+        if let Ok(rd) = std::fs::read_dir("/run/netns") {
+            for e in rd.flatten() {
+                if let Some(ino) = netns_inode(&e.path()) {
+                    self.names
+                        .insert(ino, e.file_name().to_string_lossy().into_owned());
+                    self.paths.insert(ino, e.path());
+                }
+            }
+        }
+        if let Ok(rd) = std::fs::read_dir("/proc") {
+            for e in rd.flatten() {
+                let name = e.file_name();
+                let Some(pid) = name
+                    .to_str()
+                    .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
+                else {
+                    continue;
+                };
+                let p = e.path().join("ns/net");
+                if let Some(ino) = netns_inode(&p) {
+                    self.paths.entry(ino).or_insert_with(|| p.clone());
+                    self.names.entry(ino).or_insert_with(|| {
+                        let comm =
+                            std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+                        format!("pid:{pid}({})", comm.trim())
+                    });
+                }
+            }
+        }
+    }
+
+    pub fn name(&mut self, ino: u32) -> String {
+        if ino == 0 {
+            return "unknown".into();
+        }
+        if !self.names.contains_key(&ino)
+            && self
+                .last_scan
+                .is_none_or(|t| t.elapsed() > Duration::from_millis(200))
+        {
+            self.scan();
+        }
+        self.names
+            .get(&ino)
+            .cloned()
+            .unwrap_or_else(|| format!("inode:{ino}"))
+    }
+
+    /// A path that opens this namespace, when one is known.
+    pub fn path(&mut self, ino: u32) -> Option<PathBuf> {
+        if !self.paths.contains_key(&ino) {
+            self.scan();
+        }
+        self.paths.get(&ino).cloned()
+    }
+}
+
+/// All name tables a run needs.
+#[derive(Debug, Default)]
+pub struct Names {
+    pub drop_reasons: HashMap<u32, String>,
+    pub rst_reasons: HashMap<u32, String>,
+    pub kallsyms: Kallsyms,
+    pub netns: NetnsNames,
+}
+
+impl Names {
+    pub fn drop_reason(&self, v: u32) -> String {
+        self.drop_reasons
+            .get(&v)
+            .cloned()
+            .unwrap_or_else(|| format!("reason_{v}"))
+    }
+
+    pub fn rst_reason(&self, v: u32) -> Option<String> {
+        if v == u32::MAX {
+            return None;
+        }
+        Some(
+            self.rst_reasons
+                .get(&v)
+                .cloned()
+                .unwrap_or_else(|| format!("reason_{v}")),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symbolizes() {
+        let k = Kallsyms::parse(
+            "ffffffff81000000 T _stext\nffffffff81100000 t nf_hook_slow\nffffffff81100400 T ip_rcv\nffffffff81200000 d some_data\n",
+        );
+        assert_eq!(k.symbolize(0xffffffff81100010), "nf_hook_slow+0x10");
+        assert_eq!(k.symbolize(0xffffffff81100400), "ip_rcv+0x0");
+        assert_eq!(k.symbolize(0x1000), "0x1000");
+        assert_eq!(k.symbolize(0), "");
+        assert_eq!(func_of("nf_hook_slow+0x10"), "nf_hook_slow");
+    }
+
+    #[test]
+    fn reasons() {
+        let mut n = Names::default();
+        n.drop_reasons.insert(3, "NO_SOCKET".into());
+        assert_eq!(n.drop_reason(3), "NO_SOCKET");
+        assert_eq!(n.drop_reason(77), "reason_77");
+        assert_eq!(n.rst_reason(u32::MAX), None);
+        assert_eq!(n.rst_reason(5).as_deref(), Some("reason_5"));
+    }
+}

@@ -1,0 +1,131 @@
+//! Network namespaces: entering one on the current thread, and what is in it.
+
+use std::{
+    fs::File,
+    net::IpAddr,
+    os::fd::AsFd,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context, Result, bail};
+use nix::sched::{CloneFlags, setns};
+
+use crate::{names::netns_inode, verdict::IfAddr};
+
+/// A namespace the user asked for: a name under /run/netns, a path, or a PID.
+#[derive(Debug, Clone)]
+pub struct NetnsRef {
+    pub label: String,
+    pub path: PathBuf,
+    pub inode: u32,
+}
+
+pub fn resolve_netns(spec: &str) -> Result<NetnsRef> {
+    let path = if spec.bytes().all(|b| b.is_ascii_digit()) && !spec.is_empty() {
+        PathBuf::from(format!("/proc/{spec}/ns/net"))
+    } else if spec.contains('/') {
+        PathBuf::from(spec)
+    } else {
+        PathBuf::from(format!("/run/netns/{spec}"))
+    };
+    let inode = match netns_inode(&path) {
+        Some(i) => i,
+        None => bail!(
+            "network namespace '{spec}' not found ({} does not exist); give a name under /run/netns, a path, or a PID",
+            path.display()
+        ),
+    };
+    // It must really be a network namespace.
+    File::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
+    Ok(NetnsRef {
+        label: spec.to_string(),
+        path,
+        inode,
+    })
+}
+
+/// The calling thread's namespace; entering another restores it on drop.
+pub struct NetnsGuard {
+    orig: File,
+}
+
+impl NetnsGuard {
+    pub fn enter(path: &Path) -> Result<NetnsGuard> {
+        let orig = File::open("/proc/thread-self/ns/net").context("open own netns")?;
+        let target = File::open(path).with_context(|| format!("open netns {}", path.display()))?;
+        setns(target.as_fd(), CloneFlags::CLONE_NEWNET)
+            .with_context(|| format!("setns into {}", path.display()))?;
+        Ok(NetnsGuard { orig })
+    }
+}
+
+impl Drop for NetnsGuard {
+    fn drop(&mut self) {
+        // Failing to return would leave this thread in the wrong namespace;
+        // nothing sensible can continue after that.
+        setns(self.orig.as_fd(), CloneFlags::CLONE_NEWNET)
+            .expect("return to the original network namespace");
+    }
+}
+
+/// Interfaces of the current namespace (name, ifindex).
+pub fn interfaces() -> Vec<(String, u32)> {
+    match nix::net::if_::if_nameindex() {
+        Ok(list) => list
+            .iter()
+            .map(|i| (i.name().to_string_lossy().into_owned(), i.index()))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Addresses of the current namespace.
+pub fn addresses() -> Vec<IfAddr> {
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for a in addrs {
+        let (Some(addr), Some(mask)) = (a.address, a.netmask) else {
+            continue;
+        };
+        let (ip, prefix): (IpAddr, u8) =
+            if let (Some(s), Some(m)) = (addr.as_sockaddr_in(), mask.as_sockaddr_in()) {
+                (IpAddr::V4(s.ip()), u32::from(m.ip()).count_ones() as u8)
+            } else if let (Some(s), Some(m)) = (addr.as_sockaddr_in6(), mask.as_sockaddr_in6()) {
+                (IpAddr::V6(s.ip()), u128::from(m.ip()).count_ones() as u8)
+            } else {
+                continue;
+            };
+        out.push(IfAddr {
+            dev: a.interface_name,
+            addr: ip,
+            prefix,
+        });
+    }
+    out
+}
+
+/// Addresses of another namespace, read by entering it on this thread.
+pub fn addresses_in(path: &Path) -> Result<Vec<IfAddr>> {
+    let _g = NetnsGuard::enter(path)?;
+    Ok(addresses())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_netns_is_a_clear_error() {
+        let e = resolve_netns("definitely-not-a-netns-xyz").unwrap_err();
+        assert!(e.to_string().contains("not found"), "{e}");
+        let e = resolve_netns("999999999").unwrap_err();
+        assert!(e.to_string().contains("/proc/999999999/ns/net"), "{e}");
+    }
+
+    #[test]
+    fn own_namespace_has_loopback() {
+        assert!(interfaces().iter().any(|(n, _)| n == "lo"));
+    }
+}

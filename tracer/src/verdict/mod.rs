@@ -1,0 +1,107 @@
+//! Verdicts: small rules over a flow's hop timeline, tried in order.
+
+pub mod hints;
+pub mod rules;
+
+use std::{collections::HashMap, net::IpAddr};
+
+use serde::Serialize;
+
+use crate::flow::Flow;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Delivered,
+    Forwarded,
+    Dropped,
+    Misrouted,
+    NoReply,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Delivered => "delivered",
+            Kind::Forwarded => "forwarded",
+            Kind::Dropped => "dropped",
+            Kind::Misrouted => "misrouted",
+            Kind::NoReply => "no_reply",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    pub kind: Kind,
+    pub reason: String,
+    #[serde(rename = "where")]
+    pub where_: String,
+    pub hint: String,
+    pub netns: String,
+    pub dev: Option<String>,
+    pub incomplete: bool,
+    pub evidence: Vec<String>,
+    /// True when the fate is settled (a drop, a delivery, a misroute); false
+    /// when more events could still change it (forwarded, no reply yet).
+    #[serde(skip)]
+    pub settled: bool,
+}
+
+/// An address on an interface of a namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IfAddr {
+    pub dev: String,
+    pub addr: IpAddr,
+    pub prefix: u8,
+}
+
+/// What the rules may know about the node beyond the events.
+pub trait Env {
+    /// Addresses of the namespace with this inode, when it can be read.
+    fn addrs(&self, netns: u32) -> Option<&[IfAddr]>;
+}
+
+/// A fixed inventory (tests, and a snapshot taken by the loader).
+#[derive(Debug, Default, Clone)]
+pub struct Inventory {
+    pub by_netns: HashMap<u32, Vec<IfAddr>>,
+}
+
+impl Env for Inventory {
+    fn addrs(&self, netns: u32) -> Option<&[IfAddr]> {
+        self.by_netns.get(&netns).map(Vec::as_slice)
+    }
+}
+
+/// Run-wide facts that make a verdict incomplete.
+#[derive(Debug, Default, Clone)]
+pub struct Completeness {
+    pub lost_events: u64,
+    pub missing_hooks: Vec<String>,
+}
+
+pub fn evaluate(flow: &Flow, env: &dyn Env, c: &Completeness) -> Verdict {
+    let mut v = rules::RULES
+        .iter()
+        .find_map(|rule| rule(flow, env))
+        .unwrap_or_else(|| rules::fallback(flow));
+    v.hint = hints::hint(v.kind, &v.reason, &v.evidence);
+    if c.lost_events > 0 {
+        v.incomplete = true;
+        v.evidence.push(format!(
+            "{} events lost (ring buffer full): timeline may be incomplete",
+            c.lost_events
+        ));
+    }
+    if !c.missing_hooks.is_empty() {
+        v.incomplete = true;
+        v.evidence
+            .push(format!("hooks unavailable: {}", c.missing_hooks.join(", ")));
+    }
+    if flow.hops_truncated > 0 {
+        v.evidence
+            .push(format!("{} further hops not kept", flow.hops_truncated));
+    }
+    v
+}

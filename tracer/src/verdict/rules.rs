@@ -1,0 +1,421 @@
+//! The verdict rules. Each is a small function over a flow's timeline that
+//! either recognises its situation or passes; `RULES` is tried in order.
+
+use std::net::IpAddr;
+
+use tracer_common::Hook;
+
+use super::{Env, Kind, Verdict};
+use crate::{
+    flow::Flow,
+    hop::{Dir, Hop, HopData, SCOPE_NOWHERE},
+    names::func_of,
+};
+
+pub type Rule = fn(&Flow, &dyn Env) -> Option<Verdict>;
+
+/// Order matters: a misroute is also a local delivery (or a local drop), and
+/// a drop that happened after delivery does not make the flow dropped.
+pub const RULES: &[Rule] = &[misrouted_local_shadow, dropped, delivered, forwarded];
+
+fn verdict(kind: Kind, reason: &str, where_: String, netns: &str, dev: Option<String>) -> Verdict {
+    Verdict {
+        kind,
+        reason: reason.into(),
+        where_,
+        hint: String::new(),
+        netns: netns.into(),
+        dev: dev.filter(|d| !d.is_empty()),
+        incomplete: false,
+        evidence: Vec::new(),
+        settled: true,
+    }
+}
+
+fn contains(addr: IpAddr, net: IpAddr, prefix: u8) -> bool {
+    match (addr, net) {
+        (IpAddr::V4(a), IpAddr::V4(n)) => {
+            let m = if prefix == 0 {
+                0
+            } else {
+                u32::MAX << (32 - prefix.min(32))
+            };
+            u32::from(a) & m == u32::from(n) & m
+        }
+        (IpAddr::V6(a), IpAddr::V6(n)) => {
+            let m = if prefix == 0 {
+                0
+            } else {
+                u128::MAX << (128 - prefix.min(128))
+            };
+            u128::from(a) & m == u128::from(n) & m
+        }
+        _ => false,
+    }
+}
+
+/// Facts every verdict may carry: what the kernel answered.
+fn side_evidence(flow: &Flow) -> Vec<String> {
+    let mut ev = Vec::new();
+    for h in &flow.hops {
+        match &h.data {
+            HopData::TcpReset { reason } => ev.push(format!(
+                "tcp reset sent in netns {}{}",
+                h.netns,
+                reason
+                    .as_ref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
+            )),
+            HopData::IcmpSend { desc, .. } => {
+                ev.push(format!("icmp {desc} sent by netns {}", h.netns))
+            }
+            HopData::Neigh {
+                addr, state, event, ..
+            } if state.contains("FAILED") => ev.push(format!(
+                "neighbour {addr} on {} in netns {}: {state} ({event})",
+                h.dev, h.netns
+            )),
+            _ => {}
+        }
+    }
+    ev.dedup();
+    ev
+}
+
+/// Incident 5: a route lookup for the flow's destination hit a LOCAL route
+/// because the address is bound on this node (kube-ipvs0 or any device),
+/// while the address lies in the subnet of another interface: it belongs to
+/// another host, and this node answers for it.
+pub fn misrouted_local_shadow(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
+    let dsts = flow.dsts();
+    flow.hops.iter().find_map(|h| {
+        let HopData::Fib {
+            err: 0,
+            nh_dev,
+            nh_scope: SCOPE_NOWHERE,
+            ..
+        } = &h.data
+        else {
+            return None;
+        };
+        let dst = h.tuple.dst;
+        if h.dir != Dir::Request || !dsts.contains(&dst) {
+            return None;
+        }
+        let addrs = env.addrs(h.netns_inode)?;
+        let full = if dst.is_ipv4() { 32 } else { 128 };
+        let owner = addrs
+            .iter()
+            .find(|a| a.dev != *nh_dev && a.dev != "lo" && a.prefix < full && a.addr != dst && contains(dst, a.addr, a.prefix))?;
+        let mut v = verdict(
+            Kind::Misrouted,
+            "local_route_shadows_host",
+            format!(
+                "local route in netns {}: {dst} is bound on {nh_dev}",
+                h.netns
+            ),
+            &h.netns,
+            Some(nh_dev.clone()),
+        );
+        v.evidence.push(format!(
+            "route lookup for {dst} matched a LOCAL route via {nh_dev}: delivered to this node itself"
+        ));
+        v.evidence.push(format!(
+            "{dst} lies in {}/{} on {}: it is another host's address",
+            owner.addr, owner.prefix, owner.dev
+        ));
+        v.evidence.extend(side_evidence(flow));
+        Some(v)
+    })
+}
+
+fn delivery_evidence(flow: &Flow) -> Vec<(&Hop, String)> {
+    let mut out = Vec::new();
+    for h in &flow.hops {
+        match &h.data {
+            HopData::SockRecv => out.push((h, "data read by a local socket".to_string())),
+            HopData::Sock { new_state, .. }
+                if h.dir == Dir::Reply
+                    && matches!(new_state.as_str(), "SYN_RECV" | "ESTABLISHED") =>
+            {
+                out.push((h, format!("server socket reached {new_state}")))
+            }
+            HopData::Sock { new_state, .. }
+                if h.dir == Dir::Request && new_state == "ESTABLISHED" =>
+            {
+                out.push((h, "client handshake completed".to_string()))
+            }
+            HopData::Consume { location }
+                if h.dir == Dir::Request && is_socket_fn(func_of(location)) =>
+            {
+                out.push((
+                    h,
+                    format!("consumed by the socket layer at {}", func_of(location)),
+                ))
+            }
+            HopData::Packet { tcp_flags, .. }
+                if h.dir == Dir::Reply && h.is_egress() && tcp_flags & 0x04 == 0 =>
+            {
+                out.push((h, "the destination answered".to_string()))
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Functions that consume a request skb once a socket accepted it.
+fn is_socket_fn(f: &str) -> bool {
+    f.starts_with("tcp_") && f != "tcp_v4_rcv" && f != "tcp_v6_rcv"
+        || f.starts_with("udp") && f.contains("queue")
+        || f == "skb_consume_udp"
+        || f.starts_with("__skb_recv_udp")
+}
+
+/// Infer the netfilter hook of a drop from where the packet was in its
+/// namespace: nf_hook_slow() itself does not say on this kernel.
+pub fn infer_nf_hook(flow: &Flow, drop: &Hop) -> &'static str {
+    let before: Vec<&Hop> = flow
+        .hops
+        .iter()
+        .filter(|h| h.netns_inode == drop.netns_inode && h.ts_ns <= drop.ts_ns && h.dir == drop.dir)
+        .collect();
+    let ingress = before.iter().any(|h| h.is_ingress());
+    let route = before.iter().rev().find_map(|h| match h.data {
+        HopData::Fib {
+            err: 0, nh_scope, ..
+        } => Some(nh_scope),
+        _ => None,
+    });
+    match (ingress, route) {
+        (true, Some(SCOPE_NOWHERE)) => "INPUT",
+        (true, Some(_)) => "FORWARD",
+        (true, None) => "PREROUTING",
+        (false, _) if before.iter().any(|h| h.is_egress()) => "POSTROUTING",
+        (false, _) => "OUTPUT",
+    }
+}
+
+/// The packet was dropped (skb:kfree_skb with a reason) before any delivery.
+pub fn dropped(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
+    let drop = flow.hops.iter().find(|h| h.hook == Hook::Drop)?;
+    let HopData::Drop {
+        reason, location, ..
+    } = &drop.data
+    else {
+        return None;
+    };
+    if delivery_evidence(flow)
+        .iter()
+        .any(|(h, _)| h.ts_ns < drop.ts_ns)
+    {
+        return None;
+    }
+    let func = func_of(location);
+    let fn_part = if func.is_empty() {
+        String::new()
+    } else {
+        format!(" ({func})")
+    };
+    let mut evidence = Vec::new();
+    let where_ = match reason.as_str() {
+        "NETFILTER_DROP" => {
+            let hook = infer_nf_hook(flow, drop);
+            evidence.push(format!(
+                "netfilter hook {hook} inferred from the packet's path; table/chain need the kprobe backend"
+            ));
+            format!("netfilter {hook}{fn_part} in netns {}", drop.netns)
+        }
+        "IP_INNOROUTES" | "IP_OUTNOROUTES" => {
+            let tables: Vec<String> = flow
+                .hops
+                .iter()
+                .filter(|h| h.netns_inode == drop.netns_inode)
+                .filter_map(|h| match &h.data {
+                    HopData::Fib { table, err, .. } if *err != 0 => Some(format!(
+                        "{}: {}",
+                        crate::hop::table_name(*table),
+                        crate::hop::errno_name(*err)
+                    )),
+                    _ => None,
+                })
+                .collect();
+            let dst = drop.tuple.dst;
+            if tables.is_empty() {
+                format!(
+                    "routing decision (fib_lookup) in netns {}: no route to {dst}",
+                    drop.netns
+                )
+            } else {
+                format!(
+                    "routing decision (fib_lookup) in netns {}: no route to {dst} [{}]",
+                    drop.netns,
+                    tables.join("; ")
+                )
+            }
+        }
+        _ => format!(
+            "{}{fn_part} in netns {}",
+            if func.is_empty() { "kfree_skb" } else { func },
+            drop.netns
+        ),
+    };
+    let mut v = verdict(
+        Kind::Dropped,
+        reason,
+        where_,
+        &drop.netns,
+        Some(drop.dev.clone()),
+    );
+    v.evidence.push(format!(
+        "{} packet dropped at {} on {} in netns {}",
+        if drop.dir == Dir::Request {
+            "request"
+        } else {
+            "reply"
+        },
+        if location.is_empty() { "?" } else { location },
+        if drop.dev.is_empty() { "-" } else { &drop.dev },
+        drop.netns
+    ));
+    v.evidence.extend(evidence);
+    v.evidence.extend(side_evidence(flow));
+    Some(v)
+}
+
+/// A local socket took the packet, or the destination answered.
+pub fn delivered(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
+    let ev = delivery_evidence(flow);
+    let (first, _) = ev.first()?;
+    // Prefer socket-side evidence for `where`.
+    let sock = ev
+        .iter()
+        .find(|(h, _)| !matches!(h.data, HopData::Packet { .. }))
+        .map(|(h, _)| *h);
+    let (reason, at) = match sock {
+        Some(h) => ("local_socket", h),
+        None => ("reply_seen", *first),
+    };
+    let dst = flow.translated.unwrap_or(flow.key);
+    let where_ = match reason {
+        "local_socket" => format!(
+            "local socket {} in netns {}",
+            endpoint(dst.dst, dst.dport),
+            at.netns
+        ),
+        _ => format!(
+            "reply from {} seen in netns {}",
+            endpoint(dst.dst, dst.dport),
+            at.netns
+        ),
+    };
+    let mut v = verdict(Kind::Delivered, reason, where_, &at.netns, None);
+    let mut facts: Vec<String> = ev
+        .iter()
+        .map(|(h, s)| format!("{s} (netns {})", h.netns))
+        .collect();
+    facts.dedup();
+    v.evidence = facts;
+    for h in flow.hops.iter().filter(|h| h.hook == Hook::Drop) {
+        if let HopData::Drop {
+            reason, location, ..
+        } = &h.data
+        {
+            v.evidence.push(format!(
+                "a later packet was dropped: {reason} at {location}"
+            ));
+        }
+    }
+    Some(v)
+}
+
+fn endpoint(a: IpAddr, p: u16) -> String {
+    match (a, p) {
+        (_, 0) => a.to_string(),
+        (IpAddr::V6(_), p) => format!("[{a}]:{p}"),
+        (_, p) => format!("{a}:{p}"),
+    }
+}
+
+/// In some namespace the request came in on one device and left on another,
+/// and that is the last place it was seen.
+pub fn forwarded(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
+    let req: Vec<&Hop> = flow
+        .hops
+        .iter()
+        .filter(|h| h.dir == Dir::Request && matches!(h.data, HopData::Packet { .. }))
+        .collect();
+    let last = *req.last()?;
+    if !last.is_egress() {
+        return None;
+    }
+    let ingress = req
+        .iter()
+        .rev()
+        .find(|h| h.is_ingress() && h.netns_inode == last.netns_inode && h.ts_ns <= last.ts_ns)?;
+    if ingress.dev == last.dev {
+        return None;
+    }
+    let gw = flow.hops.iter().rev().find_map(|h| match &h.data {
+        HopData::Fib {
+            err: 0,
+            gw: Some(g),
+            ..
+        } if h.netns_inode == last.netns_inode => Some(*g),
+        _ => None,
+    });
+    let via = gw.map(|g| format!(" via {g}")).unwrap_or_default();
+    let mut v = verdict(
+        Kind::Forwarded,
+        "routed",
+        format!(
+            "forwarded in netns {}: in {} -> out {}{via}",
+            last.netns, ingress.dev, last.dev
+        ),
+        &last.netns,
+        Some(format!("{} -> {}", ingress.dev, last.dev)),
+    );
+    v.settled = false;
+    v.evidence.push(format!(
+        "received on {}, transmitted on {}",
+        ingress.dev, last.dev
+    ));
+    v.evidence.extend(side_evidence(flow));
+    Some(v)
+}
+
+/// Nothing conclusive: where it was last seen.
+pub fn fallback(flow: &Flow) -> Verdict {
+    let last = flow
+        .hops
+        .iter()
+        .rev()
+        .find(|h| h.dir == Dir::Request && matches!(h.data, HopData::Packet { .. }))
+        .or(flow.hops.last());
+    let (where_, netns, dev) = match last {
+        Some(h) => (
+            format!(
+                "last seen at {} on {} in netns {}",
+                crate::hop::hook_name(h.hook),
+                if h.dev.is_empty() { "-" } else { &h.dev },
+                h.netns
+            ),
+            h.netns.clone(),
+            Some(h.dev.clone()),
+        ),
+        None => ("nowhere".into(), String::new(), None),
+    };
+    let mut v = verdict(Kind::NoReply, "no_reply_seen", where_, &netns, dev);
+    v.settled = false;
+    v.evidence.push(format!(
+        "{} request packets, {} replies seen",
+        flow.packets - flow.replies,
+        flow.replies
+    ));
+    v.evidence.extend(side_evidence(flow));
+    v
+}
+
+#[cfg(test)]
+mod tests;
