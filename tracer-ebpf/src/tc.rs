@@ -48,7 +48,8 @@ fn parse(ctx: &TcContext, pkt: &mut PacketInfo) -> Option<()> {
             pkt.proto = ip.proto as u8;
             pkt.saddr[..4].copy_from_slice(&ip.src_addr);
             pkt.daddr[..4].copy_from_slice(&ip.dst_addr);
-            l4_off = off + (ip.ihl() as usize) * 4;
+            // ihl() already returns the header length in bytes.
+            l4_off = off + ip.ihl() as usize;
         }
         Ok(EtherType::Ipv6) => {
             let ip: Ipv6Hdr = load(ctx, off)?;

@@ -255,11 +255,8 @@ pub fn dropped(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
                 )
             }
         }
-        _ => format!(
-            "{}{fn_part} in netns {}",
-            if func.is_empty() { "kfree_skb" } else { func },
-            drop.netns
-        ),
+        _ if func.is_empty() => format!("kfree_skb in netns {}", drop.netns),
+        _ => format!("{func} in netns {}", drop.netns),
     };
     let mut v = verdict(
         Kind::Dropped,
