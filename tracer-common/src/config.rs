@@ -171,6 +171,19 @@ impl KernelOffsets {
     }
 }
 
+/// Value of the tracked-skb map: the direction the skb matched in and the
+/// ports it had then, so that a reused skb address (some frees, such as
+/// TCP's __kfree_skb(), have no tracepoint to untrack it) is recognised.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TrackInfo {
+    pub dir: u8,
+    pub proto: u8,
+    pub _pad: [u8; 2],
+    pub sport: u16,
+    pub dport: u16,
+}
+
 /// Indexes into the per-CPU `STATS` counter array.
 pub mod stat {
     /// Events written to the ring buffer.
@@ -183,6 +196,8 @@ pub mod stat {
     pub const FILTERED: u32 = 3;
     /// Inserts into the flow-key map that failed.
     pub const FLOWKEY_FAIL: u32 = 4;
+    /// Tracked skb addresses found reused by an unrelated packet.
+    pub const STALE: u32 = 5;
     pub const COUNT: u32 = 8;
 }
 
@@ -217,5 +232,11 @@ mod tests {
         assert_eq!(offset_of!(KernelOffsets, skb_len), 0);
         assert_eq!(offset_of!(KernelOffsets, _pad), 51 * 4);
         assert_eq!(KernelOffsets::none().skb_head, OFFSET_NONE);
+    }
+
+    #[test]
+    fn track_info_layout() {
+        assert_eq!(size_of::<TrackInfo>(), 8);
+        assert_eq!(offset_of!(TrackInfo, sport), 4);
     }
 }

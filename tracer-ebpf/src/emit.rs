@@ -5,7 +5,7 @@ use tracer_common::{CtTuple, EventHeader, Hook, PacketEvent, PacketInfo, kind, s
 
 use crate::{
     filter::{follow_skb, learn_conntrack, netns_allowed},
-    kread::{dev_info, skb_conntrack, skb_dev, skb_packet},
+    kread::{dev_info, skb_conntrack, skb_dev, skb_packet, sock_netns},
     maps::{EVENTS, LAST, LastCtx, bump},
     offsets,
 };
@@ -81,6 +81,16 @@ pub fn finish_skb_event(ev: &mut PacketEvent, skb: u64, dev: u64) {
     let d = dev_info(dev, &mut ev.hdr.ifname);
     ev.hdr.ifindex = d.ifindex;
     ev.hdr.netns = d.netns;
+    if ev.hdr.netns == 0 {
+        // skb->dev is gone or reused once a socket owns the skb: take the
+        // namespace of skb->sk instead.
+        let sk: u64 = crate::kread::read(skb, offsets().skb_sk).unwrap_or(0);
+        ev.hdr.netns = sock_netns(sk);
+    }
+    let d = crate::kread::DevInfo {
+        ifindex: d.ifindex,
+        netns: ev.hdr.netns,
+    };
     if !netns_allowed(d.netns) {
         return;
     }

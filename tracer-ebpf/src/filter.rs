@@ -1,6 +1,6 @@
 //! The one cheap decision every packet on the node pays: is it followed?
 
-use tracer_common::{CtTuple, PacketInfo, stat};
+use tracer_common::{CtTuple, PacketInfo, TrackInfo, stat};
 
 use crate::{
     filter as cfg,
@@ -62,28 +62,48 @@ fn learnt(p: &PacketInfo) -> u8 {
     }
 }
 
-/// Returns the direction flag when this skb is followed: already tracked by
-/// address, or its headers match. Newly matched skbs start being tracked.
+/// Returns the direction flag when this skb is followed: its headers match
+/// (newly matched skbs start being tracked), or its address is tracked and
+/// the packet is plausibly the same one after NAT (same protocol, one port
+/// unchanged), or its headers cannot be read here.
 #[inline(always)]
 pub fn follow_skb(skb: u64, pkt: &PacketInfo) -> u8 {
-    if let Some(d) = unsafe { TRACKED.get(&skb) } {
-        return *d;
+    let tracked = unsafe { TRACKED.get(&skb) }.copied();
+    if pkt.family == 0 {
+        return tracked.map(|t| t.dir).unwrap_or(0);
     }
     bump(stat::FILTERED);
-    if pkt.family == 0 {
-        return 0;
-    }
     let d = match_tuple(pkt, false);
-    if d != 0 && TRACKED.insert(&skb, &d, 0).is_err() {
-        bump(stat::TRACK_FAIL);
+    if d != 0 {
+        if tracked.map(|t| t.dir) != Some(d) {
+            let info = TrackInfo {
+                dir: d,
+                proto: pkt.proto,
+                _pad: [0; 2],
+                sport: pkt.sport,
+                dport: pkt.dport,
+            };
+            if TRACKED.insert(&skb, &info, 0).is_err() {
+                bump(stat::TRACK_FAIL);
+            }
+        }
+        return d;
     }
-    d
+    match tracked {
+        Some(t) if t.proto == pkt.proto && (t.sport == pkt.sport || t.dport == pkt.dport) => t.dir,
+        Some(_) => {
+            bump(stat::STALE);
+            untrack(skb);
+            0
+        }
+        None => 0,
+    }
 }
 
 #[inline(always)]
 pub fn is_tracked(skb: u64) -> u8 {
     match unsafe { TRACKED.get(&skb) } {
-        Some(d) => *d,
+        Some(t) => t.dir,
         None => 0,
     }
 }

@@ -4,17 +4,18 @@ use aya_ebpf::{
     macros::map,
     maps::{HashMap, LruHashMap, PerCpuArray, RingBuf},
 };
-use tracer_common::{CtTuple, FLOW_KEYS_MAX, RING_BYTES, TRACKED_SKBS_MAX, stat};
+use tracer_common::{CtTuple, FLOW_KEYS_MAX, RING_BYTES, TRACKED_SKBS_MAX, TrackInfo, stat};
 
 /// Events for userspace.
 #[map]
 pub static EVENTS: RingBuf = RingBuf::with_byte_size(RING_BYTES, 0);
 
-/// sk_buff addresses being followed -> direction flag (1 request, 2 reply).
+/// sk_buff addresses being followed -> direction (1 request, 2 reply) and
+/// the ports seen when it matched.
 /// Once a packet matched, it is followed by its address so that NAT cannot
 /// lose it. Entries are removed when the skb is freed (kfree_skb/consume_skb).
 #[map]
-pub static TRACKED: LruHashMap<u64, u8> = LruHashMap::with_max_entries(TRACKED_SKBS_MAX, 0);
+pub static TRACKED: LruHashMap<u64, TrackInfo> = LruHashMap::with_max_entries(TRACKED_SKBS_MAX, 0);
 
 /// Extra tuples to follow (learnt from conntrack when NAT rewrites a followed
 /// flow, or inserted by userspace) -> direction flag.

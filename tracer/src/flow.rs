@@ -345,7 +345,10 @@ impl FlowTable {
 
     fn ingest_packet(&mut self, p: &PacketEvent, names: &mut Names) -> u64 {
         let hook = Hook::from_u8(p.hdr.hook).unwrap_or(Hook::Xmit);
-        let seen = Tuple::from_pkt(&p.pkt);
+        // family 0: the headers were not readable at this hook (e.g. after
+        // the socket layer pulled them); the skb address still ties it.
+        let parsed = p.pkt.family != 0;
+        let mut seen = Tuple::from_pkt(&p.pkt);
         let dir = if p.pkt.reply != 0 {
             Dir::Reply
         } else {
@@ -376,6 +379,24 @@ impl FlowTable {
             }
         };
         self.note_skb(p.hdr.skb, id);
+        let mut netns_inode = p.hdr.netns;
+        if let Some(f) = self.flows.get(&id) {
+            let earlier = f
+                .hops
+                .iter()
+                .rev()
+                .find(|h| h.skb == p.hdr.skb && h.tuple.proto != 0);
+            if !parsed {
+                seen = earlier.map(|h| h.tuple).unwrap_or(f.key);
+            }
+            // Once a socket owns the skb, skb->dev no longer names a device:
+            // the packet is still in the namespace it was last seen in.
+            if netns_inode == 0
+                && let Some(h) = earlier
+            {
+                netns_inode = h.netns_inode;
+            }
+        }
         // The reply tuple of a NATed connection, reversed, is the translated
         // request tuple.
         if let (Some(o), Some(r)) = (ct_orig, ct_reply) {
@@ -417,8 +438,8 @@ impl FlowTable {
         let hop = Hop {
             ts_ns: p.hdr.ts_ns,
             hook,
-            netns: names.netns.name(p.hdr.netns),
-            netns_inode: p.hdr.netns,
+            netns: names.netns.name(netns_inode),
+            netns_inode,
             dev: cname(&p.hdr.ifname),
             ifindex: p.hdr.ifindex,
             dir,
@@ -438,7 +459,7 @@ impl FlowTable {
             }
             // Without conntrack, a request seen with another tuple than the
             // key was translated by something else (e.g. a BPF program).
-            if dir == Dir::Request && seen != f.key && f.translated.is_none() {
+            if parsed && dir == Dir::Request && seen != f.key && f.translated.is_none() {
                 f.translated = Some(seen);
             }
             f.push(hop);

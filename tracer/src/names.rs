@@ -92,10 +92,12 @@ pub fn netns_inode(path: &Path) -> Option<u32> {
 impl NetnsNames {
     pub fn scan(&mut self) {
         self.last_scan = Some(Instant::now());
-        // The init namespace (PID 1's) is "host".
-        if let Some(ino) = netns_inode(Path::new("/proc/1/ns/net")) {
-            self.names.insert(ino, "host".into());
-            self.paths.insert(ino, "/proc/1/ns/net".into());
+        // The namespace tracer runs in, and PID 1's, are "host".
+        for p in ["/proc/self/ns/net", "/proc/1/ns/net"] {
+            if let Some(ino) = netns_inode(Path::new(p)) {
+                self.names.entry(ino).or_insert_with(|| "host".into());
+                self.paths.entry(ino).or_insert_with(|| p.into());
+            }
         }
         if let Ok(rd) = std::fs::read_dir("/run/netns") {
             for e in rd.flatten() {

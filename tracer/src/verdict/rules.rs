@@ -79,8 +79,14 @@ fn side_evidence(flow: &Flow) -> Vec<String> {
             _ => {}
         }
     }
-    ev.dedup();
+    dedup(&mut ev);
     ev
+}
+
+/// Remove repeated facts, keeping first occurrences in order.
+pub fn dedup(v: &mut Vec<String>) {
+    let mut seen = std::collections::HashSet::new();
+    v.retain(|s| seen.insert(s.clone()));
 }
 
 /// Incident 5: a route lookup for the flow's destination hit a LOCAL route
@@ -308,16 +314,19 @@ pub fn delivered(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
         ),
     };
     let mut v = verdict(Kind::Delivered, reason, where_, &at.netns, None);
-    let mut facts: Vec<String> = ev
+    // One line per kind of fact, at the first place it was seen.
+    let mut kinds = std::collections::HashSet::new();
+    v.evidence = ev
         .iter()
+        .filter(|(_, s)| kinds.insert(s.clone()))
         .map(|(h, s)| format!("{s} (netns {})", h.netns))
         .collect();
-    facts.dedup();
-    v.evidence = facts;
     for h in flow.hops.iter().filter(|h| h.hook == Hook::Drop) {
+        // NOT_SPECIFIED frees after delivery are TCP housekeeping, not loss.
         if let HopData::Drop {
             reason, location, ..
         } = &h.data
+            && reason != "NOT_SPECIFIED"
         {
             v.evidence.push(format!(
                 "a later packet was dropped: {reason} at {location}"
