@@ -16,6 +16,9 @@ use crate::{
     names::Names,
 };
 
+/// An skb seen again with unreadable headers after this long is another
+/// packet reusing a freed address.
+const STALE_NS: u64 = 200_000_000;
 /// Hops kept per flow; more are counted in `hops_truncated`.
 pub const MAX_HOPS: usize = 256;
 /// How long an unclaimed fib lookup waits for its flow (connect() looks up
@@ -187,7 +190,7 @@ impl FlowTable {
     /// Add an event; returns the flow it went to, if any.
     pub fn ingest(&mut self, ev: &Event, names: &mut Names) -> Option<u64> {
         match ev {
-            Event::Packet(p) => Some(self.ingest_packet(p, names)),
+            Event::Packet(p) => self.ingest_packet(p, names),
             Event::Fib(f) => {
                 let dir = if f.pkt.reply != 0 {
                     Dir::Reply
@@ -343,7 +346,7 @@ impl FlowTable {
             .map(|f| f.id)
     }
 
-    fn ingest_packet(&mut self, p: &PacketEvent, names: &mut Names) -> u64 {
+    fn ingest_packet(&mut self, p: &PacketEvent, names: &mut Names) -> Option<u64> {
         let hook = Hook::from_u8(p.hdr.hook).unwrap_or(Hook::Xmit);
         // family 0: the headers were not readable at this hook (e.g. after
         // the socket layer pulled them); the skb address still ties it.
@@ -370,6 +373,8 @@ impl FlowTable {
             .or_else(|| by_tuple(self));
         let id = match id {
             Some(id) => id,
+            // Nothing to tie an unreadable packet to.
+            None if !parsed && ct_orig.is_none() => return None,
             None => {
                 let key = ct_orig.unwrap_or(match dir {
                     Dir::Request => seen,
@@ -387,7 +392,13 @@ impl FlowTable {
                 .rev()
                 .find(|h| h.skb == p.hdr.skb && h.tuple.proto != 0);
             if !parsed {
-                seen = earlier.map(|h| h.tuple).unwrap_or(f.key);
+                // Unreadable headers long after this skb address was last
+                // seen: the address was freed without a tracepoint and
+                // reused by another packet (e.g. a netlink message).
+                match earlier {
+                    Some(h) if p.hdr.ts_ns.saturating_sub(h.ts_ns) < STALE_NS => seen = h.tuple,
+                    _ => return Some(id),
+                }
             }
             // Once a socket owns the skb, skb->dev no longer names a device:
             // the packet is still in the namespace it was last seen in.
@@ -464,7 +475,7 @@ impl FlowTable {
             }
             f.push(hop);
         }
-        id
+        Some(id)
     }
 }
 
