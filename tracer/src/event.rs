@@ -5,7 +5,7 @@ use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr},
 };
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tracer_common::{
     CtTuple, EventHeader, FibEvent, Hook, NeighEvent, PacketEvent, PacketInfo, SockEvent, kind,
@@ -99,12 +99,13 @@ pub fn ip_from(family: u8, b: &[u8; 16]) -> IpAddr {
 }
 
 /// A flow tuple in userspace form.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Tuple {
     pub src: IpAddr,
     pub sport: u16,
     pub dst: IpAddr,
     pub dport: u16,
+    /// Carried by the flow record (`proto`), not repeated per tuple.
     #[serde(skip)]
     pub proto: u8,
 }

@@ -2,10 +2,15 @@
 
 use std::net::IpAddr;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tracer_common::Hook;
 
 use crate::event::{Tuple, tcp_flags};
+
+/// Inverse of [`hook_name`] (neighbour events map to neigh_update).
+pub fn hook_from_name(n: &str) -> Option<Hook> {
+    Hook::ALL.iter().copied().find(|h| hook_name(*h) == n)
+}
 
 pub fn hook_name(h: Hook) -> &'static str {
     match h {
@@ -24,7 +29,7 @@ pub fn hook_name(h: Hook) -> &'static str {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Dir {
     Request,
@@ -139,7 +144,7 @@ pub fn icmp_desc(family_v6: bool, ty: u8, code: u8) -> String {
 }
 
 /// Hook-specific facts of a hop.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum HopData {
     Packet {

@@ -141,6 +141,7 @@ async fn follow(
     let mut sigterm = signal(SignalKind::terminate())?;
 
     let btf = Btf::from_sys()?;
+    log::debug!("btf parsed: {:?}", started.elapsed());
     let resolved = offsets::resolve(&btf)?;
     let mut names = Names {
         drop_reasons: offsets::enum_names(&btf, "skb_drop_reason", "SKB_DROP_REASON_"),
@@ -150,10 +151,12 @@ async fn follow(
     };
     let mut plan = probes::plan(&btf);
     drop(btf);
+    log::debug!("names ready: {:?}", started.elapsed());
 
     let filter = target.filter(!netns.is_empty());
     let inodes: Vec<u32> = netns.iter().map(|n| n.inode).collect();
     let mut ebpf = loader::load(&filter, &resolved.offsets, &inodes)?;
+    log::debug!("object loaded: {:?}", started.elapsed());
 
     let scopes: Vec<TcScope> = if netns.is_empty() {
         vec![TcScope {
@@ -173,7 +176,9 @@ async fn follow(
     // From here on, every error path detaches (TcManager's Drop, links'
     // Drop) before returning.
     loader::attach_tracepoints(&mut ebpf, &mut plan)?;
+    log::debug!("tracepoints attached: {:?}", started.elapsed());
     tc.sync(&mut ebpf)?;
+    log::debug!("tc attached: {:?}", started.elapsed());
     let missing = tc.missing_ifaces();
     if !missing.is_empty() {
         tc.detach_all();

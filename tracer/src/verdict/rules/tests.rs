@@ -1,1 +1,294 @@
+//! Rule tests over hop timelines recorded from real runs on Linux 6.18
+//! (`tracer follow -o json`, final flow records, in ../fixtures), plus
+//! edited copies that probe each rule's boundaries.
 
+use serde_json::Value;
+
+use super::*;
+use crate::{
+    event::Tuple,
+    flow::Flow,
+    hop::{Hop, hook_from_name},
+    verdict::{Completeness, IfAddr, Inventory, evaluate},
+};
+
+fn proto_num(p: &str) -> u8 {
+    match p {
+        "tcp" => 6,
+        "udp" => 17,
+        "icmp" => 1,
+        _ => 0,
+    }
+}
+
+fn tuple(v: &Value, proto: u8) -> Tuple {
+    let mut t: Tuple = serde_json::from_value(v.clone()).expect("tuple");
+    t.proto = proto;
+    t
+}
+
+/// Rebuild a Flow (and the namespace inventory, `_env`) from a record.
+pub fn load(name: &str) -> (Flow, Inventory) {
+    let text = match name {
+        "tcp_delivered" => include_str!("../fixtures/tcp_delivered.json"),
+        "tcp_closed_port" => include_str!("../fixtures/tcp_closed_port.json"),
+        "netfilter_forward_drop" => include_str!("../fixtures/netfilter_forward_drop.json"),
+        "netfilter_input_drop" => include_str!("../fixtures/netfilter_input_drop.json"),
+        "no_route" => include_str!("../fixtures/no_route.json"),
+        "forwarded" => include_str!("../fixtures/forwarded.json"),
+        "incident5_shadowed" => include_str!("../fixtures/incident5_shadowed.json"),
+        other => panic!("no fixture {other}"),
+    };
+    let j: Value = serde_json::from_str(text).expect("fixture JSON");
+    let proto = proto_num(j["proto"].as_str().unwrap());
+    let hops: Vec<Hop> = j["hops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            let proto_here = if h["fields"]["type"] == "fib" && h["tuple"]["dport"] == 0 {
+                0
+            } else {
+                proto
+            };
+            Hop {
+                ts_ns: h["ts_ns"].as_u64().unwrap(),
+                hook: hook_from_name(h["hook"].as_str().unwrap()).expect("hook name"),
+                netns: h["netns"].as_str().unwrap().into(),
+                netns_inode: h["netns_inode"].as_u64().unwrap() as u32,
+                dev: h["dev"].as_str().unwrap().into(),
+                ifindex: h["ifindex"].as_u64().unwrap() as u32,
+                dir: serde_json::from_value(h["dir"].clone()).unwrap(),
+                tuple: tuple(&h["tuple"], proto_here),
+                skb: u64::from_str_radix(h["skb"].as_str().unwrap().trim_start_matches("0x"), 16)
+                    .unwrap(),
+                data: serde_json::from_value(h["fields"].clone()).expect("fields"),
+            }
+        })
+        .collect();
+    let flow = Flow {
+        id: 1,
+        key: tuple(&j["original"], proto),
+        translated: (!j["translated"].is_null()).then(|| tuple(&j["translated"], proto)),
+        hops_truncated: 0,
+        packets: j["packets"].as_u64().unwrap(),
+        replies: j["replies"].as_u64().unwrap(),
+        first_ns: hops.first().map(|h| h.ts_ns).unwrap_or(0),
+        last_ns: hops.last().map(|h| h.ts_ns).unwrap_or(0),
+        printed: None,
+        hops,
+    };
+    let mut inv = Inventory::default();
+    if let Some(env) = j["_env"].as_object() {
+        for (ino, addrs) in env {
+            let list: Vec<IfAddr> = addrs
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| IfAddr {
+                    dev: a["dev"].as_str().unwrap().into(),
+                    addr: a["addr"].as_str().unwrap().parse().unwrap(),
+                    prefix: a["prefix"].as_u64().unwrap() as u8,
+                })
+                .collect();
+            inv.by_netns.insert(ino.parse().unwrap(), list);
+        }
+    }
+    (flow, inv)
+}
+
+fn judge(flow: &Flow, env: &Inventory) -> Verdict {
+    evaluate(flow, env, &Completeness::default())
+}
+
+#[test]
+fn delivered_tcp() {
+    let (f, env) = load("tcp_delivered");
+    let v = judge(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Delivered, "local_socket")
+    );
+    assert!(v.where_.contains("in netns s"), "{}", v.where_);
+    assert!(
+        v.evidence
+            .iter()
+            .any(|e| e.contains("server socket reached"))
+    );
+    // The NOT_SPECIFIED free during teardown is not reported as loss.
+    assert!(!v.evidence.iter().any(|e| e.contains("NOT_SPECIFIED")));
+    assert!(v.settled);
+}
+
+#[test]
+fn closed_port_is_no_socket_with_reset() {
+    let (f, env) = load("tcp_closed_port");
+    let v = judge(&f, &env);
+    assert_eq!((v.kind, v.reason.as_str()), (Kind::Dropped, "NO_SOCKET"));
+    assert_eq!(v.where_, "tcp_v4_rcv in netns s");
+    assert!(v.evidence.iter().any(|e| e.contains("tcp reset sent")));
+    assert!(v.hint.contains("RST"));
+}
+
+#[test]
+fn netfilter_drop_names_the_hook() {
+    let (f, env) = load("netfilter_forward_drop");
+    let v = judge(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Dropped, "NETFILTER_DROP")
+    );
+    assert!(v.where_.starts_with("netfilter FORWARD"), "{}", v.where_);
+    assert!(v.where_.ends_with("in netns r"));
+    let (f, env) = load("netfilter_input_drop");
+    let v = judge(&f, &env);
+    assert!(v.where_.starts_with("netfilter INPUT"), "{}", v.where_);
+    assert!(v.where_.ends_with("in netns s"));
+}
+
+#[test]
+fn infer_nf_hook_from_path() {
+    let (f, _) = load("netfilter_forward_drop");
+    let drop = f.hops.iter().find(|h| h.hook == Hook::Drop).unwrap();
+    assert_eq!(infer_nf_hook(&f, drop), "FORWARD");
+    // Without the route decision the packet was still in PREROUTING.
+    let mut g = f.clone();
+    g.hops
+        .retain(|h| !(h.hook == Hook::FibLookup && h.netns_inode == drop.netns_inode));
+    assert_eq!(infer_nf_hook(&g, drop), "PREROUTING");
+    // Never received in that namespace: locally generated, OUTPUT.
+    let mut g = f.clone();
+    g.hops
+        .retain(|h| !(h.is_ingress() && h.netns_inode == drop.netns_inode));
+    assert_eq!(infer_nf_hook(&g, drop), "OUTPUT");
+}
+
+#[test]
+fn no_route_names_the_routing_decision_and_icmp() {
+    let (f, env) = load("no_route");
+    let v = judge(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Dropped, "IP_INNOROUTES")
+    );
+    assert!(
+        v.where_
+            .contains("routing decision (fib_lookup) in netns r"),
+        "{}",
+        v.where_
+    );
+    assert!(v.where_.contains("no route to 10.209.9.9"));
+    assert!(v.evidence.iter().any(|e| e.contains("net-unreachable")));
+}
+
+#[test]
+fn forwarded_names_both_devices() {
+    let (f, env) = load("forwarded");
+    let v = judge(&f, &env);
+    assert_eq!((v.kind, v.reason.as_str()), (Kind::Forwarded, "routed"));
+    assert_eq!(v.dev.as_deref(), Some("r0 -> r1"));
+    assert!(!v.settled);
+    // If the packet had left by the device it came in on, it is not a forward.
+    let mut g = f.clone();
+    for h in g.hops.iter_mut() {
+        h.dev = "r0".into();
+    }
+    assert!(forwarded(&g, &Inventory::default()).is_none());
+}
+
+#[test]
+fn incident5_is_misrouted_only_with_the_subnet_evidence() {
+    let (f, env) = load("incident5_shadowed");
+    let v = judge(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Misrouted, "local_route_shadows_host")
+    );
+    assert_eq!(v.dev.as_deref(), Some("kube-ipvs0"));
+    assert!(v.where_.contains("kube-ipvs0"));
+    assert!(v.hint.contains("externalIP"));
+    // Without knowing the namespace's addresses, no misroute is claimed:
+    // the kernel's own fate (RST, NO_SOCKET) is reported instead.
+    let v = judge(&f, &Inventory::default());
+    assert_eq!((v.kind, v.reason.as_str()), (Kind::Dropped, "NO_SOCKET"));
+    // A Service IP on kube-ipvs0 outside every node subnet (incident 2's
+    // LB IP) is expected, not a misroute.
+    let mut env2 = env.clone();
+    for list in env2.by_netns.values_mut() {
+        list.retain(|a| a.dev != "e1");
+        list.push(IfAddr {
+            dev: "e1".into(),
+            addr: "192.168.77.8".parse().unwrap(),
+            prefix: 24,
+        });
+    }
+    assert!(misrouted_local_shadow(&f, &env2).is_none());
+}
+
+#[test]
+fn drop_after_delivery_keeps_delivered() {
+    let (mut f, env) = load("tcp_delivered");
+    let (nf, _) = load("netfilter_forward_drop");
+    let mut late = nf
+        .hops
+        .iter()
+        .find(|h| h.hook == Hook::Drop)
+        .unwrap()
+        .clone();
+    late.ts_ns = f.last_ns + 1;
+    f.hops.push(late);
+    let v = judge(&f, &env);
+    assert_eq!(v.kind, Kind::Delivered);
+    assert!(
+        v.evidence
+            .iter()
+            .any(|e| e.contains("later packet was dropped: NETFILTER_DROP"))
+    );
+}
+
+#[test]
+fn only_a_transmit_is_no_reply() {
+    let (mut f, env) = load("forwarded");
+    f.hops
+        .retain(|h| h.hook == Hook::Xmit && h.dir == Dir::Request);
+    f.packets = 1;
+    f.replies = 0;
+    let v = judge(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::NoReply, "no_reply_seen")
+    );
+    assert!(
+        v.where_.contains("last seen at xmit on r1 in netns r"),
+        "{}",
+        v.where_
+    );
+}
+
+#[test]
+fn lost_events_mark_incomplete() {
+    let (f, env) = load("tcp_closed_port");
+    let c = Completeness {
+        lost_events: 3,
+        missing_hooks: vec!["fib_lookup".into()],
+    };
+    let v = evaluate(&f, &env, &c);
+    assert!(v.incomplete);
+    assert!(v.evidence.iter().any(|e| e.contains("3 events lost")));
+    assert!(v.evidence.iter().any(|e| e.contains("fib_lookup")));
+}
+
+#[test]
+fn every_fixture_has_a_hint() {
+    for n in [
+        "tcp_delivered",
+        "tcp_closed_port",
+        "netfilter_forward_drop",
+        "no_route",
+        "forwarded",
+        "incident5_shadowed",
+    ] {
+        let (f, env) = load(n);
+        assert!(!judge(&f, &env).hint.is_empty(), "{n}");
+    }
+}
