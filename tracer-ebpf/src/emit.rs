@@ -74,6 +74,40 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
     Some(())
 }
 
+/// For hooks that only concern skbs already followed (an ICMP error or a
+/// reset answering a packet that was received, hence seen, first): one map
+/// lookup decides, no matching, no conntrack. Much cheaper to verify.
+#[inline(always)]
+pub fn tracked_event(hook: Hook, skb: u64, location: u64, reason: u32) -> Option<()> {
+    let dir = crate::filter::is_tracked(skb);
+    if skb == 0 || dir == 0 {
+        return None;
+    }
+    let mut ev = PacketEvent {
+        hdr: header(kind::PACKET, hook, skb),
+        pkt: PacketInfo::zeroed(),
+        location,
+        reason,
+        mark: 0,
+        ct_orig: CtTuple::zeroed(),
+        ct_reply: CtTuple::zeroed(),
+    };
+    skb_packet(skb, &mut ev.pkt);
+    ev.pkt.reply = (dir == crate::filter::DIR_REPLY) as u8;
+    let d = dev_info(skb_dev(skb), &mut ev.hdr.ifname);
+    ev.hdr.ifindex = d.ifindex;
+    ev.hdr.netns = d.netns;
+    if ev.hdr.netns == 0 {
+        let sk: u64 = crate::kread::read(skb, offsets().skb_sk).unwrap_or(0);
+        ev.hdr.netns = sock_netns(sk);
+    }
+    if !netns_allowed(ev.hdr.netns) {
+        return None;
+    }
+    send(&ev);
+    Some(())
+}
+
 /// Fill device, netns, mark and conntrack of a followed skb event and send it.
 #[inline(always)]
 pub fn finish_skb_event(ev: &mut PacketEvent, skb: u64, dev: u64) {

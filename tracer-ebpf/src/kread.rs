@@ -194,7 +194,12 @@ fn ct_tuple(ct: u64, off: u32, t: &mut CtTuple) -> bool {
     t.dport = u16::from_be(dp);
     t.proto = read(base, o.ctt_dst_protonum).unwrap_or(0);
     // An IPv4 tuple leaves bytes 4..16 of the address zero.
-    t.family = if t.saddr[4..].iter().all(|b| *b == 0) && t.daddr[4..].iter().all(|b| *b == 0) {
+    let tail = |a: &[u8; 16]| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&a[8..]);
+        u64::from_ne_bytes(w) | (u32::from_ne_bytes([a[4], a[5], a[6], a[7]]) as u64)
+    };
+    t.family = if tail(&t.saddr) | tail(&t.daddr) == 0 {
         4
     } else {
         6

@@ -10,7 +10,7 @@ use tracer_common::{
 };
 
 use crate::{
-    emit::{header, send, skb_event},
+    emit::{header, send, skb_event, tracked_event},
     filter::{DIR_REPLY, is_tracked, match_tuple, netns_allowed, untrack},
     kread::{IPPROTO_TCP, dev_info, read, read_buf, skb_packet, sock_netns},
     maps::LAST,
@@ -60,7 +60,7 @@ pub fn tracer_consume_skb(ctx: BtfTracePointContext) -> i32 {
     let skb: u64 = ctx.arg(0);
     if is_tracked(skb) != 0 {
         let location: u64 = ctx.arg(1);
-        let _ = skb_event(Hook::Consume, skb, 0, location, 0);
+        let _ = tracked_event(Hook::Consume, skb, location, 0);
         untrack(skb);
     }
     0
@@ -109,7 +109,7 @@ pub fn tracer_icmp_send(ctx: BtfTracePointContext) -> i32 {
     let ty: i32 = ctx.arg(1);
     let code: i32 = ctx.arg(2);
     let reason = ((ty as u32 & 0xff) << 8) | (code as u32 & 0xff);
-    let _ = skb_event(Hook::IcmpSend, skb, 0, 0, reason);
+    let _ = tracked_event(Hook::IcmpSend, skb, 0, reason);
     0
 }
 
@@ -123,7 +123,7 @@ pub fn tracer_tcp_reset(ctx: BtfTracePointContext) -> i32 {
     } else {
         u32::MAX
     };
-    let _ = skb_event(Hook::TcpReset, skb, 0, 0, reason);
+    let _ = tracked_event(Hook::TcpReset, skb, 0, reason);
     0
 }
 
@@ -345,16 +345,5 @@ fn try_neigh(hook: Hook, n: u64, lladdr: u64, new: u8, err: i32) -> Option<()> {
 /// the same L2, incident 1) — ports do not apply.
 #[inline(always)]
 fn neigh_matches(pkt: &PacketInfo) -> bool {
-    let f = crate::filter();
-    if pkt.family != f.family {
-        return false;
-    }
-    let mut i = 0;
-    while i < 16 {
-        if pkt.daddr[i] & f.mask[i] != f.addr[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
+    pkt.family == crate::filter().family && crate::filter::prefix_eq(&pkt.daddr)
 }

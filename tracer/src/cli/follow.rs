@@ -140,13 +140,15 @@ async fn follow(
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
 
+    // /proc/kallsyms takes ~50 ms to read: off the start-up path.
+    let kallsyms = std::thread::spawn(Kallsyms::load);
     let btf = Btf::from_sys()?;
     log::debug!("btf parsed: {:?}", started.elapsed());
     let resolved = offsets::resolve(&btf)?;
     let mut names = Names {
         drop_reasons: offsets::enum_names(&btf, "skb_drop_reason", "SKB_DROP_REASON_"),
         rst_reasons: offsets::enum_names(&btf, "sk_rst_reason", "SK_RST_REASON_"),
-        kallsyms: Kallsyms::load(),
+        kallsyms: Kallsyms::default(),
         netns: Default::default(),
     };
     let mut plan = probes::plan(&btf);
@@ -155,7 +157,10 @@ async fn follow(
 
     let filter = target.filter(!netns.is_empty());
     let inodes: Vec<u32> = netns.iter().map(|n| n.inode).collect();
-    let mut ebpf = loader::load(&filter, &resolved.offsets, &inodes)?;
+    let aya_btf = aya::Btf::from_sys_fs().context("read kernel BTF for program loading")?;
+    let mut ebpf = loader::load(&filter, &resolved.offsets, &inodes, &aya_btf)?;
+    loader::load_programs(&mut ebpf, &mut plan, &aya_btf)?;
+    drop(aya_btf);
     log::debug!("object loaded: {:?}", started.elapsed());
 
     let scopes: Vec<TcScope> = if netns.is_empty() {
@@ -189,6 +194,7 @@ async fn follow(
     }
     // SAFETY: the RingBuf owns its map fd, which stays open and the same for
     // as long as the AsyncFd (which owns the RingBuf) lives.
+    names.kallsyms = kallsyms.join().unwrap_or_default();
     let mut ring = unsafe {
         AsyncFd::register_with_interest(loader::ring(&mut ebpf)?, tokio::io::Interest::READABLE)
     }

@@ -4,11 +4,11 @@
 pub mod probes;
 pub mod tc;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
-    programs::BtfTracePoint,
+    programs::{BtfTracePoint, Program},
 };
 use tracer_common::{FilterConfig, KernelOffsets, stat};
 
@@ -17,10 +17,14 @@ use self::probes::ProbeStatus;
 /// The kernel object, built by build.rs.
 pub static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer"));
 
-pub fn load(filter: &FilterConfig, offsets: &KernelOffsets, netns: &[u32]) -> Result<Ebpf> {
-    let btf = aya::Btf::from_sys_fs().context("read kernel BTF for program loading")?;
+pub fn load(
+    filter: &FilterConfig,
+    offsets: &KernelOffsets,
+    netns: &[u32],
+    btf: &aya::Btf,
+) -> Result<Ebpf> {
     let mut ebpf = EbpfLoader::new()
-        .btf(Some(&btf))
+        .btf(Some(btf))
         .override_global("FILTER", filter, true)
         .override_global("OFFSETS", offsets, true)
         .load(EBPF_OBJECT)
@@ -34,21 +38,100 @@ pub fn load(filter: &FilterConfig, offsets: &KernelOffsets, netns: &[u32]) -> Re
             m.insert(ino, 1, 0)?;
         }
     }
-    for name in [tc::INGRESS_PROG, tc::EGRESS_PROG] {
-        let prog: &mut aya::programs::SchedClassifier = ebpf
-            .program_mut(name)
-            .ok_or_else(|| anyhow!("program {name} missing from the object"))?
-            .try_into()?;
-        prog.load()
-            .map_err(|e| anyhow!("load {name}: {}", verifier_summary(&e)))?;
-    }
     Ok(ebpf)
 }
 
-/// Load and attach every tracepoint of the plan. A required hook that fails
-/// is an error; others are reported in their status.
+/// Load (verify) the tc programs and every tracepoint of the plan.
+/// Verification dominates start-up and the kernel verifies programs
+/// independently, so they are loaded from as many threads as there are CPUs.
+/// A required hook that fails is an error; others are reported in the plan.
+pub fn load_programs(ebpf: &mut Ebpf, plan: &mut [ProbeStatus], btf: &aya::Btf) -> Result<()> {
+    let mut jobs: Vec<(&str, &mut Program)> = ebpf
+        .programs_mut()
+        .filter(|(name, _)| {
+            *name == tc::INGRESS_PROG
+                || *name == tc::EGRESS_PROG
+                || plan.iter().any(|st| {
+                    st.backend == "tp_btf"
+                        && probes::TRACEPOINTS
+                            .iter()
+                            .any(|p| p.hook == st.hook && p.program == *name)
+                })
+        })
+        .collect();
+    // Heaviest first (the skb parsers), then a shared queue keeps every
+    // thread busy until the end.
+    let heavy = |n: &str| {
+        [
+            tc::INGRESS_PROG,
+            tc::EGRESS_PROG,
+            "tracer_netif_receive",
+            "tracer_kfree_skb",
+            "tracer_xmit",
+        ]
+        .contains(&n)
+    };
+    jobs.sort_by_key(|(n, _)| !heavy(n));
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 8);
+    let queue = std::sync::Mutex::new(jobs.into_iter());
+    let results: Vec<(String, Result<()>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let next = queue.lock().expect("queue").next();
+                        let Some((name, prog)) = next else { break };
+                        let t0 = std::time::Instant::now();
+                        let r = load_one(name, prog, btf);
+                        log::debug!("verified {name} in {:?}", t0.elapsed());
+                        done.push((name.to_string(), r));
+                    }
+                    done
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("loader thread"))
+            .collect()
+    });
+    for (name, r) in results {
+        let Err(e) = r else { continue };
+        if name == tc::INGRESS_PROG || name == tc::EGRESS_PROG {
+            return Err(e.context(format!("load {name}")));
+        }
+        let spec = probes::TRACEPOINTS.iter().find(|p| p.program == name);
+        if let Some(st) = spec.and_then(|sp| plan.iter_mut().find(|st| st.hook == sp.hook)) {
+            st.error = Some(format!("load: {e:#}"));
+            if st.required {
+                bail!("required hook {} failed to load: {e:#}", st.hook);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn load_one(name: &str, prog: &mut Program, btf: &aya::Btf) -> Result<()> {
+    match prog {
+        Program::SchedClassifier(p) => p.load().map_err(|e| anyhow!(verifier_summary(&e))),
+        Program::BtfTracePoint(p) => {
+            let spec = probes::TRACEPOINTS
+                .iter()
+                .find(|s| s.program == name)
+                .ok_or_else(|| anyhow!("{name} is not in the probe registry"))?;
+            p.load(spec.tracepoint, btf)
+                .map_err(|e| anyhow!(verifier_summary(&e)))
+        }
+        _ => bail!("unexpected program type for {name}"),
+    }
+}
+
+/// Attach the loaded tracepoints of the plan.
 pub fn attach_tracepoints(ebpf: &mut Ebpf, plan: &mut [ProbeStatus]) -> Result<()> {
-    let btf = aya::Btf::from_sys_fs().context("read kernel BTF")?;
     for st in plan.iter_mut() {
         if st.backend == "none" {
             if st.required {
@@ -60,6 +143,9 @@ pub fn attach_tracepoints(ebpf: &mut Ebpf, plan: &mut [ProbeStatus]) -> Result<(
             }
             continue;
         }
+        if st.error.is_some() {
+            continue;
+        }
         let spec = probes::TRACEPOINTS
             .iter()
             .find(|p| p.hook == st.hook)
@@ -69,8 +155,6 @@ pub fn attach_tracepoints(ebpf: &mut Ebpf, plan: &mut [ProbeStatus]) -> Result<(
                 .program_mut(spec.program)
                 .ok_or_else(|| anyhow!("program {} missing from the object", spec.program))?
                 .try_into()?;
-            prog.load(spec.tracepoint, &btf)
-                .map_err(|e| anyhow!("load: {}", verifier_summary(&e)))?;
             prog.attach().map_err(|e| anyhow!("attach: {e}"))?;
             Ok(())
         })();
