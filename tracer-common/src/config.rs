@@ -73,6 +73,18 @@ pub struct KernelOffsets {
     pub fl4_daddr: u32,
     pub fl4_sport: u32,
     pub fl4_dport: u32,
+    // struct flowi6, fib6_result, fib6_table, fib6_nh
+    pub fl6_oif: u32,
+    pub fl6_iif: u32,
+    pub fl6_proto: u32,
+    pub fl6_saddr: u32,
+    pub fl6_daddr: u32,
+    pub fl6_sport: u32,
+    pub fl6_dport: u32,
+    pub f6res_nh: u32,
+    pub f6res_type: u32,
+    pub tb6_id: u32,
+    pub fib6_nh_common: u32,
     // struct fib_nh_common
     pub nhc_dev: u32,
     pub nhc_gw_family: u32,
@@ -137,6 +149,17 @@ impl KernelOffsets {
             fl4_daddr: OFFSET_NONE,
             fl4_sport: OFFSET_NONE,
             fl4_dport: OFFSET_NONE,
+            fl6_oif: OFFSET_NONE,
+            fl6_iif: OFFSET_NONE,
+            fl6_proto: OFFSET_NONE,
+            fl6_saddr: OFFSET_NONE,
+            fl6_daddr: OFFSET_NONE,
+            fl6_sport: OFFSET_NONE,
+            fl6_dport: OFFSET_NONE,
+            f6res_nh: OFFSET_NONE,
+            f6res_type: OFFSET_NONE,
+            tb6_id: OFFSET_NONE,
+            fib6_nh_common: OFFSET_NONE,
             nhc_dev: OFFSET_NONE,
             nhc_gw_family: OFFSET_NONE,
             nhc_gw: OFFSET_NONE,
@@ -227,10 +250,10 @@ mod tests {
 
     #[test]
     fn offsets_layout() {
-        // 52 u32 fields, no implicit padding.
-        assert_eq!(size_of::<KernelOffsets>(), 52 * 4);
+        // 63 u32 fields, no implicit padding.
+        assert_eq!(size_of::<KernelOffsets>(), 63 * 4);
         assert_eq!(offset_of!(KernelOffsets, skb_len), 0);
-        assert_eq!(offset_of!(KernelOffsets, _pad), 51 * 4);
+        assert_eq!(offset_of!(KernelOffsets, _pad), 62 * 4);
         assert_eq!(KernelOffsets::none().skb_head, OFFSET_NONE);
     }
 

@@ -199,7 +199,9 @@ pub struct FibEvent {
     pub nh_ifindex: u32,
     pub gw_family: u8,
     pub nh_scope: u8,
-    pub _pad: [u8; 2],
+    /// Route type (RTN_*) when the hook knows it (IPv6), else 0.
+    pub rtype: u8,
+    pub _pad: u8,
     pub gw: [u8; 16],
     pub nh_dev: [u8; 16],
 }

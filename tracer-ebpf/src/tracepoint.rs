@@ -166,15 +166,90 @@ fn try_fib(table: u32, flp: u64, nhc: u64, err: i32) -> Option<()> {
         nh_ifindex: 0,
         gw_family: 0,
         nh_scope: 0,
-        _pad: [0; 2],
+        rtype: 0,
+        _pad: 0,
         gw: [0; 16],
         nh_dev: [0; 16],
     };
+    send_fib(&mut ev, nhc);
+    Some(())
+}
+
+/// fib6:fib6_table_lookup(const struct net *net, const struct fib6_result *res,
+/// struct fib6_table *table, const struct flowi6 *flp): one IPv6 table
+/// consulted (fib6_table_lookup()); res->nh is NULL on a miss.
+#[btf_tracepoint(function = "fib6_table_lookup")]
+pub fn tracer_fib6_lookup(ctx: BtfTracePointContext) -> i32 {
+    let net: u64 = ctx.arg(0);
+    let res: u64 = ctx.arg(1);
+    let table: u64 = ctx.arg(2);
+    let flp: u64 = ctx.arg(3);
+    let _ = try_fib6(net, res, table, flp);
+    0
+}
+
+fn try_fib6(net: u64, res: u64, table: u64, flp: u64) -> Option<()> {
+    let o = offsets();
+    let mut pkt = PacketInfo::zeroed();
+    pkt.family = 6;
+    read_buf(flp, o.fl6_saddr, &mut pkt.saddr);
+    read_buf(flp, o.fl6_daddr, &mut pkt.daddr);
+    pkt.proto = read(flp, o.fl6_proto).unwrap_or(0);
+    pkt.sport = u16::from_be(read(flp, o.fl6_sport).unwrap_or(0));
+    pkt.dport = u16::from_be(read(flp, o.fl6_dport).unwrap_or(0));
+    let dir = match_tuple(&pkt, true);
+    if dir == 0 {
+        return None;
+    }
+    pkt.reply = (dir == DIR_REPLY) as u8;
+    let nh: u64 = read(res, o.f6res_nh).unwrap_or(0);
+    let rtype: u8 = read(res, o.f6res_type).unwrap_or(0);
+    let mut ev = FibEvent {
+        hdr: header(kind::FIB, Hook::FibLookup, 0),
+        pkt,
+        table: read(table, o.tb6_id).unwrap_or(0),
+        // The IPv4 convention: -EAGAIN when nothing matched, and the errors
+        // fib_props[] gives unreachable (RTN_UNREACHABLE 7: -EHOSTUNREACH),
+        // blackhole (6: -EINVAL) and prohibit (8: -EACCES) routes. A miss in
+        // one table returns net->ipv6.fib6_null_entry, an unreachable route.
+        err: match (nh, rtype) {
+            (0, _) => -11,
+            (_, 7) => -113,
+            (_, 6) => -22,
+            (_, 8) => -13,
+            _ => 0,
+        },
+        oif: read(flp, o.fl6_oif).unwrap_or(0),
+        iif: read(flp, o.fl6_iif).unwrap_or(0),
+        nh_ifindex: 0,
+        gw_family: 0,
+        nh_scope: 0,
+        rtype,
+        _pad: 0,
+        gw: [0; 16],
+        nh_dev: [0; 16],
+    };
+    ev.hdr.netns = read(net, o.net_ns_inum).unwrap_or(0);
+    let nhc = if nh == 0 || o.fib6_nh_common == tracer_common::OFFSET_NONE {
+        0
+    } else {
+        nh + o.fib6_nh_common as u64
+    };
+    send_fib(&mut ev, nhc);
+    Some(())
+}
+
+/// Fill the nexthop and namespace of a fib event and send it.
+#[inline(always)]
+fn send_fib(ev: &mut FibEvent, nhc: u64) -> Option<()> {
+    let o = offsets();
     if nhc != 0 {
         let dev: u64 = read(nhc, o.nhc_dev).unwrap_or(0);
         let d = dev_info(dev, &mut ev.nh_dev);
         ev.nh_ifindex = d.ifindex;
-        ev.hdr.netns = d.netns;
+        if ev.hdr.netns == 0 {
+            ev.hdr.netns = d.netns;
+        }
         ev.gw_family = read(nhc, o.nhc_gw_family).unwrap_or(0);
         ev.nh_scope = read(nhc, o.nhc_scope).unwrap_or(0);
         read_buf(nhc, o.nhc_gw, &mut ev.gw);
@@ -194,7 +269,7 @@ fn try_fib(table: u32, flp: u64, nhc: u64, err: i32) -> Option<()> {
     if ev.hdr.netns != 0 && !netns_allowed(ev.hdr.netns) {
         return None;
     }
-    send(&ev);
+    send(ev);
     Some(())
 }
 

@@ -218,6 +218,7 @@ impl FlowTable {
                         nh_ifindex: f.nh_ifindex,
                         gw,
                         nh_scope: f.nh_scope,
+                        rtype: f.rtype,
                     },
                 };
                 let id = self
@@ -587,7 +588,8 @@ mod tests {
             nh_ifindex: 3,
             gw_family: 2,
             nh_scope: 0,
-            _pad: [0; 2],
+            rtype: 0,
+            _pad: 0,
             gw: [0; 16],
             nh_dev: *b"glob\0\0\0\0\0\0\0\0\0\0\0\0",
         };

@@ -177,6 +177,9 @@ pub enum HopData {
         nh_ifindex: u32,
         gw: Option<IpAddr>,
         nh_scope: u8,
+        /// RTN_* route type when the kernel reports it (IPv6), else 0.
+        #[serde(default)]
+        rtype: u8,
     },
     Sock {
         old_state: String,
@@ -215,6 +218,18 @@ fn ser_hook<S: serde::Serializer>(h: &Hook, s: S) -> Result<S::Ok, S::Error> {
 
 fn ser_hex<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&format!("{v:#x}"))
+}
+
+/// RTN_LOCAL (include/uapi/linux/rtnetlink.h).
+pub const RTN_LOCAL: u8 = 2;
+
+impl HopData {
+    /// A successful lookup that resolved to a LOCAL route: delivery to
+    /// this host (IPv4: the nexthop scope, IPv6: the route type).
+    pub fn is_local_route(&self) -> bool {
+        matches!(self, HopData::Fib { err: 0, nh_scope, rtype, .. }
+            if *nh_scope == SCOPE_NOWHERE || *rtype == RTN_LOCAL)
+    }
 }
 
 impl Hop {
@@ -257,12 +272,11 @@ impl Hop {
                 err,
                 nh_dev,
                 gw,
-                nh_scope,
                 ..
             } => {
                 if *err == 0 {
                     let via = gw.map(|g| format!(" via {g}")).unwrap_or_default();
-                    let kind = if *nh_scope == SCOPE_NOWHERE {
+                    let kind = if self.data.is_local_route() {
                         "LOCAL route"
                     } else {
                         "route"

@@ -78,6 +78,13 @@ pub const TRACEPOINTS: &[ProbeSpec] = &[
         feeds: "routing decisions, misrouted verdicts",
     },
     ProbeSpec {
+        hook: "fib6_lookup",
+        program: "tracer_fib6_lookup",
+        tracepoint: "fib6_table_lookup",
+        required: false,
+        feeds: "IPv6 routing decisions",
+    },
+    ProbeSpec {
         hook: "sock_state",
         program: "tracer_sock_state",
         tracepoint: "inet_sock_set_state",

@@ -8,7 +8,7 @@ use tracer_common::Hook;
 use super::{Env, Kind, Verdict};
 use crate::{
     flow::Flow,
-    hop::{Dir, Hop, HopData, SCOPE_NOWHERE},
+    hop::{Dir, Hop, HopData},
     names::func_of,
 };
 
@@ -96,15 +96,12 @@ pub fn dedup(v: &mut Vec<String>) {
 pub fn misrouted_local_shadow(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     let dsts = flow.dsts();
     flow.hops.iter().find_map(|h| {
-        let HopData::Fib {
-            err: 0,
-            nh_dev,
-            nh_scope: SCOPE_NOWHERE,
-            ..
-        } = &h.data
-        else {
+        let HopData::Fib { nh_dev, .. } = &h.data else {
             return None;
         };
+        if !h.data.is_local_route() {
+            return None;
+        }
         let dst = h.tuple.dst;
         if h.dir != Dir::Request || !dsts.contains(&dst) {
             return None;
@@ -189,13 +186,11 @@ pub fn infer_nf_hook(flow: &Flow, drop: &Hop) -> &'static str {
         .collect();
     let ingress = before.iter().any(|h| h.is_ingress());
     let route = before.iter().rev().find_map(|h| match h.data {
-        HopData::Fib {
-            err: 0, nh_scope, ..
-        } => Some(nh_scope),
+        HopData::Fib { err: 0, .. } => Some(h.data.is_local_route()),
         _ => None,
     });
     match (ingress, route) {
-        (true, Some(SCOPE_NOWHERE)) => "INPUT",
+        (true, Some(true)) => "INPUT",
         (true, Some(_)) => "FORWARD",
         (true, None) => "PREROUTING",
         (false, _) if before.iter().any(|h| h.is_egress()) => "POSTROUTING",
