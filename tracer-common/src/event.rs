@@ -44,10 +44,14 @@ pub enum Hook {
     NeighDead = 14,
     /// tracepoint neigh:neigh_create
     NeighCreate = 15,
+    /// tracepoint sock:sk_data_ready while a followed skb is being queued
+    /// to that socket (UDP delivery: udp_recvmsg() may copy without the
+    /// skb_copy_datagram_iovec tracepoint)
+    SockQueue = 16,
 }
 
 impl Hook {
-    pub const ALL: [Hook; 15] = [
+    pub const ALL: [Hook; 16] = [
         Hook::TcIngress,
         Hook::TcEgress,
         Hook::NetifReceive,
@@ -63,6 +67,7 @@ impl Hook {
         Hook::NeighTimer,
         Hook::NeighDead,
         Hook::NeighCreate,
+        Hook::SockQueue,
     ];
 
     pub fn from_u8(v: u8) -> Option<Hook> {

@@ -34,14 +34,18 @@ pub fn send<T: 'static>(ev: &T) {
 }
 
 #[inline(always)]
-pub fn remember(skb: u64, netns: u32, ifindex: u32, ts_ns: u64) {
+pub fn remember(skb: u64, netns: u32, ifindex: u32, ev: &PacketEvent) {
     if let Some(p) = LAST.get_ptr_mut(0) {
         unsafe {
             *p = LastCtx {
                 skb,
-                ts_ns,
+                ts_ns: ev.hdr.ts_ns,
                 netns,
                 ifindex,
+                sport: ev.pkt.sport,
+                dport: ev.pkt.dport,
+                dir: 1 + ev.pkt.reply,
+                _pad: [0; 3],
             }
         };
     }
@@ -132,6 +136,6 @@ pub fn finish_skb_event(ev: &mut PacketEvent, skb: u64, dev: u64) {
     if skb_conntrack(skb, &mut ev.ct_orig, &mut ev.ct_reply) {
         learn_conntrack(&ev.ct_orig, &ev.ct_reply);
     }
-    remember(skb, d.netns, d.ifindex, ev.hdr.ts_ns);
+    remember(skb, d.netns, d.ifindex, ev);
     send(ev);
 }

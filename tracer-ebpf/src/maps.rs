@@ -41,6 +41,10 @@ pub struct LastCtx {
     pub ts_ns: u64,
     pub netns: u32,
     pub ifindex: u32,
+    pub sport: u16,
+    pub dport: u16,
+    pub dir: u8,
+    pub _pad: [u8; 3],
 }
 
 #[map]

@@ -332,6 +332,57 @@ fn try_sock_state(sk: u64, old: i32, new: i32) -> Option<()> {
     Some(())
 }
 
+/// sock:sk_data_ready(const struct sock *sk): a socket is told data arrived
+/// (sock_def_readable(), tcp_data_ready()). It runs synchronously while the
+/// skb is queued, so the followed skb this CPU is processing is the one
+/// delivered when the socket's local port is that skb's destination port.
+#[btf_tracepoint(function = "sk_data_ready")]
+pub fn tracer_sk_data_ready(ctx: BtfTracePointContext) -> i32 {
+    let sk: u64 = ctx.arg(0);
+    let _ = try_sk_data_ready(sk);
+    0
+}
+
+fn try_sk_data_ready(sk: u64) -> Option<()> {
+    let last = LAST.get(0)?;
+    let mut ev = PacketEvent {
+        hdr: header(kind::PACKET, Hook::SockQueue, last.skb),
+        pkt: PacketInfo::zeroed(),
+        location: 0,
+        reason: 0,
+        mark: 0,
+        ct_orig: CtTuple::zeroed(),
+        ct_reply: CtTuple::zeroed(),
+    };
+    if last.skb == 0 || ev.hdr.ts_ns.wrapping_sub(last.ts_ns) > 1_000_000 {
+        return None;
+    }
+    let dir = is_tracked(last.skb);
+    if dir == 0 {
+        return None;
+    }
+    // skc_num: the socket's local port, host order.
+    let num: u16 = read(sk, offsets().sk_num)?;
+    let local = if dir == DIR_REPLY {
+        last.sport
+    } else {
+        last.dport
+    };
+    // The skb was followed before NAT; after DNAT the socket port is the
+    // translated one, so accept the port of either side of the last hop.
+    if num != local && num != last.dport && num != last.sport {
+        return None;
+    }
+    skb_packet(last.skb, &mut ev.pkt);
+    ev.pkt.reply = (dir == DIR_REPLY) as u8;
+    ev.hdr.netns = sock_netns(sk);
+    if !netns_allowed(ev.hdr.netns) {
+        return None;
+    }
+    send(&ev);
+    Some(())
+}
+
 // ---- neighbours ------------------------------------------------------------
 
 /// neigh:neigh_update(struct neighbour *n, const u8 *lladdr, u8 new, u32 flags, u32 nlmsg_pid)

@@ -441,6 +441,7 @@ impl FlowTable {
                 reason: names.rst_reason(p.reason),
             },
             Hook::SockRecv => HopData::SockRecv,
+            Hook::SockQueue => HopData::SockQueue,
             _ => HopData::Packet {
                 tcp_flags: p.pkt.tcp_flags,
                 len: p.pkt.len,

@@ -21,6 +21,7 @@ pub fn hook_name(h: Hook) -> &'static str {
         Hook::Drop => "drop",
         Hook::Consume => "consume",
         Hook::SockRecv => "sock_recv",
+        Hook::SockQueue => "sock_queue",
         Hook::IcmpSend => "icmp_send",
         Hook::TcpReset => "tcp_reset",
         Hook::FibLookup => "fib_lookup",
@@ -186,6 +187,7 @@ pub enum HopData {
         new_state: String,
     },
     SockRecv,
+    SockQueue,
     Neigh {
         addr: IpAddr,
         state: String,
@@ -291,6 +293,7 @@ impl Hop {
                 new_state,
             } => format!("socket {old_state} -> {new_state}"),
             HopData::SockRecv => "read by a local socket (recvmsg)".into(),
+            HopData::SockQueue => "queued to a local socket (sk_data_ready)".into(),
             HopData::Neigh {
                 addr,
                 state,

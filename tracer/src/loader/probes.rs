@@ -57,6 +57,13 @@ pub const TRACEPOINTS: &[ProbeSpec] = &[
         feeds: "delivered verdicts (data read by a socket)",
     },
     ProbeSpec {
+        hook: "sock_queue",
+        program: "tracer_sk_data_ready",
+        tracepoint: "sk_data_ready",
+        required: false,
+        feeds: "delivered verdicts (queued to a socket; UDP)",
+    },
+    ProbeSpec {
         hook: "icmp_send",
         program: "tracer_icmp_send",
         tracepoint: "icmp_send",

@@ -138,6 +138,9 @@ fn delivery_evidence(flow: &Flow) -> Vec<(&Hop, String)> {
     for h in &flow.hops {
         match &h.data {
             HopData::SockRecv => out.push((h, "data read by a local socket".to_string())),
+            HopData::SockQueue if h.dir == Dir::Request => {
+                out.push((h, "queued to a local socket".to_string()))
+            }
             HopData::Sock { new_state, .. }
                 if h.dir == Dir::Reply
                     && matches!(new_state.as_str(), "SYN_RECV" | "ESTABLISHED") =>
