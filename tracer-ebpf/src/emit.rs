@@ -69,13 +69,41 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
         ct_reply: CtTuple::zeroed(),
     };
     skb_packet(skb, &mut ev.pkt);
-    let dir = follow_skb(skb, &ev.pkt);
+    let mut dir = follow_skb(skb, &ev.pkt);
+    if dir == 0 && matches!(hook, Hook::Xmit | Hook::Drop) {
+        dir = follow_by_conntrack(skb, &ev.pkt);
+    }
     if dir == 0 {
         return None;
     }
     ev.pkt.reply = (dir == crate::filter::DIR_REPLY) as u8;
     finish_skb_event(&mut ev, skb, dev);
     Some(())
+}
+
+/// A locally generated packet is first seen after the OUTPUT hook, where
+/// DNAT may already have rewritten it (kube-proxy's ClusterIP rules): its
+/// conntrack entry still holds the original tuple. Costs one read of
+/// skb->_nfct for packets without conntrack.
+#[inline(always)]
+pub fn follow_by_conntrack(skb: u64, pkt: &PacketInfo) -> u8 {
+    let mut orig = CtTuple::zeroed();
+    let mut reply = CtTuple::zeroed();
+    if pkt.family == 0 || !skb_conntrack(skb, &mut orig, &mut reply) {
+        return 0;
+    }
+    let mut o = PacketInfo::zeroed();
+    o.family = orig.family;
+    o.proto = orig.proto;
+    o.saddr = orig.saddr;
+    o.daddr = orig.daddr;
+    o.sport = orig.sport;
+    o.dport = orig.dport;
+    if crate::filter::match_tuple(&o, false) != crate::filter::DIR_REQUEST {
+        return 0;
+    }
+    crate::filter::track(skb, crate::filter::DIR_REQUEST, pkt);
+    crate::filter::DIR_REQUEST
 }
 
 /// For hooks that only concern skbs already followed (an ICMP error or a

@@ -83,16 +83,7 @@ pub fn follow_skb(skb: u64, pkt: &PacketInfo) -> u8 {
     let d = match_tuple(pkt, false);
     if d != 0 {
         if tracked.map(|t| t.dir) != Some(d) {
-            let info = TrackInfo {
-                dir: d,
-                proto: pkt.proto,
-                _pad: [0; 2],
-                sport: pkt.sport,
-                dport: pkt.dport,
-            };
-            if TRACKED.insert(&skb, &info, 0).is_err() {
-                bump(stat::TRACK_FAIL);
-            }
+            track(skb, d, pkt);
         }
         return d;
     }
@@ -104,6 +95,21 @@ pub fn follow_skb(skb: u64, pkt: &PacketInfo) -> u8 {
             0
         }
         None => 0,
+    }
+}
+
+/// Start following an skb by its address.
+#[inline(always)]
+pub fn track(skb: u64, dir: u8, pkt: &PacketInfo) {
+    let info = TrackInfo {
+        dir,
+        proto: pkt.proto,
+        _pad: [0; 2],
+        sport: pkt.sport,
+        dport: pkt.dport,
+    };
+    if TRACKED.insert(&skb, &info, 0).is_err() {
+        bump(stat::TRACK_FAIL);
     }
 }
 

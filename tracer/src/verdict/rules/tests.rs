@@ -37,6 +37,7 @@ pub fn load(name: &str) -> (Flow, Inventory) {
         "no_route" => include_str!("../fixtures/no_route.json"),
         "forwarded" => include_str!("../fixtures/forwarded.json"),
         "incident5_shadowed" => include_str!("../fixtures/incident5_shadowed.json"),
+        "nat_dnat_output" => include_str!("../fixtures/nat_dnat_output.json"),
         other => panic!("no fixture {other}"),
     };
     let j: Value = serde_json::from_str(text).expect("fixture JSON");
@@ -223,6 +224,23 @@ fn incident5_is_misrouted_only_with_the_subnet_evidence() {
         });
     }
     assert!(misrouted_local_shadow(&f, &env2).is_none());
+}
+
+#[test]
+fn dnat_flow_is_delivered_at_the_backend() {
+    let (f, env) = load("nat_dnat_output");
+    assert_eq!(f.key.dst.to_string(), "10.43.0.1");
+    assert_eq!(
+        f.translated.map(|t| (t.dst.to_string(), t.dport)),
+        Some(("10.201.2.2".into(), 8080))
+    );
+    assert_eq!(f.nat_at(), Some(3));
+    let v = judge(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Delivered, "local_socket")
+    );
+    assert_eq!(v.where_, "local socket 10.201.2.2:8080 in netns s");
 }
 
 #[test]
