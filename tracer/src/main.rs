@@ -1,21 +1,10 @@
 //! tracer: follow packets bound for a Service, VIP or link-local address
 //! through a Kubernetes node's datapath and say where they died and why.
 
-mod btf;
-mod cli;
-mod event;
-mod flow;
-mod hop;
-mod loader;
-mod names;
-mod netns;
-mod render;
-mod target;
-mod verdict;
-
 use std::process::ExitCode;
 
 use clap::Parser;
+use tracer::cli;
 
 fn main() -> ExitCode {
     let args = match cli::Cli::try_parse() {

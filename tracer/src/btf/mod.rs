@@ -436,7 +436,7 @@ impl Btf {
                 id = *elem;
             }
         }
-        if bits % 8 != 0 {
+        if !bits.is_multiple_of(8) {
             return Err(BtfError::Missing(format!("{st}.{path} (not byte aligned)")));
         }
         Ok(bits / 8)

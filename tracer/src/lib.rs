@@ -1,0 +1,14 @@
+//! tracer as a library: the loader, decoding, flow table, verdict rules and
+//! renderers, so that benches, fuzz targets and tests can drive them.
+
+pub mod btf;
+pub mod cli;
+pub mod event;
+pub mod flow;
+pub mod hop;
+pub mod loader;
+pub mod names;
+pub mod netns;
+pub mod render;
+pub mod target;
+pub mod verdict;
