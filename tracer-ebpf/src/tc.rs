@@ -45,7 +45,7 @@ fn parse(ctx: &TcContext, pkt: &mut PacketInfo) -> Option<()> {
         Ok(EtherType::Ipv4) => {
             let ip: Ipv4Hdr = load(ctx, off)?;
             pkt.family = 4;
-            pkt.proto = ip.proto as u8;
+            pkt.proto = ip.proto;
             pkt.saddr[..4].copy_from_slice(&ip.src_addr);
             pkt.daddr[..4].copy_from_slice(&ip.dst_addr);
             // ihl() already returns the header length in bytes.
@@ -54,7 +54,7 @@ fn parse(ctx: &TcContext, pkt: &mut PacketInfo) -> Option<()> {
         Ok(EtherType::Ipv6) => {
             let ip: Ipv6Hdr = load(ctx, off)?;
             pkt.family = 6;
-            pkt.proto = ip.next_hdr as u8;
+            pkt.proto = ip.next_hdr;
             pkt.saddr = ip.src_addr;
             pkt.daddr = ip.dst_addr;
             off += Ipv6Hdr::LEN;

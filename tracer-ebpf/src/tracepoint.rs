@@ -257,14 +257,13 @@ fn send_fib(ev: &mut FibEvent, nhc: u64) -> Option<()> {
     // Borrow the netns and skb of the followed packet this CPU is processing
     // (fib_table_lookup runs synchronously inside ip_route_input_slow() /
     // ip_route_output_key_hash() of that skb) when recent enough.
-    if let Some(last) = LAST.get(0) {
-        if ev.hdr.ts_ns.wrapping_sub(last.ts_ns) < 2_000_000
-            && (ev.hdr.netns == 0 || ev.hdr.netns == last.netns)
-        {
-            ev.hdr.netns = last.netns;
-            ev.hdr.skb = last.skb;
-            ev.hdr.ifindex = last.ifindex;
-        }
+    if let Some(last) = LAST.get(0)
+        && ev.hdr.ts_ns.wrapping_sub(last.ts_ns) < 2_000_000
+        && (ev.hdr.netns == 0 || ev.hdr.netns == last.netns)
+    {
+        ev.hdr.netns = last.netns;
+        ev.hdr.skb = last.skb;
+        ev.hdr.ifindex = last.ifindex;
     }
     if ev.hdr.netns != 0 && !netns_allowed(ev.hdr.netns) {
         return None;
