@@ -12,7 +12,7 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum BtfError {
-    #[error("cannot read BTF from {path}: {source}")]
+    #[error("cannot read BTF from {path}")]
     Io {
         path: String,
         source: std::io::Error,
@@ -24,6 +24,15 @@ pub enum BtfError {
 }
 
 const MAGIC: u16 = 0xeb9f;
+
+/// The kernel's BTF, `/sys/kernel/btf/vmlinux`, unless `TRACER_BTF` names
+/// another file (tests use it to check the no-BTF path; module BTF is then
+/// looked up beside it).
+pub fn vmlinux_path() -> std::path::PathBuf {
+    std::env::var_os("TRACER_BTF")
+        .map(Into::into)
+        .unwrap_or_else(|| "/sys/kernel/btf/vmlinux".into())
+}
 
 pub mod kinds {
     pub const INT: u8 = 1;
@@ -124,9 +133,10 @@ impl Btf {
 
     /// The running kernel's BTF: vmlinux plus every module's split BTF.
     pub fn from_sys() -> Result<Btf, BtfError> {
-        let dir = Path::new("/sys/kernel/btf");
-        let base_data = std::fs::read(dir.join("vmlinux")).map_err(|source| BtfError::Io {
-            path: "/sys/kernel/btf/vmlinux".into(),
+        let vmlinux = vmlinux_path();
+        let dir = vmlinux.parent().unwrap_or(Path::new("/sys/kernel/btf"));
+        let base_data = std::fs::read(&vmlinux).map_err(|source| BtfError::Io {
+            path: vmlinux.display().to_string(),
             source,
         })?;
         let mut btf = Btf::parse(&base_data)?;

@@ -1,7 +1,7 @@
 //! `tracer doctor`: everything about this node that decides what tracer can
 //! see, reported at once.
 
-use std::{path::Path, process::ExitCode};
+use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
@@ -23,6 +23,9 @@ struct Check {
     ok: bool,
     detail: String,
 }
+
+/// Checks that inform but do not stop `follow` on this kernel.
+const ADVISORY: &[&str] = &["bpffs", "tracefs", "lockdown"];
 
 fn mounted(fs: &str, path: &str) -> bool {
     std::fs::read_to_string("/proc/mounts")
@@ -77,7 +80,7 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode> {
             || mounted("tracefs", "/sys/kernel/debug/tracing"),
         detail: "needed by the kprobe/tracepoint fallbacks; tp_btf does not need it".into(),
     });
-    let btf_path = Path::new("/sys/kernel/btf/vmlinux");
+    let btf_path = crate::btf::vmlinux_path();
     let btf = if btf_path.exists() {
         Btf::from_sys().ok()
     } else {
@@ -88,7 +91,10 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode> {
         ok: btf.is_some(),
         detail: match &btf {
             Some(b) => format!("{} types", b.len()),
-            None => "missing /sys/kernel/btf/vmlinux: need CONFIG_DEBUG_INFO_BTF=y".into(),
+            None => format!(
+                "missing {}: need CONFIG_DEBUG_INFO_BTF=y",
+                btf_path.display()
+            ),
         },
     });
     let mut plan = Vec::new();

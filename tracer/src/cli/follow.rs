@@ -3,7 +3,7 @@
 use std::{
     collections::{BTreeMap, HashMap},
     io::stdout,
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::ExitCode,
     time::{Duration, Instant},
 };
@@ -118,9 +118,11 @@ pub fn run(args: FollowArgs) -> Result<ExitCode> {
         .map(|s| resolve_netns(s))
         .collect::<Result<_>>()?;
     check_privileges()?;
-    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+    let vmlinux = crate::btf::vmlinux_path();
+    if !vmlinux.exists() {
         bail!(
-            "this kernel exposes no BTF (/sys/kernel/btf/vmlinux): tracer needs CONFIG_DEBUG_INFO_BTF=y"
+            "this kernel exposes no BTF ({} missing): tracer needs a kernel built with CONFIG_DEBUG_INFO_BTF=y",
+            vmlinux.display()
         );
     }
     tokio::runtime::Builder::new_current_thread()
@@ -157,7 +159,8 @@ async fn follow(
 
     let filter = target.filter(!netns.is_empty());
     let inodes: Vec<u32> = netns.iter().map(|n| n.inode).collect();
-    let aya_btf = aya::Btf::from_sys_fs().context("read kernel BTF for program loading")?;
+    let aya_btf = aya::Btf::parse_file(crate::btf::vmlinux_path(), aya::Endianness::default())
+        .context("read kernel BTF for program loading")?;
     let mut ebpf = loader::load(&filter, &resolved.offsets, &inodes, &aya_btf)?;
     loader::load_programs(&mut ebpf, &mut plan, &aya_btf)?;
     drop(aya_btf);
