@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::Args;
 
 use crate::{
-    btf::{Btf, offsets},
+    btf::{Btf, offsets, vmlinux_path},
     loader::probes,
 };
 
@@ -18,14 +18,37 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    Ok,
+    /// Worth knowing, does not stop `follow` on this kernel.
+    Warn,
+    Fail,
+}
+
+impl Status {
+    fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Warn => "warn",
+            Status::Fail => "FAIL",
+        }
+    }
+}
+
 struct Check {
     name: &'static str,
-    ok: bool,
+    status: Status,
     detail: String,
 }
 
-/// Checks that inform but do not stop `follow` on this kernel.
-const ADVISORY: &[&str] = &["bpffs", "tracefs", "lockdown"];
+fn check(name: &'static str, ok: bool, if_not: Status, detail: impl Into<String>) -> Check {
+    Check {
+        name,
+        status: if ok { Status::Ok } else { if_not },
+        detail: detail.into(),
+    }
+}
 
 fn mounted(fs: &str, path: &str) -> bool {
     std::fs::read_to_string("/proc/mounts")
@@ -39,125 +62,153 @@ fn mounted(fs: &str, path: &str) -> bool {
         .unwrap_or(false)
 }
 
+fn lockdown() -> Check {
+    // "confidentiality" forbids bpf_probe_read_kernel(); the file exists only
+    // with securityfs mounted.
+    let mode = std::fs::read_to_string("/sys/kernel/security/lockdown")
+        .ok()
+        .and_then(|l| {
+            l.split_whitespace()
+                .find(|w| w.starts_with('['))
+                .map(str::to_string)
+        });
+    match mode {
+        Some(m) if m == "[confidentiality]" => check(
+            "lockdown",
+            false,
+            Status::Fail,
+            format!("{m}: bpf_probe_read_kernel is forbidden, packets cannot be read"),
+        ),
+        Some(m) => check("lockdown", true, Status::Ok, m),
+        None => check(
+            "lockdown",
+            false,
+            Status::Warn,
+            "unknown (securityfs not mounted at /sys/kernel/security)",
+        ),
+    }
+}
+
 pub fn run(args: DoctorArgs) -> Result<ExitCode> {
     let mut checks = Vec::new();
     let root = nix::unistd::geteuid().is_root();
-    checks.push(Check {
-        name: "privileges",
-        ok: root,
-        detail: if root {
-            "running as root".into()
+    checks.push(check(
+        "privileges",
+        root,
+        Status::Fail,
+        if root {
+            "running as root"
         } else {
             "not root: run with sudo (needs CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN, CAP_SYS_ADMIN)"
-                .into()
         },
-    });
+    ));
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    checks.push(Check {
-        name: "kernel",
-        ok: true,
-        detail: kernel.trim().to_string(),
-    });
-    let lockdown = std::fs::read_to_string("/sys/kernel/security/lockdown").unwrap_or_default();
-    let lock = lockdown
-        .split_whitespace()
-        .find(|w| w.starts_with('['))
-        .unwrap_or("[unknown]")
-        .to_string();
-    checks.push(Check {
-        name: "lockdown",
-        ok: lock != "[confidentiality]",
-        detail: format!("{lock} (confidentiality mode forbids bpf_probe_read_kernel)"),
-    });
-    checks.push(Check {
-        name: "bpffs",
-        ok: mounted("bpf", "/sys/fs/bpf"),
-        detail: "/sys/fs/bpf (not needed by follow: nothing is pinned)".into(),
-    });
-    checks.push(Check {
-        name: "tracefs",
-        ok: mounted("tracefs", "/sys/kernel/tracing")
+    checks.push(check("kernel", true, Status::Ok, kernel.trim()));
+    checks.push(lockdown());
+    checks.push(check(
+        "bpffs",
+        mounted("bpf", "/sys/fs/bpf"),
+        Status::Warn,
+        "/sys/fs/bpf (not needed by follow: nothing is pinned)",
+    ));
+    checks.push(check(
+        "tracefs",
+        mounted("tracefs", "/sys/kernel/tracing")
             || mounted("tracefs", "/sys/kernel/debug/tracing"),
-        detail: "needed by the kprobe/tracepoint fallbacks; tp_btf does not need it".into(),
-    });
-    let btf_path = crate::btf::vmlinux_path();
+        Status::Warn,
+        "needed only by kprobe/tracepoint fallbacks; tp_btf does not need it",
+    ));
+    let btf_path = vmlinux_path();
     let btf = if btf_path.exists() {
         Btf::from_sys().ok()
     } else {
         None
     };
-    checks.push(Check {
-        name: "btf",
-        ok: btf.is_some(),
-        detail: match &btf {
+    checks.push(check(
+        "btf",
+        btf.is_some(),
+        Status::Fail,
+        match &btf {
             Some(b) => format!("{} types", b.len()),
             None => format!(
                 "missing {}: need CONFIG_DEBUG_INFO_BTF=y",
                 btf_path.display()
             ),
         },
-    });
+    ));
     let mut plan = Vec::new();
     if let Some(b) = &btf {
         match offsets::resolve(b) {
-            Ok(r) => checks.push(Check {
-                name: "offsets",
-                ok: true,
-                detail: if r.missing.is_empty() {
-                    "all kernel struct fields resolved".into()
-                } else {
-                    format!("unresolved (features degrade): {}", r.missing.join(", "))
-                },
-            }),
-            Err(e) => checks.push(Check {
-                name: "offsets",
-                ok: false,
-                detail: e.to_string(),
-            }),
+            Ok(r) if r.missing.is_empty() => checks.push(check(
+                "offsets",
+                true,
+                Status::Ok,
+                "all kernel struct fields resolved",
+            )),
+            Ok(r) => checks.push(check(
+                "offsets",
+                false,
+                Status::Warn,
+                format!("unresolved (features degrade): {}", r.missing.join(", ")),
+            )),
+            Err(e) => checks.push(check("offsets", false, Status::Fail, e.to_string())),
         }
         let reasons = offsets::enum_names(b, "skb_drop_reason", "SKB_DROP_REASON_");
-        checks.push(Check {
-            name: "drop reasons",
-            ok: !reasons.is_empty(),
-            detail: format!("{} names from enum skb_drop_reason", reasons.len()),
-        });
+        checks.push(check(
+            "drop reasons",
+            !reasons.is_empty(),
+            Status::Warn,
+            format!("{} names from enum skb_drop_reason", reasons.len()),
+        ));
         plan = probes::plan(b);
+        let missing_required: Vec<&str> = plan
+            .iter()
+            .filter(|p| p.required && p.error.is_some())
+            .map(|p| p.hook.as_str())
+            .collect();
+        checks.push(check(
+            "hooks",
+            missing_required.is_empty(),
+            Status::Fail,
+            if missing_required.is_empty() {
+                format!(
+                    "{}/{} available",
+                    plan.iter().filter(|p| p.error.is_none()).count(),
+                    plan.len()
+                )
+            } else {
+                format!("required hooks missing: {}", missing_required.join(", "))
+            },
+        ));
     }
     let tcx = aya::util::KernelVersion::current()
         .map(|v| v >= aya::util::KernelVersion::new(6, 6, 0))
         .unwrap_or(false);
-    checks.push(Check {
-        name: "tc",
-        ok: true,
-        detail: if tcx {
-            "tcx links (fd-owned: nothing survives the process)".into()
+    checks.push(check(
+        "tc",
+        true,
+        Status::Ok,
+        if tcx {
+            "tcx links (fd-owned: nothing survives the process)"
         } else {
-            "clsact + netlink filters (run `tracer cleanup` after a SIGKILL)".into()
+            "clsact + netlink filters (run `tracer cleanup` after a SIGKILL)"
         },
-    });
+    ));
 
-    let ok = checks
-        .iter()
-        .all(|c| c.ok || c.name == "bpffs" || c.name == "tracefs")
-        && plan
-            .iter()
-            .filter(|p| p.required)
-            .all(|p| p.error.is_none());
+    let ok = checks.iter().all(|c| c.status != Status::Fail);
     if args.json {
         let v = serde_json::json!({
             "ok": ok,
-            "checks": checks.iter().map(|c| serde_json::json!({"name": c.name, "ok": c.ok, "detail": c.detail})).collect::<Vec<_>>(),
+            "checks": checks
+                .iter()
+                .map(|c| serde_json::json!({"name": c.name, "status": c.status.as_str(), "detail": c.detail}))
+                .collect::<Vec<_>>(),
             "hooks": plan,
         });
         println!("{v}");
     } else {
         for c in &checks {
-            println!(
-                "{:<4} {:<13} {}",
-                if c.ok { "ok" } else { "FAIL" },
-                c.name,
-                c.detail
-            );
+            println!("{:<4} {:<13} {}", c.status.as_str(), c.name, c.detail);
         }
         println!("\nhooks (plan for this kernel):");
         for p in &plan {
@@ -176,7 +227,7 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode> {
             if ok {
                 "tracer can run here"
             } else {
-                "tracer cannot run fully here: see FAIL lines"
+                "tracer cannot run here: see FAIL lines"
             }
         );
     }
