@@ -160,8 +160,18 @@ fn delivery_evidence(flow: &Flow) -> Vec<(&Hop, String)> {
                     format!("consumed by the socket layer at {}", func_of(location)),
                 ))
             }
+            // A reply leaving the namespace it was born in (not one it was
+            // only forwarded through), and not a reset.
             HopData::Packet { tcp_flags, .. }
-                if h.dir == Dir::Reply && h.is_egress() && tcp_flags & 0x04 == 0 =>
+                if h.dir == Dir::Reply
+                    && h.is_egress()
+                    && tcp_flags & 0x04 == 0
+                    && !flow.hops.iter().any(|g| {
+                        g.dir == Dir::Reply
+                            && g.is_ingress()
+                            && g.netns_inode == h.netns_inode
+                            && g.ts_ns <= h.ts_ns
+                    }) =>
             {
                 out.push((h, "the destination answered".to_string()))
             }
@@ -385,6 +395,12 @@ pub fn forwarded(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
         "received on {}, transmitted on {}",
         ingress.dev, last.dev
     ));
+    if flow.replies > 0 {
+        v.evidence.push(format!(
+            "{} reply packets came back through netns {}",
+            flow.replies, last.netns
+        ));
+    }
     v.evidence.extend(side_evidence(flow));
     Some(v)
 }

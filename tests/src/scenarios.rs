@@ -1,0 +1,311 @@
+//! Topologies of the foundation tests and the demo, each in namespaces it
+//! creates, with its own address range (so tests may run in parallel: the
+//! tracer follows every namespace) and bounded traffic.
+
+use anyhow::Result;
+
+use crate::{
+    netns::{Child, Netns, unique_prefix, veth},
+    tracer::netprobe_bin,
+};
+
+/// A built scenario: namespaces (removed on drop), what to follow, extra
+/// tracer arguments, and how to send its traffic.
+pub struct Scenario {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub nss: Vec<Netns>,
+    pub target: String,
+    pub args: Vec<String>,
+    /// Background servers, killed on drop (before the namespaces go).
+    pub servers: Vec<Child>,
+    client: usize,
+    traffic: Vec<String>,
+}
+
+impl Scenario {
+    pub fn ns(&self, role: &str) -> &Netns {
+        self.nss
+            .iter()
+            .find(|n| n.name.ends_with(&format!("-{role}")))
+            .unwrap_or_else(|| panic!("no namespace {role}"))
+    }
+
+    /// Run the scenario's bounded traffic from its client namespace;
+    /// returns what the client saw.
+    pub fn traffic(&self) -> Result<String> {
+        let probe = netprobe_bin();
+        let mut args: Vec<&str> = vec![probe.to_str().unwrap()];
+        args.extend(self.traffic.iter().map(String::as_str));
+        let out = self.nss[self.client].exec_status(&args);
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    pub fn arg_refs(&self) -> Vec<&str> {
+        self.args.iter().map(String::as_str).collect()
+    }
+}
+
+impl Drop for Scenario {
+    fn drop(&mut self) {
+        self.servers.clear();
+    }
+}
+
+fn ns(prefix: &str, role: &str) -> Result<Netns> {
+    Netns::new(format!("{prefix}-{role}"))
+}
+
+/// client c0 (10.B.1.2) — (10.B.1.1) r0 router r1 (10.B.2.1) — s0 (10.B.2.2) server
+fn routed(b: u8) -> Result<Vec<Netns>> {
+    let p = unique_prefix();
+    let (c, r, s) = (ns(&p, "client")?, ns(&p, "router")?, ns(&p, "server")?);
+    veth(&c, "c0", &r, "r0")?;
+    veth(&r, "r1", &s, "s0")?;
+    c.ip(&["addr", "add", &format!("10.{b}.1.2/24"), "dev", "c0"])?;
+    r.ip(&["addr", "add", &format!("10.{b}.1.1/24"), "dev", "r0"])?;
+    r.ip(&["addr", "add", &format!("10.{b}.2.1/24"), "dev", "r1"])?;
+    s.ip(&["addr", "add", &format!("10.{b}.2.2/24"), "dev", "s0"])?;
+    c.ip(&["route", "add", "default", "via", &format!("10.{b}.1.1")])?;
+    s.ip(&["route", "add", "default", "via", &format!("10.{b}.2.1")])?;
+    r.sysctl("net.ipv4.ip_forward", "1")?;
+    Ok(vec![c, r, s])
+}
+
+fn listen(s: &Netns, addr: &str, secs: u32) -> Result<Child> {
+    let probe = netprobe_bin();
+    let secs = secs.to_string();
+    let child = s.spawn(&[probe.to_str().unwrap(), "tcp-listen", addr, "--for", &secs])?;
+    // Let the listener bind before traffic starts.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    Ok(child)
+}
+
+fn tcp_connect(addr: &str) -> Vec<String> {
+    ["tcp-connect", addr, "--timeout-ms", "1000", "--count", "1"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+pub const NAMES: &[&str] = &[
+    "tcp_delivered",
+    "tcp_closed_port",
+    "netfilter_forward_drop",
+    "netfilter_input_drop",
+    "no_route",
+    "forwarded",
+    "incident5",
+    "nat_output",
+    "udp_delivered",
+];
+
+pub fn build(name: &str) -> Result<Scenario> {
+    match name {
+        "tcp_delivered" => tcp_delivered(),
+        "tcp_closed_port" => tcp_closed_port(),
+        "netfilter_forward_drop" => netfilter_forward_drop(),
+        "netfilter_input_drop" => netfilter_input_drop(),
+        "no_route" => no_route(),
+        "forwarded" => forwarded(),
+        "incident5" => incident5(),
+        "nat_output" => nat_output(),
+        "udp_delivered" => udp_delivered(),
+        other => anyhow::bail!("unknown scenario {other}; one of: {}", NAMES.join(", ")),
+    }
+}
+
+fn simple(
+    name: &'static str,
+    description: &'static str,
+    nss: Vec<Netns>,
+    target: String,
+    traffic: Vec<String>,
+) -> Scenario {
+    Scenario {
+        name,
+        description,
+        nss,
+        target,
+        args: vec![],
+        servers: vec![],
+        client: 0,
+        traffic,
+    }
+}
+
+pub fn tcp_delivered() -> Result<Scenario> {
+    let nss = routed(211)?;
+    let srv = listen(&nss[2], "10.211.2.2:8080", 15)?;
+    let mut sc = simple(
+        "tcp_delivered",
+        "TCP to a listening port in another namespace, through a router",
+        nss,
+        "10.211.2.2:8080".into(),
+        tcp_connect("10.211.2.2:8080"),
+    );
+    sc.servers.push(srv);
+    Ok(sc)
+}
+
+pub fn tcp_closed_port() -> Result<Scenario> {
+    let nss = routed(212)?;
+    Ok(simple(
+        "tcp_closed_port",
+        "TCP to a port nothing listens on",
+        nss,
+        "10.212.2.2:8081".into(),
+        tcp_connect("10.212.2.2:8081"),
+    ))
+}
+
+pub fn netfilter_forward_drop() -> Result<Scenario> {
+    let nss = routed(213)?;
+    nss[1].exec(&[
+        "iptables", "-w", "-A", "FORWARD", "-p", "tcp", "--dport", "8082", "-j", "DROP",
+    ])?;
+    Ok(simple(
+        "netfilter_forward_drop",
+        "an iptables DROP rule in the router's FORWARD chain",
+        nss,
+        "10.213.2.2:8082".into(),
+        tcp_connect("10.213.2.2:8082"),
+    ))
+}
+
+pub fn netfilter_input_drop() -> Result<Scenario> {
+    let nss = routed(214)?;
+    nss[2].exec(&[
+        "iptables", "-w", "-A", "INPUT", "-p", "tcp", "--dport", "8083", "-j", "DROP",
+    ])?;
+    Ok(simple(
+        "netfilter_input_drop",
+        "an iptables DROP rule in the server's INPUT chain",
+        nss,
+        "10.214.2.2:8083".into(),
+        tcp_connect("10.214.2.2:8083"),
+    ))
+}
+
+pub fn no_route() -> Result<Scenario> {
+    let nss = routed(215)?;
+    Ok(simple(
+        "no_route",
+        "the router has no route to the destination",
+        nss,
+        "10.215.9.9:8080".into(),
+        tcp_connect("10.215.9.9:8080"),
+    ))
+}
+
+pub fn forwarded() -> Result<Scenario> {
+    let nss = routed(216)?;
+    let srv = listen(&nss[2], "10.216.2.2:8080", 15)?;
+    let router = nss[1].name.clone();
+    let mut sc = simple(
+        "forwarded",
+        "following only the router namespace: the flow is forwarded",
+        nss,
+        "10.216.2.2:8080".into(),
+        tcp_connect("10.216.2.2:8080"),
+    );
+    sc.args = vec!["--netns".into(), router];
+    sc.servers.push(srv);
+    Ok(sc)
+}
+
+/// Incident 5: node2's address is bound on node1's kube-ipvs0 (a Service
+/// externalIP equal to a node IP). This kernel has no dummy devices, so
+/// kube-ipvs0 is one end of a veth pair kept inside node1.
+pub fn incident5() -> Result<Scenario> {
+    let p = unique_prefix();
+    let (n1, n2) = (ns(&p, "node1")?, ns(&p, "node2")?);
+    veth(&n1, "eth0", &n2, "eth0")?;
+    n1.ip(&["addr", "add", "10.217.0.8/24", "dev", "eth0"])?;
+    n2.ip(&["addr", "add", "10.217.0.9/24", "dev", "eth0"])?;
+    n1.ip(&[
+        "link",
+        "add",
+        "kube-ipvs0",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "kipvs-peer",
+    ])?;
+    n1.ip(&["link", "set", "kube-ipvs0", "up"])?;
+    n1.ip(&["link", "set", "kipvs-peer", "up"])?;
+    n1.ip(&["addr", "add", "10.217.0.9/32", "dev", "kube-ipvs0"])?;
+    Ok(simple(
+        "incident5",
+        "incident 5: a Service externalIP equal to node2's IP is bound on node1's kube-ipvs0; node1 connects to node2:22",
+        vec![n1, n2],
+        "10.217.0.9:22".into(),
+        tcp_connect("10.217.0.9:22"),
+    ))
+}
+
+/// A ClusterIP-like DNAT in the client's OUTPUT chain to the server.
+pub fn nat_output() -> Result<Scenario> {
+    let nss = routed(218)?;
+    nss[0].exec(&[
+        "iptables",
+        "-w",
+        "-t",
+        "nat",
+        "-A",
+        "OUTPUT",
+        "-d",
+        "10.43.218.1",
+        "-p",
+        "tcp",
+        "--dport",
+        "443",
+        "-j",
+        "DNAT",
+        "--to-destination",
+        "10.218.2.2:6443",
+    ])?;
+    let srv = listen(&nss[2], "10.218.2.2:6443", 15)?;
+    let mut sc = simple(
+        "nat_output",
+        "a Service VIP DNATed in OUTPUT to a backend",
+        nss,
+        "10.43.218.1:443".into(),
+        tcp_connect("10.43.218.1:443"),
+    );
+    sc.servers.push(srv);
+    Ok(sc)
+}
+
+pub fn udp_delivered() -> Result<Scenario> {
+    let nss = routed(219)?;
+    let probe = netprobe_bin();
+    let srv = nss[2].spawn(&[
+        probe.to_str().unwrap(),
+        "udp-echo",
+        "10.219.2.2:53",
+        "--for",
+        "15",
+    ])?;
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut sc = simple(
+        "udp_delivered",
+        "a UDP (DNS-like) query to a listening socket",
+        nss,
+        "10.219.2.2:53".into(),
+        [
+            "udp-send",
+            "10.219.2.2:53",
+            "--timeout-ms",
+            "1000",
+            "--count",
+            "1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+    );
+    sc.servers.push(srv);
+    Ok(sc)
+}

@@ -1,0 +1,207 @@
+//! Running the real tracer binary and reading its JSON output.
+
+use std::{
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+/// The tracer binary: $TRACER_BIN, else target/{release,debug}/tracer.
+pub fn tracer_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("TRACER_BIN") {
+        return p.into();
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    for profile in ["release", "debug"] {
+        let p = root.join("target").join(profile).join("tracer");
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("tracer binary not found: build it (cargo xtask build) or set TRACER_BIN");
+}
+
+/// The netprobe helper built next to this test binary.
+pub fn netprobe_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("NETPROBE_BIN") {
+        return p.into();
+    }
+    // Integration tests live in target/<profile>/deps; bins in target/<profile>.
+    let exe = std::env::current_exe().expect("current exe");
+    let dir = exe.parent().expect("exe dir");
+    for cand in [dir.join("netprobe"), dir.join("..").join("netprobe")] {
+        if cand.exists() {
+            return cand;
+        }
+    }
+    panic!(
+        "netprobe not found near {}: cargo build -p tracer-tests --bins",
+        exe.display()
+    );
+}
+
+pub struct TracerRun {
+    child: Option<Child>,
+    ready: PathBuf,
+    pub stdout: String,
+    pub stderr: String,
+    pub status: Option<std::process::ExitStatus>,
+}
+
+impl TracerRun {
+    /// Start `tracer follow TARGET -o json --ready-file F [extra]` and wait
+    /// until every probe is attached.
+    pub fn start(target: &str, extra: &[&str]) -> Result<TracerRun> {
+        TracerRun::start_fmt(target, "json", extra)
+    }
+
+    /// Same with another output format (`text` for the demo).
+    pub fn start_fmt(target: &str, format: &str, extra: &[&str]) -> Result<TracerRun> {
+        let ready = std::env::temp_dir().join(format!(
+            "tracer-ready-{}-{}",
+            std::process::id(),
+            crate::netns::unique_prefix()
+        ));
+        let _ = std::fs::remove_file(&ready);
+        let mut cmd = Command::new(tracer_bin());
+        cmd.args(["follow", target, "-o", format, "--ready-file"])
+            .arg(&ready)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let child = cmd.spawn().context("spawn tracer")?;
+        let mut run = TracerRun {
+            child: Some(child),
+            ready: ready.clone(),
+            stdout: String::new(),
+            stderr: String::new(),
+            status: None,
+        };
+        let t0 = Instant::now();
+        while !ready.exists() {
+            if let Some(st) = run.child.as_mut().unwrap().try_wait()? {
+                run.collect()?;
+                bail!("tracer exited before ready ({st}): {}", run.stderr);
+            }
+            if t0.elapsed() > Duration::from_secs(30) {
+                run.signal(libc::SIGKILL);
+                run.collect()?;
+                bail!("tracer not ready after 30 s: {}", run.stderr);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(run)
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().map(|c| c.id() as i32).unwrap_or(0)
+    }
+
+    pub fn signal(&self, sig: i32) {
+        if self.pid() > 0 {
+            unsafe { libc::kill(self.pid(), sig) };
+        }
+    }
+
+    /// Wait for exit (bounded) and read both streams.
+    pub fn collect(&mut self) -> Result<()> {
+        if let Some(mut c) = self.child.take() {
+            let t0 = Instant::now();
+            loop {
+                if let Some(st) = c.try_wait()? {
+                    self.status = Some(st);
+                    break;
+                }
+                if t0.elapsed() > Duration::from_secs(30) {
+                    let _ = c.kill();
+                    self.status = Some(c.wait()?);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            use std::io::Read;
+            if let Some(mut o) = c.stdout.take() {
+                o.read_to_string(&mut self.stdout)?;
+            }
+            if let Some(mut e) = c.stderr.take() {
+                e.read_to_string(&mut self.stderr)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Let in-flight events settle, stop with SIGINT, and return stdout.
+    pub fn stop_raw(&mut self) -> Result<String> {
+        std::thread::sleep(Duration::from_millis(700));
+        self.signal(libc::SIGINT);
+        self.collect()?;
+        Ok(std::mem::take(&mut self.stdout))
+    }
+
+    /// Let in-flight events settle, stop with SIGINT, and parse the JSON.
+    pub fn stop(mut self) -> Result<TracerOutput> {
+        std::thread::sleep(Duration::from_millis(700));
+        self.signal(libc::SIGINT);
+        self.collect()?;
+        let lines: Vec<Value> = self
+            .stdout
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).with_context(|| format!("bad JSON line: {l}")))
+            .collect::<Result<_>>()?;
+        Ok(TracerOutput {
+            lines,
+            stderr: std::mem::take(&mut self.stderr),
+            status: self.status,
+        })
+    }
+}
+
+impl Drop for TracerRun {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_file(&self.ready);
+    }
+}
+
+pub struct TracerOutput {
+    pub lines: Vec<Value>,
+    pub stderr: String,
+    pub status: Option<std::process::ExitStatus>,
+}
+
+impl TracerOutput {
+    pub fn final_flows(&self) -> Vec<&Value> {
+        self.lines
+            .iter()
+            .filter(|l| l["type"] == "flow" && l["final"] == true)
+            .collect()
+    }
+
+    pub fn summary(&self) -> Option<&Value> {
+        self.lines.iter().find(|l| l["type"] == "summary")
+    }
+
+    /// The final flow whose original destination port is `dport`.
+    pub fn flow_to(&self, dport: u64) -> &Value {
+        self.final_flows()
+            .into_iter()
+            .find(|f| f["original"]["dport"] == dport)
+            .unwrap_or_else(|| panic!("no flow to port {dport}:\n{}", self.dump()))
+    }
+
+    pub fn dump(&self) -> String {
+        let mut s = format!("stderr: {}\n", self.stderr);
+        for l in &self.lines {
+            s.push_str(&l.to_string());
+            s.push('\n');
+        }
+        s
+    }
+}

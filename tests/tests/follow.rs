@@ -1,0 +1,210 @@
+//! Verdicts of the foundation issue: each test builds its topology in
+//! namespaces it creates, runs the real tracer with `-o json`, sends
+//! bounded traffic and asserts on the verdict.
+
+use serde_json::Value;
+use tracer_tests::{require_privileges, scenarios, tracer::TracerRun};
+
+/// Build, trace, send, stop; returns the final record of the flow to `dport`.
+fn trace(name: &str, dport: u64) -> Option<(Value, String)> {
+    if !require_privileges(name) {
+        return None;
+    }
+    let sc = scenarios::build(name).expect("build scenario");
+    let run = TracerRun::start(&sc.target, &sc.arg_refs()).expect("start tracer");
+    let seen = sc.traffic().expect("traffic");
+    let out = run.stop().expect("stop tracer");
+    assert!(
+        out.status.is_some_and(|s| s.success()),
+        "tracer failed: {}",
+        out.dump()
+    );
+    let summary = out.summary().expect("summary line");
+    assert_eq!(summary["lost_events"], 0, "{}", out.dump());
+    let flow = out.flow_to(dport).clone();
+    eprintln!("{name}: client saw {seen:?}; verdict {}", flow["verdict"]);
+    Some((flow, out.dump()))
+}
+
+fn verdict(f: &Value) -> (&str, &str, &str) {
+    (
+        f["verdict"]["kind"].as_str().unwrap(),
+        f["verdict"]["reason"].as_str().unwrap(),
+        f["verdict"]["where"].as_str().unwrap(),
+    )
+}
+
+fn hooks(f: &Value) -> Vec<&str> {
+    f["hops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["hook"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn tcp_to_listening_port_is_delivered() {
+    let Some((f, dump)) = trace("tcp_delivered", 8080) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("delivered", "local_socket"), "{dump}");
+    assert!(where_.ends_with("-server"), "{where_}");
+    // The same packet is followed across the three namespaces.
+    let netns: Vec<&str> = f["hops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["netns"].as_str().unwrap())
+        .collect();
+    for role in ["-client", "-router", "-server"] {
+        assert!(
+            netns.iter().any(|n| n.ends_with(role)),
+            "no hop in {role}: {dump}"
+        );
+    }
+    assert!(f["replies"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn tcp_to_closed_port_is_dropped_no_socket_with_reset() {
+    let Some((f, dump)) = trace("tcp_closed_port", 8081) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "NO_SOCKET"), "{dump}");
+    assert!(
+        where_.starts_with("tcp_v4_rcv in netns") && where_.ends_with("-server"),
+        "{where_}"
+    );
+    assert!(hooks(&f).contains(&"tcp_reset"), "{dump}");
+    let ev = f["verdict"]["evidence"].to_string();
+    assert!(ev.contains("tcp reset sent"), "{ev}");
+}
+
+#[test]
+fn iptables_drop_in_forward_names_the_hook() {
+    let Some((f, dump)) = trace("netfilter_forward_drop", 8082) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "NETFILTER_DROP"), "{dump}");
+    assert!(where_.starts_with("netfilter FORWARD"), "{where_}");
+    assert!(where_.ends_with("-router"), "{where_}");
+}
+
+#[test]
+fn iptables_drop_in_input_names_the_hook() {
+    let Some((f, dump)) = trace("netfilter_input_drop", 8083) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "NETFILTER_DROP"), "{dump}");
+    assert!(where_.starts_with("netfilter INPUT"), "{where_}");
+    assert!(where_.ends_with("-server"), "{where_}");
+}
+
+#[test]
+fn no_route_names_the_routing_decision_and_the_icmp_sent() {
+    let Some((f, dump)) = trace("no_route", 8080) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "IP_INNOROUTES"), "{dump}");
+    assert!(
+        where_.starts_with("routing decision (fib_lookup) in netns"),
+        "{where_}"
+    );
+    assert!(where_.contains("no route to 10.215.9.9"), "{where_}");
+    let icmp = f["hops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["hook"] == "icmp_send")
+        .unwrap_or_else(|| panic!("no icmp_send hop: {dump}"));
+    assert_eq!(icmp["fields"]["icmp_type"], 3, "{icmp}");
+    assert!(icmp["netns"].as_str().unwrap().ends_with("-router"));
+    let failed_lookup = f["hops"].as_array().unwrap().iter().any(|h| {
+        h["hook"] == "fib_lookup"
+            && h["fields"]["err"].as_i64().unwrap() != 0
+            && h["netns"].as_str().unwrap().ends_with("-router")
+    });
+    assert!(failed_lookup, "{dump}");
+}
+
+#[test]
+fn routed_through_the_traced_namespace_is_forwarded() {
+    let Some((f, dump)) = trace("forwarded", 8080) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("forwarded", "routed"), "{dump}");
+    assert_eq!(f["verdict"]["dev"], "r0 -> r1", "{dump}");
+    assert!(where_.contains("in r0 -> out r1"), "{where_}");
+    // Only the router namespace is reported, and tc saw it on both devices.
+    for h in f["hops"].as_array().unwrap() {
+        assert!(h["netns"].as_str().unwrap().ends_with("-router"), "{h}");
+    }
+    let hk = hooks(&f);
+    assert!(
+        hk.contains(&"tc_ingress") && hk.contains(&"tc_egress"),
+        "{dump}"
+    );
+}
+
+#[test]
+fn incident5_external_ip_equal_to_node_ip_is_misrouted() {
+    let Some((f, dump)) = trace("incident5", 22) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!(
+        (kind, reason),
+        ("misrouted", "local_route_shadows_host"),
+        "{dump}"
+    );
+    assert_eq!(f["verdict"]["dev"], "kube-ipvs0");
+    assert!(
+        where_.contains("kube-ipvs0") && where_.contains("-node1"),
+        "{where_}"
+    );
+    assert!(
+        f["verdict"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("externalIP")
+    );
+    // The local route decision is in the timeline.
+    let local = f["hops"].as_array().unwrap().iter().any(|h| {
+        h["hook"] == "fib_lookup" && h["dev"] == "kube-ipvs0" && h["fields"]["nh_scope"] == 255
+    });
+    assert!(local, "{dump}");
+}
+
+#[test]
+fn dnat_in_output_is_followed_to_the_backend() {
+    let Some((f, dump)) = trace("nat_output", 443) else {
+        return;
+    };
+    let (kind, reason, _) = verdict(&f);
+    assert_eq!((kind, reason), ("delivered", "local_socket"), "{dump}");
+    assert_eq!(f["original"]["dst"], "10.43.218.1");
+    assert_eq!(f["translated"]["dst"], "10.218.2.2", "{dump}");
+    assert_eq!(f["translated"]["dport"], 6443);
+    assert!(f["nat_at"].is_u64(), "{dump}");
+    assert!(
+        f["replies"].as_u64().unwrap() > 0,
+        "replies were associated: {dump}"
+    );
+}
+
+#[test]
+fn udp_query_to_a_listening_socket_is_delivered() {
+    let Some((f, dump)) = trace("udp_delivered", 53) else {
+        return;
+    };
+    let (kind, reason, _) = verdict(&f);
+    assert_eq!((kind, reason), ("delivered", "local_socket"), "{dump}");
+    assert!(hooks(&f).contains(&"sock_queue"), "{dump}");
+}
