@@ -1,1 +1,47 @@
-fn main() {}
+//! Project chores: `cargo xtask setup | build | demo | test`.
+//! xtask only orchestrates; tracer/build.rs builds the kernel programs.
+
+mod build;
+mod cmd;
+mod demo;
+mod setup;
+mod test;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(about = "tracer's development tasks")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install everything tracer needs on this machine (idempotent).
+    Setup,
+    /// Build the release tracer (and the test helpers).
+    Build,
+    /// Set up, build, and run the built-in demo incident.
+    Demo(demo::DemoArgs),
+    /// Set up and run every check and test (what CI runs).
+    Test(test::TestArgs),
+}
+
+fn main() -> ExitCode {
+    let result = match Cli::parse().task {
+        Task::Setup => setup::run(),
+        Task::Build => build::run(),
+        Task::Demo(a) => demo::run(a),
+        Task::Test(a) => test::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

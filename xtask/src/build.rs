@@ -1,0 +1,26 @@
+//! Release build of tracer and the test helpers.
+
+use std::process::{Command, ExitCode};
+
+use anyhow::Result;
+
+use crate::cmd::{root, run as sh};
+
+pub fn release() -> Result<()> {
+    sh(Command::new("cargo").current_dir(root()).args([
+        "build",
+        "--release",
+        "-p",
+        "tracer",
+        "-p",
+        "tracer-tests",
+        "--bins",
+    ]))
+}
+
+pub fn run() -> Result<ExitCode> {
+    crate::setup::ensure()?;
+    release()?;
+    eprintln!("built {}", root().join("target/release/tracer").display());
+    Ok(ExitCode::SUCCESS)
+}

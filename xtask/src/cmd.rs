@@ -1,0 +1,72 @@
+//! Running commands loudly.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::PathBuf,
+    process::{Command, Stdio},
+};
+
+use anyhow::{Context, Result, bail};
+
+/// The workspace root (xtask lives one level below it).
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+pub fn show(c: &Command) -> String {
+    let mut s = c.get_program().to_string_lossy().into_owned();
+    for a in c.get_args() {
+        s.push(' ');
+        s.push_str(&a.to_string_lossy());
+    }
+    s
+}
+
+/// Run with inherited stdio; fail with the command line.
+pub fn run(c: &mut Command) -> Result<()> {
+    eprintln!("+ {}", show(c));
+    let st = c.status().with_context(|| format!("spawn {}", show(c)))?;
+    if !st.success() {
+        bail!("`{}` failed: {st}", show(c));
+    }
+    Ok(())
+}
+
+/// Run, echoing stdout and stderr, and return stdout for parsing.
+pub fn run_tee(c: &mut Command) -> Result<(bool, String)> {
+    eprintln!("+ {}", show(c));
+    let mut child = c
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("spawn {}", show(c)))?;
+    let mut captured = String::new();
+    for line in BufReader::new(child.stdout.take().expect("stdout")).lines() {
+        let line = line?;
+        println!("{line}");
+        captured.push_str(&line);
+        captured.push('\n');
+    }
+    Ok((child.wait()?.success(), captured))
+}
+
+/// Does the command run and succeed (output discarded)?
+pub fn ok(c: &mut Command) -> bool {
+    c.stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+pub fn output(c: &mut Command) -> String {
+    c.output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
+
+pub fn is_root() -> bool {
+    output(Command::new("id").arg("-u")).trim() == "0"
+}

@@ -1,0 +1,170 @@
+//! Everything CI checks, in order, continuing after a failure so the
+//! summary is complete: formatting, clippy (host and eBPF), unit tests,
+//! then the privileged integration tests against the release binary.
+
+use std::process::{Command, ExitCode};
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::cmd::{is_root, root, run as sh, run_tee};
+
+#[derive(Args)]
+pub struct TestArgs {
+    /// Skip `setup` (tools already installed).
+    #[arg(long)]
+    no_setup: bool,
+    /// Only formatting, clippy and unit tests.
+    #[arg(long)]
+    unit_only: bool,
+    /// Only integration tests whose name contains this.
+    #[arg(long)]
+    filter: Option<String>,
+}
+
+#[derive(Default)]
+struct Tally {
+    passed: u64,
+    failed: u64,
+    stages: Vec<(String, bool)>,
+}
+
+impl Tally {
+    /// Add the counts of cargo's "test result:" lines.
+    fn cargo_results(&mut self, out: &str) {
+        for l in out.lines().filter(|l| l.starts_with("test result:")) {
+            let num = |key: &str| -> u64 {
+                l.split(';')
+                    .find(|p| p.contains(key))
+                    .and_then(|p| p.split_whitespace().rev().nth(1))
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0)
+            };
+            self.passed += num(" passed");
+            self.failed += num(" failed");
+        }
+    }
+
+    fn stage(&mut self, name: &str, ok: bool) {
+        eprintln!("==> {name}: {}", if ok { "ok" } else { "FAILED" });
+        self.stages.push((name.to_string(), ok));
+    }
+}
+
+fn cargo(args: &[&str]) -> Command {
+    let mut c = Command::new("cargo");
+    c.current_dir(root()).args(args);
+    c
+}
+
+pub fn run(a: TestArgs) -> Result<ExitCode> {
+    let mut t = Tally::default();
+    if !a.no_setup {
+        let r = crate::setup::ensure();
+        if let Err(e) = &r {
+            eprintln!("setup failed: {e:#}");
+        }
+        t.stage("setup", r.is_ok());
+    }
+    t.stage(
+        "fmt",
+        sh(&mut cargo(&["fmt", "--all", "--", "--check"])).is_ok(),
+    );
+    t.stage(
+        "clippy (host)",
+        sh(&mut cargo(&[
+            "clippy",
+            "--workspace",
+            "--exclude",
+            "tracer-ebpf",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]))
+        .is_ok(),
+    );
+    let mut ebpf = Command::new("rustup");
+    ebpf.current_dir(root()).args([
+        "run",
+        "nightly",
+        "cargo",
+        "clippy",
+        "-p",
+        "tracer-ebpf",
+        "--target",
+        "bpfel-unknown-none",
+        "-Z",
+        "build-std=core",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    t.stage("clippy (ebpf)", sh(&mut ebpf).is_ok());
+    let (ok, out) = run_tee(&mut cargo(&[
+        "test",
+        "--workspace",
+        "--exclude",
+        "tracer-ebpf",
+        "--lib",
+        "--bins",
+    ]))?;
+    t.cargo_results(&out);
+    t.stage("unit tests", ok);
+
+    if !a.unit_only {
+        let built = crate::build::release().is_ok();
+        t.stage("release build", built);
+        if built {
+            if !is_root() {
+                eprintln!(
+                    "\n!!!!! integration tests need root (network namespaces, eBPF); {} !!!!!\n",
+                    if std::env::var("TRACER_SKIP_PRIVILEGED").as_deref() == Ok("1") {
+                        "TRACER_SKIP_PRIVILEGED=1: they will print SKIPPED"
+                    } else {
+                        "they will FAIL (set TRACER_SKIP_PRIVILEGED=1 to skip them loudly)"
+                    }
+                );
+            }
+            let mut c = cargo(&["test", "--release", "-p", "tracer-tests", "--tests"]);
+            c.env("TRACER_BIN", root().join("target/release/tracer"));
+            c.arg("--");
+            if let Some(f) = &a.filter {
+                c.arg(f);
+            }
+            c.arg("--test-threads=1");
+            let (ok, out) = run_tee(&mut c)?;
+            t.cargo_results(&out);
+            t.stage("integration tests (netns, real binary, kernel 6.x)", ok);
+        }
+    }
+
+    eprintln!("\n==== summary ====");
+    for (name, ok) in &t.stages {
+        eprintln!("{:<55} {}", name, if *ok { "ok" } else { "FAILED" });
+    }
+    let failed_stages = t.stages.iter().filter(|(_, ok)| !ok).count() as u64;
+    // Failed stages that ran no test (fmt, clippy, build) count as failures.
+    let failed = t.failed.max(failed_stages);
+    println!("tests: {} passed, {} failed", t.passed, failed);
+    Ok(if failed_stages == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_cargo_result_lines() {
+        let mut t = Tally::default();
+        t.cargo_results(
+            "running 3 tests\ntest result: ok. 40 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.2s\n\
+             test result: FAILED. 8 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 17s\n",
+        );
+        assert_eq!((t.passed, t.failed), (48, 1));
+    }
+}
