@@ -98,6 +98,7 @@ pub const NAMES: &[&str] = &[
     "incident5",
     "nat_output",
     "udp_delivered",
+    "incident2",
 ];
 
 pub fn build(name: &str) -> Result<Scenario> {
@@ -111,6 +112,7 @@ pub fn build(name: &str) -> Result<Scenario> {
         "incident5" => incident5(),
         "nat_output" => nat_output(),
         "udp_delivered" => udp_delivered(),
+        "incident2" => incident2(),
         other => anyhow::bail!("unknown scenario {other}; one of: {}", NAMES.join(", ")),
     }
 }
@@ -305,6 +307,96 @@ pub fn udp_delivered() -> Result<Scenario> {
         .iter()
         .map(|s| s.to_string())
         .collect(),
+    );
+    sc.servers.push(srv);
+    Ok(sc)
+}
+
+/// Incident 2: the router sends the LB IP to the master, where kube-proxy
+/// (IPVS mode) bound it on kube-ipvs0, but the Service has
+/// externalTrafficPolicy: Local and no endpoint on the master, so
+/// kube-proxy's KUBE-EXTERNAL-SERVICES chain drops new connections to it.
+/// This kernel has no IPVS: the drop is the iptables rule kube-proxy writes.
+pub fn incident2() -> Result<Scenario> {
+    let p = unique_prefix();
+    let (laptop, router, master, worker) = (
+        ns(&p, "laptop")?,
+        ns(&p, "router")?,
+        ns(&p, "master")?,
+        ns(&p, "worker")?,
+    );
+    veth(&laptop, "eth0", &router, "lan0")?;
+    veth(&router, "k0", &master, "eth0")?;
+    veth(&router, "k1", &worker, "eth0")?;
+    laptop.ip(&["addr", "add", "10.222.1.2/24", "dev", "eth0"])?;
+    laptop.ip(&["route", "add", "default", "via", "10.222.1.1"])?;
+    router.ip(&["addr", "add", "10.222.1.1/24", "dev", "lan0"])?;
+    router.ip(&["addr", "add", "10.222.2.1/24", "dev", "k0"])?;
+    router.ip(&["addr", "add", "10.222.3.1/24", "dev", "k1"])?;
+    router.sysctl("net.ipv4.ip_forward", "1")?;
+    // BGP put the LB IP's route on the master.
+    router.ip(&["route", "add", "10.16.222.1/32", "via", "10.222.2.10"])?;
+    master.ip(&["addr", "add", "10.222.2.10/24", "dev", "eth0"])?;
+    master.ip(&["route", "add", "default", "via", "10.222.2.1"])?;
+    worker.ip(&["addr", "add", "10.222.3.10/24", "dev", "eth0"])?;
+    worker.ip(&["route", "add", "default", "via", "10.222.3.1"])?;
+    // IPVS mode binds every Service IP on kube-ipvs0 (a dummy device; a
+    // veth here, this kernel has no dummy).
+    master.ip(&[
+        "link",
+        "add",
+        "kube-ipvs0",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "kipvs-peer",
+    ])?;
+    master.ip(&["link", "set", "kube-ipvs0", "up"])?;
+    master.ip(&["addr", "add", "10.16.222.1/32", "dev", "kube-ipvs0"])?;
+    for rule in [
+        &["-N", "KUBE-EXTERNAL-SERVICES"][..],
+        &[
+            "-A",
+            "INPUT",
+            "-m",
+            "conntrack",
+            "--ctstate",
+            "NEW",
+            "-j",
+            "KUBE-EXTERNAL-SERVICES",
+        ],
+        &[
+            "-A",
+            "KUBE-EXTERNAL-SERVICES",
+            "-d",
+            "10.16.222.1/32",
+            "-p",
+            "tcp",
+            "-m",
+            "comment",
+            "--comment",
+            "default/nginx:http has no local endpoints",
+            "-m",
+            "tcp",
+            "--dport",
+            "80",
+            "-j",
+            "DROP",
+        ],
+    ] {
+        let mut args = vec!["iptables", "-w"];
+        args.extend_from_slice(rule);
+        master.exec(&args)?;
+    }
+    // The only nginx runs on the worker.
+    let srv = listen(&worker, "10.222.3.10:80", 15)?;
+    let mut sc = simple(
+        "incident2",
+        "incident 2: the LB IP is routed to the master, where kube-proxy drops it (externalTrafficPolicy Local, no local endpoint); ping works, TCP hangs",
+        vec![laptop, router, master, worker],
+        "10.16.222.1:80".into(),
+        tcp_connect("10.16.222.1:80"),
     );
     sc.servers.push(srv);
     Ok(sc)

@@ -8,6 +8,7 @@ pub mod flow;
 pub mod hop;
 pub mod loader;
 pub mod names;
+pub mod netfilter;
 pub mod netns;
 pub mod render;
 pub mod target;

@@ -25,6 +25,7 @@ use crate::{
         tc::{TcManager, TcMode, TcScope},
     },
     names::{Kallsyms, Names},
+    netfilter::{self, NfRule},
     netns::{addresses_in, resolve_netns},
     render::{self, Format, Summary, emit},
     target::Target,
@@ -65,23 +66,42 @@ pub struct FollowArgs {
 }
 
 /// Addresses per namespace, read on demand and cached for the run.
+/// What the verdict rules may look up on the node: addresses and netfilter
+/// counters per namespace, read on demand and refreshed when older than
+/// half a second.
 struct LiveEnv {
-    cache: HashMap<u32, Vec<IfAddr>>,
+    cache: HashMap<u32, (Instant, Vec<IfAddr>, Vec<(NfRule, u64)>)>,
+    /// Netfilter counters when tracing started, per namespace inode.
+    nf_baseline: HashMap<u32, Vec<NfRule>>,
 }
 
 impl LiveEnv {
     fn prepare(&mut self, names: &mut Names, inodes: impl Iterator<Item = u32>) {
         for ino in inodes {
-            if ino == 0 || self.cache.contains_key(&ino) {
+            let fresh = self
+                .cache
+                .get(&ino)
+                .is_some_and(|(t, _, _)| t.elapsed() < Duration::from_millis(500));
+            if ino == 0 || fresh {
                 continue;
             }
-            let addrs = names
-                .netns
-                .path(ino)
-                .and_then(|p| addresses_in(&p).ok())
-                .unwrap_or_default();
-            self.cache.insert(ino, addrs);
+            let (addrs, nf) = match names.netns.path(ino) {
+                Some(p) => {
+                    let now = netfilter::snapshot(&p);
+                    (
+                        addresses_in(&p).unwrap_or_default(),
+                        netfilter::moved(self.nf_baseline.get(&ino).map(Vec::as_slice), &now),
+                    )
+                }
+                None => (Vec::new(), Vec::new()),
+            };
+            self.cache.insert(ino, (Instant::now(), addrs, nf));
         }
+    }
+
+    /// Force a re-read (for the final report).
+    fn expire(&mut self) {
+        self.cache.clear();
     }
 }
 
@@ -89,9 +109,29 @@ impl Env for LiveEnv {
     fn addrs(&self, netns: u32) -> Option<&[IfAddr]> {
         self.cache
             .get(&netns)
-            .map(Vec::as_slice)
+            .map(|(_, a, _)| a.as_slice())
             .filter(|a| !a.is_empty())
     }
+
+    fn nf_moved(&self, netns: u32) -> &[(NfRule, u64)] {
+        self.cache
+            .get(&netns)
+            .map(|(_, _, n)| n.as_slice())
+            .unwrap_or(&[])
+    }
+}
+
+/// Netfilter counters of every namespace we can name, before tracing.
+fn nf_baseline(extra: Vec<std::path::PathBuf>) -> HashMap<u32, Vec<NfRule>> {
+    let mut paths = extra;
+    paths.push("/proc/self/ns/net".into());
+    if let Ok(rd) = std::fs::read_dir("/run/netns") {
+        paths.extend(rd.flatten().map(|e| e.path()));
+    }
+    paths
+        .into_iter()
+        .filter_map(|p| Some((crate::names::netns_inode(&p)?, netfilter::snapshot(&p))))
+        .collect()
 }
 
 fn tc_mode(choice: TcAttach) -> TcMode {
@@ -142,8 +182,11 @@ async fn follow(
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
 
-    // /proc/kallsyms takes ~50 ms to read: off the start-up path.
+    // /proc/kallsyms takes ~50 ms to read: off the start-up path, as is the
+    // netfilter counter baseline (joined before the ready file is written).
     let kallsyms = std::thread::spawn(Kallsyms::load);
+    let netns_paths: Vec<_> = netns.iter().map(|n| n.path.clone()).collect();
+    let baseline = std::thread::spawn(move || nf_baseline(netns_paths));
     let btf = Btf::from_sys()?;
     log::debug!("btf parsed: {:?}", started.elapsed());
     let resolved = offsets::resolve(&btf)?;
@@ -237,6 +280,7 @@ async fn follow(
             );
         }
     }
+    let nf_baseline = baseline.join().unwrap_or_default();
     if let Some(f) = &args.ready_file {
         std::fs::write(f, format!("{}\n", std::process::id()))
             .with_context(|| format!("write ready file {}", f.display()))?;
@@ -253,6 +297,7 @@ async fn follow(
     let mut flows = FlowTable::new(args.max_flows);
     let mut env = LiveEnv {
         cache: HashMap::new(),
+        nf_baseline,
     };
     let deadline = args.duration.map(|d| tokio::time::Instant::now() + d);
     let mut tick = tokio::time::interval(Duration::from_millis(250));
@@ -333,6 +378,7 @@ async fn follow(
     };
     let mut tally: BTreeMap<String, usize> = BTreeMap::new();
     let all: Vec<_> = flows.flows().into_iter().cloned().collect();
+    env.expire();
     env.prepare(
         &mut names,
         all.iter()

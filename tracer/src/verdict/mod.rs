@@ -7,7 +7,7 @@ use std::{collections::HashMap, net::IpAddr};
 
 use serde::Serialize;
 
-use crate::flow::Flow;
+use crate::{flow::Flow, netfilter::NfRule};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
@@ -60,17 +60,27 @@ pub struct IfAddr {
 pub trait Env {
     /// Addresses of the namespace with this inode, when it can be read.
     fn addrs(&self, netns: u32) -> Option<&[IfAddr]>;
+    /// DROP/REJECT netfilter rules of that namespace whose packet counters
+    /// moved while tracing, with by how much.
+    fn nf_moved(&self, _netns: u32) -> &[(NfRule, u64)] {
+        &[]
+    }
 }
 
 /// A fixed inventory (tests, and a snapshot taken by the loader).
 #[derive(Debug, Default, Clone)]
 pub struct Inventory {
     pub by_netns: HashMap<u32, Vec<IfAddr>>,
+    pub nf: HashMap<u32, Vec<(NfRule, u64)>>,
 }
 
 impl Env for Inventory {
     fn addrs(&self, netns: u32) -> Option<&[IfAddr]> {
         self.by_netns.get(&netns).map(Vec::as_slice)
+    }
+
+    fn nf_moved(&self, netns: u32) -> &[(NfRule, u64)] {
+        self.nf.get(&netns).map(Vec::as_slice).unwrap_or(&[])
     }
 }
 
@@ -86,7 +96,7 @@ pub fn evaluate(flow: &Flow, env: &dyn Env, c: &Completeness) -> Verdict {
         .iter()
         .find_map(|rule| rule(flow, env))
         .unwrap_or_else(|| rules::fallback(flow));
-    v.hint = hints::hint(v.kind, &v.reason, &v.evidence);
+    v.hint = hints::hint(v.kind, &v.reason, &v.where_, &v.evidence);
     if c.lost_events > 0 {
         v.incomplete = true;
         v.evidence.push(format!(

@@ -6,6 +6,7 @@ use std::net::IpAddr;
 use tracer_common::Hook;
 
 use super::{Env, Kind, Verdict};
+use crate::netfilter::NfRule;
 use crate::{
     flow::Flow,
     hop::{Dir, Hop, HopData},
@@ -212,7 +213,7 @@ pub fn infer_nf_hook(flow: &Flow, drop: &Hop) -> &'static str {
 }
 
 /// The packet was dropped (skb:kfree_skb with a reason) before any delivery.
-pub fn dropped(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
+pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     let drop = flow.hops.iter().find(|h| h.hook == Hook::Drop)?;
     let HopData::Drop {
         reason, location, ..
@@ -237,9 +238,21 @@ pub fn dropped(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
         "NETFILTER_DROP" => {
             let hook = infer_nf_hook(flow, drop);
             evidence.push(format!(
-                "netfilter hook {hook} inferred from the packet's path; table/chain need the kprobe backend"
+                "netfilter hook {hook} inferred from the packet's path (nf_hook_slow does not say it on this kernel)"
             ));
-            format!("netfilter {hook}{fn_part} in netns {}", drop.netns)
+            match blame_rule(flow, env, drop.netns_inode) {
+                Some((rule, delta)) => {
+                    evidence.push(format!(
+                        "rule counter moved by {delta} while tracing: table {} chain {}",
+                        rule.table, rule.chain
+                    ));
+                    format!(
+                        "netfilter {hook}{fn_part} in netns {}: rule `{}` (table {}, chain {})",
+                        drop.netns, rule.text, rule.table, rule.chain
+                    )
+                }
+                None => format!("netfilter {hook}{fn_part} in netns {}", drop.netns),
+            }
         }
         "IP_INNOROUTES" | "IP_OUTNOROUTES" => {
             let tables: Vec<String> = flow
@@ -291,8 +304,35 @@ pub fn dropped(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
         drop.netns
     ));
     v.evidence.extend(evidence);
+    v.evidence.extend(local_target_evidence(flow, env, drop));
     v.evidence.extend(side_evidence(flow));
     Some(v)
+}
+
+/// The DROP/REJECT rule whose counter moved, preferring one that names the
+/// flow's destination.
+fn blame_rule<'a>(flow: &Flow, env: &'a dyn Env, netns: u32) -> Option<&'a (NfRule, u64)> {
+    let moved = env.nf_moved(netns);
+    let dsts = flow.dsts();
+    moved
+        .iter()
+        .find(|(r, _)| dsts.iter().any(|d| r.text.contains(&format!(" {d}/"))))
+        .or(moved.first())
+}
+
+/// The destination is an address of the namespace that dropped it (a
+/// Service/LB IP on kube-ipvs0): the node answers ICMP echo for it itself,
+/// which is why ping works while the flow does not (incident 2).
+fn local_target_evidence(flow: &Flow, env: &dyn Env, drop: &Hop) -> Option<String> {
+    let dsts = flow.dsts();
+    let a = env
+        .addrs(drop.netns_inode)?
+        .iter()
+        .find(|a| dsts.contains(&a.addr) && a.dev != "lo")?;
+    Some(format!(
+        "{} is a local address on {} in netns {}: ICMP echo to it is answered by this node itself, which is why ping works while this flow is dropped",
+        a.addr, a.dev, drop.netns
+    ))
 }
 
 /// A local socket took the packet, or the destination answered.
