@@ -104,7 +104,7 @@ pub fn moved(before: Option<&[NfRule]>, now: &[NfRule]) -> Vec<(NfRule, u64)> {
             (d > 0).then(|| (r.clone(), d))
         })
         .collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.sort_by_key(|r| std::cmp::Reverse(r.1));
     v
 }
 

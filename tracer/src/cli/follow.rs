@@ -69,8 +69,11 @@ pub struct FollowArgs {
 /// What the verdict rules may look up on the node: addresses and netfilter
 /// counters per namespace, read on demand and refreshed when older than
 /// half a second.
+/// When read, the namespace's addresses, and its netfilter rules that moved.
+type NetnsFacts = (Instant, Vec<IfAddr>, Vec<(NfRule, u64)>);
+
 struct LiveEnv {
-    cache: HashMap<u32, (Instant, Vec<IfAddr>, Vec<(NfRule, u64)>)>,
+    cache: HashMap<u32, NetnsFacts>,
     /// Netfilter counters when tracing started, per namespace inode.
     nf_baseline: HashMap<u32, Vec<NfRule>>,
 }
