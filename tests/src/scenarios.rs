@@ -99,6 +99,7 @@ pub const NAMES: &[&str] = &[
     "nat_output",
     "udp_delivered",
     "incident2",
+    "incident4",
 ];
 
 pub fn build(name: &str) -> Result<Scenario> {
@@ -113,6 +114,7 @@ pub fn build(name: &str) -> Result<Scenario> {
         "nat_output" => nat_output(),
         "udp_delivered" => udp_delivered(),
         "incident2" => incident2(),
+        "incident4" => incident4(),
         other => anyhow::bail!("unknown scenario {other}; one of: {}", NAMES.join(", ")),
     }
 }
@@ -397,6 +399,56 @@ pub fn incident2() -> Result<Scenario> {
         vec![laptop, router, master, worker],
         "10.16.222.1:80".into(),
         tcp_connect("10.16.222.1:80"),
+    );
+    sc.servers.push(srv);
+    Ok(sc)
+}
+
+/// Incident 4: host A has a private NIC `priv` (cluster network, where the
+/// master is) and a global NIC `glob` with the default route. kube-proxy
+/// DNATs the kubernetes ClusterIP 10.43.0.1:443 to the master's private
+/// address in OUTPUT; the route lookup for 10.43.0.1 used the default route
+/// and picked glob's address as source, so the DNATed SYN reaches the master
+/// from an address it cannot answer.
+pub fn incident4() -> Result<Scenario> {
+    let p = unique_prefix();
+    let (host, master, gw) = (ns(&p, "hostA")?, ns(&p, "master")?, ns(&p, "glob-gw")?);
+    veth(&host, "priv", &master, "eth0")?;
+    veth(&host, "glob", &gw, "eth0")?;
+    host.ip(&["addr", "add", "10.224.1.2/24", "dev", "priv"])?;
+    host.ip(&["addr", "add", "10.224.9.2/24", "dev", "glob"])?;
+    host.ip(&["route", "add", "default", "via", "10.224.9.1"])?;
+    master.ip(&["addr", "add", "10.224.1.10/24", "dev", "eth0"])?;
+    gw.ip(&["addr", "add", "10.224.9.1/24", "dev", "eth0"])?;
+    host.exec(&[
+        "iptables",
+        "-w",
+        "-t",
+        "nat",
+        "-A",
+        "OUTPUT",
+        "-d",
+        "10.43.0.1/32",
+        "-p",
+        "tcp",
+        "--dport",
+        "443",
+        "-m",
+        "comment",
+        "--comment",
+        "default/kubernetes:https",
+        "-j",
+        "DNAT",
+        "--to-destination",
+        "10.224.1.10:6443",
+    ])?;
+    let srv = listen(&master, "10.224.1.10:6443", 15)?;
+    let mut sc = simple(
+        "incident4",
+        "incident 4: multi-NIC host; the kubernetes ClusterIP is routed by the default route (global NIC) and DNATed to the master on the private NIC",
+        vec![host, master, gw],
+        "10.43.0.1:443".into(),
+        tcp_connect("10.43.0.1:443"),
     );
     sc.servers.push(srv);
     Ok(sc)

@@ -65,3 +65,36 @@ fn incident2_lb_ip_without_local_endpoint() {
         "{dump}"
     );
 }
+
+#[test]
+fn incident4_clusterip_routed_by_the_default_route() {
+    let Some((f, dump)) = trace("incident4", 443) else {
+        return;
+    };
+    let v = &f["verdict"];
+    assert_eq!(
+        (v["kind"].as_str(), v["reason"].as_str()),
+        (Some("misrouted"), Some("nat_source_from_other_interface")),
+        "{dump}"
+    );
+    let where_ = v["where"].as_str().unwrap();
+    assert!(
+        where_.contains("-hostA") && where_.contains("DNAT 10.43.0.1:443 -> 10.224.1.10:6443"),
+        "{where_}"
+    );
+    assert!(
+        where_.contains("left via priv with source 10.224.9.2 of glob"),
+        "{where_}"
+    );
+    let ev = v["evidence"].to_string();
+    assert!(ev.contains("chose glob via 10.224.9.1"), "{ev}");
+    assert!(ev.contains("no route back to 10.224.9.2"), "{ev}");
+    assert!(
+        v["hint"]
+            .as_str()
+            .unwrap()
+            .contains("route for the Service range"),
+        "{v}"
+    );
+    assert_eq!(f["translated"]["dst"], "10.224.1.10");
+}

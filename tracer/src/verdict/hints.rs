@@ -13,6 +13,18 @@ pub const HINTS: &[(Kind, &str, &str, &str)] = &[
         "Another host's address is bound locally (kube-ipvs0 or similar), so this node answers for it: a Service externalIP/LoadBalancer IP equals a node IP. Remove that IP from the Service (kube-proxy IPVS binds every Service IP on kube-ipvs0 of every node).",
     ),
     (
+        Kind::Misrouted,
+        "nat_source_from_other_interface",
+        "",
+        "The Service IP was routed by the wrong route (typically the default route on another NIC), which picked that NIC's address as source before DNAT; the backend answers an address it cannot reach. Add a route for the Service range via the cluster network (e.g. ip route add 10.43.0.0/16 dev <cluster NIC>).",
+    ),
+    (
+        Kind::NoReply,
+        "reply_unroutable",
+        "",
+        "The destination has no route back to the sender: fix the return route (asymmetric routing, a missing route for the client's network, or a source address the backend cannot reach).",
+    ),
+    (
         Kind::Dropped,
         "NETFILTER_DROP",
         "no local endpoints",

@@ -17,7 +17,14 @@ pub type Rule = fn(&Flow, &dyn Env) -> Option<Verdict>;
 
 /// Order matters: a misroute is also a local delivery (or a local drop), and
 /// a drop that happened after delivery does not make the flow dropped.
-pub const RULES: &[Rule] = &[misrouted_local_shadow, dropped, delivered, forwarded];
+pub const RULES: &[Rule] = &[
+    misrouted_local_shadow,
+    misrouted_nat_source,
+    dropped,
+    reply_unroutable,
+    delivered,
+    forwarded,
+];
 
 fn verdict(kind: Kind, reason: &str, where_: String, netns: &str, dev: Option<String>) -> Verdict {
     Verdict {
@@ -132,6 +139,128 @@ pub fn misrouted_local_shadow(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         v.evidence.extend(side_evidence(flow));
         Some(v)
     })
+}
+
+/// Incident 4: a DNATed flow left by one device with the source address of
+/// another. The route lookup for the Service IP (before DNAT) picked a
+/// device and its address as source; after DNAT the packet is rerouted out
+/// of another device, keeping that source, so the backend answers an
+/// address that is not reachable that way.
+pub fn misrouted_nat_source(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
+    let t = flow.translated?;
+    if t.dst == flow.key.dst {
+        return None;
+    }
+    let out = flow.hops.iter().find(|h| {
+        h.dir == Dir::Request && h.hook == Hook::Xmit && h.tuple.dst == t.dst && !h.dev.is_empty()
+    })?;
+    let src = out.tuple.src;
+    let owner = env
+        .addrs(out.netns_inode)?
+        .iter()
+        .find(|a| a.addr == src && a.dev != "lo")?;
+    if owner.dev == out.dev {
+        return None;
+    }
+    let pre = flow.hops.iter().find_map(|h| match &h.data {
+        HopData::Fib {
+            err: 0, nh_dev, gw, ..
+        } if h.dir == Dir::Request && h.tuple.dst == flow.key.dst && *nh_dev == owner.dev => Some(
+            gw.map(|g| format!("{nh_dev} via {g}"))
+                .unwrap_or(nh_dev.clone()),
+        ),
+        _ => None,
+    });
+    let mut v = verdict(
+        Kind::Misrouted,
+        "nat_source_from_other_interface",
+        format!(
+            "netns {}: DNAT {} -> {} left via {} with source {} of {}",
+            out.netns,
+            endpoint(flow.key.dst, flow.key.dport),
+            endpoint(t.dst, t.dport),
+            out.dev,
+            src,
+            owner.dev
+        ),
+        &out.netns,
+        Some(out.dev.clone()),
+    );
+    if let Some(route) = pre {
+        v.evidence.push(format!(
+            "route lookup for {} (before DNAT) chose {route}, so the source became {src}",
+            flow.key.dst
+        ));
+    }
+    v.evidence.push(format!(
+        "after DNAT to {} the packet left via {} with source {src}, an address of {}",
+        endpoint(t.dst, t.dport),
+        out.dev,
+        owner.dev
+    ));
+    if flow.replies == 0 {
+        v.evidence.push("no reply came back".into());
+    }
+    v.evidence.extend(reply_route_failures(flow));
+    v.evidence.extend(side_evidence(flow));
+    Some(v)
+}
+
+/// Reply-direction route lookups that found nothing, per namespace.
+fn reply_route_failures(flow: &Flow) -> Vec<String> {
+    let mut out: Vec<String> = flow
+        .hops
+        .iter()
+        .filter(|h| h.dir == Dir::Reply && matches!(h.data, HopData::Fib { err, .. } if err != 0))
+        .filter(|h| {
+            // A later table may still have matched: only namespaces where no
+            // reply route was found at all count.
+            !flow.hops.iter().any(|g| {
+                g.dir == Dir::Reply
+                    && g.netns_inode == h.netns_inode
+                    && matches!(g.data, HopData::Fib { err: 0, .. })
+            })
+        })
+        .map(|h| format!("netns {} has no route back to {}", h.netns, h.tuple.dst))
+        .collect();
+    dedup(&mut out);
+    out
+}
+
+/// The request reached its destination, but the destination found no route
+/// for its answer and none left: an asymmetric or missing return route.
+pub fn reply_unroutable(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
+    let failures = reply_route_failures(flow);
+    let first = failures.first()?;
+    let answered = flow
+        .hops
+        .iter()
+        .any(|h| h.dir == Dir::Reply && h.is_egress());
+    if answered {
+        return None;
+    }
+    let fail_hop = flow
+        .hops
+        .iter()
+        .find(|h| h.dir == Dir::Reply && matches!(h.data, HopData::Fib { err, .. } if err != 0))?;
+    let mut v = verdict(
+        Kind::NoReply,
+        "reply_unroutable",
+        format!(
+            "routing decision (fib_lookup) in netns {}: no route back to {}",
+            fail_hop.netns, fail_hop.tuple.dst
+        ),
+        &fail_hop.netns,
+        None,
+    );
+    v.evidence.push(first.clone());
+    v.evidence.extend(
+        delivery_evidence(flow)
+            .into_iter()
+            .map(|(h, s)| format!("{s} (netns {})", h.netns)),
+    );
+    v.evidence.extend(side_evidence(flow));
+    Some(v)
 }
 
 fn delivery_evidence(flow: &Flow) -> Vec<(&Hop, String)> {

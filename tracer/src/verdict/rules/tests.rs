@@ -38,6 +38,7 @@ pub fn load(name: &str) -> (Flow, Inventory) {
         "forwarded" => include_str!("../fixtures/forwarded.json"),
         "incident5_shadowed" => include_str!("../fixtures/incident5_shadowed.json"),
         "nat_dnat_output" => include_str!("../fixtures/nat_dnat_output.json"),
+        "incident4_nat_source" => include_str!("../fixtures/incident4_nat_source.json"),
         other => panic!("no fixture {other}"),
     };
     let j: Value = serde_json::from_str(text).expect("fixture JSON");
@@ -241,6 +242,72 @@ fn dnat_flow_is_delivered_at_the_backend() {
         (Kind::Delivered, "local_socket")
     );
     assert_eq!(v.where_, "local socket 10.201.2.2:8080 in netns s");
+}
+
+#[test]
+fn incident4_nat_source_from_the_default_route_nic() {
+    let (f, env) = load("incident4_nat_source");
+    let v = judge(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Misrouted, "nat_source_from_other_interface")
+    );
+    assert!(
+        v.where_.ends_with(
+            "DNAT 10.43.0.1:443 -> 10.224.1.10:6443 left via priv with source 10.224.9.2 of glob"
+        ),
+        "{}",
+        v.where_
+    );
+    assert_eq!(v.dev.as_deref(), Some("priv"));
+    assert!(
+        v.evidence
+            .iter()
+            .any(|e| e.contains("chose glob via 10.224.9.1")),
+        "{:?}",
+        v.evidence
+    );
+    assert!(
+        v.evidence
+            .iter()
+            .any(|e| e.contains("has no route back to 10.224.9.2"))
+    );
+    assert!(v.hint.contains("Add a route for the Service range"));
+}
+
+#[test]
+fn without_addresses_incident4_is_an_unroutable_reply() {
+    // Not knowing hostA's addresses, the NAT rule cannot tell whose source
+    // it is; the master's failed return route is still the answer, and the
+    // SYN consumed by its listener does not make the flow "delivered".
+    let (f, _) = load("incident4_nat_source");
+    let v = judge(&f, &Inventory::default());
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::NoReply, "reply_unroutable")
+    );
+    assert!(
+        v.where_.contains("no route back to 10.224.9.2"),
+        "{}",
+        v.where_
+    );
+}
+
+#[test]
+fn nat_source_rule_needs_a_translation() {
+    let (mut f, env) = load("incident4_nat_source");
+    f.translated = None;
+    assert!(misrouted_nat_source(&f, &env).is_none());
+    // Leaving by the device that owns the source is fine.
+    let (f, mut env) = load("incident4_nat_source");
+    for list in env.by_netns.values_mut() {
+        for a in list.iter_mut() {
+            if a.dev == "glob" {
+                a.dev = "priv".into();
+            }
+        }
+    }
+    assert!(misrouted_nat_source(&f, &env).is_none());
 }
 
 #[test]
