@@ -2,6 +2,7 @@
 //! bounded traffic, and running the real `tracer` binary against them.
 
 pub mod netns;
+pub mod redirect;
 pub mod scenarios;
 pub mod tracer;
 

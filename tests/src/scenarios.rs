@@ -19,6 +19,8 @@ pub struct Scenario {
     pub args: Vec<String>,
     /// Background servers, killed on drop (before the namespaces go).
     pub servers: Vec<Child>,
+    /// A tc redirect program of the scenario's own (incident 3).
+    pub redirect: Option<crate::redirect::Redirect>,
     client: usize,
     traffic: Vec<String>,
 }
@@ -100,6 +102,8 @@ pub const NAMES: &[&str] = &[
     "udp_delivered",
     "incident2",
     "incident4",
+    "incident3",
+    "incident3_mirred",
 ];
 
 pub fn build(name: &str) -> Result<Scenario> {
@@ -115,6 +119,8 @@ pub fn build(name: &str) -> Result<Scenario> {
         "udp_delivered" => udp_delivered(),
         "incident2" => incident2(),
         "incident4" => incident4(),
+        "incident3" => incident3(false),
+        "incident3_mirred" => incident3(true),
         other => anyhow::bail!("unknown scenario {other}; one of: {}", NAMES.join(", ")),
     }
 }
@@ -133,6 +139,7 @@ fn simple(
         target,
         args: vec![],
         servers: vec![],
+        redirect: None,
         client: 0,
         traffic,
     }
@@ -451,5 +458,85 @@ pub fn incident4() -> Result<Scenario> {
         tcp_connect("10.43.0.1:443"),
     );
     sc.servers.push(srv);
+    Ok(sc)
+}
+
+/// Incident 3: node-local DNS listens on 169.254.25.10 (on a device named
+/// nodelocaldns; a veth here, this kernel has no dummy). The pod's packets
+/// arrive on the node's lxc-style veth, where a tc BPF program (as Cilium's
+/// BPF host routing does) redirects them straight to the uplink: they never
+/// reach the host stack where the link-local address lives.
+pub fn incident3(mirred: bool) -> Result<Scenario> {
+    let p = unique_prefix();
+    let (node, pod, fabric) = (ns(&p, "node")?, ns(&p, "pod")?, ns(&p, "fabric")?);
+    veth(&node, "eth0", &fabric, "eth0")?;
+    veth(&node, "lxc0", &pod, "eth0")?;
+    node.ip(&["addr", "add", "10.226.9.2/24", "dev", "eth0"])?;
+    fabric.ip(&["addr", "add", "10.226.9.1/24", "dev", "eth0"])?;
+    node.ip(&["route", "add", "default", "via", "10.226.9.1"])?;
+    node.ip(&["addr", "add", "10.226.1.1/24", "dev", "lxc0"])?;
+    pod.ip(&["addr", "add", "10.226.1.2/24", "dev", "eth0"])?;
+    pod.ip(&["route", "add", "default", "via", "10.226.1.1"])?;
+    node.sysctl("net.ipv4.ip_forward", "1")?;
+    node.ip(&[
+        "link",
+        "add",
+        "nodelocaldns",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "nld-peer",
+    ])?;
+    node.ip(&["link", "set", "nodelocaldns", "up"])?;
+    node.ip(&["addr", "add", "169.254.25.10/32", "dev", "nodelocaldns"])?;
+    let probe = netprobe_bin();
+    let srv = node.spawn(&[
+        probe.to_str().unwrap(),
+        "udp-echo",
+        "169.254.25.10:53",
+        "--for",
+        "15",
+    ])?;
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The same steering without BPF: a tc mirred redirect on a u32 filter.
+    let redirect = if mirred {
+        let net = format!("--net={}", node.path());
+        crate::netns::run(&[
+            "nsenter", &net, "tc", "qdisc", "add", "dev", "lxc0", "clsact",
+        ])?;
+        crate::netns::run(&[
+            "nsenter", &net, "tc", "filter", "add", "dev", "lxc0", "ingress", "protocol", "ip",
+            "u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev",
+            "eth0",
+        ])?;
+        None
+    } else {
+        Some(crate::redirect::Redirect::install(&node, "lxc0", "eth0")?)
+    };
+    let (node_name, pod_name) = (node.name.clone(), pod.name.clone());
+    let mut sc = simple(
+        "incident3",
+        "incident 3: a tc BPF program on the pod's veth redirects node-local DNS queries (169.254.25.10:53) to the uplink",
+        vec![pod, node, fabric],
+        "169.254.25.10:53".into(),
+        [
+            "udp-send",
+            "169.254.25.10:53",
+            "--timeout-ms",
+            "1000",
+            "--count",
+            "1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+    );
+    sc.args = vec!["--netns".into(), node_name, "--netns".into(), pod_name];
+    sc.servers.push(srv);
+    sc.redirect = redirect;
+    if mirred {
+        sc.name = "incident3_mirred";
+    }
     Ok(sc)
 }

@@ -98,3 +98,63 @@ fn incident4_clusterip_routed_by_the_default_route() {
     );
     assert_eq!(f["translated"]["dst"], "10.224.1.10");
 }
+
+fn incident3_checks(f: &Value, dump: &str, by: &str) {
+    let v = &f["verdict"];
+    assert_eq!(
+        (v["kind"].as_str(), v["reason"].as_str()),
+        (Some("misrouted"), Some("local_destination_transmitted")),
+        "{dump}"
+    );
+    let where_ = v["where"].as_str().unwrap();
+    assert!(
+        where_.contains("-node: 169.254.25.10 is local (on nodelocaldns) but left via eth0"),
+        "{where_}"
+    );
+    assert!(
+        where_.contains("redirected at tc ingress of lxc0"),
+        "{where_}"
+    );
+    assert!(where_.contains(by), "{where_}");
+    assert_eq!(v["dev"], "eth0");
+    let ev = v["evidence"].to_string();
+    assert!(ev.contains("the IP stack never saw it"), "{ev}");
+    assert!(
+        v["hint"].as_str().unwrap().contains("hostLegacyRouting"),
+        "{v}"
+    );
+    let hops = f["hops"].as_array().unwrap();
+    assert!(
+        hops.iter()
+            .any(|h| h["hook"] == "tc_ingress" && h["dev"] == "lxc0"),
+        "{dump}"
+    );
+    assert!(
+        hops.iter().any(|h| h["hook"] == "xmit"
+            && h["dev"] == "eth0"
+            && h["netns"].as_str().unwrap().ends_with("-node")),
+        "{dump}"
+    );
+    // Never delivered to the DNS socket on nodelocaldns.
+    assert!(!hops.iter().any(|h| h["hook"] == "sock_queue"), "{dump}");
+}
+
+#[test]
+fn incident3_bpf_host_routing_sends_node_local_dns_out() {
+    let Some((f, dump)) = trace("incident3", 53) else {
+        return;
+    };
+    incident3_checks(&f, &dump, "by tc BPF program hostroute_redir (id ");
+}
+
+#[test]
+fn incident3_same_misroute_with_tc_mirred() {
+    let Some((f, dump)) = trace("incident3_mirred", 53) else {
+        return;
+    };
+    incident3_checks(
+        &f,
+        &dump,
+        "by tc action mirred (Egress Redirect to device eth0)",
+    );
+}

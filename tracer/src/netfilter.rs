@@ -149,3 +149,66 @@ COMMIT
         assert!(moved(Some(&before), &before).is_empty());
     }
 }
+
+/// The tc ingress filters of a device as `tc filter show` describes them:
+/// BPF programs (name and id from the kernel) and mirred redirects, minus
+/// tracer's own. Used to name what redirected a packet past the IP stack.
+pub fn tc_ingress_filters(netns_path: &Path, dev: &str) -> Vec<String> {
+    let out = Command::new("nsenter")
+        .arg(format!("--net={}", netns_path.display()))
+        .args(["tc", "filter", "show", "dev", dev, "ingress"])
+        .output();
+    match out {
+        Ok(o) if o.status.success() => parse_tc_filters(&String::from_utf8_lossy(&o.stdout)),
+        _ => Vec::new(),
+    }
+}
+
+pub fn parse_tc_filters(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let after = |k: &str| {
+            words
+                .iter()
+                .position(|w| *w == k)
+                .and_then(|i| words.get(i + 1))
+        };
+        if line.contains(" bpf ")
+            && let Some(id) = after("id")
+        {
+            let name = after("name").copied().unwrap_or("?");
+            if !name.starts_with("tracer_") {
+                out.push(format!("tc BPF program {name} (id {id})"));
+            }
+        } else if let Some(i) = line.find("mirred (") {
+            let desc = &line[i..];
+            out.push(format!(
+                "tc action {}",
+                desc.split(')').next().unwrap_or(desc).to_string() + ")"
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tc_tests {
+    use super::*;
+
+    #[test]
+    fn names_bpf_programs_and_mirred() {
+        let text = "filter protocol all pref 49152 bpf chain 0 \n\
+filter protocol all pref 49152 bpf chain 0 handle 0x1 tt1-redir direct-action not_in_hw id 812 name hostroute_redir tag 1a2b jited \n\
+filter protocol ip pref 49153 u32 chain 0 fh 800::800 order 2048 key ht 800 bkt 0 terminal flowid not_in_hw \n\
+\taction order 1: mirred (Egress Redirect to device eth0) stolen\n\
+filter protocol all pref 1 bpf chain 0 handle 0x1 x direct-action id 9 name tracer_tc_ingr tag 00\n";
+        assert_eq!(
+            parse_tc_filters(text),
+            vec![
+                "tc BPF program hostroute_redir (id 812)".to_string(),
+                "tc action mirred (Egress Redirect to device eth0)".to_string(),
+            ]
+        );
+    }
+}

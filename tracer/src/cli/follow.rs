@@ -74,6 +74,8 @@ type NetnsFacts = (Instant, Vec<IfAddr>, Vec<(NfRule, u64)>);
 
 struct LiveEnv {
     cache: HashMap<u32, NetnsFacts>,
+    paths: HashMap<u32, PathBuf>,
+    tc: std::cell::RefCell<HashMap<(u32, String), Vec<String>>>,
     /// Netfilter counters when tracing started, per namespace inode.
     nf_baseline: HashMap<u32, Vec<NfRule>>,
 }
@@ -90,6 +92,7 @@ impl LiveEnv {
             }
             let (addrs, nf) = match names.netns.path(ino) {
                 Some(p) => {
+                    self.paths.insert(ino, p.clone());
                     let now = netfilter::snapshot(&p);
                     (
                         addresses_in(&p).unwrap_or_default(),
@@ -105,6 +108,7 @@ impl LiveEnv {
     /// Force a re-read (for the final report).
     fn expire(&mut self) {
         self.cache.clear();
+        self.tc.borrow_mut().clear();
     }
 }
 
@@ -121,6 +125,20 @@ impl Env for LiveEnv {
             .get(&netns)
             .map(|(_, _, n)| n.as_slice())
             .unwrap_or(&[])
+    }
+
+    fn tc_filters(&self, netns: u32, dev: &str) -> Vec<String> {
+        let key = (netns, dev.to_string());
+        if let Some(v) = self.tc.borrow().get(&key) {
+            return v.clone();
+        }
+        let v = self
+            .paths
+            .get(&netns)
+            .map(|p| netfilter::tc_ingress_filters(p, dev))
+            .unwrap_or_default();
+        self.tc.borrow_mut().insert(key, v.clone());
+        v
     }
 }
 
@@ -300,6 +318,8 @@ async fn follow(
     let mut flows = FlowTable::new(args.max_flows);
     let mut env = LiveEnv {
         cache: HashMap::new(),
+        paths: HashMap::new(),
+        tc: Default::default(),
         nf_baseline,
     };
     let deadline = args.duration.map(|d| tokio::time::Instant::now() + d);

@@ -14,6 +14,18 @@ pub const HINTS: &[(Kind, &str, &str, &str)] = &[
     ),
     (
         Kind::Misrouted,
+        "local_destination_transmitted",
+        "tc redirect",
+        "A tc program redirected traffic for a host-local address (node-local DNS on a link-local IP) out of the node, bypassing the host stack where that address lives: with Cilium BPF host routing set bpf.hostLegacyRouting=true, or move node-local DNS behind a local redirect policy.",
+    ),
+    (
+        Kind::Misrouted,
+        "local_destination_transmitted",
+        "",
+        "Traffic for an address of this node left by a device instead of being delivered locally: check what steers it (tc/BPF redirects, policy routing).",
+    ),
+    (
+        Kind::Misrouted,
         "nat_source_from_other_interface",
         "",
         "The Service IP was routed by the wrong route (typically the default route on another NIC), which picked that NIC's address as source before DNAT; the backend answers an address it cannot reach. Add a route for the Service range via the cluster network (e.g. ip route add 10.43.0.0/16 dev <cluster NIC>).",

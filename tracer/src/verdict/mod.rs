@@ -65,6 +65,10 @@ pub trait Env {
     fn nf_moved(&self, _netns: u32) -> &[(NfRule, u64)] {
         &[]
     }
+    /// Descriptions of the tc ingress filters on `dev` (not tracer's own).
+    fn tc_filters(&self, _netns: u32, _dev: &str) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// A fixed inventory (tests, and a snapshot taken by the loader).
@@ -72,6 +76,7 @@ pub trait Env {
 pub struct Inventory {
     pub by_netns: HashMap<u32, Vec<IfAddr>>,
     pub nf: HashMap<u32, Vec<(NfRule, u64)>>,
+    pub tc: HashMap<(u32, String), Vec<String>>,
 }
 
 impl Env for Inventory {
@@ -81,6 +86,13 @@ impl Env for Inventory {
 
     fn nf_moved(&self, netns: u32) -> &[(NfRule, u64)] {
         self.nf.get(&netns).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    fn tc_filters(&self, netns: u32, dev: &str) -> Vec<String> {
+        self.tc
+            .get(&(netns, dev.to_string()))
+            .cloned()
+            .unwrap_or_default()
     }
 }
 

@@ -19,6 +19,7 @@ pub type Rule = fn(&Flow, &dyn Env) -> Option<Verdict>;
 /// a drop that happened after delivery does not make the flow dropped.
 pub const RULES: &[Rule] = &[
     misrouted_local_shadow,
+    misrouted_local_transmitted,
     misrouted_nat_source,
     dropped,
     reply_unroutable,
@@ -139,6 +140,79 @@ pub fn misrouted_local_shadow(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         v.evidence.extend(side_evidence(flow));
         Some(v)
     })
+}
+
+/// Incident 3: the destination is an address of this namespace (node-local
+/// DNS on nodelocaldns), yet the request left by a device instead of being
+/// delivered. Whatever sent it there (a BPF program's bpf_redirect, a tc
+/// mirred action, a route), the address is local: the packet was misrouted.
+/// When it went from a device's ingress straight to another's egress with
+/// no routing decision between, the IP stack never saw it, and the tc
+/// filters on that ingress are named.
+pub fn misrouted_local_transmitted(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
+    let dsts = flow.dsts();
+    let (out, owner) = flow.hops.iter().find_map(|h| {
+        if h.dir != Dir::Request || h.hook != Hook::Xmit || h.dev.is_empty() || h.dev == "lo" {
+            return None;
+        }
+        let owner = env
+            .addrs(h.netns_inode)?
+            .iter()
+            .find(|a| dsts.contains(&a.addr) && a.dev != h.dev)?;
+        Some((h, owner))
+    })?;
+    let ingress = flow
+        .hops
+        .iter()
+        .filter(|h| {
+            h.dir == Dir::Request
+                && h.netns_inode == out.netns_inode
+                && h.is_ingress()
+                && h.ts_ns <= out.ts_ns
+        })
+        .last();
+    let bypass = ingress.filter(|ing| {
+        !flow.hops.iter().any(|h| {
+            h.netns_inode == out.netns_inode
+                && h.ts_ns >= ing.ts_ns
+                && h.ts_ns <= out.ts_ns
+                && matches!(h.data, HopData::Fib { iif, .. } if iif == ing.ifindex)
+        })
+    });
+    let mut where_ = format!(
+        "netns {}: {} is local (on {}) but left via {}",
+        out.netns, owner.addr, owner.dev, out.dev
+    );
+    let mut evidence = vec![format!(
+        "the request was transmitted on {} in netns {} although {} is an address of that namespace",
+        out.dev, out.netns, owner.addr
+    )];
+    if let Some(ing) = bypass {
+        let filters = env.tc_filters(ing.netns_inode, &ing.dev);
+        where_.push_str(&format!(", redirected at tc ingress of {}", ing.dev));
+        if !filters.is_empty() {
+            where_.push_str(&format!(" by {}", filters.join(", ")));
+        }
+        evidence.push(format!(
+            "no routing decision between {} ingress and {} egress: the IP stack never saw it (tc redirect)",
+            ing.dev, out.dev
+        ));
+        evidence.extend(
+            filters
+                .iter()
+                .map(|f| format!("on {} ingress: {f}", ing.dev)),
+        );
+    }
+    let mut v = verdict(
+        Kind::Misrouted,
+        "local_destination_transmitted",
+        where_,
+        &out.netns,
+        Some(out.dev.clone()),
+    );
+    v.evidence = evidence;
+    v.evidence.extend(side_evidence(flow));
+    Some(v)
 }
 
 /// Incident 4: a DNATed flow left by one device with the source address of

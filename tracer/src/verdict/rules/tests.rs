@@ -39,6 +39,7 @@ pub fn load(name: &str) -> (Flow, Inventory) {
         "incident5_shadowed" => include_str!("../fixtures/incident5_shadowed.json"),
         "nat_dnat_output" => include_str!("../fixtures/nat_dnat_output.json"),
         "incident4_nat_source" => include_str!("../fixtures/incident4_nat_source.json"),
+        "incident3_redirect" => include_str!("../fixtures/incident3_redirect.json"),
         other => panic!("no fixture {other}"),
     };
     let j: Value = serde_json::from_str(text).expect("fixture JSON");
@@ -94,6 +95,18 @@ pub fn load(name: &str) -> (Flow, Inventory) {
                 })
                 .collect();
             inv.by_netns.insert(ino.parse().unwrap(), list);
+        }
+    }
+    if let Some(tc) = j["_tc"].as_object() {
+        for (k, v) in tc {
+            let (ino, dev) = k.split_once('/').unwrap();
+            let list = v
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap().to_string())
+                .collect();
+            inv.tc.insert((ino.parse().unwrap(), dev.to_string()), list);
         }
     }
     (flow, inv)
@@ -308,6 +321,63 @@ fn nat_source_rule_needs_a_translation() {
         }
     }
     assert!(misrouted_nat_source(&f, &env).is_none());
+}
+
+#[test]
+fn incident3_local_address_redirected_out() {
+    let (f, env) = load("incident3_redirect");
+    let v = judge(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Misrouted, "local_destination_transmitted")
+    );
+    assert!(
+        v.where_
+            .contains("169.254.25.10 is local (on nodelocaldns) but left via eth0"),
+        "{}",
+        v.where_
+    );
+    assert!(
+        v.where_.ends_with(
+            "redirected at tc ingress of lxc0 by tc BPF program hostroute_redir (id 812)"
+        )
+    );
+    assert!(v.hint.contains("hostLegacyRouting"));
+}
+
+#[test]
+fn incident3_boundaries() {
+    // Not knowing the node's addresses, the rule cannot call it a misroute:
+    // the node forwarded it from lxc0 to eth0.
+    let (f, env) = load("incident3_redirect");
+    let v = judge(&f, &Inventory::default());
+    assert_eq!(v.kind, Kind::Forwarded);
+    // Had the stack routed it (an input route lookup on lxc0 in between),
+    // it is still misrouted but no tc redirect is claimed.
+    let mut g = f.clone();
+    let ing = g
+        .hops
+        .iter()
+        .find(|h| h.hook == Hook::TcIngress)
+        .unwrap()
+        .clone();
+    let mut fib = g
+        .hops
+        .iter()
+        .find(|h| h.hook == Hook::FibLookup)
+        .unwrap()
+        .clone();
+    fib.ts_ns = ing.ts_ns + 1;
+    fib.netns_inode = ing.netns_inode;
+    if let HopData::Fib { iif, .. } = &mut fib.data {
+        *iif = ing.ifindex;
+    }
+    g.hops.push(fib);
+    g.hops.sort_by_key(|h| h.ts_ns);
+    let v = judge(&g, &env);
+    assert_eq!(v.kind, Kind::Misrouted);
+    assert!(!v.where_.contains("redirected"), "{}", v.where_);
+    assert!(!v.hint.contains("hostLegacyRouting"));
 }
 
 #[test]
