@@ -161,16 +161,12 @@ pub fn misrouted_local_transmitted(flow: &Flow, env: &dyn Env) -> Option<Verdict
             .find(|a| dsts.contains(&a.addr) && a.dev != h.dev)?;
         Some((h, owner))
     })?;
-    let ingress = flow
-        .hops
-        .iter()
-        .filter(|h| {
-            h.dir == Dir::Request
-                && h.netns_inode == out.netns_inode
-                && h.is_ingress()
-                && h.ts_ns <= out.ts_ns
-        })
-        .last();
+    let ingress = flow.hops.iter().rev().find(|h| {
+        h.dir == Dir::Request
+            && h.netns_inode == out.netns_inode
+            && h.is_ingress()
+            && h.ts_ns <= out.ts_ns
+    });
     let bypass = ingress.filter(|ing| {
         !flow.hops.iter().any(|h| {
             h.netns_inode == out.netns_inode
