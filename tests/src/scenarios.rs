@@ -104,6 +104,7 @@ pub const NAMES: &[&str] = &[
     "incident4",
     "incident3",
     "incident3_mirred",
+    "incident1",
 ];
 
 pub fn build(name: &str) -> Result<Scenario> {
@@ -121,6 +122,7 @@ pub fn build(name: &str) -> Result<Scenario> {
         "incident4" => incident4(),
         "incident3" => incident3(false),
         "incident3_mirred" => incident3(true),
+        "incident1" => incident1(),
         other => anyhow::bail!("unknown scenario {other}; one of: {}", NAMES.join(", ")),
     }
 }
@@ -539,4 +541,70 @@ pub fn incident3(mirred: bool) -> Result<Scenario> {
         sc.name = "incident3_mirred";
     }
     Ok(sc)
+}
+
+/// Incident 1: client, node1 and node2 on one L2 segment (a bridge in its
+/// own namespace). The VIP 10.227.0.99 is moved between the nodes, as two
+/// controllers fighting over one LoadBalancer Service do. Nodes forward (as
+/// Kubernetes nodes do), so a node that lost the VIP but still receives its
+/// traffic sends it on and answers with an ICMP redirect. The client's ARP
+/// timers are short so a failed resolution takes ~300 ms, not 3 s.
+/// `traffic()` sends one connection; `flap_steps()` runs the incident.
+pub fn incident1() -> Result<Scenario> {
+    let p = unique_prefix();
+    let (client, node1, node2, lan) = (
+        ns(&p, "client")?,
+        ns(&p, "node1")?,
+        ns(&p, "node2")?,
+        ns(&p, "lan")?,
+    );
+    lan.ip(&["link", "add", "br0", "type", "bridge"])?;
+    lan.ip(&["link", "set", "br0", "up"])?;
+    for (n, port, addr) in [
+        (&client, "p-client", "10.227.0.2/24"),
+        (&node1, "p-node1", "10.227.0.11/24"),
+        (&node2, "p-node2", "10.227.0.12/24"),
+    ] {
+        veth(n, "eth0", &lan, port)?;
+        lan.ip(&["link", "set", port, "master", "br0"])?;
+        n.ip(&["addr", "add", addr, "dev", "eth0"])?;
+    }
+    for n in [&node1, &node2] {
+        n.sysctl("net.ipv4.ip_forward", "1")?;
+    }
+    client.sysctl("net.ipv4.neigh.eth0.retrans_time_ms", "100")?;
+    client.sysctl("net.ipv4.neigh.eth0.mcast_solicit", "2")?;
+    client.sysctl("net.ipv4.neigh.eth0.ucast_solicit", "1")?;
+    Ok(simple(
+        "incident1",
+        "incident 1: a LoadBalancer VIP flaps between node1 and node2 (two controllers); the client connects to VIP:443",
+        vec![client, node1, node2, lan],
+        "10.227.0.99:443".into(),
+        tcp_connect("10.227.0.99:443"),
+    ))
+}
+
+impl Scenario {
+    /// Incident 1, step by step: no owner (ARP fails), node1 owns it, the
+    /// VIP moves to node2 while the client still has node1's MAC (node1
+    /// forwards and redirects), then the client re-resolves to node2.
+    /// Returns what the client saw at each step.
+    pub fn flap_steps(&self) -> Result<Vec<String>> {
+        let pause = || std::thread::sleep(std::time::Duration::from_millis(600));
+        let vip = "10.227.0.99/32";
+        let (client, node1, node2) = (self.ns("client"), self.ns("node1"), self.ns("node2"));
+        let mut seen = vec![self.traffic()?];
+        node1.ip(&["addr", "add", vip, "dev", "eth0"])?;
+        pause();
+        seen.push(self.traffic()?);
+        node1.ip(&["addr", "del", vip, "dev", "eth0"])?;
+        pause();
+        node2.ip(&["addr", "add", vip, "dev", "eth0"])?;
+        pause();
+        seen.push(self.traffic()?);
+        client.ip(&["neigh", "flush", "dev", "eth0"])?;
+        seen.push(self.traffic()?);
+        pause();
+        Ok(seen)
+    }
 }

@@ -45,6 +45,9 @@ pub fn netprobe_bin() -> PathBuf {
 
 pub struct TracerRun {
     child: Option<Child>,
+    /// Readers draining stdout/stderr while tracer runs (a full pipe would
+    /// block its writes, and with them its exit).
+    readers: Vec<std::thread::JoinHandle<String>>,
     ready: PathBuf,
     pub stdout: String,
     pub stderr: String,
@@ -72,9 +75,21 @@ impl TracerRun {
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let child = cmd.spawn().context("spawn tracer")?;
+        let mut child = cmd.spawn().context("spawn tracer")?;
+        let drain = |mut r: Box<dyn std::io::Read + Send>| {
+            std::thread::spawn(move || {
+                let mut s = String::new();
+                let _ = r.read_to_string(&mut s);
+                s
+            })
+        };
+        let readers = vec![
+            drain(Box::new(child.stdout.take().expect("stdout"))),
+            drain(Box::new(child.stderr.take().expect("stderr"))),
+        ];
         let mut run = TracerRun {
             child: Some(child),
+            readers,
             ready: ready.clone(),
             stdout: String::new(),
             stderr: String::new(),
@@ -122,12 +137,12 @@ impl TracerRun {
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            use std::io::Read;
-            if let Some(mut o) = c.stdout.take() {
-                o.read_to_string(&mut self.stdout)?;
+            let mut readers = std::mem::take(&mut self.readers).into_iter();
+            if let Some(o) = readers.next() {
+                self.stdout = o.join().unwrap_or_default();
             }
-            if let Some(mut e) = c.stderr.take() {
-                e.read_to_string(&mut self.stderr)?;
+            if let Some(e) = readers.next() {
+                self.stderr = e.join().unwrap_or_default();
             }
         }
         Ok(())

@@ -154,35 +154,6 @@ fn routed_through_the_traced_namespace_is_forwarded() {
 }
 
 #[test]
-fn incident5_external_ip_equal_to_node_ip_is_misrouted() {
-    let Some((f, dump)) = trace("incident5", 22) else {
-        return;
-    };
-    let (kind, reason, where_) = verdict(&f);
-    assert_eq!(
-        (kind, reason),
-        ("misrouted", "local_route_shadows_host"),
-        "{dump}"
-    );
-    assert_eq!(f["verdict"]["dev"], "kube-ipvs0");
-    assert!(
-        where_.contains("kube-ipvs0") && where_.contains("-node1"),
-        "{where_}"
-    );
-    assert!(
-        f["verdict"]["hint"]
-            .as_str()
-            .unwrap()
-            .contains("externalIP")
-    );
-    // The local route decision is in the timeline.
-    let local = f["hops"].as_array().unwrap().iter().any(|h| {
-        h["hook"] == "fib_lookup" && h["dev"] == "kube-ipvs0" && h["fields"]["nh_scope"] == 255
-    });
-    assert!(local, "{dump}");
-}
-
-#[test]
 fn dnat_in_output_is_followed_to_the_backend() {
     let Some((f, dump)) = trace("nat_output", 443) else {
         return;

@@ -158,3 +158,107 @@ fn incident3_same_misroute_with_tc_mirred() {
         "by tc action mirred (Egress Redirect to device eth0)",
     );
 }
+
+#[test]
+fn incident1_vip_flapping_between_two_nodes() {
+    if !require_privileges("incident1") {
+        return;
+    }
+    let sc = scenarios::build("incident1").expect("build");
+    let run = TracerRun::start(&sc.target, &sc.arg_refs()).expect("start tracer");
+    let seen = sc.flap_steps().expect("traffic");
+    let out = run.stop().expect("stop");
+    let dump = out.dump();
+    eprintln!("client saw: {seen:?}");
+    assert!(
+        seen[0].contains("No route to host"),
+        "ARP failure surfaces as EHOSTUNREACH (nginx's 113): {seen:?}"
+    );
+    let flows = out.final_flows();
+    assert!(flows.len() >= 3, "{dump}");
+    // Step 1: nobody answers ARP for the VIP.
+    let neigh = flows
+        .iter()
+        .find(|f| f["verdict"]["reason"] == "NEIGH_FAILED")
+        .unwrap_or_else(|| panic!("no NEIGH_FAILED flow: {dump}"));
+    assert_eq!(neigh["verdict"]["kind"], "dropped");
+    let w = neigh["verdict"]["where"].as_str().unwrap();
+    assert!(
+        w.contains("neighbour resolution (ARP/NDP) for 10.227.0.99 failed on eth0")
+            && w.contains("-client"),
+        "{w}"
+    );
+    assert!(
+        neigh["verdict"]["evidence"]
+            .to_string()
+            .contains("host-unreachable"),
+        "{neigh}"
+    );
+    // Step 3: node1 lost the VIP but still got the SYN: forwarded back out
+    // of eth0, with an ICMP redirect.
+    let redirected = flows
+        .iter()
+        .find(|f| {
+            f["verdict"]["evidence"]
+                .to_string()
+                .contains("redirect host sent by netns")
+        })
+        .unwrap_or_else(|| panic!("no ICMP redirect: {dump}"));
+    let ev = redirected["verdict"]["evidence"].to_string();
+    assert!(
+        ev.contains("-node1 forwarded it back out of eth0, the interface it came in on"),
+        "{ev}"
+    );
+    // Every flow to the VIP says it changed owner and was answered by two MACs.
+    for f in &flows {
+        let ev = f["verdict"]["evidence"].to_string();
+        assert!(ev.contains("10.227.0.99 changed owner 3 times"), "{ev}");
+        assert!(ev.contains("answered by 2 MACs"), "{ev}");
+        assert!(
+            f["verdict"]["hint"]
+                .as_str()
+                .unwrap()
+                .contains("Two controllers"),
+            "{f}"
+        );
+    }
+    let vip = &out.summary().unwrap()["vip"];
+    assert_eq!(vip["changes"].as_array().unwrap().len(), 3, "{vip}");
+    assert!(
+        vip["owners"][0].as_str().unwrap().contains("-node2"),
+        "{vip}"
+    );
+}
+
+#[test]
+fn incident5_external_ip_equal_to_node_ip_is_misrouted() {
+    let Some((f, dump)) = trace("incident5", 22) else {
+        return;
+    };
+    let (kind, reason, where_) = (
+        f["verdict"]["kind"].as_str().unwrap(),
+        f["verdict"]["reason"].as_str().unwrap(),
+        f["verdict"]["where"].as_str().unwrap(),
+    );
+    assert_eq!(
+        (kind, reason),
+        ("misrouted", "local_route_shadows_host"),
+        "{dump}"
+    );
+    assert_eq!(f["verdict"]["dev"], "kube-ipvs0");
+    assert!(
+        where_.contains("kube-ipvs0") && where_.contains("-node1"),
+        "{where_}"
+    );
+    assert!(
+        f["verdict"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("externalIP")
+    );
+    // The local route decision is in the timeline.
+    let local = f["hops"].as_array().unwrap().iter().any(|h| {
+        h["hook"] == "fib_lookup" && h["dev"] == "kube-ipvs0" && h["fields"]["nh_scope"] == 255
+    });
+    assert!(local, "{dump}");
+}

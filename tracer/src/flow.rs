@@ -78,7 +78,9 @@ pub struct FlowTable {
     by_key: HashMap<Tuple, u64>,
     /// Translated request tuples -> flow.
     alias: HashMap<Tuple, u64>,
-    by_skb: HashMap<u64, u64>,
+    /// skb address -> (flow, time last seen). The kernel reuses freed skb
+    /// memory, so an entry only vouches for a packet seen recently.
+    by_skb: HashMap<u64, (u64, u64)>,
     skb_fifo: VecDeque<u64>,
     pending_fib: Vec<Hop>,
     next_id: u64,
@@ -127,7 +129,8 @@ impl FlowTable {
         self.by_key.get(t).or_else(|| self.alias.get(t)).copied()
     }
 
-    fn create(&mut self, key: Tuple, ts: u64) -> u64 {
+    /// A new flow first seen at `ts` in namespace `netns` (0: unknown).
+    fn create(&mut self, key: Tuple, ts: u64, netns: u32) -> u64 {
         if self.flows.len() >= self.max_flows {
             // Evict the flow that has been quiet the longest.
             if let Some(old) = self.flows.values().min_by_key(|f| f.last_ns).map(|f| f.id) {
@@ -153,7 +156,10 @@ impl FlowTable {
         let mut i = 0;
         while i < self.pending_fib.len() {
             let h = &self.pending_fib[i];
-            if ts.saturating_sub(h.ts_ns) < PENDING_NS && fib_matches(&key, &h.tuple, h.dir) {
+            if ts.saturating_sub(h.ts_ns) < PENDING_NS
+                && fib_matches(&key, &h.tuple, h.dir)
+                && (netns == 0 || h.netns_inode == 0 || h.netns_inode == netns)
+            {
                 flow.push(self.pending_fib.swap_remove(i));
             } else {
                 i += 1;
@@ -173,11 +179,11 @@ impl FlowTable {
         }
     }
 
-    fn note_skb(&mut self, skb: u64, id: u64) {
+    fn note_skb(&mut self, skb: u64, id: u64, ts: u64) {
         if skb == 0 {
             return;
         }
-        if self.by_skb.insert(skb, id).is_none() {
+        if self.by_skb.insert(skb, (id, ts)).is_none() {
             self.skb_fifo.push_back(skb);
             if self.skb_fifo.len() > MAX_SKBS
                 && let Some(old) = self.skb_fifo.pop_front()
@@ -185,6 +191,16 @@ impl FlowTable {
                 self.by_skb.remove(&old);
             }
         }
+    }
+
+    /// The flow an skb address belongs to, if it was seen less than
+    /// `STALE_NS` ago (before that, the address may be another packet's).
+    fn skb_flow(&self, skb: u64, ts: u64) -> Option<u64> {
+        if skb == 0 {
+            return None;
+        }
+        let (id, seen) = *self.by_skb.get(&skb)?;
+        (ts.saturating_sub(seen) < STALE_NS).then_some(id)
     }
 
     /// Add an event; returns the flow it went to, if any.
@@ -222,11 +238,8 @@ impl FlowTable {
                     },
                 };
                 let id = self
-                    .by_skb
-                    .get(&f.hdr.skb)
-                    .copied()
-                    .filter(|_| f.hdr.skb != 0)
-                    .or_else(|| self.find_fib_flow(&hop.tuple, dir));
+                    .skb_flow(f.hdr.skb, f.hdr.ts_ns)
+                    .or_else(|| self.find_fib_flow(&hop.tuple, dir, hop.netns_inode));
                 match id {
                     Some(id) => {
                         self.flows.get_mut(&id)?.push(hop);
@@ -271,7 +284,7 @@ impl FlowTable {
                     Some(id) => id,
                     // A listener's state change with no remote yet is not a flow.
                     None if key.sport == 0 || key.dport == 0 => return None,
-                    None => self.create(key, hop.ts_ns),
+                    None => self.create(key, hop.ts_ns, hop.netns_inode),
                 };
                 self.flows.get_mut(&id)?.push(hop);
                 Some(id)
@@ -336,13 +349,18 @@ impl FlowTable {
         }
     }
 
-    fn find_fib_flow(&self, t: &Tuple, dir: Dir) -> Option<u64> {
+    /// The flow a route lookup without an skb belongs to: same destination
+    /// (and ports when the lookup has them), and a flow already seen in that
+    /// namespace — lookups made for other reasons (ARP processing, address
+    /// type checks) in namespaces the flow never entered are not its own.
+    fn find_fib_flow(&self, t: &Tuple, dir: Dir, netns: u32) -> Option<u64> {
         self.flows
             .values()
             .filter(|f| {
                 fib_matches(&f.key, t, dir)
                     || f.translated.is_some_and(|tr| fib_matches(&tr, t, dir))
             })
+            .filter(|f| netns != 0 && f.hops.iter().any(|h| h.netns_inode == netns))
             .max_by_key(|f| f.last_ns)
             .map(|f| f.id)
     }
@@ -364,14 +382,13 @@ impl FlowTable {
             Dir::Request => s.lookup(&seen),
             Dir::Reply => s.lookup(&seen.reversed()),
         };
+        // Conntrack's original tuple first, then the packet's own tuple;
+        // the skb address only for packets NAT rewrote without conntrack
+        // (or whose headers were unreadable), and only if seen recently.
         let id = ct_orig
             .and_then(|t| self.lookup(&t))
-            .or_else(|| {
-                (p.hdr.skb != 0)
-                    .then(|| self.by_skb.get(&p.hdr.skb).copied())
-                    .flatten()
-            })
-            .or_else(|| by_tuple(self));
+            .or_else(|| if parsed { by_tuple(self) } else { None })
+            .or_else(|| self.skb_flow(p.hdr.skb, p.hdr.ts_ns));
         let id = match id {
             Some(id) => id,
             // Nothing to tie an unreadable packet to.
@@ -381,10 +398,10 @@ impl FlowTable {
                     Dir::Request => seen,
                     Dir::Reply => seen.reversed(),
                 });
-                self.create(key, p.hdr.ts_ns)
+                self.create(key, p.hdr.ts_ns, p.hdr.netns)
             }
         };
-        self.note_skb(p.hdr.skb, id);
+        self.note_skb(p.hdr.skb, id, p.hdr.ts_ns);
         let mut netns_inode = p.hdr.netns;
         if let Some(f) = self.flows.get(&id) {
             let earlier = f

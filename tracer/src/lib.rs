@@ -13,3 +13,4 @@ pub mod netns;
 pub mod render;
 pub mod target;
 pub mod verdict;
+pub mod vip;

@@ -52,8 +52,12 @@ fn main() -> Result<()> {
         &[&sc.arg_refs()[..], &["--duration", "60s"]].concat(),
     )
     .context("start tracer")?;
-    let seen = sc.traffic()?;
-    println!("== client saw: {}", seen.trim());
+    let seen = if sc.name == "incident1" {
+        sc.flap_steps()?.join(" | ")
+    } else {
+        sc.traffic()?
+    };
+    println!("== client saw: {}", seen.trim().replace('\n', " "));
     let out = run.stop_raw()?;
     println!("== tracer output:\n{out}");
     if let Some(st) = run.status

@@ -30,6 +30,7 @@ use crate::{
     render::{self, Format, Summary, emit},
     target::Target,
     verdict::{Completeness, Env, IfAddr, Verdict, evaluate},
+    vip::VipWatch,
 };
 
 #[derive(Debug, Args)]
@@ -73,6 +74,7 @@ pub struct FollowArgs {
 type NetnsFacts = (Instant, Vec<IfAddr>, Vec<(NfRule, u64)>);
 
 struct LiveEnv {
+    vip: VipWatch,
     cache: HashMap<u32, NetnsFacts>,
     paths: HashMap<u32, PathBuf>,
     tc: std::cell::RefCell<HashMap<(u32, String), Vec<String>>>,
@@ -127,6 +129,10 @@ impl Env for LiveEnv {
             .unwrap_or(&[])
     }
 
+    fn dst_facts(&self, dst: std::net::IpAddr) -> Vec<String> {
+        self.vip.evidence(dst)
+    }
+
     fn tc_filters(&self, netns: u32, dev: &str) -> Vec<String> {
         let key = (netns, dev.to_string());
         if let Some(v) = self.tc.borrow().get(&key) {
@@ -139,6 +145,36 @@ impl Env for LiveEnv {
             .unwrap_or_default();
         self.tc.borrow_mut().insert(key, v.clone());
         v
+    }
+}
+
+/// Namespaces whose addresses are watched for the target: the traced ones,
+/// or by default tracer's own and every named one.
+fn watched_netns(netns: &[crate::netns::NetnsRef]) -> Vec<(String, PathBuf)> {
+    if !netns.is_empty() {
+        return netns
+            .iter()
+            .map(|n| (n.label.clone(), n.path.clone()))
+            .collect();
+    }
+    let mut v = vec![("host".to_string(), PathBuf::from("/proc/self/ns/net"))];
+    if let Ok(rd) = std::fs::read_dir("/run/netns") {
+        v.extend(
+            rd.flatten()
+                .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path())),
+        );
+    }
+    v
+}
+
+/// A neighbour entry for the target got a link-layer address: remember it.
+fn note_neighbour(ev: &crate::event::Event, target: &Target, vip: &mut VipWatch) {
+    if let crate::event::Event::Neigh(n) = ev {
+        let addr = crate::event::ip_from(n.family, &n.addr);
+        if target.contains(addr) && n.lladdr[..6].iter().any(|b| *b != 0) {
+            let mac: Vec<String> = n.lladdr[..6].iter().map(|b| format!("{b:02x}")).collect();
+            vip.note_mac(addr, &mac.join(":"));
+        }
     }
 }
 
@@ -302,6 +338,8 @@ async fn follow(
         }
     }
     let nf_baseline = baseline.join().unwrap_or_default();
+    let mut vip = VipWatch::new(watched_netns(&netns));
+    vip.start(&target);
     if let Some(f) = &args.ready_file {
         std::fs::write(f, format!("{}\n", std::process::id()))
             .with_context(|| format!("write ready file {}", f.display()))?;
@@ -321,6 +359,7 @@ async fn follow(
         paths: HashMap::new(),
         tc: Default::default(),
         nf_baseline,
+        vip,
     };
     let deadline = args.duration.map(|d| tokio::time::Instant::now() + d);
     let mut tick = tokio::time::interval(Duration::from_millis(250));
@@ -344,7 +383,10 @@ async fn follow(
                 let rb = guard.get_inner_mut();
                 while let Some(item) = rb.next() {
                     match decode(&item) {
-                        Ok(ev) => { flows.ingest(&ev, &mut names); }
+                        Ok(ev) => {
+                            note_neighbour(&ev, &target, &mut env.vip);
+                            flows.ingest(&ev, &mut names);
+                        }
                         Err(e) => {
                             decode_errors += 1;
                             log::debug!("undecodable record: {e}");
@@ -354,6 +396,7 @@ async fn follow(
                 guard.clear_ready();
             }
             _ = tick.tick() => {
+                env.vip.poll(&target, started.elapsed().as_millis() as u64);
                 if last_sync.elapsed() >= Duration::from_secs(1) {
                     last_sync = Instant::now();
                     if let Err(e) = tc.sync(&mut ebpf) {
@@ -446,10 +489,33 @@ async fn follow(
             let mut s = render::summary_json(&summary);
             s["stop"] = stop_reason.into();
             s["decode_errors"] = decode_errors.into();
+            s["vip"] = serde_json::json!({
+                "owners": env.vip.owners(),
+                "changes": env.vip.changes,
+                "macs": env.vip.macs.iter().map(|(a, m)| serde_json::json!({"addr": a.to_string(), "mac": m})).collect::<Vec<_>>(),
+            });
             emit(&mut out, &s.to_string());
         }
         Format::Text => {
             emit(&mut out, &render::summary_text(&summary));
+            emit(
+                &mut out,
+                &format!(
+                    "target owners now: {}; {} owner change(s) while tracing; MACs seen: {}",
+                    if env.vip.owners().is_empty() {
+                        "none in the traced namespaces".into()
+                    } else {
+                        env.vip.owners().join(", ")
+                    },
+                    env.vip.changes.len(),
+                    env.vip
+                        .macs
+                        .iter()
+                        .map(|(_, m)| m.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
         }
     }
     eprintln!("tracer: stopped ({stop_reason}); detached in {detach_ms} ms");

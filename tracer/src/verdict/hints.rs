@@ -7,6 +7,66 @@ use super::Kind;
 
 pub const HINTS: &[(Kind, &str, &str, &str)] = &[
     (
+        Kind::Dropped,
+        "*",
+        "changed owner",
+        "Two controllers manage the same LoadBalancer Service (e.g. MetalLB and kube-vip services both enabled): the VIP moves between nodes or is answered by several MACs. Keep one controller for LoadBalancer IPs.",
+    ),
+    (
+        Kind::NoReply,
+        "*",
+        "changed owner",
+        "Two controllers manage the same LoadBalancer Service (e.g. MetalLB and kube-vip services both enabled): the VIP moves between nodes or is answered by several MACs. Keep one controller for LoadBalancer IPs.",
+    ),
+    (
+        Kind::Delivered,
+        "*",
+        "changed owner",
+        "Two controllers manage the same LoadBalancer Service (e.g. MetalLB and kube-vip services both enabled): the VIP moves between nodes or is answered by several MACs. Keep one controller for LoadBalancer IPs.",
+    ),
+    (
+        Kind::Forwarded,
+        "*",
+        "changed owner",
+        "Two controllers manage the same LoadBalancer Service (e.g. MetalLB and kube-vip services both enabled): the VIP moves between nodes or is answered by several MACs. Keep one controller for LoadBalancer IPs.",
+    ),
+    (
+        Kind::Misrouted,
+        "*",
+        "changed owner",
+        "Two controllers manage the same LoadBalancer Service (e.g. MetalLB and kube-vip services both enabled): the VIP moves between nodes or is answered by several MACs. Keep one controller for LoadBalancer IPs.",
+    ),
+    (
+        Kind::Dropped,
+        "*",
+        "MACs",
+        "Two controllers manage the same LoadBalancer Service (e.g. MetalLB and kube-vip services both enabled): the VIP moves between nodes or is answered by several MACs. Keep one controller for LoadBalancer IPs.",
+    ),
+    (
+        Kind::NoReply,
+        "*",
+        "MACs",
+        "Two controllers manage the same LoadBalancer Service (e.g. MetalLB and kube-vip services both enabled): the VIP moves between nodes or is answered by several MACs. Keep one controller for LoadBalancer IPs.",
+    ),
+    (
+        Kind::Delivered,
+        "*",
+        "MACs",
+        "Two controllers manage the same LoadBalancer Service (e.g. MetalLB and kube-vip services both enabled): the VIP moves between nodes or is answered by several MACs. Keep one controller for LoadBalancer IPs.",
+    ),
+    (
+        Kind::Forwarded,
+        "*",
+        "MACs",
+        "Two controllers manage the same LoadBalancer Service (e.g. MetalLB and kube-vip services both enabled): the VIP moves between nodes or is answered by several MACs. Keep one controller for LoadBalancer IPs.",
+    ),
+    (
+        Kind::Misrouted,
+        "*",
+        "MACs",
+        "Two controllers manage the same LoadBalancer Service (e.g. MetalLB and kube-vip services both enabled): the VIP moves between nodes or is answered by several MACs. Keep one controller for LoadBalancer IPs.",
+    ),
+    (
         Kind::Misrouted,
         "local_route_shadows_host",
         "",

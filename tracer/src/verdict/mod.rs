@@ -69,6 +69,11 @@ pub trait Env {
     fn tc_filters(&self, _netns: u32, _dev: &str) -> Vec<String> {
         Vec::new()
     }
+    /// Facts about a destination address seen while tracing (VIP owner
+    /// changes, several MACs answering for it).
+    fn dst_facts(&self, _dst: IpAddr) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// A fixed inventory (tests, and a snapshot taken by the loader).
@@ -77,6 +82,7 @@ pub struct Inventory {
     pub by_netns: HashMap<u32, Vec<IfAddr>>,
     pub nf: HashMap<u32, Vec<(NfRule, u64)>>,
     pub tc: HashMap<(u32, String), Vec<String>>,
+    pub facts: HashMap<IpAddr, Vec<String>>,
 }
 
 impl Env for Inventory {
@@ -94,6 +100,10 @@ impl Env for Inventory {
             .cloned()
             .unwrap_or_default()
     }
+
+    fn dst_facts(&self, dst: IpAddr) -> Vec<String> {
+        self.facts.get(&dst).cloned().unwrap_or_default()
+    }
 }
 
 /// Run-wide facts that make a verdict incomplete.
@@ -108,6 +118,9 @@ pub fn evaluate(flow: &Flow, env: &dyn Env, c: &Completeness) -> Verdict {
         .iter()
         .find_map(|rule| rule(flow, env))
         .unwrap_or_else(|| rules::fallback(flow));
+    for dst in flow.dsts() {
+        v.evidence.extend(env.dst_facts(dst));
+    }
     v.hint = hints::hint(v.kind, &v.reason, &v.where_, &v.evidence);
     if c.lost_events > 0 {
         v.incomplete = true;

@@ -87,6 +87,25 @@ fn side_evidence(flow: &Flow) -> Vec<String> {
             )),
             _ => {}
         }
+        // A namespace that sent the request back out of the interface it
+        // came in on (and so an ICMP redirect): the previous owner of a
+        // VIP still receiving its traffic (incident 1).
+        if h.dir == Dir::Request
+            && h.hook == Hook::Xmit
+            && flow.hops.iter().any(|g| {
+                g.dir == Dir::Request
+                    && g.hook == Hook::NetifReceive
+                    && g.netns_inode == h.netns_inode
+                    && g.dev == h.dev
+                    && g.skb == h.skb
+                    && g.ts_ns < h.ts_ns
+            })
+        {
+            ev.push(format!(
+                "netns {} forwarded it back out of {}, the interface it came in on",
+                h.netns, h.dev
+            ));
+        }
     }
     dedup(&mut ev);
     ev
@@ -452,6 +471,24 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
                 }
                 None => format!("netfilter {hook}{fn_part} in netns {}", drop.netns),
             }
+        }
+        "NEIGH_FAILED" | "NEIGH_QUEUEFULL" | "NEIGH_DEAD" => {
+            let neigh = flow
+                .hops
+                .iter()
+                .find_map(|h| match &h.data {
+                    HopData::Neigh { addr, .. } if h.netns_inode == drop.netns_inode => Some(*addr),
+                    _ => None,
+                })
+                .unwrap_or(drop.tuple.dst);
+            evidence.push(format!(
+                "a failed resolution is reported to the sender as ICMP host-unreachable (ipv4_link_failure()); a local client gets EHOSTUNREACH, \"No route to host\" (errno 113) [inferred from the drop reason]"
+            ));
+            format!(
+                "neighbour resolution (ARP/NDP) for {neigh} failed on {} in netns {}",
+                if drop.dev.is_empty() { "-" } else { &drop.dev },
+                drop.netns
+            )
         }
         "IP_INNOROUTES" | "IP_OUTNOROUTES" => {
             let tables: Vec<String> = flow
