@@ -481,7 +481,7 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
                     _ => None,
                 })
                 .unwrap_or(drop.tuple.dst);
-            evidence.push(format!(
+            evidence.push(
                 "a failed resolution is reported to the sender as ICMP host-unreachable (ipv4_link_failure()); a local client gets EHOSTUNREACH, \"No route to host\" (errno 113) [inferred from the drop reason]"
             ));
             format!(
