@@ -483,7 +483,8 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
                 .unwrap_or(drop.tuple.dst);
             evidence.push(
                 "a failed resolution is reported to the sender as ICMP host-unreachable (ipv4_link_failure()); a local client gets EHOSTUNREACH, \"No route to host\" (errno 113) [inferred from the drop reason]"
-            ));
+                    .to_string(),
+            );
             format!(
                 "neighbour resolution (ARP/NDP) for {neigh} failed on {} in netns {}",
                 if drop.dev.is_empty() { "-" } else { &drop.dev },
