@@ -164,6 +164,7 @@ fn dnat_in_output_is_followed_to_the_backend() {
     assert_eq!(f["translated"]["dst"], "10.218.2.2", "{dump}");
     assert_eq!(f["translated"]["dport"], 6443);
     assert!(f["nat_at"].is_u64(), "{dump}");
+    assert_eq!(f["nat_by"], "netfilter", "{dump}");
     assert!(
         f["replies"].as_u64().unwrap() > 0,
         "replies were associated: {dump}"

@@ -32,6 +32,10 @@ pub struct Flow {
     pub key: Tuple,
     /// Request tuple after NAT, when it differs.
     pub translated: Option<Tuple>,
+    /// What translated it: `netfilter` (the skb's conntrack entry holds
+    /// both tuples) or `bpf` (rewritten with no conntrack entry: a tc/XDP
+    /// program, e.g. a kube-proxy replacement).
+    pub nat_by: Option<&'static str>,
     pub hops: Vec<Hop>,
     pub hops_truncated: u64,
     pub packets: u64,
@@ -144,6 +148,7 @@ impl FlowTable {
             id,
             key,
             translated: None,
+            nat_by: None,
             hops: Vec::new(),
             hops_truncated: 0,
             packets: 0,
@@ -434,6 +439,7 @@ impl FlowTable {
                 self.alias.insert(tr, id);
                 if let Some(f) = self.flows.get_mut(&id) {
                     f.translated = Some(tr);
+                    f.nat_by = Some("netfilter");
                 }
             }
         }
@@ -491,6 +497,7 @@ impl FlowTable {
             // key was translated by something else (e.g. a BPF program).
             if parsed && dir == Dir::Request && seen != f.key && f.translated.is_none() {
                 f.translated = Some(seen);
+                f.nat_by = Some("bpf");
             }
             f.push(hop);
         }

@@ -52,6 +52,7 @@ pub fn flow_json(flow: &Flow, v: &Verdict, final_: bool) -> Value {
         "original": tuple_json(&flow.key),
         "translated": flow.translated.as_ref().map(tuple_json),
         "nat_at": flow.nat_at(),
+        "nat_by": flow.nat_by,
         "verdict": v,
         "packets": flow.packets,
         "replies": flow.replies,
@@ -70,7 +71,10 @@ pub fn flow_text(flow: &Flow, v: &Verdict) -> String {
         if v.incomplete { " (incomplete)" } else { "" }
     ));
     if let Some(t) = flow.translated {
-        s.push_str(&format!("  translated: {t}\n"));
+        s.push_str(&format!(
+            "  translated: {t} (by {})\n",
+            flow.nat_by.unwrap_or("?")
+        ));
     }
     s.push_str(&format!("  where: {}\n", v.where_));
     s.push_str(&format!("  hint:  {}\n", v.hint));

@@ -40,6 +40,11 @@ pub fn load(name: &str) -> (Flow, Inventory) {
         "nat_dnat_output" => include_str!("../fixtures/nat_dnat_output.json"),
         "incident4_nat_source" => include_str!("../fixtures/incident4_nat_source.json"),
         "incident3_redirect" => include_str!("../fixtures/incident3_redirect.json"),
+        "incident2_no_local_endpoint" => {
+            include_str!("../fixtures/incident2_no_local_endpoint.json")
+        }
+        "incident1_neigh_failed" => include_str!("../fixtures/incident1_neigh_failed.json"),
+        "incident1_redirect" => include_str!("../fixtures/incident1_redirect.json"),
         other => panic!("no fixture {other}"),
     };
     let j: Value = serde_json::from_str(text).expect("fixture JSON");
@@ -73,6 +78,7 @@ pub fn load(name: &str) -> (Flow, Inventory) {
         id: 1,
         key: tuple(&j["original"], proto),
         translated: (!j["translated"].is_null()).then(|| tuple(&j["translated"], proto)),
+        nat_by: None,
         hops_truncated: 0,
         packets: j["packets"].as_u64().unwrap(),
         replies: j["replies"].as_u64().unwrap(),
@@ -95,6 +101,28 @@ pub fn load(name: &str) -> (Flow, Inventory) {
                 })
                 .collect();
             inv.by_netns.insert(ino.parse().unwrap(), list);
+        }
+    }
+    if let Some(nf) = j["_nf"].as_object() {
+        for (ino, rules) in nf {
+            let list = rules
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    (
+                        crate::netfilter::NfRule {
+                            table: r["table"].as_str().unwrap().into(),
+                            chain: r["chain"].as_str().unwrap().into(),
+                            text: r["text"].as_str().unwrap().into(),
+                            target: r["target"].as_str().unwrap().into(),
+                            packets: r["packets"].as_u64().unwrap(),
+                        },
+                        r["delta"].as_u64().unwrap(),
+                    )
+                })
+                .collect();
+            inv.nf.insert(ino.parse().unwrap(), list);
         }
     }
     if let Some(tc) = j["_tc"].as_object() {
@@ -378,6 +406,72 @@ fn incident3_boundaries() {
     assert_eq!(v.kind, Kind::Misrouted);
     assert!(!v.where_.contains("redirected"), "{}", v.where_);
     assert!(!v.hint.contains("hostLegacyRouting"));
+}
+
+#[test]
+fn incident2_names_the_kube_proxy_rule_and_why_ping_works() {
+    let (f, env) = load("incident2_no_local_endpoint");
+    let v = judge(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Dropped, "NETFILTER_DROP")
+    );
+    assert!(v.where_.starts_with("netfilter INPUT"), "{}", v.where_);
+    // Of two rules whose counters moved, the one naming the LB IP is blamed.
+    assert!(v.where_.contains("has no local endpoints"), "{}", v.where_);
+    assert!(
+        v.where_
+            .ends_with("(table filter, chain KUBE-EXTERNAL-SERVICES)")
+    );
+    assert!(
+        v.evidence
+            .iter()
+            .any(|e| e.contains("local address on kube-ipvs0") && e.contains("ping works"))
+    );
+    assert!(v.hint.contains("externalTrafficPolicy: Local"));
+    // Without counters, the hook is still named, and the generic hint used.
+    let mut env2 = env.clone();
+    env2.nf.clear();
+    let v = judge(&f, &env2);
+    assert!(v.where_.starts_with("netfilter INPUT") && !v.where_.contains("rule `"));
+    assert!(v.hint.contains("iptables-save"));
+}
+
+#[test]
+fn incident1_neighbour_failure_and_redirect() {
+    let (f, env) = load("incident1_neigh_failed");
+    let v = judge(&f, &env);
+    assert_eq!((v.kind, v.reason.as_str()), (Kind::Dropped, "NEIGH_FAILED"));
+    assert!(
+        v.where_
+            .starts_with("neighbour resolution (ARP/NDP) for 10.227.0.99 failed on eth0"),
+        "{}",
+        v.where_
+    );
+    assert!(v.evidence.iter().any(|e| e.contains("EHOSTUNREACH")));
+    assert!(v.hint.contains("Neighbour (ARP/NDP) resolution failed"));
+    let (f, env) = load("incident1_redirect");
+    let v = judge(&f, &env);
+    assert!(
+        v.evidence
+            .iter()
+            .any(|e| e.contains("forwarded it back out of eth0, the interface it came in on")),
+        "{:?}",
+        v.evidence
+    );
+    assert!(
+        v.evidence
+            .iter()
+            .any(|e| e.contains("icmp redirect host sent by netns"))
+    );
+    // VIP facts from the environment turn the hint to the two controllers.
+    let mut env2 = env.clone();
+    env2.facts.insert(
+        "10.227.0.99".parse().unwrap(),
+        vec!["10.227.0.99 changed owner 3 times during the trace (...)".into()],
+    );
+    let v = judge(&f, &env2);
+    assert!(v.hint.contains("Two controllers"), "{}", v.hint);
 }
 
 #[test]
