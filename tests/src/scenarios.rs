@@ -59,7 +59,7 @@ fn ns(prefix: &str, role: &str) -> Result<Netns> {
 }
 
 /// client c0 (10.B.1.2) — (10.B.1.1) r0 router r1 (10.B.2.1) — s0 (10.B.2.2) server
-fn routed(b: u8) -> Result<Vec<Netns>> {
+pub fn routed(b: u8) -> Result<Vec<Netns>> {
     let p = unique_prefix();
     let (c, r, s) = (ns(&p, "client")?, ns(&p, "router")?, ns(&p, "server")?);
     veth(&c, "c0", &r, "r0")?;

@@ -38,6 +38,35 @@ enum Mode {
         #[arg(long = "for", default_value_t = 5)]
         secs: u64,
     },
+    /// Connect COUNT times, INTERVAL apart, each closed at once (a soak).
+    TcpChurn {
+        addr: SocketAddr,
+        #[arg(long, default_value_t = 1000)]
+        count: u32,
+        #[arg(long, default_value_t = 10)]
+        interval_ms: u64,
+    },
+    /// Accept connections for SECS seconds; print each one's byte count and
+    /// FNV-1a hash when it closes.
+    TcpSink {
+        addr: SocketAddr,
+        #[arg(long = "for", default_value_t = 10)]
+        secs: u64,
+    },
+    /// Send BYTES deterministic bytes (from SEED) and print their hash.
+    TcpSource {
+        addr: SocketAddr,
+        #[arg(long, default_value_t = 1 << 20)]
+        bytes: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Send COUNT datagrams as fast as possible, no replies awaited.
+    UdpFlood {
+        addr: SocketAddr,
+        #[arg(long, default_value_t = 1000)]
+        count: u32,
+    },
     /// Send COUNT datagrams, each waiting up to the timeout for a reply.
     UdpSend {
         addr: SocketAddr,
@@ -62,6 +91,70 @@ fn main() -> Result<()> {
             Ok(())
         }
         Mode::UdpEcho { addr, secs } => udp_echo(addr, Duration::from_secs(secs)),
+        Mode::TcpChurn {
+            addr,
+            count,
+            interval_ms,
+        } => {
+            let (mut ok, mut failed) = (0, 0);
+            for _ in 0..count {
+                match TcpStream::connect_timeout(&addr, Duration::from_millis(500)) {
+                    Ok(_) => ok += 1,
+                    Err(_) => failed += 1,
+                }
+                std::thread::sleep(Duration::from_millis(interval_ms));
+            }
+            println!("connections ok {ok} failed {failed}");
+            Ok(())
+        }
+        Mode::TcpSink { addr, secs } => {
+            let l = TcpListener::bind(addr).with_context(|| format!("bind {addr}"))?;
+            l.set_nonblocking(true)?;
+            let end = Instant::now() + Duration::from_secs(secs);
+            while Instant::now() < end {
+                match l.accept() {
+                    Ok((mut s, _)) => {
+                        s.set_nonblocking(false)?;
+                        let mut h = Fnv::new();
+                        let mut n = 0usize;
+                        let mut buf = vec![0u8; 65536];
+                        loop {
+                            match s.read(&mut buf) {
+                                Ok(0) | Err(_) => break,
+                                Ok(k) => {
+                                    h.write(&buf[..k]);
+                                    n += k;
+                                }
+                            }
+                        }
+                        println!("received {n} bytes hash {:016x}", h.0);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+            Ok(())
+        }
+        Mode::TcpSource { addr, bytes, seed } => {
+            let data = pattern(bytes, seed);
+            let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+            s.write_all(&data)?;
+            let mut h = Fnv::new();
+            h.write(&data);
+            println!("sent {bytes} bytes hash {:016x}", h.0);
+            Ok(())
+        }
+        Mode::UdpFlood { addr, count } => {
+            let sock = UdpSocket::bind(if addr.is_ipv4() {
+                "0.0.0.0:0"
+            } else {
+                "[::]:0"
+            })?;
+            for i in 0..count {
+                let _ = sock.send_to(&i.to_be_bytes(), addr);
+            }
+            println!("sent {count} datagrams");
+            Ok(())
+        }
         Mode::UdpSend {
             addr,
             timeout_ms,
@@ -84,6 +177,34 @@ fn main() -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// FNV-1a, 64 bit: enough to tell two byte streams apart.
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Fnv {
+        Fnv(0xcbf29ce484222325)
+    }
+    fn write(&mut self, b: &[u8]) {
+        for x in b {
+            self.0 ^= *x as u64;
+            self.0 = self.0.wrapping_mul(0x100000001b3);
+        }
+    }
+}
+
+/// Deterministic bytes (xorshift64 from `seed`).
+fn pattern(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.max(1);
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
 }
 
 fn tcp_connect(addr: SocketAddr, timeout: Duration) -> String {

@@ -64,6 +64,23 @@ pub struct FollowArgs {
     /// Most flows kept; the quietest is evicted (and counted) beyond.
     #[arg(long, default_value_t = 10_000)]
     pub max_flows: usize,
+    /// Kernel-to-user ring buffer size in bytes (a power of two, >= 4096).
+    /// Events that do not fit are counted as lost and the verdicts marked
+    /// incomplete.
+    #[arg(long, default_value_t = tracer_common::RING_BYTES, value_parser = parse_ring_bytes)]
+    pub ring_bytes: u32,
+}
+
+fn parse_ring_bytes(s: &str) -> Result<u32, String> {
+    let n: u32 = s
+        .parse()
+        .map_err(|_| format!("bad ring size '{s}': a number of bytes"))?;
+    if n < 4096 || !n.is_power_of_two() {
+        return Err(format!(
+            "ring size {n} must be a power of two of at least 4096"
+        ));
+    }
+    Ok(n)
 }
 
 /// Addresses per namespace, read on demand and cached for the run.
@@ -261,7 +278,13 @@ async fn follow(
     let inodes: Vec<u32> = netns.iter().map(|n| n.inode).collect();
     let aya_btf = aya::Btf::parse_file(crate::btf::vmlinux_path(), aya::Endianness::default())
         .context("read kernel BTF for program loading")?;
-    let mut ebpf = loader::load(&filter, &resolved.offsets, &inodes, &aya_btf)?;
+    let mut ebpf = loader::load(
+        &filter,
+        &resolved.offsets,
+        &inodes,
+        &aya_btf,
+        args.ring_bytes,
+    )?;
     loader::load_programs(&mut ebpf, &mut plan, &aya_btf)?;
     drop(aya_btf);
     log::debug!("object loaded: {:?}", started.elapsed());

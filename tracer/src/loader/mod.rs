@@ -22,9 +22,12 @@ pub fn load(
     offsets: &KernelOffsets,
     netns: &[u32],
     btf: &aya::Btf,
+    ring_bytes: u32,
 ) -> Result<Ebpf> {
     let mut ebpf = EbpfLoader::new()
         .btf(Some(btf))
+        // A ring buffer map's max_entries is its size in bytes.
+        .map_max_entries("EVENTS", ring_bytes)
         .override_global("FILTER", filter, true)
         .override_global("OFFSETS", offsets, true)
         .load(EBPF_OBJECT)

@@ -1,0 +1,205 @@
+//! tracer is safe on a production node: it never alters traffic, several
+//! instances coexist, losses are counted and shown, and long runs with many
+//! flows keep memory bounded.
+
+use std::{
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use tracer_tests::{
+    netns::Netns,
+    require_privileges, scenarios,
+    tracer::{TracerRun, netprobe_bin},
+};
+
+fn probe(ns: &Netns, args: &[&str]) -> String {
+    let p = netprobe_bin();
+    let mut v = vec![p.to_str().unwrap()];
+    v.extend_from_slice(args);
+    String::from_utf8_lossy(&ns.exec_status(&v).stdout).into_owned()
+}
+
+/// Send `bytes` from client to a fresh sink on the server; returns (sent
+/// line, received line).
+fn transfer(c: &Netns, s: &Netns, addr: &str, bytes: usize) -> (String, String) {
+    let sink = Command::new("ip")
+        .args(["netns", "exec", &s.name])
+        .arg(netprobe_bin())
+        .args(["tcp-sink", addr, "--for", "3"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = probe(
+        c,
+        &[
+            "tcp-source",
+            addr,
+            "--bytes",
+            &bytes.to_string(),
+            "--seed",
+            "7",
+        ],
+    );
+    let out = sink.wait_with_output().unwrap();
+    (
+        sent.trim().to_string(),
+        String::from_utf8_lossy(&out.stdout).trim().to_string(),
+    )
+}
+
+fn hash_of(line: &str) -> &str {
+    line.rsplit(' ').next().unwrap_or("")
+}
+
+#[test]
+fn traffic_is_byte_identical_with_and_without_tracer() {
+    if !require_privileges("traffic_is_byte_identical_with_and_without_tracer") {
+        return;
+    }
+    let nss = scenarios::routed(228).unwrap();
+    let (c, s) = (&nss[0], &nss[2]);
+    let addr = "10.228.2.2:9000";
+    let (sent0, recv0) = transfer(c, s, addr, 4 << 20);
+    assert!(
+        recv0.starts_with(&format!("received {} bytes", 4 << 20)),
+        "{recv0}"
+    );
+    assert_eq!(
+        hash_of(&sent0),
+        hash_of(&recv0),
+        "baseline transfer corrupt?"
+    );
+    let run = TracerRun::start(addr, &[]).unwrap();
+    let (sent1, recv1) = transfer(c, s, addr, 4 << 20);
+    let out = run.stop().unwrap();
+    assert_eq!(recv1, recv0, "delivery differs with tracer attached");
+    assert_eq!(hash_of(&sent1), hash_of(&recv1));
+    let f = out.flow_to(9000);
+    assert_eq!(f["verdict"]["kind"], "delivered", "{}", out.dump());
+    assert!(
+        f["packets"].as_u64().unwrap() > 100,
+        "the bulk flow was followed: {f}"
+    );
+}
+
+#[test]
+fn two_tracers_on_one_node_do_not_disturb_each_other() {
+    if !require_privileges("two_tracers_on_one_node_do_not_disturb_each_other") {
+        return;
+    }
+    let sc = scenarios::build("tcp_closed_port").unwrap();
+    let a = TracerRun::start(&sc.target, &[]).unwrap();
+    let b = TracerRun::start(&sc.target, &["--netns", &sc.ns("server").name]).unwrap();
+    sc.traffic().unwrap();
+    let out_b = b.stop().unwrap();
+    // With one stopped, the other still follows new flows.
+    sc.traffic().unwrap();
+    let out_a = a.stop().unwrap();
+    assert_eq!(out_a.final_flows().len(), 2, "{}", out_a.dump());
+    assert_eq!(out_b.final_flows().len(), 1, "{}", out_b.dump());
+    for out in [&out_a, &out_b] {
+        for f in out.final_flows() {
+            assert_eq!(f["verdict"]["reason"], "NO_SOCKET", "{}", out.dump());
+        }
+        assert_eq!(out.summary().unwrap()["lost_events"], 0);
+    }
+}
+
+#[test]
+fn lost_events_are_counted_and_mark_verdicts_incomplete() {
+    if !require_privileges("lost_events_are_counted_and_mark_verdicts_incomplete") {
+        return;
+    }
+    let nss = scenarios::routed(229).unwrap();
+    // A 4 KiB ring holds ~20 events; 5000 datagrams in a burst cannot fit.
+    let run = TracerRun::start("10.229.2.2:5300", &["--ring-bytes", "4096"]).unwrap();
+    probe(
+        &nss[0],
+        &["udp-flood", "10.229.2.2:5300", "--count", "5000"],
+    );
+    let out = run.stop().unwrap();
+    let s = out.summary().unwrap();
+    assert!(s["lost_events"].as_u64().unwrap() > 0, "{s}");
+    assert!(!out.final_flows().is_empty(), "{}", out.dump());
+    for f in out.final_flows() {
+        assert_eq!(f["verdict"]["incomplete"], true, "{f}");
+        assert!(
+            f["verdict"]["evidence"].to_string().contains("events lost"),
+            "{f}"
+        );
+    }
+}
+
+fn vm_hwm_kib(pid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Thousands of short flows: memory stays bounded by --max-flows, evictions
+/// are counted, nothing is lost. TRACER_SOAK_CONNECTIONS makes it longer.
+#[test]
+fn soak_many_short_flows_bounded_memory() {
+    if !require_privileges("soak_many_short_flows_bounded_memory") {
+        return;
+    }
+    let n: u32 = std::env::var("TRACER_SOAK_CONNECTIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    let nss = scenarios::routed(230).unwrap();
+    let srv = nss[2]
+        .spawn(&[
+            netprobe_bin().to_str().unwrap(),
+            "tcp-listen",
+            "10.230.2.2:7000",
+            "--for",
+            "600",
+        ])
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let run = TracerRun::start("10.230.2.2:7000", &["--max-flows", "500"]).unwrap();
+    let t0 = Instant::now();
+    let said = probe(
+        &nss[0],
+        &[
+            "tcp-churn",
+            "10.230.2.2:7000",
+            "--count",
+            &n.to_string(),
+            "--interval-ms",
+            "5",
+        ],
+    );
+    let elapsed = t0.elapsed();
+    let hwm = vm_hwm_kib(run.pid());
+    let out = run.stop().unwrap();
+    drop(srv);
+    assert!(said.contains(&format!("connections ok {n}")), "{said}");
+    let s = out.summary().unwrap();
+    let flows = s["flows"].as_u64().unwrap();
+    let evicted = s["flows_evicted"].as_u64().unwrap();
+    eprintln!(
+        "soak: {n} connections in {:.1} s, flows kept {flows}, evicted {evicted}, peak RSS {} KiB, events {}",
+        elapsed.as_secs_f64(),
+        hwm,
+        s["events"]
+    );
+    assert_eq!(s["lost_events"], 0, "{s}");
+    assert!(flows <= 500, "{s}");
+    assert_eq!(
+        flows + evicted,
+        n as u64,
+        "every connection is a flow, kept or counted as evicted: {s}"
+    );
+    assert!(hwm > 0 && hwm < 64 * 1024, "peak RSS {hwm} KiB");
+    for f in out.final_flows() {
+        assert_eq!(f["verdict"]["kind"], "delivered", "{f}");
+    }
+}
