@@ -101,16 +101,29 @@ pub fn run(a: TestArgs) -> Result<ExitCode> {
         "warnings",
     ]);
     t.stage("clippy (ebpf)", sh(&mut ebpf).is_ok());
+    // Unit and property tests of every crate; the privileged integration
+    // tests of tracer-tests come later, against the release binary.
     let (ok, out) = run_tee(&mut cargo(&[
         "test",
         "--workspace",
         "--exclude",
         "tracer-ebpf",
+        "--exclude",
+        "tracer-tests",
+        "--lib",
+        "--bins",
+        "--tests",
+    ]))?;
+    t.cargo_results(&out);
+    let (ok2, out) = run_tee(&mut cargo(&[
+        "test",
+        "-p",
+        "tracer-tests",
         "--lib",
         "--bins",
     ]))?;
     t.cargo_results(&out);
-    t.stage("unit tests", ok);
+    t.stage("unit and property tests", ok && ok2);
 
     if !a.unit_only {
         let built = crate::build::release().is_ok();
