@@ -112,3 +112,69 @@ fn not_root_is_explained() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("needs root") && err.contains("sudo"), "{err}");
 }
+
+#[test]
+fn doctor_reports_everything_at_once() {
+    if unsafe { libc::geteuid() } != 0 {
+        let (c, _) = run(&["doctor"], &[]);
+        assert_eq!(c, 1, "doctor fails without root");
+        return;
+    }
+    let out = Command::new(tracer_bin())
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    for n in [
+        "privileges",
+        "kernel",
+        "lockdown",
+        "bpffs",
+        "tracefs",
+        "btf",
+        "offsets",
+        "drop reasons",
+        "hooks",
+        "tc",
+    ] {
+        assert!(names.contains(&n), "doctor lacks {n}: {v}");
+    }
+    assert_eq!(v["ok"], true, "{v}");
+    assert!(
+        v["hooks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["backend"] == "tp_btf"),
+        "{v}"
+    );
+    // Without BTF: the check fails, with the reason, and the exit code says so.
+    let out = Command::new(tracer_bin())
+        .args(["doctor"])
+        .env("TRACER_BTF", "/nonexistent/vmlinux")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text.contains("FAIL btf") && text.contains("CONFIG_DEBUG_INFO_BTF"),
+        "{text}"
+    );
+    // A hook the kernel lacks shows up in the plan with why.
+    let out = Command::new(tracer_bin())
+        .args(["doctor"])
+        .env("TRACER_SKIP_HOOKS", "fib_lookup")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("fib_lookup     none") && text.contains("disabled by TRACER_SKIP_HOOKS"),
+        "{text}"
+    );
+}

@@ -203,3 +203,47 @@ fn soak_many_short_flows_bounded_memory() {
         assert_eq!(f["verdict"]["kind"], "delivered", "{f}");
     }
 }
+
+/// A hook the kernel lacks (or that failed to attach) is reported, and the
+/// verdicts that would have used it say they are incomplete.
+#[test]
+fn unavailable_hook_is_reported_and_marks_verdicts_incomplete() {
+    if !require_privileges("unavailable_hook_is_reported_and_marks_verdicts_incomplete") {
+        return;
+    }
+    let sc = scenarios::build("tcp_closed_port").unwrap();
+    // SAFETY (test): the environment is read by the tracer child only.
+    let run = {
+        unsafe { std::env::set_var("TRACER_SKIP_HOOKS", "fib_lookup,tcp_reset") };
+        let r = TracerRun::start(&sc.target, &[]);
+        unsafe { std::env::remove_var("TRACER_SKIP_HOOKS") };
+        r.unwrap()
+    };
+    sc.traffic().unwrap();
+    let out = run.stop().unwrap();
+    let errors: Vec<_> = out
+        .lines
+        .iter()
+        .filter(|l| l["type"] == "probe_error")
+        .collect();
+    assert_eq!(errors.len(), 2, "{}", out.dump());
+    assert!(
+        out.stderr.contains("hook fib_lookup unavailable"),
+        "{}",
+        out.stderr
+    );
+    let f = out.flow_to(8081);
+    assert_eq!(f["verdict"]["reason"], "NO_SOCKET");
+    assert_eq!(f["verdict"]["incomplete"], true, "{f}");
+    let ev = f["verdict"]["evidence"].to_string();
+    assert!(
+        ev.contains("hooks unavailable:") && ev.contains("fib_lookup") && ev.contains("tcp_reset"),
+        "{f}"
+    );
+    let probes = out.summary().unwrap()["probes"].as_array().unwrap().clone();
+    assert!(
+        probes
+            .iter()
+            .any(|p| p["hook"] == "fib_lookup" && p["attached"] == false)
+    );
+}

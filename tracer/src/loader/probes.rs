@@ -138,10 +138,19 @@ pub struct ProbeStatus {
 /// The plan for this kernel, before attaching: a tracepoint is usable as
 /// tp_btf when the kernel's BTF has its `btf_trace_<name>` typedef.
 pub fn plan(btf: &Btf) -> Vec<ProbeStatus> {
+    // TRACER_SKIP_HOOKS=a,b makes hooks unavailable on purpose (to see what
+    // verdicts lose without them, and to test that path).
+    let skip: Vec<String> = std::env::var("TRACER_SKIP_HOOKS")
+        .unwrap_or_default()
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
     TRACEPOINTS
         .iter()
         .map(|p| {
-            let present = btf.tracepoint_arity(p.tracepoint).is_some();
+            let skipped = skip.iter().any(|s| s == p.hook);
+            let present = btf.tracepoint_arity(p.tracepoint).is_some() && !skipped;
             ProbeStatus {
                 hook: p.hook.into(),
                 backend: if present {
@@ -152,10 +161,14 @@ pub fn plan(btf: &Btf) -> Vec<ProbeStatus> {
                 target: p.tracepoint.into(),
                 attached: false,
                 error: (!present).then(|| {
-                    format!(
-                        "kernel has no tracepoint {} (btf_trace_{} not in BTF)",
-                        p.tracepoint, p.tracepoint
-                    )
+                    if skipped {
+                        "disabled by TRACER_SKIP_HOOKS".to_string()
+                    } else {
+                        format!(
+                            "kernel has no tracepoint {} (btf_trace_{} not in BTF)",
+                            p.tracepoint, p.tracepoint
+                        )
+                    }
                 }),
                 required: p.required,
                 feeds: p.feeds.into(),

@@ -541,7 +541,9 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         drop.netns
     ));
     v.evidence.extend(evidence);
-    v.evidence.extend(local_target_evidence(flow, env, drop));
+    if reason == "NETFILTER_DROP" {
+        v.evidence.extend(local_target_evidence(flow, env, drop));
+    }
     v.evidence.extend(side_evidence(flow));
     Some(v)
 }
