@@ -142,8 +142,9 @@ fn vm_hwm_kib(pid: i32) -> u64 {
         .unwrap_or(0)
 }
 
-/// Thousands of short flows: memory stays bounded by --max-flows, evictions
-/// are counted, nothing is lost. TRACER_SOAK_CONNECTIONS makes it longer.
+/// Thousands of short flows over minutes: memory stays bounded by
+/// --max-flows, evictions are counted, nothing is lost.
+/// TRACER_SOAK_CONNECTIONS changes the length (default 20000, ~2 min).
 #[test]
 fn soak_many_short_flows_bounded_memory() {
     if !require_privileges("soak_many_short_flows_bounded_memory") {
@@ -152,7 +153,7 @@ fn soak_many_short_flows_bounded_memory() {
     let n: u32 = std::env::var("TRACER_SOAK_CONNECTIONS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(2000);
+        .unwrap_or(20000);
     let nss = scenarios::routed(230).unwrap();
     let srv = nss[2]
         .spawn(&[
@@ -164,7 +165,11 @@ fn soak_many_short_flows_bounded_memory() {
         ])
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let run = TracerRun::start("10.230.2.2:7000", &["--max-flows", "500"]).unwrap();
+    let run = TracerRun::start(
+        "10.230.2.2:7000",
+        &["--max-flows", "500", "--duration", "20m"],
+    )
+    .unwrap();
     let t0 = Instant::now();
     let said = probe(
         &nss[0],

@@ -375,6 +375,7 @@ async fn follow(
             .filter(|p| !p.attached)
             .map(|p| p.hook.clone())
             .collect(),
+        map_failures: 0,
     };
     let mut flows = FlowTable::new(args.max_flows);
     let mut env = LiveEnv {
@@ -427,7 +428,9 @@ async fn follow(
                     }
                 }
                 let mut c = completeness_base.clone();
-                c.lost_events = counters(&ebpf).lost;
+                let k = counters(&ebpf);
+                c.lost_events = k.lost;
+                c.map_failures = k.track_fail + k.flowkey_fail;
                 settled_count += print_settled(&mut flows, &mut env, &mut names, &c, format, &mut out);
                 if args.count.is_some_and(|n| settled_count >= n) {
                     break "count reached";
@@ -463,6 +466,7 @@ async fn follow(
 
     let c = Completeness {
         lost_events: cnt.lost,
+        map_failures: cnt.track_fail + cnt.flowkey_fail,
         ..completeness_base
     };
     let mut tally: BTreeMap<String, usize> = BTreeMap::new();

@@ -200,6 +200,7 @@ pub struct Counters {
     pub track_fail: u64,
     pub filtered: u64,
     pub flowkey_fail: u64,
+    pub stale: u64,
 }
 
 pub fn counters(ebpf: &Ebpf) -> Counters {
@@ -216,5 +217,6 @@ pub fn counters(ebpf: &Ebpf) -> Counters {
         track_fail: sum(stat::TRACK_FAIL),
         filtered: sum(stat::FILTERED),
         flowkey_fail: sum(stat::FLOWKEY_FAIL),
+        stale: sum(stat::STALE),
     }
 }

@@ -111,6 +111,9 @@ impl Env for Inventory {
 pub struct Completeness {
     pub lost_events: u64,
     pub missing_hooks: Vec<String>,
+    /// Kernel map inserts that failed (tracked skbs, NAT tuples): packets
+    /// that could not be followed.
+    pub map_failures: u64,
 }
 
 pub fn evaluate(flow: &Flow, env: &dyn Env, c: &Completeness) -> Verdict {
@@ -127,6 +130,13 @@ pub fn evaluate(flow: &Flow, env: &dyn Env, c: &Completeness) -> Verdict {
         v.evidence.push(format!(
             "{} events lost (ring buffer full): timeline may be incomplete",
             c.lost_events
+        ));
+    }
+    if c.map_failures > 0 {
+        v.incomplete = true;
+        v.evidence.push(format!(
+            "{} kernel map inserts failed (maps full): some packets could not be followed",
+            c.map_failures
         ));
     }
     if !c.missing_hooks.is_empty() {

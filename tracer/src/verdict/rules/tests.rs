@@ -520,11 +520,17 @@ fn lost_events_mark_incomplete() {
     let c = Completeness {
         lost_events: 3,
         missing_hooks: vec!["fib_lookup".into()],
+        map_failures: 2,
     };
     let v = evaluate(&f, &env, &c);
     assert!(v.incomplete);
     assert!(v.evidence.iter().any(|e| e.contains("3 events lost")));
     assert!(v.evidence.iter().any(|e| e.contains("fib_lookup")));
+    assert!(
+        v.evidence
+            .iter()
+            .any(|e| e.contains("2 kernel map inserts failed"))
+    );
 }
 
 #[test]
