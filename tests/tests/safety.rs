@@ -198,10 +198,15 @@ fn soak_many_short_flows_bounded_memory() {
     );
     assert_eq!(s["lost_events"], 0, "{s}");
     assert!(flows <= 500, "{s}");
-    assert_eq!(
-        flows + evicted,
-        n as u64,
-        "every connection is a flow, kept or counted as evicted: {s}"
+    // Every connection is a flow, kept or counted as evicted. Over minutes
+    // the client reuses ephemeral ports once TIME_WAIT (60 s) has passed;
+    // two connections with the same 4-tuple may then be one flow, so a few
+    // per thousand may be missing, never extra.
+    let seen = flows + evicted;
+    eprintln!("soak: {seen} flows accounted for {n} connections");
+    assert!(
+        seen <= n as u64 && seen * 1000 >= n as u64 * 995,
+        "flows kept + evicted = {seen} for {n} connections: {s}"
     );
     assert!(hwm > 0 && hwm < 64 * 1024, "peak RSS {hwm} KiB");
     for f in out.final_flows() {
