@@ -28,3 +28,26 @@ pub fn require_privileges(test: &str) -> bool {
         ),
     }
 }
+
+/// Build scenario `name`, run tracer on it, send its traffic, stop, and
+/// return the final record of the flow to `dport` (with a dump of all
+/// output for assertion messages). None when privileged tests are skipped.
+pub fn trace_scenario(name: &str, dport: u64) -> Option<(serde_json::Value, String)> {
+    if !require_privileges(name) {
+        return None;
+    }
+    let sc = scenarios::build(name).expect("build scenario");
+    let run = tracer::TracerRun::start(&sc.target, &sc.arg_refs()).expect("start tracer");
+    let seen = sc.traffic().expect("traffic");
+    let out = run.stop().expect("stop tracer");
+    assert!(
+        out.status.is_some_and(|s| s.success()),
+        "tracer failed: {}",
+        out.dump()
+    );
+    let summary = out.summary().expect("summary line");
+    assert_eq!(summary["lost_events"], 0, "{}", out.dump());
+    let flow = out.flow_to(dport).clone();
+    eprintln!("{name}: client saw {seen:?}; verdict {}", flow["verdict"]);
+    Some((flow, out.dump()))
+}

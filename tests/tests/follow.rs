@@ -3,27 +3,10 @@
 //! bounded traffic and asserts on the verdict.
 
 use serde_json::Value;
-use tracer_tests::{require_privileges, scenarios, tracer::TracerRun};
+use tracer_tests::trace_scenario;
 
-/// Build, trace, send, stop; returns the final record of the flow to `dport`.
 fn trace(name: &str, dport: u64) -> Option<(Value, String)> {
-    if !require_privileges(name) {
-        return None;
-    }
-    let sc = scenarios::build(name).expect("build scenario");
-    let run = TracerRun::start(&sc.target, &sc.arg_refs()).expect("start tracer");
-    let seen = sc.traffic().expect("traffic");
-    let out = run.stop().expect("stop tracer");
-    assert!(
-        out.status.is_some_and(|s| s.success()),
-        "tracer failed: {}",
-        out.dump()
-    );
-    let summary = out.summary().expect("summary line");
-    assert_eq!(summary["lost_events"], 0, "{}", out.dump());
-    let flow = out.flow_to(dport).clone();
-    eprintln!("{name}: client saw {seen:?}; verdict {}", flow["verdict"]);
-    Some((flow, out.dump()))
+    trace_scenario(name, dport)
 }
 
 fn verdict(f: &Value) -> (&str, &str, &str) {

@@ -4,24 +4,10 @@
 //! tracepoints, tp_btf).
 
 use serde_json::Value;
-use tracer_tests::{require_privileges, scenarios, tracer::TracerRun};
+use tracer_tests::{require_privileges, scenarios, trace_scenario, tracer::TracerRun};
 
 fn trace(name: &str, dport: u64) -> Option<(Value, String)> {
-    if !require_privileges(name) {
-        return None;
-    }
-    let sc = scenarios::build(name).expect("build scenario");
-    let run = TracerRun::start(&sc.target, &sc.arg_refs()).expect("start tracer");
-    let seen = sc.traffic().expect("traffic");
-    let out = run.stop().expect("stop tracer");
-    assert!(
-        out.status.is_some_and(|s| s.success()),
-        "tracer failed: {}",
-        out.dump()
-    );
-    let flow = out.flow_to(dport).clone();
-    eprintln!("{name}: client saw {seen:?}; verdict {}", flow["verdict"]);
-    Some((flow, out.dump()))
+    trace_scenario(name, dport)
 }
 
 #[test]

@@ -25,6 +25,20 @@ pub fn header(kind: u8, hook: Hook, skb: u64) -> EventHeader {
     }
 }
 
+/// A packet record with nothing filled in but the header.
+#[inline(always)]
+pub fn packet_event(hook: Hook, skb: u64, location: u64, reason: u32) -> PacketEvent {
+    PacketEvent {
+        hdr: header(kind::PACKET, hook, skb),
+        pkt: PacketInfo::zeroed(),
+        location,
+        reason,
+        mark: 0,
+        ct_orig: CtTuple::zeroed(),
+        ct_reply: CtTuple::zeroed(),
+    }
+}
+
 #[inline(always)]
 pub fn send<T: 'static>(ev: &T) {
     match EVENTS.output::<T>(ev, 0) {
@@ -59,15 +73,7 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
     if skb == 0 {
         return None;
     }
-    let mut ev = PacketEvent {
-        hdr: header(kind::PACKET, hook, skb),
-        pkt: PacketInfo::zeroed(),
-        location,
-        reason,
-        mark: 0,
-        ct_orig: CtTuple::zeroed(),
-        ct_reply: CtTuple::zeroed(),
-    };
+    let mut ev = packet_event(hook, skb, location, reason);
     skb_packet(skb, &mut ev.pkt);
     let mut dir = follow_skb(skb, &ev.pkt);
     if dir == 0 && matches!(hook, Hook::Xmit | Hook::Drop) {
@@ -115,15 +121,7 @@ pub fn tracked_event(hook: Hook, skb: u64, location: u64, reason: u32) -> Option
     if skb == 0 || dir == 0 {
         return None;
     }
-    let mut ev = PacketEvent {
-        hdr: header(kind::PACKET, hook, skb),
-        pkt: PacketInfo::zeroed(),
-        location,
-        reason,
-        mark: 0,
-        ct_orig: CtTuple::zeroed(),
-        ct_reply: CtTuple::zeroed(),
-    };
+    let mut ev = packet_event(hook, skb, location, reason);
     skb_packet(skb, &mut ev.pkt);
     ev.pkt.reply = (dir == crate::filter::DIR_REPLY) as u8;
     let d = dev_info(skb_dev(skb), &mut ev.hdr.ifname);

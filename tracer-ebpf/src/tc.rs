@@ -10,10 +10,10 @@ use network_types::{
     eth::{EthHdr, EtherType},
     ip::{IpProto, Ipv4Hdr, Ipv6Hdr},
 };
-use tracer_common::{CtTuple, Hook, PacketEvent, PacketInfo, kind};
+use tracer_common::{Hook, PacketInfo};
 
 use crate::{
-    emit::{finish_skb_event, header},
+    emit::{finish_skb_event, packet_event},
     filter::{DIR_REPLY, follow_skb},
     kread::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP},
 };
@@ -90,15 +90,7 @@ fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
     // (tcx_run()/tcf_classify() call bpf_prog_run(prog, skb)); its address is
     // the same skb id the tracepoints report, which ties tc hops to the rest.
     let skb = ctx.skb.skb as u64;
-    let mut ev = PacketEvent {
-        hdr: header(kind::PACKET, hook, skb),
-        pkt: PacketInfo::zeroed(),
-        location: 0,
-        reason: 0,
-        mark: 0,
-        ct_orig: CtTuple::zeroed(),
-        ct_reply: CtTuple::zeroed(),
-    };
+    let mut ev = packet_event(hook, skb, 0, 0);
     parse(ctx, &mut ev.pkt)?;
     let dir = follow_skb(skb, &ev.pkt);
     if dir == 0 {

@@ -5,12 +5,10 @@
 //! (include/trace/events/{net,skb,fib,icmp,tcp,sock,neigh}.h).
 
 use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
-use tracer_common::{
-    CtTuple, FibEvent, Hook, NeighEvent, PacketEvent, PacketInfo, SockEvent, kind,
-};
+use tracer_common::{FibEvent, Hook, NeighEvent, PacketInfo, SockEvent, kind};
 
 use crate::{
-    emit::{header, send, skb_event, tracked_event},
+    emit::{header, packet_event, send, skb_event, tracked_event},
     filter::{DIR_REPLY, is_tracked, match_tuple, netns_allowed, untrack},
     kread::{IPPROTO_TCP, dev_info, read, read_buf, skb_packet, sock_netns},
     maps::LAST,
@@ -81,15 +79,7 @@ fn try_sock_recv(skb: u64) -> Option<()> {
     if dir == 0 {
         return None;
     }
-    let mut ev = PacketEvent {
-        hdr: header(kind::PACKET, Hook::SockRecv, skb),
-        pkt: PacketInfo::zeroed(),
-        location: 0,
-        reason: 0,
-        mark: 0,
-        ct_orig: CtTuple::zeroed(),
-        ct_reply: CtTuple::zeroed(),
-    };
+    let mut ev = packet_event(Hook::SockRecv, skb, 0, 0);
     skb_packet(skb, &mut ev.pkt);
     ev.pkt.reply = (dir == DIR_REPLY) as u8;
     let sk: u64 = read(skb, offsets().skb_sk).unwrap_or(0);
@@ -344,15 +334,7 @@ pub fn tracer_sk_data_ready(ctx: BtfTracePointContext) -> i32 {
 
 fn try_sk_data_ready(sk: u64) -> Option<()> {
     let last = LAST.get(0)?;
-    let mut ev = PacketEvent {
-        hdr: header(kind::PACKET, Hook::SockQueue, last.skb),
-        pkt: PacketInfo::zeroed(),
-        location: 0,
-        reason: 0,
-        mark: 0,
-        ct_orig: CtTuple::zeroed(),
-        ct_reply: CtTuple::zeroed(),
-    };
+    let mut ev = packet_event(Hook::SockQueue, last.skb, 0, 0);
     if last.skb == 0 || ev.hdr.ts_ns.wrapping_sub(last.ts_ns) > 1_000_000 {
         return None;
     }
