@@ -13,6 +13,11 @@ static COUNTER: AtomicU32 = AtomicU32::new(0);
 /// A short prefix unique to this process and call, so parallel tests and
 /// leftovers of killed runs never collide.
 pub fn unique_prefix() -> String {
+    // The demo names its namespaces readably (and clears its leftovers).
+    if let Ok(p) = std::env::var("TRACER_NS_PREFIX") {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        return if n == 0 { p } else { format!("{p}{n}") };
+    }
     format!(
         "tt{}x{}",
         std::process::id() % 100_000,

@@ -39,7 +39,13 @@ fn record(flow: u32, hop: u32) -> Vec<u8> {
         ct_reply: CtTuple::zeroed(),
     };
     // SAFETY: viewing a repr(C) plain struct as bytes, as the ring buffer does.
-    unsafe { std::slice::from_raw_parts(&ev as *const _ as *const u8, std::mem::size_of::<PacketEvent>()) }.to_vec()
+    unsafe {
+        std::slice::from_raw_parts(
+            &ev as *const _ as *const u8,
+            std::mem::size_of::<PacketEvent>(),
+        )
+    }
+    .to_vec()
 }
 
 fn rss_kib(key: &str) -> u64 {
@@ -53,9 +59,14 @@ fn rss_kib(key: &str) -> u64 {
 }
 
 fn main() {
-    let flows: u32 = std::env::var("BENCH_FLOWS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    let flows: u32 = std::env::var("BENCH_FLOWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
     let hops: u32 = 4;
-    let records: Vec<Vec<u8>> = (0..flows).flat_map(|f| (0..hops).map(move |h| record(f, h))).collect();
+    let records: Vec<Vec<u8>> = (0..flows)
+        .flat_map(|f| (0..hops).map(move |h| record(f, h)))
+        .collect();
     let mut names = Names::default();
     let rss0 = rss_kib("VmRSS:");
 
@@ -80,8 +91,14 @@ fn main() {
     let ingest_s = t.elapsed().as_secs_f64();
     let rss1 = rss_kib("VmRSS:");
     println!("events: {n} ({flows} flows x {hops} hops)");
-    println!("decode only:          {:>10.0} events/s", n as f64 / decode_s);
-    println!("decode + flow table:  {:>10.0} events/s", n as f64 / ingest_s);
+    println!(
+        "decode only:          {:>10.0} events/s",
+        n as f64 / decode_s
+    );
+    println!(
+        "decode + flow table:  {:>10.0} events/s",
+        n as f64 / ingest_s
+    );
     println!("flows in table:       {}", table.len());
     println!(
         "memory for the flow table: {} KiB RSS ({} KiB before, {} KiB after; input records {} KiB)",

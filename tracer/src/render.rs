@@ -84,9 +84,9 @@ pub fn flow_text(flow: &Flow, v: &Verdict) -> String {
     let first = flow.hops.first().map(|h| h.ts_ns).unwrap_or(0);
     for h in &flow.hops {
         s.push_str(&format!(
-            "    {:>9.3}ms  {:<14} {:<12} {:<13} {:<7} {}  {}\n",
+            "    {:>9.3}ms  {:<18} {:<12} {:<13} {:<3} {}  {}\n",
             h.ts_ns.saturating_sub(first) as f64 / 1e6,
-            trunc(&h.netns, 14),
+            trunc(&h.netns, 18),
             if h.dev.is_empty() { "-" } else { &h.dev },
             hook_name(h.hook),
             match h.dir {

@@ -30,6 +30,19 @@ fn main() -> Result<()> {
     if !require_privileges("tracer-demo") {
         return Ok(());
     }
+    // Readable namespace names; remove what a killed earlier demo left.
+    // SAFETY: single-threaded at this point.
+    unsafe { std::env::set_var("TRACER_NS_PREFIX", "demo") };
+    if let Ok(rd) = std::fs::read_dir("/run/netns") {
+        for e in rd.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.starts_with("demo-") {
+                let _ = std::process::Command::new("ip")
+                    .args(["netns", "del", &n])
+                    .output();
+            }
+        }
+    }
     let sc = scenarios::build(&args.scenario)?;
     println!("== tracer demo: {}", sc.description);
     println!(
