@@ -1,6 +1,7 @@
 //! Project chores: `cargo xtask setup | build | demo | test`.
 //! xtask only orchestrates; tracer/build.rs builds the kernel programs.
 
+mod bench;
 mod build;
 mod cmd;
 mod demo;
@@ -28,6 +29,8 @@ enum Task {
     Demo(demo::DemoArgs),
     /// Set up and run every check and test (what CI runs).
     Test(test::TestArgs),
+    /// Benchmarks: userspace pipeline, and traffic vs tcpdump (BENCHMARKS.md).
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +39,7 @@ fn main() -> ExitCode {
         Task::Build => build::run(),
         Task::Demo(a) => demo::run(a),
         Task::Test(a) => test::run(a),
+        Task::Bench(a) => bench::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,252 @@
+//! Traffic benchmark (issue 5): iperf3 between two namespaces over a veth
+//! pair, small-packet UDP (packets/s) and a TCP stream (bits/s), for four
+//! cases side by side: no tracing, tracer following an address the traffic
+//! does not match, tracer following the flow, and tcpdump with the
+//! equivalent filter. Prints a Markdown section (median and spread, ratio to
+//! the baseline) and, with --write, replaces it in BENCHMARKS.md.
+
+use std::{
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use serde_json::Value;
+use tracer_tests::{
+    netns::{Child, Netns, unique_prefix, veth},
+    require_privileges,
+    tracer::TracerRun,
+};
+
+#[derive(Parser)]
+struct Args {
+    /// Repetitions per case.
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Seconds per iperf3 run.
+    #[arg(long, default_value_t = 4)]
+    secs: u32,
+    /// Replace the traffic section of this file.
+    #[arg(long)]
+    write: Option<std::path::PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Case {
+    Baseline,
+    NonMatching,
+    Following,
+    Tcpdump,
+}
+
+impl Case {
+    fn name(self) -> &'static str {
+        match self {
+            Case::Baseline => "baseline (no tracing)",
+            Case::NonMatching => "tracer, address not matched",
+            Case::Following => "tracer following the flow",
+            Case::Tcpdump => "tcpdump -i any -w /dev/null",
+        }
+    }
+}
+
+struct Sample {
+    rate: f64,
+    events_per_s: Option<f64>,
+    lost: Option<u64>,
+    ready_ms: Option<u64>,
+    detach_ms: Option<u64>,
+    rss_kib: Option<u64>,
+}
+
+fn iperf(a: &Netns, udp: bool, secs: u32) -> Result<f64> {
+    let mut args = vec!["iperf3", "-c", "10.240.0.2", "-J", "-t"];
+    let s = secs.to_string();
+    args.push(&s);
+    if udp {
+        args.extend_from_slice(&["-u", "-b", "0", "-l", "64"]);
+    }
+    let out = a.exec_status(&args);
+    let j: Value = serde_json::from_slice(&out.stdout).context("iperf3 JSON")?;
+    if let Some(e) = j["error"].as_str() {
+        bail!("iperf3: {e}");
+    }
+    Ok(if udp {
+        let sum = &j["end"]["sum"];
+        let pk =
+            sum["packets"].as_f64().unwrap_or(0.0) - sum["lost_packets"].as_f64().unwrap_or(0.0);
+        pk / sum["seconds"].as_f64().unwrap_or(1.0)
+    } else {
+        j["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap_or(0.0)
+    })
+}
+
+fn hwm(pid: i32) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+fn run_case(case: Case, a: &Netns, b: &Netns, udp: bool, secs: u32) -> Result<Sample> {
+    let scope = ["--netns", a.name.as_str(), "--netns", b.name.as_str()];
+    let mut s = Sample {
+        rate: 0.0,
+        events_per_s: None,
+        lost: None,
+        ready_ms: None,
+        detach_ms: None,
+        rss_kib: None,
+    };
+    match case {
+        Case::Baseline => s.rate = iperf(a, udp, secs)?,
+        Case::Tcpdump => {
+            let mut td = Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    &a.name,
+                    "tcpdump",
+                    "-i",
+                    "any",
+                    "-w",
+                    "/dev/null",
+                    "host",
+                    "10.240.0.2",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()?;
+            std::thread::sleep(Duration::from_millis(800));
+            s.rate = iperf(a, udp, secs)?;
+            let _ = td.kill();
+            let _ = td.wait();
+        }
+        Case::NonMatching | Case::Following => {
+            let target = if case == Case::Following {
+                "10.240.0.2:5201"
+            } else {
+                "10.99.99.99"
+            };
+            let mut args = scope.to_vec();
+            args.extend_from_slice(&["--max-flows", "1000", "--duration", "10m"]);
+            let run = TracerRun::start(target, &args)?;
+            let t0 = std::time::Instant::now();
+            s.rate = iperf(a, udp, secs)?;
+            s.rss_kib = hwm(run.pid());
+            let elapsed = t0.elapsed().as_secs_f64();
+            let out = run.stop()?;
+            let sum = out.summary().context("summary")?;
+            s.events_per_s = sum["events"].as_f64().map(|e| e / elapsed);
+            s.lost = sum["lost_events"].as_u64();
+            s.ready_ms = sum["tc"]["ready_ms"].as_u64();
+            s.detach_ms = sum["tc"]["detach_ms"].as_u64();
+        }
+    }
+    Ok(s)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    if !require_privileges("tracer-bench") {
+        return Ok(());
+    }
+    let p = unique_prefix();
+    let a = Netns::new(format!("{p}-bench-a"))?;
+    let b = Netns::new(format!("{p}-bench-b"))?;
+    veth(&a, "ba0", &b, "bb0")?;
+    a.ip(&["addr", "add", "10.240.0.1/24", "dev", "ba0"])?;
+    b.ip(&["addr", "add", "10.240.0.2/24", "dev", "bb0"])?;
+    let _server: Child = b.spawn(&["iperf3", "-s", "-B", "10.240.0.2"])?;
+    std::thread::sleep(Duration::from_millis(500));
+
+    let cases = [
+        Case::Baseline,
+        Case::NonMatching,
+        Case::Following,
+        Case::Tcpdump,
+    ];
+    let mut md = String::from("<!-- traffic:begin -->\n## Traffic: veth pair, iperf3\n\n");
+    md += &format!(
+        "{} runs of {} s per case, interleaved; median [min-max]; ratio = median / baseline median. \
+         tracer runs with `--netns` on both namespaces, so its tc programs sit on both veths too.\n\n",
+        args.reps, args.secs
+    );
+    for (udp, title, unit) in [
+        (true, "UDP, 64-byte datagrams", "pps"),
+        (false, "TCP stream", "Gbit/s"),
+    ] {
+        let mut samples: Vec<Vec<Sample>> = cases.iter().map(|_| Vec::new()).collect();
+        // Interleave cases so drift on this noisy machine hits all alike.
+        for _ in 0..args.reps {
+            for (i, c) in cases.iter().enumerate() {
+                let s = run_case(*c, &a, &b, udp, args.secs)?;
+                eprintln!("{title} / {}: {:.0}", c.name(), s.rate);
+                samples[i].push(s);
+            }
+        }
+        let scale = if udp { 1.0 } else { 1e9 };
+        let base = median(&mut samples[0].iter().map(|s| s.rate).collect::<Vec<_>>());
+        md += &format!(
+            "### {title}\n\n| case | {unit} | ratio | events/s to userspace | lost | ready ms | detach ms | peak RSS MiB |\n|---|---|---|---|---|---|---|---|\n"
+        );
+        for (i, c) in cases.iter().enumerate() {
+            let mut r: Vec<f64> = samples[i].iter().map(|s| s.rate).collect();
+            let m = median(&mut r);
+            let (lo, hi) = (r[0], r[r.len() - 1]);
+            let opt = |f: &dyn Fn(&Sample) -> Option<f64>, prec: usize| -> String {
+                let mut v: Vec<f64> = samples[i].iter().filter_map(f).collect();
+                if v.is_empty() {
+                    "-".into()
+                } else {
+                    format!("{:.*}", prec, median(&mut v))
+                }
+            };
+            md += &format!(
+                "| {} | {:.2} [{:.2}-{:.2}] | {:.3} | {} | {} | {} | {} | {} |\n",
+                c.name(),
+                m / scale,
+                lo / scale,
+                hi / scale,
+                m / base,
+                opt(&|s| s.events_per_s, 0),
+                opt(&|s| s.lost.map(|l| l as f64), 0),
+                opt(&|s| s.ready_ms.map(|l| l as f64), 0),
+                opt(&|s| s.detach_ms.map(|l| l as f64), 0),
+                opt(&|s| s.rss_kib.map(|k| k as f64 / 1024.0), 1),
+            );
+        }
+        md += "\n";
+    }
+    md += "<!-- traffic:end -->\n";
+    println!("{md}");
+    if let Some(path) = args.write {
+        let old = std::fs::read_to_string(&path).unwrap_or_default();
+        let new = match (
+            old.find("<!-- traffic:begin -->"),
+            old.find("<!-- traffic:end -->"),
+        ) {
+            (Some(i), Some(j)) => format!(
+                "{}{}{}",
+                &old[..i],
+                md,
+                &old[j + "<!-- traffic:end -->\n".len()..]
+            ),
+            _ => format!("{old}\n{md}"),
+        };
+        std::fs::write(&path, new)?;
+    }
+    Ok(())
+}
