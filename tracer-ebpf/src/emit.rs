@@ -73,15 +73,18 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
     if skb == 0 {
         return None;
     }
-    let mut ev = packet_event(hook, skb, location, reason);
-    skb_packet(skb, &mut ev.pkt);
-    let mut dir = follow_skb(skb, &ev.pkt);
+    // Decide first; the record (and its timestamp) only for followed packets.
+    let mut pkt = PacketInfo::zeroed();
+    skb_packet(skb, &mut pkt);
+    let mut dir = follow_skb(skb, &pkt);
     if dir == 0 && matches!(hook, Hook::Xmit | Hook::Drop) {
-        dir = follow_by_conntrack(skb, &ev.pkt);
+        dir = follow_by_conntrack(skb, &pkt);
     }
     if dir == 0 {
         return None;
     }
+    let mut ev = packet_event(hook, skb, location, reason);
+    ev.pkt = pkt;
     ev.pkt.reply = (dir == crate::filter::DIR_REPLY) as u8;
     finish_skb_event(&mut ev, skb, dev);
     Some(())

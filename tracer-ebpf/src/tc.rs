@@ -90,12 +90,15 @@ fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
     // (tcx_run()/tcf_classify() call bpf_prog_run(prog, skb)); its address is
     // the same skb id the tracepoints report, which ties tc hops to the rest.
     let skb = ctx.skb.skb as u64;
-    let mut ev = packet_event(hook, skb, 0, 0);
-    parse(ctx, &mut ev.pkt)?;
-    let dir = follow_skb(skb, &ev.pkt);
+    // Decide first; the record (and its timestamp) only for followed packets.
+    let mut pkt = PacketInfo::zeroed();
+    parse(ctx, &mut pkt)?;
+    let dir = follow_skb(skb, &pkt);
     if dir == 0 {
         return None;
     }
+    let mut ev = packet_event(hook, skb, 0, 0);
+    ev.pkt = pkt;
     ev.pkt.reply = (dir == DIR_REPLY) as u8;
     finish_skb_event(&mut ev, skb, 0);
     Some(())
