@@ -91,19 +91,11 @@ pub struct FlowTable {
     pub max_flows: usize,
     /// Flows dropped because of the cap.
     pub evicted: u64,
-    /// Keys of evicted flows (bounded), so their late packets are counted
-    /// instead of opening a new flow for the same connection.
-    evicted_keys: HashMap<Tuple, ()>,
-    evicted_order: VecDeque<Tuple>,
-    /// Packets of already evicted flows, dropped from the table.
-    pub late_after_eviction: u64,
     /// Neighbour events for the target, flow or not.
     pub neigh_log: Vec<Hop>,
 }
 
 const MAX_SKBS: usize = 65536;
-/// Evicted flow keys remembered.
-const MAX_EVICTED_KEYS: usize = 16384;
 
 impl FlowTable {
     pub fn new(max_flows: usize) -> FlowTable {
@@ -145,22 +137,9 @@ impl FlowTable {
     fn create(&mut self, key: Tuple, ts: u64, netns: u32) -> u64 {
         if self.flows.len() >= self.max_flows {
             // Evict the flow that has been quiet the longest.
-            if let Some((old, key)) = self
-                .flows
-                .values()
-                .min_by_key(|f| f.last_ns)
-                .map(|f| (f.id, f.key))
-            {
+            if let Some(old) = self.flows.values().min_by_key(|f| f.last_ns).map(|f| f.id) {
                 self.remove(old);
                 self.evicted += 1;
-                if self.evicted_keys.insert(key, ()).is_none() {
-                    self.evicted_order.push_back(key);
-                    if self.evicted_order.len() > MAX_EVICTED_KEYS
-                        && let Some(k) = self.evicted_order.pop_front()
-                    {
-                        self.evicted_keys.remove(&k);
-                    }
-                }
             }
         }
         let id = self.next_id;
@@ -310,10 +289,6 @@ impl FlowTable {
                     Some(id) => id,
                     // A listener's state change with no remote yet is not a flow.
                     None if key.sport == 0 || key.dport == 0 => return None,
-                    None if self.evicted_keys.contains_key(&key) => {
-                        self.late_after_eviction += 1;
-                        return None;
-                    }
                     None => self.create(key, hop.ts_ns, hop.netns_inode),
                 };
                 self.flows.get_mut(&id)?.push(hop);
@@ -428,16 +403,6 @@ impl FlowTable {
                     Dir::Request => seen,
                     Dir::Reply => seen.reversed(),
                 });
-                // A late packet of an evicted flow is not a new flow; a new
-                // SYN on the same 4-tuple (port reuse) is.
-                let new_syn = p.pkt.proto == 6 && p.pkt.tcp_flags & 0x12 == 0x02;
-                if !new_syn && self.evicted_keys.contains_key(&key) {
-                    self.late_after_eviction += 1;
-                    return None;
-                }
-                if new_syn && self.evicted_keys.remove(&key).is_some() {
-                    self.evicted_order.retain(|k| *k != key);
-                }
                 self.create(key, p.hdr.ts_ns, p.hdr.netns)
             }
         };
@@ -689,14 +654,5 @@ mod tests {
         }
         assert_eq!((t.len(), t.evicted), (2, 1));
         assert!(t.flows().iter().all(|f| f.key.sport != 1000));
-        // A late (non-SYN) packet of the evicted flow is counted, not a new flow.
-        let mut late = v4([10, 0, 0, 1], 1000, [10, 0, 0, 2], 80, 6);
-        late.tcp_flags = 0x10;
-        assert_eq!(t.ingest(&pkt(Hook::Xmit, 99, 10, late), &mut n), None);
-        assert_eq!((t.len(), t.evicted, t.late_after_eviction), (2, 1, 1));
-        // A new SYN on the same 4-tuple is a new connection.
-        late.tcp_flags = 0x02;
-        assert!(t.ingest(&pkt(Hook::Xmit, 98, 20, late), &mut n).is_some());
-        assert_eq!(t.evicted, 2);
     }
 }

@@ -500,7 +500,6 @@ async fn follow(
         flows: all.len(),
         counters: cnt,
         evicted: flows.evicted,
-        late_after_eviction: flows.late_after_eviction,
         duration_ms: started.elapsed().as_millis() as u64,
         probes: &plan,
         tc: serde_json::json!({
