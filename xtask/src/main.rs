@@ -1,4 +1,4 @@
-//! Project chores: `cargo xtask setup | build | demo | test`.
+//! Project chores: `cargo xtask setup | build | demo | test | bench | vm`.
 //! xtask only orchestrates; tracer/build.rs builds the kernel programs.
 
 mod bench;
@@ -7,6 +7,7 @@ mod cmd;
 mod demo;
 mod setup;
 mod test;
+mod vm;
 
 use std::process::ExitCode;
 
@@ -31,6 +32,9 @@ enum Task {
     Test(test::TestArgs),
     /// Benchmarks: userspace pipeline, and traffic vs tcpdump (BENCHMARKS.md).
     Bench(bench::BenchArgs),
+    /// Kernel matrix: boot Debian 6.1 and 6.12 under qemu (TCG) and run the
+    /// incident and verdict suites inside.
+    Vm(vm::VmArgs),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +44,7 @@ fn main() -> ExitCode {
         Task::Demo(a) => demo::run(a),
         Task::Test(a) => test::run(a),
         Task::Bench(a) => bench::run(a),
+        Task::Vm(a) => vm::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,458 @@
+//! The kernel-matrix tier: boot Debian's own kernels under qemu (software
+//! emulation, `-accel tcg`; KVM does not work on these machines) and run the
+//! tracer's integration tests inside, with the real binaries.
+//!
+//! How the guest is built (the virtme approach, no disk image):
+//! - the kernel package is fetched with `apt-get download`, unpacked and
+//!   `depmod`ed under /var/cache/tracer-vm (cached between runs);
+//! - a small initramfs (static busybox + the virtio/9p modules of *that*
+//!   kernel) mounts the host's `/` read-only over 9p, puts tmpfs on /tmp,
+//!   /run, /var/tmp and /root, mounts the kernel's own module tree over
+//!   /usr/lib/modules, then `switch_root`s into it. Because PID 1 then lives
+//!   in the host tree, the kernel's module auto-loading (request_module →
+//!   /sbin/modprobe) finds ip_vs, veth, dummy, nf_conntrack ... by itself;
+//! - the test script prints `test NAME ... ok|FAILED` lines on the serial
+//!   console, which this side parses per kernel.
+
+use std::{
+    fs,
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Command, ExitCode, Stdio},
+    sync::mpsc,
+    thread,
+};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+
+use crate::cmd::{is_root, ok, output, root, run as sh};
+
+const CACHE: &str = "/var/cache/tracer-vm";
+
+/// Host packages the VM tier needs (qemu, busybox for the initramfs, kmod
+/// for depmod/modprobe, cpio, and ipvsadm, which the guest runs from the
+/// host's tree).
+const VM_APT: &[&str] = &[
+    "qemu-system-x86",
+    "busybox-static",
+    "kmod",
+    "cpio",
+    "ipvsadm",
+];
+
+/// The kernels of the matrix: a name and the apt package-name pattern; the
+/// newest package matching is used.
+const KERNELS: &[(&str, &str)] = &[
+    ("6.1", r"^linux-image-6\.1\.0-[0-9]+-amd64$"),
+    ("6.12", r"^linux-image-6\.12\.[0-9]+\+deb12-amd64$"),
+];
+
+/// The suites run inside each kernel: the incident suite and the verdict
+/// suite (cleanup/safety/soak stay on the host: the soak alone is minutes
+/// natively, hours under TCG).
+const SUITES: &[&str] = &["incidents", "follow", "ipvs"];
+
+#[derive(Args, Clone)]
+pub struct VmArgs {
+    /// Kernels to run: 6.1, 6.12 (default: both).
+    #[arg(long = "kernel")]
+    kernels: Vec<String>,
+    /// Only tests whose name contains this.
+    #[arg(long)]
+    filter: Option<String>,
+}
+
+pub struct KernelResult {
+    pub kernel: String,
+    pub passed: Vec<String>,
+    pub failed: Vec<String>,
+    pub booted: bool,
+}
+
+fn ensure_tools() -> Result<()> {
+    let missing: Vec<&str> = VM_APT
+        .iter()
+        .copied()
+        .filter(|p| {
+            !output(Command::new("dpkg-query").args(["-W", "-f=${Status}", p]))
+                .contains("install ok installed")
+        })
+        .collect();
+    if !missing.is_empty() {
+        if !is_root() {
+            bail!("the VM tier needs {missing:?} and root");
+        }
+        sh(Command::new("apt-get")
+            .args(["install", "-y", "-q", "--no-install-recommends"])
+            .args(&missing)
+            .env("DEBIAN_FRONTEND", "noninteractive"))?;
+    }
+    // The guest mounts its module tree over the host's /usr/lib/modules,
+    // which must exist as a mount point (this machine ships no modules).
+    fs::create_dir_all("/usr/lib/modules")?;
+    Ok(())
+}
+
+/// Fetch, unpack and depmod one kernel; returns (dir, version).
+fn kernel(pattern: &str) -> Result<(PathBuf, String)> {
+    let list = output(Command::new("apt-cache").args(["search", "--names-only", pattern]));
+    let mut pkgs: Vec<String> = list
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect();
+    pkgs.sort_by_key(|p| version_key(p));
+    let pkg = pkgs
+        .last()
+        .with_context(|| format!("no package matches {pattern} (apt-get update?)"))?
+        .clone();
+    let version = pkg.trim_start_matches("linux-image-").to_string();
+    let dir = Path::new(CACHE).join(&pkg);
+    let vmlinuz = dir.join(format!("boot/vmlinuz-{version}"));
+    let depfile = dir.join(format!("lib/modules/{version}/modules.dep"));
+    if !vmlinuz.exists() || !depfile.exists() {
+        fs::create_dir_all(CACHE)?;
+        sh(Command::new("apt-get")
+            .args(["download", &pkg])
+            .current_dir(CACHE))?;
+        let deb = fs::read_dir(CACHE)?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .find(|p| {
+                let n = p.file_name().unwrap_or_default().to_string_lossy();
+                n.starts_with(&format!("{pkg}_")) && n.ends_with(".deb")
+            })
+            .context("downloaded .deb not found")?;
+        sh(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&dir))?;
+        sh(Command::new("depmod").arg("-b").arg(&dir).arg(&version))?;
+        let _ = fs::remove_file(deb);
+    }
+    Ok((dir, version))
+}
+
+/// Sort key: the numbers in a package name, so -56 > -9.
+fn version_key(p: &str) -> Vec<u64> {
+    p.split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect()
+}
+
+const INIT: &str = r#"#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
+for m in $(cat /mods/order); do insmod /mods/$m || echo "insmod $m failed"; done
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144,cache=loose hostroot /host || { echo "VM-ERROR mount host root"; poweroff -f; }
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 kmods /host/usr/lib/modules || echo "VM-ERROR mount modules"
+for d in tmp run var/tmp root; do mount -t tmpfs tmpfs /host/$d; done
+mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t devtmpfs dev /host/dev
+mount -t bpf bpf /host/sys/fs/bpf; mount -t tracefs tracefs /host/sys/kernel/tracing; mount -t debugfs debugfs /host/sys/kernel/debug
+SCRIPT=$(sed -n 's/.*tracer.script=\([^ ]*\).*/\1/p' /proc/cmdline)
+echo "VM-READY $(uname -r)"
+exec switch_root /host /bin/bash -c "cd /; export HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin; bash $SCRIPT; echo VM-EXIT \$?; echo o > /proc/sysrq-trigger; read -t 30 x"
+"#;
+
+/// The initramfs for one kernel: busybox, the init above, and the modules
+/// (decompressed: busybox insmod takes plain ELF) that mounting 9p needs.
+fn initramfs(dir: &Path, version: &str) -> Result<PathBuf> {
+    let out = dir.join("initrd.gz");
+    let work = dir.join("initrd");
+    let _ = fs::remove_dir_all(&work);
+    for d in ["bin", "mods", "proc", "sys", "dev", "host"] {
+        fs::create_dir_all(work.join(d))?;
+    }
+    fs::copy("/bin/busybox", work.join("bin/busybox"))?;
+    let mut order: Vec<String> = Vec::new();
+    for m in ["virtio_pci", "9pnet_virtio", "9p"] {
+        let deps = output(Command::new("modprobe").arg("-d").arg(dir).args([
+            "-S",
+            version,
+            "--show-depends",
+            m,
+        ]));
+        for l in deps.lines() {
+            let mut w = l.split_whitespace();
+            if w.next() != Some("insmod") {
+                continue; // "builtin virtio_pci"
+            }
+            let path = PathBuf::from(w.next().context("insmod path")?);
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            let plain = name
+                .trim_end_matches(".xz")
+                .trim_end_matches(".zst")
+                .to_string();
+            if order.contains(&plain) {
+                continue;
+            }
+            let target = work.join("mods").join(&plain);
+            if name.ends_with(".xz") {
+                let data = Command::new("xz").arg("-dc").arg(&path).output()?;
+                fs::write(&target, data.stdout)?;
+            } else if name.ends_with(".zst") {
+                let data = Command::new("zstd").arg("-dc").arg(&path).output()?;
+                fs::write(&target, data.stdout)?;
+            } else {
+                fs::copy(&path, &target)?;
+            }
+            order.push(plain);
+        }
+    }
+    if order.is_empty() {
+        bail!("no 9p modules found for {version}");
+    }
+    fs::write(work.join("mods/order"), order.join("\n") + "\n")?;
+    fs::write(work.join("init"), INIT)?;
+    sh(Command::new("chmod").arg("755").arg(work.join("init")))?;
+    let cpio = format!(
+        "cd '{}' && find . | cpio -o -H newc --quiet | gzip -1 > '{}'",
+        work.display(),
+        out.display()
+    );
+    sh(Command::new("sh").args(["-c", &cpio]))?;
+    Ok(out)
+}
+
+/// Test executables of the given suites (built by `cargo test --no-run`).
+fn test_binaries() -> Result<Vec<(String, PathBuf)>> {
+    let o = Command::new("cargo")
+        .current_dir(root())
+        .args([
+            "test",
+            "--release",
+            "-p",
+            "tracer-tests",
+            "--tests",
+            "--no-run",
+        ])
+        .stderr(Stdio::piped())
+        .output()?;
+    if !o.status.success() {
+        bail!(
+            "building the test binaries failed:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let err = String::from_utf8_lossy(&o.stderr);
+    let mut bins = Vec::new();
+    // "  Executable tests/follow.rs (target/release/deps/follow-0123abcd)"
+    for l in err.lines() {
+        let l = l.trim();
+        let Some(rest) = l.strip_prefix("Executable tests/") else {
+            continue;
+        };
+        let (file, path) = rest.split_once(' ').context("executable line")?;
+        let suite = file.trim_end_matches(".rs").to_string();
+        let path = path.trim_matches(|c| c == '(' || c == ')');
+        if SUITES.contains(&suite.as_str()) {
+            bins.push((suite, root().join(path)));
+        }
+    }
+    Ok(bins)
+}
+
+fn script(bins: &[(String, PathBuf)], filter: Option<&str>) -> String {
+    let mut s = String::from("set -u\n");
+    s += &format!(
+        "export TRACER_BIN={r}/target/release/tracer NETPROBE_BIN={r}/target/release/netprobe\n",
+        r = root().display()
+    );
+    s += &format!("cd {}/tests\n", root().display());
+    s += "uname -r; $TRACER_BIN doctor 2>&1 | sed 's/^/doctor: /'\n";
+    for (suite, path) in bins {
+        s += &format!(
+            "echo \"VM-SUITE {suite}\"; {} --test-threads=1 --color never {} 2>&1\n",
+            path.display(),
+            filter.unwrap_or("")
+        );
+    }
+    s
+}
+
+/// Boot one kernel and run the suites; every guest line is echoed with a
+/// `[6.1]` prefix.
+fn run_kernel(name: &str, dir: &Path, version: &str, initrd: &Path, script: &Path) -> KernelResult {
+    let mut r = KernelResult {
+        kernel: format!("{name} ({version})"),
+        passed: vec![],
+        failed: vec![],
+        booted: false,
+    };
+    let mut c = Command::new("timeout");
+    c.args(["3000", "qemu-system-x86_64", "-accel", "tcg", "-cpu", "max"])
+        .args([
+            "-smp",
+            "2",
+            "-m",
+            "2048",
+            "-nographic",
+            "-no-reboot",
+            "-nic",
+            "none",
+        ])
+        .arg("-kernel")
+        .arg(dir.join(format!("boot/vmlinuz-{version}")))
+        .arg("-initrd")
+        .arg(initrd)
+        .arg("-append")
+        .arg(format!(
+            "console=ttyS0 quiet panic=-1 tracer.script={}",
+            script.display()
+        ))
+        .args([
+            "-fsdev",
+            "local,id=r,path=/,security_model=none,readonly=on,multidevs=remap",
+            "-device",
+            "virtio-9p-pci,fsdev=r,mount_tag=hostroot",
+            "-fsdev",
+        ])
+        .arg(format!(
+            "local,id=m,path={},security_model=none,readonly=on",
+            dir.join("lib/modules").display()
+        ))
+        .args(["-device", "virtio-9p-pci,fsdev=m,mount_tag=kmods"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let Ok(mut child) = c.spawn() else {
+        eprintln!("[{name}] could not start qemu");
+        return r;
+    };
+    let mut suite = String::new();
+    for line in BufReader::new(child.stdout.take().expect("stdout")).lines() {
+        let Ok(line) = line else { break };
+        let line = strip_ansi(&line.replace('\r', ""));
+        if line.contains("VM-READY") {
+            r.booted = true;
+        }
+        if let Some(s) = line.strip_prefix("VM-SUITE ") {
+            suite = s.trim().to_string();
+        }
+        if let Some(rest) = line.strip_prefix("test ") {
+            if let Some(t) = rest.strip_suffix(" ... ok") {
+                r.passed.push(format!("{suite}::{t}"));
+            } else if let Some(t) = rest.strip_suffix(" ... FAILED") {
+                r.failed.push(format!("{suite}::{t}"));
+            }
+        }
+        if r.booted && !line.trim().is_empty() {
+            println!("[{name}] {line}");
+        }
+    }
+    let _ = child.wait();
+    r
+}
+
+/// Drop terminal escape sequences (ESC [ ... letter) that the guest's
+/// console output may carry.
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars().peekable();
+    while let Some(c) = it.next() {
+        if c == '\x1b' {
+            if it.peek() == Some(&'[') {
+                it.next();
+                for d in it.by_ref() {
+                    if d.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Run the matrix; returns one result per kernel.
+pub fn matrix(a: &VmArgs) -> Result<Vec<KernelResult>> {
+    if !is_root() {
+        bail!("the VM tier needs root (apt, /var/cache, qemu)");
+    }
+    ensure_tools()?;
+    if !ok(Command::new("qemu-system-x86_64").arg("--version")) {
+        bail!("qemu-system-x86_64 does not run");
+    }
+    crate::build::release()?;
+    let bins = test_binaries()?;
+    let run_dir = Path::new(CACHE).join("run");
+    fs::create_dir_all(&run_dir)?;
+    let mut jobs = Vec::new();
+    for (name, pattern) in KERNELS {
+        if !a.kernels.is_empty() && !a.kernels.iter().any(|k| k == name) {
+            continue;
+        }
+        let (dir, version) = kernel(pattern)?;
+        let initrd = initramfs(&dir, &version)?;
+        let sc = run_dir.join(format!("{name}.sh"));
+        fs::write(&sc, script(&bins, a.filter.as_deref()))?;
+        jobs.push((name.to_string(), dir, version, initrd, sc));
+    }
+    // Both kernels at once: each guest is one emulated machine; the host's
+    // two vCPUs are shared, which is still faster than one after another.
+    let (tx, rx) = mpsc::channel();
+    for (name, dir, version, initrd, sc) in jobs {
+        let tx = tx.clone();
+        thread::spawn(move || {
+            let _ = tx.send(run_kernel(&name, &dir, &version, &initrd, &sc));
+        });
+    }
+    drop(tx);
+    let mut results: Vec<KernelResult> = rx.iter().collect();
+    results.sort_by(|a, b| a.kernel.cmp(&b.kernel));
+    Ok(results)
+}
+
+pub fn report(results: &[KernelResult]) -> (u64, u64) {
+    let (mut p, mut f) = (0u64, 0u64);
+    eprintln!("\n==== kernel matrix (qemu TCG) ====");
+    for r in results {
+        if !r.booted {
+            eprintln!("{}: did NOT boot", r.kernel);
+            f += 1;
+            continue;
+        }
+        eprintln!(
+            "{}: {} passed, {} failed",
+            r.kernel,
+            r.passed.len(),
+            r.failed.len()
+        );
+        for t in &r.failed {
+            eprintln!("    FAILED {t}");
+        }
+        if r.passed.is_empty() && r.failed.is_empty() {
+            eprintln!("    no test ran: counted as a failure");
+            f += 1;
+        }
+        p += r.passed.len() as u64;
+        f += r.failed.len() as u64;
+    }
+    (p, f)
+}
+
+pub fn run(a: VmArgs) -> Result<ExitCode> {
+    let results = matrix(&a)?;
+    let (p, f) = report(&results);
+    println!("vm tests: {p} passed, {f} failed");
+    Ok(if f == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_escapes_and_orders_versions() {
+        assert_eq!(
+            strip_ansi("test a ... \x1b[31mFAILED\x1b[m"),
+            "test a ... FAILED"
+        );
+        let mut v = ["linux-image-6.1.0-9-amd64", "linux-image-6.1.0-56-amd64"];
+        v.sort_by_key(|p| version_key(p));
+        assert_eq!(v[1], "linux-image-6.1.0-56-amd64");
+    }
+}
