@@ -6,6 +6,27 @@ pub mod redirect;
 pub mod scenarios;
 pub mod tracer;
 
+/// `TRACER_TIME_SCALE` (default 1): multiplies the tests' waits and
+/// timeouts. The kernel-matrix VMs run under software emulation (qemu TCG),
+/// several times slower than this machine; `cargo xtask vm` sets it there.
+pub fn time_scale() -> f64 {
+    std::env::var("TRACER_TIME_SCALE")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|s| *s >= 1.0)
+        .unwrap_or(1.0)
+}
+
+/// `ms` milliseconds, scaled by [`time_scale`].
+pub fn scaled_ms(ms: u64) -> std::time::Duration {
+    std::time::Duration::from_millis((ms as f64 * time_scale()) as u64)
+}
+
+/// `ms` scaled, as a command-line argument (netprobe's `--timeout-ms`).
+pub fn scaled_arg(ms: u64) -> String {
+    scaled_ms(ms).as_millis().to_string()
+}
+
 /// Privileged tests need root and the kernel's BTF. Returns false (after a
 /// loud SKIPPED line) only when TRACER_SKIP_PRIVILEGED=1 says skipping is
 /// wanted; otherwise a missing privilege fails the test.

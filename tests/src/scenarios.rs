@@ -76,15 +76,17 @@ pub fn routed(b: u8) -> Result<Vec<Netns>> {
 
 fn listen(s: &Netns, addr: &str, secs: u32) -> Result<Child> {
     let probe = netprobe_bin();
-    let secs = secs.to_string();
+    // Servers outlive the tracer's start-up, which is slow in the VMs.
+    let secs = (secs as f64 * crate::time_scale()).ceil().to_string();
     let child = s.spawn(&[probe.to_str().unwrap(), "tcp-listen", addr, "--for", &secs])?;
     // Let the listener bind before traffic starts.
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::thread::sleep(crate::scaled_ms(300));
     Ok(child)
 }
 
 fn tcp_connect(addr: &str) -> Vec<String> {
-    ["tcp-connect", addr, "--timeout-ms", "1000", "--count", "1"]
+    let t = crate::scaled_arg(1000);
+    ["tcp-connect", addr, "--timeout-ms", &t, "--count", "1"]
         .iter()
         .map(|s| s.to_string())
         .collect()
@@ -299,9 +301,9 @@ pub fn udp_delivered() -> Result<Scenario> {
         "udp-echo",
         "10.219.2.2:53",
         "--for",
-        "15",
+        &(15.0 * crate::time_scale()).ceil().to_string(),
     ])?;
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::thread::sleep(crate::scaled_ms(300));
     let mut sc = simple(
         "udp_delivered",
         "a UDP (DNS-like) query to a listening socket",
@@ -311,7 +313,7 @@ pub fn udp_delivered() -> Result<Scenario> {
             "udp-send",
             "10.219.2.2:53",
             "--timeout-ms",
-            "1000",
+            &crate::scaled_arg(1000),
             "--count",
             "1",
         ]
@@ -498,9 +500,9 @@ pub fn incident3(mirred: bool) -> Result<Scenario> {
         "udp-echo",
         "169.254.25.10:53",
         "--for",
-        "15",
+        &(15.0 * crate::time_scale()).ceil().to_string(),
     ])?;
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::thread::sleep(crate::scaled_ms(300));
     // The same steering without BPF: a tc mirred redirect on a u32 filter.
     let redirect = if mirred {
         let net = format!("--net={}", node.path());
@@ -526,7 +528,7 @@ pub fn incident3(mirred: bool) -> Result<Scenario> {
             "udp-send",
             "169.254.25.10:53",
             "--timeout-ms",
-            "1000",
+            &crate::scaled_arg(1000),
             "--count",
             "1",
         ]
@@ -590,7 +592,7 @@ impl Scenario {
     /// forwards and redirects), then the client re-resolves to node2.
     /// Returns what the client saw at each step.
     pub fn flap_steps(&self) -> Result<Vec<String>> {
-        let pause = || std::thread::sleep(std::time::Duration::from_millis(600));
+        let pause = || std::thread::sleep(crate::scaled_ms(600));
         let vip = "10.227.0.99/32";
         let (client, node1, node2) = (self.ns("client"), self.ns("node1"), self.ns("node2"));
         let mut seen = vec![self.traffic()?];

@@ -101,10 +101,10 @@ impl TracerRun {
                 run.collect()?;
                 bail!("tracer exited before ready ({st}): {}", run.stderr);
             }
-            if t0.elapsed() > Duration::from_secs(30) {
+            if t0.elapsed() > crate::scaled_ms(30_000) {
                 run.signal(libc::SIGKILL);
                 run.collect()?;
-                bail!("tracer not ready after 30 s: {}", run.stderr);
+                bail!("tracer not ready after {:?}: {}", t0.elapsed(), run.stderr);
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -130,7 +130,7 @@ impl TracerRun {
                     self.status = Some(st);
                     break;
                 }
-                if t0.elapsed() > Duration::from_secs(30) {
+                if t0.elapsed() > crate::scaled_ms(30_000) {
                     let _ = c.kill();
                     self.status = Some(c.wait()?);
                     break;
@@ -150,7 +150,7 @@ impl TracerRun {
 
     /// Let in-flight events settle, stop with SIGINT, and return stdout.
     pub fn stop_raw(&mut self) -> Result<String> {
-        std::thread::sleep(Duration::from_millis(700));
+        std::thread::sleep(crate::scaled_ms(700));
         self.signal(libc::SIGINT);
         self.collect()?;
         Ok(std::mem::take(&mut self.stdout))
@@ -158,7 +158,7 @@ impl TracerRun {
 
     /// Let in-flight events settle, stop with SIGINT, and parse the JSON.
     pub fn stop(mut self) -> Result<TracerOutput> {
-        std::thread::sleep(Duration::from_millis(700));
+        std::thread::sleep(crate::scaled_ms(700));
         self.signal(libc::SIGINT);
         self.collect()?;
         let lines: Vec<Value> = self

@@ -121,7 +121,9 @@ pub struct KernelOffsets {
     pub tp_reset_has_reason: u32,
     /// 1 when the kfree_skb tracepoint has a `reason` argument.
     pub tp_kfree_has_reason: u32,
-    pub _pad: u32,
+    /// 1 when consume_skb has a `location` argument (kernel >= 6.3; on 6.1
+    /// its TP_PROTO is (struct sk_buff *skb) alone).
+    pub tp_consume_has_location: u32,
 }
 
 impl KernelOffsets {
@@ -189,7 +191,7 @@ impl KernelOffsets {
             ctt_dst_protonum: OFFSET_NONE,
             tp_reset_has_reason: 0,
             tp_kfree_has_reason: 0,
-            _pad: 0,
+            tp_consume_has_location: 0,
         }
     }
 }
@@ -253,7 +255,7 @@ mod tests {
         // 63 u32 fields, no implicit padding.
         assert_eq!(size_of::<KernelOffsets>(), 63 * 4);
         assert_eq!(offset_of!(KernelOffsets, skb_len), 0);
-        assert_eq!(offset_of!(KernelOffsets, _pad), 62 * 4);
+        assert_eq!(offset_of!(KernelOffsets, tp_consume_has_location), 62 * 4);
         assert_eq!(KernelOffsets::none().skb_head, OFFSET_NONE);
     }
 

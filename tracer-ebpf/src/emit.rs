@@ -1,12 +1,15 @@
 //! Building and sending records.
 
-use aya_ebpf::helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns};
+use aya_ebpf::{
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
+    maps::ring_buf::RingBufEntry,
+};
 use tracer_common::{CtTuple, EventHeader, Hook, PacketEvent, PacketInfo, kind, stat};
 
 use crate::{
     filter::{follow_skb, learn_conntrack, netns_allowed},
     kread::{dev_info, skb_conntrack, skb_dev, skb_packet, sock_netns},
-    maps::{EVENTS, LAST, LastCtx, bump},
+    maps::{EVENTS, LAST, bump},
     offsets,
 };
 
@@ -25,22 +28,69 @@ pub fn header(kind: u8, hook: Hook, skb: u64) -> EventHeader {
     }
 }
 
-/// A packet record with nothing filled in but the header.
+/// Fill the header of a zeroed packet record (see `let_zeroed!`): building
+/// the record as a literal makes LLVM call `memset` (zero.rs).
 #[inline(always)]
-pub fn packet_event(hook: Hook, skb: u64, location: u64, reason: u32) -> PacketEvent {
-    PacketEvent {
-        hdr: header(kind::PACKET, hook, skb),
-        pkt: PacketInfo::zeroed(),
-        location,
-        reason,
-        mark: 0,
-        ct_orig: CtTuple::zeroed(),
-        ct_reply: CtTuple::zeroed(),
+pub fn packet_header(ev: &mut PacketEvent, hook: Hook, skb: u64, location: u64, reason: u32) {
+    ev.hdr.kind = kind::PACKET;
+    ev.hdr.hook = hook as u8;
+    ev.hdr.cpu = unsafe { bpf_get_smp_processor_id() };
+    ev.hdr.ts_ns = unsafe { bpf_ktime_get_ns() };
+    ev.hdr.skb = skb;
+    ev.location = location;
+    ev.reason = reason;
+}
+
+/// A packet record filled in place in the ring buffer
+/// (bpf_ringbuf_reserve()): the ~220-byte record never sits on the 512-byte
+/// BPF stack (Debian 6.1's verifier rejected the stack-built record, "combined
+/// stack size of 2 calls is 704"), and is not copied again on output.
+pub struct Reserved(RingBufEntry<PacketEvent>);
+
+impl Reserved {
+    /// A zeroed record with its header filled; None (counted as lost) when
+    /// the ring buffer is full.
+    #[inline(always)]
+    pub fn new(hook: Hook, skb: u64, location: u64, reason: u32) -> Option<Self> {
+        let Some(mut e) = EVENTS.reserve::<PacketEvent>(0) else {
+            bump(stat::LOST);
+            return None;
+        };
+        // SAFETY: the reservation is size_of::<PacketEvent>() writable bytes;
+        // zeroes are a valid PacketEvent.
+        unsafe { crate::zero::zero_in_place(e.as_mut_ptr()) };
+        let mut r = Reserved(e);
+        packet_header(r.ev(), hook, skb, location, reason);
+        Some(r)
+    }
+
+    #[inline(always)]
+    pub fn ev(&mut self) -> &mut PacketEvent {
+        // SAFETY: zeroed in `new`.
+        unsafe { self.0.assume_init_mut() }
+    }
+
+    #[inline(always)]
+    pub fn submit(self) {
+        self.0.submit(0);
+        bump(stat::EVENTS);
+    }
+
+    /// Give the reservation back (a record that is not for us after all).
+    #[inline(always)]
+    pub fn discard(self) {
+        self.0.discard(0);
+    }
+
+    /// Submit when `keep`, else discard.
+    #[inline(always)]
+    pub fn finish(self, keep: bool) {
+        if keep { self.submit() } else { self.discard() }
     }
 }
 
 #[inline(always)]
-pub fn send<T: 'static>(ev: &T) {
+pub fn send<T: Copy + 'static>(ev: &T) {
     match EVENTS.output::<T>(ev, 0) {
         Ok(()) => bump(stat::EVENTS),
         Err(_) => bump(stat::LOST),
@@ -50,18 +100,16 @@ pub fn send<T: 'static>(ev: &T) {
 #[inline(always)]
 pub fn remember(skb: u64, netns: u32, ifindex: u32, ev: &PacketEvent) {
     if let Some(p) = LAST.get_ptr_mut(0) {
+        // Field by field: a struct literal with padding becomes a memset.
         unsafe {
-            *p = LastCtx {
-                skb,
-                ts_ns: ev.hdr.ts_ns,
-                netns,
-                ifindex,
-                sport: ev.pkt.sport,
-                dport: ev.pkt.dport,
-                dir: 1 + ev.pkt.reply,
-                _pad: [0; 3],
-            }
-        };
+            (*p).skb = skb;
+            (*p).ts_ns = ev.hdr.ts_ns;
+            (*p).netns = netns;
+            (*p).ifindex = ifindex;
+            (*p).sport = ev.pkt.sport;
+            (*p).dport = ev.pkt.dport;
+            (*p).dir = 1 + ev.pkt.reply;
+        }
     }
 }
 
@@ -74,19 +122,21 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
         return None;
     }
     // Decide first; the record (and its timestamp) only for followed packets.
-    let mut pkt = PacketInfo::zeroed();
-    skb_packet(skb, &mut pkt);
-    let mut dir = follow_skb(skb, &pkt);
+    crate::let_zeroed!(pkt: PacketInfo);
+    skb_packet(skb, pkt);
+    let mut dir = follow_skb(skb, pkt);
     if dir == 0 && matches!(hook, Hook::Xmit | Hook::Drop) {
-        dir = follow_by_conntrack(skb, &pkt);
+        dir = follow_by_conntrack(skb, pkt);
     }
     if dir == 0 {
         return None;
     }
-    let mut ev = packet_event(hook, skb, location, reason);
-    ev.pkt = pkt;
+    let mut r = Reserved::new(hook, skb, location, reason)?;
+    let ev = r.ev();
+    ev.pkt = *pkt;
     ev.pkt.reply = (dir == crate::filter::DIR_REPLY) as u8;
-    finish_skb_event(&mut ev, skb, dev);
+    let keep = fill_skb_event(ev, skb, dev);
+    r.finish(keep);
     Some(())
 }
 
@@ -96,19 +146,19 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
 /// skb->_nfct for packets without conntrack.
 #[inline(always)]
 pub fn follow_by_conntrack(skb: u64, pkt: &PacketInfo) -> u8 {
-    let mut orig = CtTuple::zeroed();
-    let mut reply = CtTuple::zeroed();
-    if pkt.family == 0 || !skb_conntrack(skb, &mut orig, &mut reply) {
+    crate::let_zeroed!(orig: CtTuple);
+    crate::let_zeroed!(reply: CtTuple);
+    if pkt.family == 0 || !skb_conntrack(skb, orig, reply) {
         return 0;
     }
-    let mut o = PacketInfo::zeroed();
+    crate::let_zeroed!(o: PacketInfo);
     o.family = orig.family;
     o.proto = orig.proto;
     o.saddr = orig.saddr;
     o.daddr = orig.daddr;
     o.sport = orig.sport;
     o.dport = orig.dport;
-    if crate::filter::match_tuple(&o, false) != crate::filter::DIR_REQUEST {
+    if crate::filter::match_tuple(o, false) != crate::filter::DIR_REQUEST {
         return 0;
     }
     crate::filter::track(skb, crate::filter::DIR_REQUEST, pkt);
@@ -124,7 +174,8 @@ pub fn tracked_event(hook: Hook, skb: u64, location: u64, reason: u32) -> Option
     if skb == 0 || dir == 0 {
         return None;
     }
-    let mut ev = packet_event(hook, skb, location, reason);
+    let mut r = Reserved::new(hook, skb, location, reason)?;
+    let ev = r.ev();
     skb_packet(skb, &mut ev.pkt);
     ev.pkt.reply = (dir == crate::filter::DIR_REPLY) as u8;
     let d = dev_info(skb_dev(skb), &mut ev.hdr.ifname);
@@ -134,16 +185,15 @@ pub fn tracked_event(hook: Hook, skb: u64, location: u64, reason: u32) -> Option
         let sk: u64 = crate::kread::read(skb, offsets().skb_sk).unwrap_or(0);
         ev.hdr.netns = sock_netns(sk);
     }
-    if !netns_allowed(ev.hdr.netns) {
-        return None;
-    }
-    send(&ev);
+    let keep = netns_allowed(ev.hdr.netns);
+    r.finish(keep);
     Some(())
 }
 
-/// Fill device, netns, mark and conntrack of a followed skb event and send it.
+/// Fill device, netns, mark and conntrack of a followed skb event; false
+/// when its namespace is not followed (the record is then discarded).
 #[inline(always)]
-pub fn finish_skb_event(ev: &mut PacketEvent, skb: u64, dev: u64) {
+pub fn fill_skb_event(ev: &mut PacketEvent, skb: u64, dev: u64) -> bool {
     let dev = if dev == 0 { skb_dev(skb) } else { dev };
     let d = dev_info(dev, &mut ev.hdr.ifname);
     ev.hdr.ifindex = d.ifindex;
@@ -159,12 +209,19 @@ pub fn finish_skb_event(ev: &mut PacketEvent, skb: u64, dev: u64) {
         netns: ev.hdr.netns,
     };
     if !netns_allowed(d.netns) {
-        return;
+        return false;
     }
     ev.mark = crate::kread::read(skb, offsets().skb_mark).unwrap_or(0);
-    if skb_conntrack(skb, &mut ev.ct_orig, &mut ev.ct_reply) {
-        learn_conntrack(&ev.ct_orig, &ev.ct_reply);
+    // Through stack copies: on older kernels a map key may not point
+    // into ring buffer memory ("R2 type=alloc_mem expected=fp, ...",
+    // check_func_arg() on Debian's 6.1).
+    crate::let_zeroed!(orig: CtTuple);
+    crate::let_zeroed!(reply: CtTuple);
+    if skb_conntrack(skb, orig, reply) {
+        learn_conntrack(orig, reply);
+        ev.ct_orig = *orig;
+        ev.ct_reply = *reply;
     }
     remember(skb, d.netns, d.ifindex, ev);
-    send(ev);
+    true
 }

@@ -102,10 +102,10 @@ pub fn ip_packet(ip: u64, pkt: &mut PacketInfo) -> bool {
             };
             pkt.family = 4;
             pkt.proto = h.proto as u8;
-            pkt.saddr = [0; 16];
-            pkt.daddr = [0; 16];
-            pkt.saddr[..4].copy_from_slice(&h.src_addr);
-            pkt.daddr[..4].copy_from_slice(&h.dst_addr);
+            // IPv4 in the first 4 bytes, the rest zero, without a memset
+            // call (see zero.rs); bpfel is little-endian.
+            pkt.saddr = (u32::from_ne_bytes(h.src_addr) as u128).to_le_bytes();
+            pkt.daddr = (u32::from_ne_bytes(h.dst_addr) as u128).to_le_bytes();
             l4 = ip + ((first & 0x0f) as u64) * 4;
         }
         6 => {

@@ -16,6 +16,7 @@ mod kread;
 mod maps;
 mod tc;
 mod tracepoint;
+mod zero;
 
 use tracer_common::{FilterConfig, KernelOffsets};
 

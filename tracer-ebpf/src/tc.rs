@@ -13,7 +13,7 @@ use network_types::{
 use tracer_common::{Hook, PacketInfo};
 
 use crate::{
-    emit::{finish_skb_event, packet_event},
+    emit::{Reserved, fill_skb_event},
     filter::{DIR_REPLY, follow_skb},
     kread::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP},
 };
@@ -91,15 +91,17 @@ fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
     // the same skb id the tracepoints report, which ties tc hops to the rest.
     let skb = ctx.skb.skb as u64;
     // Decide first; the record (and its timestamp) only for followed packets.
-    let mut pkt = PacketInfo::zeroed();
-    parse(ctx, &mut pkt)?;
-    let dir = follow_skb(skb, &pkt);
+    crate::let_zeroed!(pkt: PacketInfo);
+    parse(ctx, pkt)?;
+    let dir = follow_skb(skb, pkt);
     if dir == 0 {
         return None;
     }
-    let mut ev = packet_event(hook, skb, 0, 0);
-    ev.pkt = pkt;
+    let mut r = Reserved::new(hook, skb, 0, 0)?;
+    let ev = r.ev();
+    ev.pkt = *pkt;
     ev.pkt.reply = (dir == DIR_REPLY) as u8;
-    finish_skb_event(&mut ev, skb, 0);
+    let keep = fill_skb_event(ev, skb, 0);
+    r.finish(keep);
     Some(())
 }

@@ -8,7 +8,7 @@ use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
 use tracer_common::{FibEvent, Hook, NeighEvent, PacketInfo, SockEvent, kind};
 
 use crate::{
-    emit::{header, packet_event, send, skb_event, tracked_event},
+    emit::{Reserved, header, send, skb_event, tracked_event},
     filter::{DIR_REPLY, is_tracked, match_tuple, netns_allowed, untrack},
     kread::{IPPROTO_TCP, dev_info, read, read_buf, skb_packet, sock_netns},
     maps::LAST,
@@ -57,7 +57,12 @@ pub fn tracer_kfree_skb(ctx: BtfTracePointContext) -> i32 {
 pub fn tracer_consume_skb(ctx: BtfTracePointContext) -> i32 {
     let skb: u64 = ctx.arg(0);
     if is_tracked(skb) != 0 {
-        let location: u64 = ctx.arg(1);
+        // Reading an argument past the TP_PROTO fails verification.
+        let location: u64 = if offsets().tp_consume_has_location != 0 {
+            ctx.arg(1)
+        } else {
+            0
+        };
         let _ = tracked_event(Hook::Consume, skb, location, 0);
         untrack(skb);
     }
@@ -79,15 +84,14 @@ fn try_sock_recv(skb: u64) -> Option<()> {
     if dir == 0 {
         return None;
     }
-    let mut ev = packet_event(Hook::SockRecv, skb, 0, 0);
+    let mut r = Reserved::new(Hook::SockRecv, skb, 0, 0)?;
+    let ev = r.ev();
     skb_packet(skb, &mut ev.pkt);
     ev.pkt.reply = (dir == DIR_REPLY) as u8;
     let sk: u64 = read(skb, offsets().skb_sk).unwrap_or(0);
     ev.hdr.netns = sock_netns(sk);
-    if !netns_allowed(ev.hdr.netns) {
-        return None;
-    }
-    send(&ev);
+    let keep = netns_allowed(ev.hdr.netns);
+    r.finish(keep);
     Some(())
 }
 
@@ -134,21 +138,21 @@ pub fn tracer_fib_lookup(ctx: BtfTracePointContext) -> i32 {
 
 fn try_fib(table: u32, flp: u64, nhc: u64, err: i32) -> Option<()> {
     let o = offsets();
-    let mut pkt = PacketInfo::zeroed();
+    crate::let_zeroed!(pkt: PacketInfo);
     pkt.family = 4;
     read_buf(flp, o.fl4_saddr, &mut pkt.saddr[..4]);
     read_buf(flp, o.fl4_daddr, &mut pkt.daddr[..4]);
     pkt.proto = read(flp, o.fl4_proto).unwrap_or(0);
     pkt.sport = u16::from_be(read(flp, o.fl4_sport).unwrap_or(0));
     pkt.dport = u16::from_be(read(flp, o.fl4_dport).unwrap_or(0));
-    let dir = match_tuple(&pkt, true);
+    let dir = match_tuple(pkt, true);
     if dir == 0 {
         return None;
     }
     pkt.reply = (dir == DIR_REPLY) as u8;
     let mut ev = FibEvent {
         hdr: header(kind::FIB, Hook::FibLookup, 0),
-        pkt,
+        pkt: *pkt,
         table,
         err,
         oif: read(flp, o.fl4_oif).unwrap_or(0),
@@ -180,14 +184,14 @@ pub fn tracer_fib6_lookup(ctx: BtfTracePointContext) -> i32 {
 
 fn try_fib6(net: u64, res: u64, table: u64, flp: u64) -> Option<()> {
     let o = offsets();
-    let mut pkt = PacketInfo::zeroed();
+    crate::let_zeroed!(pkt: PacketInfo);
     pkt.family = 6;
     read_buf(flp, o.fl6_saddr, &mut pkt.saddr);
     read_buf(flp, o.fl6_daddr, &mut pkt.daddr);
     pkt.proto = read(flp, o.fl6_proto).unwrap_or(0);
     pkt.sport = u16::from_be(read(flp, o.fl6_sport).unwrap_or(0));
     pkt.dport = u16::from_be(read(flp, o.fl6_dport).unwrap_or(0));
-    let dir = match_tuple(&pkt, true);
+    let dir = match_tuple(pkt, true);
     if dir == 0 {
         return None;
     }
@@ -196,7 +200,7 @@ fn try_fib6(net: u64, res: u64, table: u64, flp: u64) -> Option<()> {
     let rtype: u8 = read(res, o.f6res_type).unwrap_or(0);
     let mut ev = FibEvent {
         hdr: header(kind::FIB, Hook::FibLookup, 0),
-        pkt,
+        pkt: *pkt,
         table: read(table, o.tb6_id).unwrap_or(0),
         // The IPv4 convention: -EAGAIN when nothing matched, and the errors
         // fib_props[] gives unreachable (RTN_UNREACHABLE 7: -EHOSTUNREACH),
@@ -281,7 +285,7 @@ fn try_sock_state(sk: u64, old: i32, new: i32) -> Option<()> {
         return None;
     }
     let family: u16 = read(sk, o.sk_family)?;
-    let mut pkt = PacketInfo::zeroed();
+    crate::let_zeroed!(pkt: PacketInfo);
     pkt.proto = IPPROTO_TCP;
     // AF_INET 2, AF_INET6 10
     match family {
@@ -301,14 +305,14 @@ fn try_sock_state(sk: u64, old: i32, new: i32) -> Option<()> {
     // network order.
     pkt.sport = read(sk, o.sk_num).unwrap_or(0);
     pkt.dport = u16::from_be(read(sk, o.sk_dport).unwrap_or(0));
-    let dir = match_tuple(&pkt, false);
+    let dir = match_tuple(pkt, false);
     if dir == 0 {
         return None;
     }
     pkt.reply = (dir == DIR_REPLY) as u8;
     let mut ev = SockEvent {
         hdr: header(kind::SOCK, Hook::SockState, 0),
-        pkt,
+        pkt: *pkt,
         old_state: old as u32,
         new_state: new as u32,
         sk,
@@ -334,8 +338,8 @@ pub fn tracer_sk_data_ready(ctx: BtfTracePointContext) -> i32 {
 
 fn try_sk_data_ready(sk: u64) -> Option<()> {
     let last = LAST.get(0)?;
-    let mut ev = packet_event(Hook::SockQueue, last.skb, 0, 0);
-    if last.skb == 0 || ev.hdr.ts_ns.wrapping_sub(last.ts_ns) > 1_000_000 {
+    let now = unsafe { aya_ebpf::helpers::bpf_ktime_get_ns() };
+    if last.skb == 0 || now.wrapping_sub(last.ts_ns) > 1_000_000 {
         return None;
     }
     let dir = is_tracked(last.skb);
@@ -354,13 +358,13 @@ fn try_sk_data_ready(sk: u64) -> Option<()> {
     if num != local && num != last.dport && num != last.sport {
         return None;
     }
+    let mut r = Reserved::new(Hook::SockQueue, last.skb, 0, 0)?;
+    let ev = r.ev();
     skb_packet(last.skb, &mut ev.pkt);
     ev.pkt.reply = (dir == DIR_REPLY) as u8;
     ev.hdr.netns = sock_netns(sk);
-    if !netns_allowed(ev.hdr.netns) {
-        return None;
-    }
-    send(&ev);
+    let keep = netns_allowed(ev.hdr.netns);
+    r.finish(keep);
     Some(())
 }
 
@@ -401,7 +405,7 @@ fn try_neigh(hook: Hook, n: u64, lladdr: u64, new: u8, err: i32) -> Option<()> {
     let o = offsets();
     let tbl: u64 = read(n, o.neigh_tbl)?;
     let family: i32 = read(tbl, o.neigh_table_family)?;
-    let mut pkt = PacketInfo::zeroed();
+    crate::let_zeroed!(pkt: PacketInfo);
     match family {
         2 => {
             pkt.family = 4;
@@ -413,7 +417,7 @@ fn try_neigh(hook: Hook, n: u64, lladdr: u64, new: u8, err: i32) -> Option<()> {
         }
         _ => return None,
     }
-    if !neigh_matches(&pkt) {
+    if !neigh_matches(pkt) {
         return None;
     }
     let mut ev = NeighEvent {

@@ -249,12 +249,19 @@ fn test_binaries() -> Result<Vec<(String, PathBuf)>> {
     Ok(bins)
 }
 
+/// How much slower than the host a TCG guest is taken to be: boot, program
+/// verification and netns setup measured 4-8x slower in the guests.
+const TIME_SCALE: u32 = 5;
+
 fn script(bins: &[(String, PathBuf)], filter: Option<&str>) -> String {
     let mut s = String::from("set -u\n");
     s += &format!(
         "export TRACER_BIN={r}/target/release/tracer NETPROBE_BIN={r}/target/release/netprobe\n",
         r = root().display()
     );
+    // Emulated guests run several times slower than the host: stretch the
+    // tests' waits and timeouts (tests/src/lib.rs time_scale()).
+    s += &format!("export TRACER_TIME_SCALE={TIME_SCALE}\n");
     s += &format!("cd {}/tests\n", root().display());
     s += "uname -r; $TRACER_BIN doctor 2>&1 | sed 's/^/doctor: /'\n";
     for (suite, path) in bins {

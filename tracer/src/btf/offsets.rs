@@ -101,7 +101,7 @@ pub fn resolve(btf: &Btf) -> Result<Resolved, BtfError> {
         ctt_dst_protonum: get("nf_conntrack_tuple", "dst.protonum"),
         tp_reset_has_reason: 0,
         tp_kfree_has_reason: 0,
-        _pad: 0,
+        tp_consume_has_location: 0,
     };
     // struct sock starts with struct sock_common __sk_common, so sock_common
     // offsets are valid on a struct sock pointer; check rather than assume.
@@ -112,6 +112,7 @@ pub fn resolve(btf: &Btf) -> Result<Resolved, BtfError> {
     // kfree_skb gained `reason` in 5.17.
     o.tp_reset_has_reason = (btf.tracepoint_arity("tcp_send_reset").unwrap_or(0) >= 3) as u32;
     o.tp_kfree_has_reason = (btf.tracepoint_arity("kfree_skb").unwrap_or(0) >= 3) as u32;
+    o.tp_consume_has_location = (btf.tracepoint_arity("consume_skb").unwrap_or(0) >= 2) as u32;
     Ok(Resolved {
         offsets: o,
         missing,

@@ -578,10 +578,21 @@ fn local_target_evidence(flow: &Flow, env: &dyn Env, drop: &Hop) -> Option<Strin
 pub fn delivered(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
     let ev = delivery_evidence(flow);
     let (first, _) = ev.first()?;
-    // Prefer socket-side evidence for `where`.
+    // Prefer the server's socket for `where`: the client's own handshake
+    // completing says where the client is, not where the packet went (it
+    // can come first when the server-side hooks are missing or late).
+    let server_side = |h: &Hop| match &h.data {
+        HopData::Packet { .. } => false,
+        HopData::Sock { .. } => h.dir == Dir::Reply,
+        _ => true,
+    };
     let sock = ev
         .iter()
-        .find(|(h, _)| !matches!(h.data, HopData::Packet { .. }))
+        .find(|(h, _)| server_side(h))
+        .or_else(|| {
+            ev.iter()
+                .find(|(h, _)| !matches!(h.data, HopData::Packet { .. }))
+        })
         .map(|(h, _)| *h);
     let (reason, at) = match sock {
         Some(h) => ("local_socket", h),

@@ -547,3 +547,25 @@ fn every_fixture_has_a_hint() {
         assert!(!judge(&f, &env).hint.is_empty(), "{n}");
     }
 }
+
+#[test]
+fn delivered_where_names_the_server_not_the_client_handshake() {
+    // As on a kernel without sk_data_ready and with late consume events:
+    // only the client's handshake and the server's socket states remain,
+    // the client's first.
+    let (mut f, env) = load("tcp_delivered");
+    f.hops.retain(|h| matches!(h.data, HopData::Sock { .. }));
+    let client = f
+        .hops
+        .iter()
+        .position(|h| h.dir == Dir::Request)
+        .expect("client handshake hop");
+    let h = f.hops.remove(client);
+    f.hops.insert(0, h);
+    let v = judge(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Delivered, "local_socket")
+    );
+    assert_eq!(v.where_, "local socket 10.201.2.2:8080 in netns s");
+}
