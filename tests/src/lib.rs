@@ -1,6 +1,7 @@
 //! Test support for tracer: network namespaces a test creates and removes,
 //! bounded traffic, and running the real `tracer` binary against them.
 
+pub mod ipvs;
 pub mod netns;
 pub mod redirect;
 pub mod scenarios;
@@ -50,15 +51,66 @@ pub fn require_privileges(test: &str) -> bool {
     }
 }
 
+/// Tests of what only some kernels have (IPVS, kprobes, fentry): false,
+/// after a loud SKIPPED line, when this kernel lacks it, unless
+/// TRACER_REQUIRE_KERNEL_FEATURES=1 (set in the kernel-matrix VMs, which
+/// have them) makes that a failure.
+pub fn require_kernel_feature(test: &str, missing: Option<String>) -> bool {
+    let Some(why) = missing else {
+        return true;
+    };
+    if std::env::var("TRACER_REQUIRE_KERNEL_FEATURES").as_deref() == Ok("1") {
+        panic!("{test}: {why} (required here: TRACER_REQUIRE_KERNEL_FEATURES=1)");
+    }
+    eprintln!(
+        "\n!!!!! SKIPPED (kernel feature) {test}: {why}; it runs in `cargo xtask vm` (Debian 6.1 and 6.12) !!!!!\n"
+    );
+    // `cargo xtask test` lists these in its summary (the harness hides a
+    // passing test's stderr).
+    if let Some(p) = std::env::var_os("TRACER_SKIP_LOG") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+        {
+            let _ = writeln!(f, "{test}: {why}");
+        }
+    }
+    false
+}
+
 /// Build scenario `name`, run tracer on it, send its traffic, stop, and
 /// return the final record of the flow to `dport` (with a dump of all
 /// output for assertion messages). None when privileged tests are skipped.
 pub fn trace_scenario(name: &str, dport: u64) -> Option<(serde_json::Value, String)> {
+    trace_scenario_env(name, dport, &[])
+}
+
+/// Same, with extra environment for the tracer.
+pub fn trace_scenario_env(
+    name: &str,
+    dport: u64,
+    env: &[(&str, &str)],
+) -> Option<(serde_json::Value, String)> {
+    let (out, seen) = trace_scenario_out(name, env)?;
+    let flow = out.flow_to(dport).clone();
+    eprintln!("{name}: client saw {seen:?}; verdict {}", flow["verdict"]);
+    Some((flow, out.dump()))
+}
+
+/// Build, trace, send, stop: the tracer's whole output (checked: exit 0,
+/// a summary, no lost events) and what the client saw.
+pub fn trace_scenario_out(
+    name: &str,
+    env: &[(&str, &str)],
+) -> Option<(tracer::TracerOutput, String)> {
     if !require_privileges(name) {
         return None;
     }
     let sc = scenarios::build(name).expect("build scenario");
-    let run = tracer::TracerRun::start(&sc.target, &sc.arg_refs()).expect("start tracer");
+    let run = tracer::TracerRun::start_env(&sc.target, "json", &sc.arg_refs(), env)
+        .expect("start tracer");
     let seen = sc.traffic().expect("traffic");
     let out = run.stop().expect("stop tracer");
     assert!(
@@ -68,7 +120,5 @@ pub fn trace_scenario(name: &str, dport: u64) -> Option<(serde_json::Value, Stri
     );
     let summary = out.summary().expect("summary line");
     assert_eq!(summary["lost_events"], 0, "{}", out.dump());
-    let flow = out.flow_to(dport).clone();
-    eprintln!("{name}: client saw {seen:?}; verdict {}", flow["verdict"]);
-    Some((flow, out.dump()))
+    Some((out, seen))
 }

@@ -54,7 +54,7 @@ impl Drop for Scenario {
     }
 }
 
-fn ns(prefix: &str, role: &str) -> Result<Netns> {
+pub(crate) fn ns(prefix: &str, role: &str) -> Result<Netns> {
     Netns::new(format!("{prefix}-{role}"))
 }
 
@@ -74,7 +74,7 @@ pub fn routed(b: u8) -> Result<Vec<Netns>> {
     Ok(vec![c, r, s])
 }
 
-fn listen(s: &Netns, addr: &str, secs: u32) -> Result<Child> {
+pub(crate) fn listen(s: &Netns, addr: &str, secs: u32) -> Result<Child> {
     let probe = netprobe_bin();
     // Servers outlive the tracer's start-up, which is slow in the VMs.
     let secs = (secs as f64 * crate::time_scale()).ceil().to_string();
@@ -84,7 +84,7 @@ fn listen(s: &Netns, addr: &str, secs: u32) -> Result<Child> {
     Ok(child)
 }
 
-fn tcp_connect(addr: &str) -> Vec<String> {
+pub(crate) fn tcp_connect(addr: &str) -> Vec<String> {
     let t = crate::scaled_arg(1000);
     ["tcp-connect", addr, "--timeout-ms", &t, "--count", "1"]
         .iter()
@@ -125,11 +125,14 @@ pub fn build(name: &str) -> Result<Scenario> {
         "incident3" => incident3(false),
         "incident3_mirred" => incident3(true),
         "incident1" => incident1(),
+        "incident2_ipvs" => crate::ipvs::incident2_ipvs(),
+        "incident5_ipvs" => crate::ipvs::incident5_ipvs(),
+        "ipvs_nat" => crate::ipvs::ipvs_nat(),
         other => anyhow::bail!("unknown scenario {other}; one of: {}", NAMES.join(", ")),
     }
 }
 
-fn simple(
+pub(crate) fn simple(
     name: &'static str,
     description: &'static str,
     nss: Vec<Netns>,

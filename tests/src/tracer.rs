@@ -63,6 +63,16 @@ impl TracerRun {
 
     /// Same with another output format (`text` for the demo).
     pub fn start_fmt(target: &str, format: &str, extra: &[&str]) -> Result<TracerRun> {
+        TracerRun::start_env(target, format, extra, &[])
+    }
+
+    /// Same with extra environment for the tracer (TRACER_BACKENDS, ...).
+    pub fn start_env(
+        target: &str,
+        format: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<TracerRun> {
         let ready = std::env::temp_dir().join(format!(
             "tracer-ready-{}-{}",
             std::process::id(),
@@ -73,6 +83,7 @@ impl TracerRun {
         cmd.args(["follow", target, "-o", format, "--ready-file"])
             .arg(&ready)
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().context("spawn tracer")?;

@@ -124,6 +124,17 @@ pub struct KernelOffsets {
     /// 1 when consume_skb has a `location` argument (kernel >= 6.3; on 6.1
     /// its TP_PROTO is (struct sk_buff *skb) alone).
     pub tp_consume_has_location: u32,
+    // struct nf_hook_state: pf and hook (u8 each)
+    pub nfhs_pf: u32,
+    pub nfhs_hook: u32,
+    // nf_tables (module BTF): nft_pktinfo.skb, nft_chain.name/.table,
+    // nft_table.name
+    pub nftpi_skb: u32,
+    pub nft_chain_name: u32,
+    pub nft_chain_table: u32,
+    pub nft_table_name: u32,
+    // x_tables (module BTF): xt_table.name (inline char array)
+    pub xt_table_name: u32,
 }
 
 impl KernelOffsets {
@@ -192,6 +203,13 @@ impl KernelOffsets {
             tp_reset_has_reason: 0,
             tp_kfree_has_reason: 0,
             tp_consume_has_location: 0,
+            nfhs_pf: OFFSET_NONE,
+            nfhs_hook: OFFSET_NONE,
+            nftpi_skb: OFFSET_NONE,
+            nft_chain_name: OFFSET_NONE,
+            nft_chain_table: OFFSET_NONE,
+            nft_table_name: OFFSET_NONE,
+            xt_table_name: OFFSET_NONE,
         }
     }
 }
@@ -252,10 +270,11 @@ mod tests {
 
     #[test]
     fn offsets_layout() {
-        // 63 u32 fields, no implicit padding.
-        assert_eq!(size_of::<KernelOffsets>(), 63 * 4);
+        // 70 u32 fields, no implicit padding.
+        assert_eq!(size_of::<KernelOffsets>(), 70 * 4);
         assert_eq!(offset_of!(KernelOffsets, skb_len), 0);
         assert_eq!(offset_of!(KernelOffsets, tp_consume_has_location), 62 * 4);
+        assert_eq!(offset_of!(KernelOffsets, xt_table_name), 69 * 4);
         assert_eq!(KernelOffsets::none().skb_head, OFFSET_NONE);
     }
 

@@ -2,7 +2,7 @@
 //!
 //! Every record starts with an [`EventHeader`]; `kind` says which struct
 //! follows (the whole record is one of [`PacketEvent`], [`FibEvent`],
-//! [`SockEvent`], [`NeighEvent`]).
+//! [`SockEvent`], [`NeighEvent`], [`FuncEvent`]).
 
 /// Discriminates the record type.
 pub mod kind {
@@ -10,6 +10,7 @@ pub mod kind {
     pub const FIB: u8 = 2;
     pub const SOCK: u8 = 3;
     pub const NEIGH: u8 = 4;
+    pub const FUNC: u8 = 5;
 }
 
 /// Where an event was observed. Stable numbers: they appear in the ABI.
@@ -48,10 +49,12 @@ pub enum Hook {
     /// to that socket (UDP delivery: udp_recvmsg() may copy without the
     /// skb_copy_datagram_iovec tracepoint)
     SockQueue = 16,
+    /// A kernel function (fentry/fexit or kprobe/kretprobe): see [`func`].
+    Func = 17,
 }
 
 impl Hook {
-    pub const ALL: [Hook; 16] = [
+    pub const ALL: [Hook; 17] = [
         Hook::TcIngress,
         Hook::TcEgress,
         Hook::NetifReceive,
@@ -68,6 +71,7 @@ impl Hook {
         Hook::NeighDead,
         Hook::NeighCreate,
         Hook::SockQueue,
+        Hook::Func,
     ];
 
     pub fn from_u8(v: u8) -> Option<Hook> {
@@ -244,6 +248,71 @@ pub struct NeighEvent {
     pub err: i32,
 }
 
+/// Kernel functions the function hooks follow. Stable numbers: they appear
+/// in the ABI ([`FuncEvent::func`]) and key pending calls.
+pub mod func {
+    /// nf_hook_slow(skb, state, e, s): one netfilter hook's verdict
+    /// (1 accept, -EPERM drop, 0 stolen/queued). Only non-accepts are sent.
+    pub const NF_HOOK_SLOW: u8 = 1;
+    /// nft_do_chain(pkt, priv): an nf_tables base chain's verdict.
+    pub const NFT_DO_CHAIN: u8 = 2;
+    /// ipt_do_table(priv, skb, state): an iptables (legacy) table's verdict.
+    pub const IPT_DO_TABLE: u8 = 3;
+    /// fib_validate_source(skb, ...): reverse-path (rp_filter) and martian
+    /// source checks; < 0 on failure (-EXDEV: rp_filter, -EINVAL: martian).
+    pub const FIB_VALIDATE_SOURCE: u8 = 4;
+    /// ip_route_input_noref(skb, ...): the input route lookup; < 0 on failure.
+    pub const IP_ROUTE_INPUT: u8 = 5;
+    /// ip_forward(skb): the IPv4 stack forwards it.
+    pub const IP_FORWARD: u8 = 6;
+    /// ip_local_deliver(skb): the IPv4 stack delivers it to this host.
+    pub const IP_LOCAL_DELIVER: u8 = 7;
+    /// __icmp_send(skb, type, code, ...): an ICMP error about skb.
+    pub const ICMP_SEND: u8 = 8;
+    /// ip_vs_conn_in_get_proto(ipvs, af, skb, iph): an existing IPVS
+    /// connection for this packet (non-NULL: reused).
+    pub const IPVS_CONN_IN: u8 = 9;
+    /// ip_vs_schedule(svc, skb, ...): a new IPVS connection to a real server
+    /// (NULL: the virtual service had no usable destination).
+    pub const IPVS_SCHEDULE: u8 = 10;
+    /// ip_vs_{nat,dr,tunnel,bypass}_xmit(skb, cp, ...): the IPVS xmit path
+    /// (`location` says which).
+    pub const IPVS_XMIT: u8 = 11;
+    pub const COUNT: u8 = 12;
+}
+
+/// Which backend produced a function event.
+pub mod backend {
+    pub const FENTRY: u8 = 1;
+    pub const KPROBE: u8 = 2;
+}
+
+/// A kernel function seen for a followed skb (kind FUNC, hook Func).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FuncEvent {
+    pub hdr: EventHeader,
+    /// Parsed at function entry (family 0 when unreadable).
+    pub pkt: PacketInfo,
+    /// Entry address of the function (bpf_get_func_ip()), 0 when unknown.
+    pub location: u64,
+    /// Return value (when `has_ret`).
+    pub ret: i64,
+    /// Function-specific values: NF_HOOK_SLOW: pf, hooknum; ICMP_SEND:
+    /// type, code.
+    pub arg: [u32; 2],
+    /// One of [`func`].
+    pub func: u8,
+    /// One of [`backend`].
+    pub backend: u8,
+    pub has_ret: u8,
+    pub _pad: [u8; 5],
+    /// NFT_DO_CHAIN: table name; IPT_DO_TABLE: table name.
+    pub table: [u8; 32],
+    /// NFT_DO_CHAIN: chain name.
+    pub chain: [u8; 32],
+}
+
 #[cfg(feature = "user")]
 mod pod {
     use super::*;
@@ -254,6 +323,7 @@ mod pod {
     unsafe impl aya::Pod for FibEvent {}
     unsafe impl aya::Pod for SockEvent {}
     unsafe impl aya::Pod for NeighEvent {}
+    unsafe impl aya::Pod for FuncEvent {}
 }
 
 #[cfg(test)]
@@ -287,6 +357,13 @@ mod tests {
         assert_eq!(offset_of!(FibEvent, gw), 120);
         assert_eq!(size_of::<SockEvent>(), 48 + 48 + 16);
         assert_eq!(size_of::<NeighEvent>(), 48 + 16 + 8 + 8);
+        assert_eq!(size_of::<FuncEvent>(), 48 + 48 + 8 + 8 + 8 + 8 + 64);
+        assert_eq!(offset_of!(FuncEvent, location), 96);
+        assert_eq!(offset_of!(FuncEvent, ret), 104);
+        assert_eq!(offset_of!(FuncEvent, arg), 112);
+        assert_eq!(offset_of!(FuncEvent, func), 120);
+        assert_eq!(offset_of!(FuncEvent, table), 128);
+        assert_eq!(offset_of!(FuncEvent, chain), 160);
         assert_eq!(offset_of!(NeighEvent, err), 76);
     }
 

@@ -11,7 +11,10 @@
 #![allow(clippy::needless_borrows_for_generic_args)]
 
 mod emit;
+mod fentry;
 mod filter;
+mod func;
+mod kprobe;
 mod kread;
 mod maps;
 mod tc;

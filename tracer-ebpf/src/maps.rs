@@ -57,3 +57,9 @@ pub fn bump(idx: u32) {
         unsafe { *p += 1 };
     }
 }
+
+/// Function calls parked between entry and return (func.rs), by task and
+/// function. LRU: a return that never comes (a probe attached mid-call)
+/// cannot fill it.
+#[map]
+pub static CALLS: LruHashMap<u64, tracer_common::FuncEvent> = LruHashMap::with_max_entries(4096, 0);

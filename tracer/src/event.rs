@@ -8,7 +8,8 @@ use std::{
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tracer_common::{
-    CtTuple, EventHeader, FibEvent, Hook, NeighEvent, PacketEvent, PacketInfo, SockEvent, kind,
+    CtTuple, EventHeader, FibEvent, FuncEvent, Hook, NeighEvent, PacketEvent, PacketInfo,
+    SockEvent, kind,
 };
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -29,6 +30,7 @@ pub enum Event {
     Fib(FibEvent),
     Sock(SockEvent),
     Neigh(NeighEvent),
+    Func(FuncEvent),
 }
 
 impl Event {
@@ -38,6 +40,7 @@ impl Event {
             Event::Fib(e) => &e.hdr,
             Event::Sock(e) => &e.hdr,
             Event::Neigh(e) => &e.hdr,
+            Event::Func(e) => &e.hdr,
         }
     }
 
@@ -74,6 +77,7 @@ pub fn decode(buf: &[u8]) -> Result<Event, DecodeError> {
         kind::FIB => Event::Fib(read(buf, k)?),
         kind::SOCK => Event::Sock(read(buf, k)?),
         kind::NEIGH => Event::Neigh(read(buf, k)?),
+        kind::FUNC => Event::Func(read(buf, k)?),
         other => return Err(DecodeError::UnknownKind(other)),
     })
 }

@@ -211,7 +211,22 @@ impl FlowTable {
     /// Add an event; returns the flow it went to, if any.
     pub fn ingest(&mut self, ev: &Event, names: &mut Names) -> Option<u64> {
         match ev {
-            Event::Packet(p) => self.ingest_packet(p, names),
+            Event::Packet(p) => self.ingest_packet(p, names, None),
+            Event::Func(f) => {
+                let (hook, data) = crate::funcs::hop_data(f, names);
+                let mut hdr = f.hdr;
+                hdr.hook = hook as u8;
+                let p = PacketEvent {
+                    hdr,
+                    pkt: f.pkt,
+                    location: f.location,
+                    reason: 0,
+                    mark: 0,
+                    ct_orig: tracer_common::CtTuple::zeroed(),
+                    ct_reply: tracer_common::CtTuple::zeroed(),
+                };
+                self.ingest_packet(&p, names, Some(data))
+            }
             Event::Fib(f) => {
                 let dir = if f.pkt.reply != 0 {
                     Dir::Reply
@@ -370,7 +385,13 @@ impl FlowTable {
             .map(|f| f.id)
     }
 
-    fn ingest_packet(&mut self, p: &PacketEvent, names: &mut Names) -> Option<u64> {
+    /// `data`: the hop data when the caller has it (function hooks).
+    fn ingest_packet(
+        &mut self,
+        p: &PacketEvent,
+        names: &mut Names,
+        data: Option<HopData>,
+    ) -> Option<u64> {
         let hook = Hook::from_u8(p.hdr.hook).unwrap_or(Hook::Xmit);
         // family 0: the headers were not readable at this hook (e.g. after
         // the socket layer pulled them); the skb address still ties it.
@@ -443,16 +464,17 @@ impl FlowTable {
                 }
             }
         }
-        let data = match hook {
-            Hook::Drop => HopData::Drop {
+        let data = match (data, hook) {
+            (Some(d), _) => d,
+            (None, Hook::Drop) => HopData::Drop {
                 reason: names.drop_reason(p.reason),
                 reason_code: p.reason,
                 location: names.kallsyms.symbolize(p.location),
             },
-            Hook::Consume => HopData::Consume {
+            (None, Hook::Consume) => HopData::Consume {
                 location: names.kallsyms.symbolize(p.location),
             },
-            Hook::IcmpSend => {
+            (None, Hook::IcmpSend) => {
                 let (ty, code) = ((p.reason >> 8) as u8, p.reason as u8);
                 HopData::IcmpSend {
                     icmp_type: ty,
@@ -460,12 +482,12 @@ impl FlowTable {
                     desc: icmp_desc(p.pkt.family == 6, ty, code),
                 }
             }
-            Hook::TcpReset => HopData::TcpReset {
+            (None, Hook::TcpReset) => HopData::TcpReset {
                 reason: names.rst_reason(p.reason),
             },
-            Hook::SockRecv => HopData::SockRecv,
-            Hook::SockQueue => HopData::SockQueue,
-            _ => HopData::Packet {
+            (None, Hook::SockRecv) => HopData::SockRecv,
+            (None, Hook::SockQueue) => HopData::SockQueue,
+            (None, _) => HopData::Packet {
                 tcp_flags: p.pkt.tcp_flags,
                 len: p.pkt.len,
                 mark: p.mark,
@@ -497,7 +519,11 @@ impl FlowTable {
             // key was translated by something else (e.g. a BPF program).
             if parsed && dir == Dir::Request && seen != f.key && f.translated.is_none() {
                 f.translated = Some(seen);
-                f.nat_by = Some("bpf");
+                // IPVS rewrites without conntrack too; its hooks say so.
+                let ipvs = f.hops.iter().any(
+                    |h| matches!(&h.data, HopData::Func { func, .. } if func.starts_with("ip_vs")),
+                );
+                f.nat_by = Some(if ipvs { "ipvs" } else { "bpf" });
             }
             f.push(hop);
         }

@@ -27,6 +27,7 @@ pub fn hook_name(h: Hook) -> &'static str {
         Hook::FibLookup => "fib_lookup",
         Hook::SockState => "sock_state",
         Hook::NeighUpdate | Hook::NeighTimer | Hook::NeighDead | Hook::NeighCreate => "neigh",
+        Hook::Func => "func",
     }
 }
 
@@ -188,6 +189,26 @@ pub enum HopData {
     },
     SockRecv,
     SockQueue,
+    /// A kernel function seen by a function hook (fentry or kprobe).
+    Func {
+        /// Kernel function name.
+        func: String,
+        /// fentry or kprobe.
+        backend: String,
+        /// Return value, when the hook follows the return.
+        ret: Option<i64>,
+        /// nf_hook_slow: netfilter family and hook ("ipv4 INPUT").
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nf_hook: Option<String>,
+        /// nft_do_chain / ipt_do_table: table name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        table: Option<String>,
+        /// nft_do_chain: chain name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        chain: Option<String>,
+        /// One line for people.
+        detail: String,
+    },
     Neigh {
         addr: IpAddr,
         state: String,
@@ -294,6 +315,9 @@ impl Hop {
             } => format!("socket {old_state} -> {new_state}"),
             HopData::SockRecv => "read by a local socket (recvmsg)".into(),
             HopData::SockQueue => "queued to a local socket (sk_data_ready)".into(),
+            HopData::Func {
+                detail, backend, ..
+            } => format!("{detail} [{backend}]"),
             HopData::Neigh {
                 addr,
                 state,

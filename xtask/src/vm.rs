@@ -51,16 +51,16 @@ const KERNELS: &[(&str, &str)] = &[
 /// The suites run inside each kernel: the incident suite and the verdict
 /// suite (cleanup/safety/soak stay on the host: the soak alone is minutes
 /// natively, hours under TCG).
-const SUITES: &[&str] = &["incidents", "follow", "ipvs"];
+const SUITES: &[&str] = &["incidents", "follow", "ipvs", "backends"];
 
 #[derive(Args, Clone)]
 pub struct VmArgs {
     /// Kernels to run: 6.1, 6.12 (default: both).
     #[arg(long = "kernel")]
-    kernels: Vec<String>,
+    pub kernels: Vec<String>,
     /// Only tests whose name contains this.
     #[arg(long)]
-    filter: Option<String>,
+    pub filter: Option<String>,
 }
 
 pub struct KernelResult {
@@ -262,6 +262,9 @@ fn script(bins: &[(String, PathBuf)], filter: Option<&str>) -> String {
     // Emulated guests run several times slower than the host: stretch the
     // tests' waits and timeouts (tests/src/lib.rs time_scale()).
     s += &format!("export TRACER_TIME_SCALE={TIME_SCALE}\n");
+    // These kernels have IPVS, kprobes and fentry: a test that finds one
+    // missing fails here instead of skipping.
+    s += "export TRACER_REQUIRE_KERNEL_FEATURES=1\n";
     s += &format!("cd {}/tests\n", root().display());
     s += "uname -r; $TRACER_BIN doctor 2>&1 | sed 's/^/doctor: /'\n";
     for (suite, path) in bins {

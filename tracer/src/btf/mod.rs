@@ -114,6 +114,8 @@ pub enum Type {
 pub struct Btf {
     types: Vec<Type>,
     by_name: HashMap<String, Vec<u32>>,
+    /// Types below this id are vmlinux's; the rest come from modules.
+    vmlinux_types: usize,
 }
 
 fn u32_at(b: &[u8], off: usize) -> Result<u32, BtfError> {
@@ -166,8 +168,10 @@ impl Btf {
                 kind: 0,
             }],
             by_name: HashMap::new(),
+            vmlinux_types: 0,
         };
         btf.parse_types(data, None)?;
+        btf.vmlinux_types = btf.types.len();
         Ok(btf)
     }
 
@@ -180,6 +184,7 @@ impl Btf {
         let mut m = Btf {
             types: Vec::new(),
             by_name: HashMap::new(),
+            vmlinux_types: 0,
         };
         m.parse_types(data, Some((base, base_strs)))?;
         let shift = (start - base_count) as u32;
@@ -466,6 +471,26 @@ impl Btf {
     /// Number of arguments of a tp_btf tracepoint (`btf_trace_<name>` is a
     /// typedef to a pointer to `void (*)(void *__data, args...)`), without
     /// the leading `__data`.
+    /// Where function `name` is described: `Some(true)` in vmlinux's own
+    /// BTF (fentry/fexit can attach to it), `Some(false)` only in a module's,
+    /// None nowhere (not a traceable function on this kernel: absent, or
+    /// inlined everywhere).
+    pub fn func_in_vmlinux(&self, name: &str) -> Option<bool> {
+        let ids = self.by_name.get(name)?;
+        let mut found = None;
+        for id in ids {
+            if let Some(Type::Other { kind, .. }) = self.types.get(*id as usize)
+                && *kind == kinds::FUNC
+            {
+                if (*id as usize) < self.vmlinux_types {
+                    return Some(true);
+                }
+                found = Some(false);
+            }
+        }
+        found
+    }
+
     pub fn tracepoint_arity(&self, tp: &str) -> Option<usize> {
         let id = *self.by_name.get(&format!("btf_trace_{tp}"))?.first()?;
         let (_, t) = self.resolve(id)?;

@@ -102,6 +102,16 @@ pub fn resolve(btf: &Btf) -> Result<Resolved, BtfError> {
         tp_reset_has_reason: 0,
         tp_kfree_has_reason: 0,
         tp_consume_has_location: 0,
+        nfhs_pf: get("nf_hook_state", "pf"),
+        nfhs_hook: get("nf_hook_state", "hook"),
+        // Module types (nf_tables, x_tables): resolved from the module's
+        // split BTF when it is loaded, else reported missing (the chain or
+        // table name of a netfilter verdict is then empty).
+        nftpi_skb: get("nft_pktinfo", "skb"),
+        nft_chain_name: get("nft_chain", "name"),
+        nft_chain_table: get("nft_chain", "table"),
+        nft_table_name: get("nft_table", "name"),
+        xt_table_name: get("xt_table", "name"),
     };
     // struct sock starts with struct sock_common __sk_common, so sock_common
     // offsets are valid on a struct sock pointer; check rather than assume.

@@ -160,7 +160,9 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode> {
             Status::Warn,
             format!("{} names from enum skb_drop_reason", reasons.len()),
         ));
-        plan = probes::plan(b);
+        let mut caps = probes::KernelCaps::probe();
+        caps.fentry_error = crate::loader::fentry_trial();
+        plan = probes::plan(b, &caps);
         let missing_required: Vec<&str> = plan
             .iter()
             .filter(|p| p.required && p.error.is_some())
@@ -221,7 +223,12 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode> {
                     .clone()
                     .unwrap_or_else(|| format!("feeds {}", p.feeds))
             );
+            // Why a better backend was not taken.
+            for f in p.fallbacks.iter().filter(|f| Some(*f) != p.error.as_ref()) {
+                println!("  {:<14} {:<7} {:<26} passed over: {f}", "", "", "");
+            }
         }
+        println!("\nbackends: {}", probes::backend_summary_planned(&plan));
         println!(
             "\n{}",
             if ok {

@@ -88,7 +88,12 @@ fn parse_ring_bytes(s: &str) -> Result<u32, String> {
 /// counters per namespace, read on demand and refreshed when older than
 /// half a second.
 /// When read, the namespace's addresses, and its netfilter rules that moved.
-type NetnsFacts = (Instant, Vec<IfAddr>, Vec<(NfRule, u64)>);
+type NetnsFacts = (
+    Instant,
+    Vec<IfAddr>,
+    Vec<(NfRule, u64)>,
+    Vec<crate::ipvs::VirtualService>,
+);
 
 struct LiveEnv {
     vip: VipWatch,
@@ -105,22 +110,23 @@ impl LiveEnv {
             let fresh = self
                 .cache
                 .get(&ino)
-                .is_some_and(|(t, _, _)| t.elapsed() < Duration::from_millis(500));
+                .is_some_and(|(t, ..)| t.elapsed() < Duration::from_millis(500));
             if ino == 0 || fresh {
                 continue;
             }
-            let (addrs, nf) = match names.netns.path(ino) {
+            let (addrs, nf, ipvs) = match names.netns.path(ino) {
                 Some(p) => {
                     self.paths.insert(ino, p.clone());
                     let now = netfilter::snapshot(&p);
                     (
                         addresses_in(&p).unwrap_or_default(),
                         netfilter::moved(self.nf_baseline.get(&ino).map(Vec::as_slice), &now),
+                        crate::ipvs::table_in(&p),
                     )
                 }
-                None => (Vec::new(), Vec::new()),
+                None => (Vec::new(), Vec::new(), Vec::new()),
             };
-            self.cache.insert(ino, (Instant::now(), addrs, nf));
+            self.cache.insert(ino, (Instant::now(), addrs, nf, ipvs));
         }
     }
 
@@ -135,14 +141,21 @@ impl Env for LiveEnv {
     fn addrs(&self, netns: u32) -> Option<&[IfAddr]> {
         self.cache
             .get(&netns)
-            .map(|(_, a, _)| a.as_slice())
+            .map(|(_, a, ..)| a.as_slice())
             .filter(|a| !a.is_empty())
     }
 
     fn nf_moved(&self, netns: u32) -> &[(NfRule, u64)] {
         self.cache
             .get(&netns)
-            .map(|(_, _, n)| n.as_slice())
+            .map(|(_, _, n, _)| n.as_slice())
+            .unwrap_or(&[])
+    }
+
+    fn ipvs(&self, netns: u32) -> &[crate::ipvs::VirtualService] {
+        self.cache
+            .get(&netns)
+            .map(|(.., v)| v.as_slice())
             .unwrap_or(&[])
     }
 
@@ -259,6 +272,7 @@ async fn follow(
     // /proc/kallsyms takes ~50 ms to read: off the start-up path, as is the
     // netfilter counter baseline (joined before the ready file is written).
     let kallsyms = std::thread::spawn(Kallsyms::load);
+    let caps = std::thread::spawn(probes::KernelCaps::probe);
     let netns_paths: Vec<_> = netns.iter().map(|n| n.path.clone()).collect();
     let baseline = std::thread::spawn(move || nf_baseline(netns_paths));
     let btf = Btf::from_sys()?;
@@ -270,7 +284,8 @@ async fn follow(
         kallsyms: Kallsyms::default(),
         netns: Default::default(),
     };
-    let mut plan = probes::plan(&btf);
+    let mut caps = caps.join().unwrap_or_default();
+    let mut plan = probes::plan(&btf, &caps);
     drop(btf);
     log::debug!("names ready: {:?}", started.elapsed());
 
@@ -285,8 +300,7 @@ async fn follow(
         &aya_btf,
         args.ring_bytes,
     )?;
-    loader::load_programs(&mut ebpf, &mut plan, &aya_btf)?;
-    drop(aya_btf);
+    loader::load_programs(&mut ebpf, &mut plan, &mut caps, &aya_btf)?;
     log::debug!("object loaded: {:?}", started.elapsed());
 
     let scopes: Vec<TcScope> = if netns.is_empty() {
@@ -306,8 +320,9 @@ async fn follow(
     let mut tc = TcManager::new(tc_mode(args.tc_attach), scopes, args.iface.clone());
     // From here on, every error path detaches (TcManager's Drop, links'
     // Drop) before returning.
-    loader::attach_tracepoints(&mut ebpf, &mut plan)?;
-    log::debug!("tracepoints attached: {:?}", started.elapsed());
+    loader::attach_hooks(&mut ebpf, &mut plan, &caps, &aya_btf)?;
+    drop(aya_btf);
+    log::debug!("hooks attached: {:?}", started.elapsed());
     tc.sync(&mut ebpf)?;
     log::debug!("tc attached: {:?}", started.elapsed());
     let missing = tc.missing_ifaces();
@@ -339,12 +354,24 @@ async fn follow(
         tc.mode(),
         netns.len().max(1),
     );
-    for p in plan.iter().filter(|p| !p.attached) {
+    eprintln!("tracer: backends: {}", probes::backend_summary(&plan));
+    for p in plan.iter().filter(|p| !p.attached && p.core) {
         eprintln!(
             "tracer: warning: hook {} unavailable ({}): {}",
             p.hook,
             p.feeds,
             p.error.clone().unwrap_or_default()
+        );
+    }
+    let gaps: Vec<&str> = plan
+        .iter()
+        .filter(|p| !p.attached && !p.core)
+        .map(|p| p.hook.as_str())
+        .collect();
+    if !gaps.is_empty() {
+        eprintln!(
+            "tracer: note: function hooks unavailable here: {} (`tracer doctor` says why)",
+            gaps.join(", ")
         );
     }
     for e in &tc.errors {
@@ -355,7 +382,7 @@ async fn follow(
         for p in plan.iter().filter(|p| !p.attached) {
             emit(
                 &mut out,
-                &serde_json::json!({"type": "probe_error", "hook": p.hook, "error": p.error})
+                &serde_json::json!({"type": "probe_error", "hook": p.hook, "core": p.core, "error": p.error})
                     .to_string(),
             );
         }
@@ -372,8 +399,13 @@ async fn follow(
         lost_events: 0,
         missing_hooks: plan
             .iter()
-            .filter(|p| !p.attached)
+            .filter(|p| !p.attached && p.core)
             .map(|p| p.hook.clone())
+            .collect(),
+        missing_func_hooks: plan
+            .iter()
+            .filter(|p| !p.attached && !p.core)
+            .map(|p| (p.hook.clone(), p.error.clone().unwrap_or_default()))
             .collect(),
         map_failures: 0,
     };

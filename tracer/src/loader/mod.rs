@@ -8,11 +8,11 @@ use anyhow::{Result, anyhow, bail};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
-    programs::{BtfTracePoint, Program},
+    programs::Program,
 };
 use tracer_common::{FilterConfig, KernelOffsets, stat};
 
-use self::probes::ProbeStatus;
+use self::probes::{Backend, KernelCaps, ProbeStatus};
 
 /// The kernel object, built by build.rs.
 pub static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer"));
@@ -44,22 +44,88 @@ pub fn load(
     Ok(ebpf)
 }
 
-/// Load (verify) the tc programs and every tracepoint of the plan.
-/// Verification dominates start-up and the kernel verifies programs
+/// Can this kernel load fentry programs at all? Loads the object with the
+/// default globals and verifies one small fentry program (ip_forward).
+/// None when it can; else why not (lockdown, no BTF trampolines, not root).
+pub fn fentry_trial() -> Option<String> {
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root: fentry not tried".into());
+    }
+    let btf = match aya::Btf::from_sys_fs() {
+        Ok(b) => b,
+        Err(e) => return Some(format!("read BTF: {e}")),
+    };
+    let mut ebpf = match EbpfLoader::new().btf(Some(&btf)).load(EBPF_OBJECT) {
+        Ok(e) => e,
+        Err(e) => return Some(format!("load object: {e}")),
+    };
+    let name = "tracer_fe_ip_forward";
+    let prog = ebpf.program_mut(name)?;
+    load_one(name, prog, &Target::Traced("ip_forward".into()), &btf)
+        .err()
+        .map(|e| format!("fentry trial load failed: {}", first_line(&e)))
+}
+
+/// How a program is loaded: tp_btf and fentry/fexit programs are verified
+/// against their target's BTF.
+#[derive(Debug, Clone)]
+enum Target {
+    Tc,
+    TpBtf(String),
+    Kprobe,
+    Traced(String),
+}
+
+fn target_of(st: &ProbeStatus) -> Target {
+    let spec = probes::spec(&st.hook).expect("plan comes from the registry");
+    match st.backend() {
+        Backend::TpBtf => Target::TpBtf(spec.tracepoint.map(|t| t.0).unwrap_or_default().into()),
+        Backend::Fentry => Target::Traced(spec.funcs.first().copied().unwrap_or_default().into()),
+        _ => Target::Kprobe,
+    }
+}
+
+/// Load (verify) the tc programs and the programs of every hook's planned
+/// backend. Verification dominates start-up and the kernel verifies programs
 /// independently, so they are loaded from as many threads as there are CPUs.
-/// A required hook that fails is an error; others are reported in the plan.
-pub fn load_programs(ebpf: &mut Ebpf, plan: &mut [ProbeStatus], btf: &aya::Btf) -> Result<()> {
-    let mut jobs: Vec<(&str, &mut Program)> = ebpf
+/// A hook whose programs fail to load falls back to its next backend. A
+/// required hook that ends with none is an error.
+pub fn load_programs(
+    ebpf: &mut Ebpf,
+    plan: &mut [ProbeStatus],
+    caps: &mut KernelCaps,
+    btf: &aya::Btf,
+) -> Result<()> {
+    // fentry either works on this kernel or not at all (lockdown, no
+    // trampoline support): one trial load decides for every hook.
+    if let Some(st) = plan.iter().find(|s| s.backend() == Backend::Fentry) {
+        let name = st.programs()[0];
+        let t = target_of(st);
+        if let Some(prog) = ebpf.program_mut(name)
+            && let Err(e) = load_one(name, prog, &t, btf)
+        {
+            let why = format!("fentry trial load failed: {}", first_line(&e));
+            caps.fentry_error = Some(why.clone());
+            for st in plan.iter_mut().filter(|s| s.backend() == Backend::Fentry) {
+                st.fall_back(why.clone());
+            }
+        }
+    }
+    let mut wanted: Vec<(String, Target)> = vec![
+        (tc::INGRESS_PROG.into(), Target::Tc),
+        (tc::EGRESS_PROG.into(), Target::Tc),
+    ];
+    for st in plan.iter() {
+        for p in st.programs() {
+            wanted.push((p.to_string(), target_of(st)));
+        }
+    }
+    let mut jobs: Vec<(&str, &mut Program, Target)> = ebpf
         .programs_mut()
-        .filter(|(name, _)| {
-            *name == tc::INGRESS_PROG
-                || *name == tc::EGRESS_PROG
-                || plan.iter().any(|st| {
-                    st.backend == "tp_btf"
-                        && probes::TRACEPOINTS
-                            .iter()
-                            .any(|p| p.hook == st.hook && p.program == *name)
-                })
+        .filter_map(|(name, prog)| {
+            let t = wanted.iter().find(|(n, _)| n == name)?.1.clone();
+            // Already loaded by the fentry trial.
+            (prog.fd().is_err()).then_some((name, prog, t))
         })
         .collect();
     // Heaviest first (the skb parsers), then a shared queue keeps every
@@ -74,7 +140,7 @@ pub fn load_programs(ebpf: &mut Ebpf, plan: &mut [ProbeStatus], btf: &aya::Btf) 
         ]
         .contains(&n)
     };
-    jobs.sort_by_key(|(n, _)| !heavy(n));
+    jobs.sort_by_key(|(n, _, _)| !heavy(n));
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
@@ -87,9 +153,9 @@ pub fn load_programs(ebpf: &mut Ebpf, plan: &mut [ProbeStatus], btf: &aya::Btf) 
                     let mut done = Vec::new();
                     loop {
                         let next = queue.lock().expect("queue").next();
-                        let Some((name, prog)) = next else { break };
+                        let Some((name, prog, t)) = next else { break };
                         let t0 = std::time::Instant::now();
-                        let r = load_one(name, prog, btf);
+                        let r = load_one(name, prog, &t, btf);
                         log::debug!("verified {name} in {:?}", t0.elapsed());
                         done.push((name.to_string(), r));
                     }
@@ -102,71 +168,54 @@ pub fn load_programs(ebpf: &mut Ebpf, plan: &mut [ProbeStatus], btf: &aya::Btf) 
             .flat_map(|h| h.join().expect("loader thread"))
             .collect()
     });
+    let mut failed_hooks = Vec::new();
     for (name, r) in results {
         let Err(e) = r else { continue };
         if name == tc::INGRESS_PROG || name == tc::EGRESS_PROG {
             return Err(e.context(format!("load {name}")));
         }
-        let spec = probes::TRACEPOINTS.iter().find(|p| p.program == name);
-        if let Some(st) = spec.and_then(|sp| plan.iter_mut().find(|st| st.hook == sp.hook)) {
-            st.error = Some(format!("load: {e:#}"));
-            if st.required {
+        if let Some(st) = plan
+            .iter_mut()
+            .find(|st| st.programs().contains(&name.as_str()))
+        {
+            failed_hooks.push(st.hook.clone());
+            let keep_going = st.fall_back(format!("load {name}: {e:#}"));
+            if !keep_going && st.required {
                 bail!("required hook {} failed to load: {e:#}", st.hook);
             }
         }
     }
+    // Fallbacks load one by one (rare).
+    for hook in failed_hooks {
+        let st = plan.iter_mut().find(|s| s.hook == hook).expect("hook");
+        ensure_loaded(ebpf, st, btf)?;
+    }
     Ok(())
 }
 
-fn load_one(name: &str, prog: &mut Program, btf: &aya::Btf) -> Result<()> {
-    match prog {
-        Program::SchedClassifier(p) => p.load().map_err(|e| anyhow!(verifier_summary(&e))),
-        Program::BtfTracePoint(p) => {
-            let spec = probes::TRACEPOINTS
-                .iter()
-                .find(|s| s.program == name)
-                .ok_or_else(|| anyhow!("{name} is not in the probe registry"))?;
-            p.load(spec.tracepoint, btf)
-                .map_err(|e| anyhow!(verifier_summary(&e)))
-        }
-        _ => bail!("unexpected program type for {name}"),
-    }
-}
-
-/// Attach the loaded tracepoints of the plan.
-pub fn attach_tracepoints(ebpf: &mut Ebpf, plan: &mut [ProbeStatus]) -> Result<()> {
-    for st in plan.iter_mut() {
-        if st.backend == "none" {
-            if st.required {
-                bail!(
-                    "required hook {} unavailable: {}",
-                    st.hook,
-                    st.error.clone().unwrap_or_default()
-                );
+/// Load the current backend's programs of `st`, falling back until one
+/// backend loads or none is left.
+fn ensure_loaded(ebpf: &mut Ebpf, st: &mut ProbeStatus, btf: &aya::Btf) -> Result<()> {
+    while st.backend() != Backend::None {
+        let t = target_of(st);
+        let mut err = None;
+        for name in st.programs() {
+            let prog = ebpf
+                .program_mut(name)
+                .ok_or_else(|| anyhow!("program {name} missing from the object"))?;
+            if prog.fd().is_ok() {
+                continue;
             }
-            continue;
+            if let Err(e) = load_one(name, prog, &t, btf) {
+                err = Some(format!("load {name}: {e:#}"));
+                break;
+            }
         }
-        if st.error.is_some() {
-            continue;
-        }
-        let spec = probes::TRACEPOINTS
-            .iter()
-            .find(|p| p.hook == st.hook)
-            .expect("plan comes from the registry");
-        let res: Result<()> = (|| {
-            let prog: &mut BtfTracePoint = ebpf
-                .program_mut(spec.program)
-                .ok_or_else(|| anyhow!("program {} missing from the object", spec.program))?
-                .try_into()?;
-            prog.attach().map_err(|e| anyhow!("attach: {e}"))?;
-            Ok(())
-        })();
-        match res {
-            Ok(()) => st.attached = true,
-            Err(e) => {
-                st.error = Some(format!("{e:#}"));
-                if st.required {
-                    bail!("required hook {} failed: {e:#}", st.hook);
+        match err {
+            None => return Ok(()),
+            Some(e) => {
+                if !st.fall_back(e.clone()) && st.required {
+                    bail!("required hook {} failed to load: {e}", st.hook);
                 }
             }
         }
@@ -174,8 +223,116 @@ pub fn attach_tracepoints(ebpf: &mut Ebpf, plan: &mut [ProbeStatus]) -> Result<(
     Ok(())
 }
 
+fn first_line(e: &anyhow::Error) -> String {
+    format!("{e:#}")
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn load_one(name: &str, prog: &mut Program, t: &Target, btf: &aya::Btf) -> Result<()> {
+    let r = match (prog, t) {
+        (Program::SchedClassifier(p), _) => p.load(),
+        (Program::BtfTracePoint(p), Target::TpBtf(tp)) => p.load(tp, btf),
+        (Program::KProbe(p), _) => p.load(),
+        (Program::FEntry(p), Target::Traced(f)) => p.load(f, btf),
+        (Program::FExit(p), Target::Traced(f)) => p.load(f, btf),
+        (_, t) => bail!("program {name} cannot be loaded as {t:?}"),
+    };
+    r.map_err(|e| anyhow!(verifier_summary(&e)))
+}
+
+/// Attach every hook of the plan, falling back to the next backend (loading
+/// its programs) when attaching fails.
+pub fn attach_hooks(
+    ebpf: &mut Ebpf,
+    plan: &mut [ProbeStatus],
+    caps: &KernelCaps,
+    btf: &aya::Btf,
+) -> Result<()> {
+    for st in plan.iter_mut() {
+        loop {
+            if st.backend() == Backend::None {
+                if st.required {
+                    bail!(
+                        "required hook {} unavailable: {}",
+                        st.hook,
+                        st.error.clone().unwrap_or_default()
+                    );
+                }
+                break;
+            }
+            ensure_loaded(ebpf, st, btf)?;
+            if st.backend() == Backend::None {
+                continue;
+            }
+            match attach_one(ebpf, st, caps) {
+                Ok(()) => {
+                    st.attached = true;
+                    st.error = None;
+                    break;
+                }
+                Err(e) => {
+                    if !st.fall_back(format!("{e:#}")) && st.required {
+                        bail!("required hook {} failed: {e:#}", st.hook);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn attach_one(ebpf: &mut Ebpf, st: &ProbeStatus, caps: &KernelCaps) -> Result<()> {
+    let spec = probes::spec(&st.hook).expect("plan comes from the registry");
+    for name in st.programs() {
+        let prog = ebpf
+            .program_mut(name)
+            .ok_or_else(|| anyhow!("program {name} missing from the object"))?;
+        match prog {
+            Program::BtfTracePoint(p) => {
+                p.attach().map_err(|e| anyhow!("attach {name}: {e}"))?;
+            }
+            Program::FEntry(p) => {
+                p.attach().map_err(|e| anyhow!("attach {name}: {e}"))?;
+            }
+            Program::FExit(p) => {
+                p.attach().map_err(|e| anyhow!("attach {name}: {e}"))?;
+            }
+            Program::KProbe(p) => {
+                let mut n = 0;
+                for f in spec
+                    .funcs
+                    .iter()
+                    .filter(|f| caps.symbols.iter().any(|s| s == *f))
+                {
+                    p.attach(*f, 0)
+                        .map_err(|e| anyhow!("attach {name} to {f}: {e}"))?;
+                    n += 1;
+                }
+                if n == 0 {
+                    bail!("none of {} in kallsyms", spec.funcs.join(","));
+                }
+            }
+            _ => bail!("unexpected program type for {name}"),
+        }
+    }
+    Ok(())
+}
+
 /// The verifier log is long; keep its last lines.
 fn verifier_summary(e: &aya::programs::ProgramError) -> String {
+    // An empty verifier log: the kernel refused before verifying (EPERM
+    // under lockdown, EINVAL for an unknown attach target): say just that.
+    if let aya::programs::ProgramError::LoadError {
+        io_error,
+        verifier_log,
+    } = e
+        && verifier_log.to_string().trim().is_empty()
+    {
+        return format!("the kernel refused the load: {io_error}");
+    }
     let s = format!("{e:?}");
     let lines: Vec<&str> = s.lines().collect();
     if lines.len() > 12 {

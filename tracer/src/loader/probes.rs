@@ -1,125 +1,403 @@
 //! The probe registry: which hooks this kernel offers, with which backend,
 //! and what happened when attaching them.
+//!
+//! Each hook lists the backends that can serve it, best first: fentry/fexit
+//! (a BPF trampoline: cheapest, sees arguments and the return value), then
+//! kprobe/kretprobe, then a tracepoint (tp_btf) giving the same evidence.
+//! The plan takes the first backend this kernel offers; the loader falls
+//! back to the next one when loading or attaching fails, and every step is
+//! reported (`tracer doctor`, the `probes` of the summary).
 
 use serde::Serialize;
 
 use crate::btf::Btf;
 
-/// A kernel hook the tracer wants, and the program serving it.
+/// Program names of a function hook: the entry program and, when the
+/// return value matters, the return program.
+#[derive(Debug, Clone, Copy)]
+pub struct FnProgs {
+    pub entry: &'static str,
+    pub ret: Option<&'static str>,
+}
+
+/// A kernel hook the tracer wants, and the programs that can serve it.
 #[derive(Debug, Clone, Copy)]
 pub struct ProbeSpec {
-    /// Name shown to the user (also the `hook` of hops it produces).
+    /// Name shown to the user.
     pub hook: &'static str,
-    /// Program name in the eBPF object.
-    pub program: &'static str,
-    /// Tracepoint name (tp_btf target).
-    pub tracepoint: &'static str,
+    /// Kernel functions (fentry and kprobe backends); several for one hook
+    /// when one program is attached to each (kprobe only).
+    pub funcs: &'static [&'static str],
+    /// Module that holds `funcs`, when not vmlinux.
+    pub module: Option<&'static str>,
+    pub fentry: Option<FnProgs>,
+    pub kprobe: Option<FnProgs>,
+    /// (tracepoint, program) for the tp_btf backend.
+    pub tracepoint: Option<(&'static str, &'static str)>,
     /// Without it no packet can be followed at all.
     pub required: bool,
+    /// Part of the core timeline: when missing, every verdict is marked
+    /// incomplete. Function hooks that only add detail (netfilter chain
+    /// names, rp_filter, IPVS decisions) mark the verdicts they feed.
+    pub core: bool,
     /// What verdicts lose when it is missing.
     pub feeds: &'static str,
 }
 
-pub const TRACEPOINTS: &[ProbeSpec] = &[
+const fn tp(
+    hook: &'static str,
+    tracepoint: &'static str,
+    program: &'static str,
+    required: bool,
+    feeds: &'static str,
+) -> ProbeSpec {
     ProbeSpec {
-        hook: "netif_receive",
-        program: "tracer_netif_receive",
-        tracepoint: "netif_receive_skb",
-        required: true,
-        feeds: "receive hops",
-    },
-    ProbeSpec {
-        hook: "xmit",
-        program: "tracer_xmit",
-        tracepoint: "net_dev_start_xmit",
-        required: true,
-        feeds: "transmit hops, forwarded verdicts",
-    },
-    ProbeSpec {
-        hook: "drop",
-        program: "tracer_kfree_skb",
-        tracepoint: "kfree_skb",
-        required: true,
-        feeds: "dropped verdicts",
-    },
-    ProbeSpec {
-        hook: "consume",
-        program: "tracer_consume_skb",
-        tracepoint: "consume_skb",
-        required: false,
-        feeds: "end of followed packets",
-    },
-    ProbeSpec {
-        hook: "sock_recv",
-        program: "tracer_sock_recv",
-        tracepoint: "skb_copy_datagram_iovec",
-        required: false,
-        feeds: "delivered verdicts (data read by a socket)",
-    },
+        hook,
+        funcs: &[],
+        module: None,
+        fentry: None,
+        kprobe: None,
+        tracepoint: Some((tracepoint, program)),
+        required,
+        core: true,
+        feeds,
+    }
+}
+
+const fn ret(entry: &'static str, ret: &'static str) -> Option<FnProgs> {
+    Some(FnProgs {
+        entry,
+        ret: Some(ret),
+    })
+}
+
+const fn entry(entry: &'static str) -> Option<FnProgs> {
+    Some(FnProgs { entry, ret: None })
+}
+
+pub const REGISTRY: &[ProbeSpec] = &[
+    tp(
+        "netif_receive",
+        "netif_receive_skb",
+        "tracer_netif_receive",
+        true,
+        "receive hops",
+    ),
+    tp(
+        "xmit",
+        "net_dev_start_xmit",
+        "tracer_xmit",
+        true,
+        "transmit hops, forwarded verdicts",
+    ),
+    tp(
+        "drop",
+        "kfree_skb",
+        "tracer_kfree_skb",
+        true,
+        "dropped verdicts",
+    ),
+    tp(
+        "consume",
+        "consume_skb",
+        "tracer_consume_skb",
+        false,
+        "end of followed packets",
+    ),
+    tp(
+        "sock_recv",
+        "skb_copy_datagram_iovec",
+        "tracer_sock_recv",
+        false,
+        "delivered verdicts (data read by a socket)",
+    ),
     ProbeSpec {
         hook: "sock_queue",
-        program: "tracer_sk_data_ready",
-        tracepoint: "sk_data_ready",
+        funcs: &["sock_def_readable"],
+        module: None,
+        fentry: entry("tracer_fe_sock_def_readable"),
+        kprobe: entry("tracer_kp_sock_def_readable"),
+        tracepoint: Some(("sk_data_ready", "tracer_sk_data_ready")),
         required: false,
+        core: true,
         feeds: "delivered verdicts (queued to a socket; UDP)",
     },
     ProbeSpec {
         hook: "icmp_send",
-        program: "tracer_icmp_send",
-        tracepoint: "icmp_send",
+        funcs: &["__icmp_send"],
+        module: None,
+        fentry: entry("tracer_fe_icmp_send"),
+        kprobe: entry("tracer_kp_icmp_send"),
+        tracepoint: Some(("icmp_send", "tracer_icmp_send")),
         required: false,
+        core: true,
         feeds: "ICMP errors sent by the kernel",
     },
+    tp(
+        "tcp_reset",
+        "tcp_send_reset",
+        "tracer_tcp_reset",
+        false,
+        "TCP resets sent by the kernel",
+    ),
+    tp(
+        "fib_lookup",
+        "fib_table_lookup",
+        "tracer_fib_lookup",
+        false,
+        "routing decisions, misrouted verdicts",
+    ),
+    tp(
+        "fib6_lookup",
+        "fib6_table_lookup",
+        "tracer_fib6_lookup",
+        false,
+        "IPv6 routing decisions",
+    ),
+    tp(
+        "sock_state",
+        "inet_sock_set_state",
+        "tracer_sock_state",
+        false,
+        "delivered verdicts (TCP handshakes)",
+    ),
+    tp(
+        "neigh_update",
+        "neigh_update",
+        "tracer_neigh_update",
+        false,
+        "neighbour state of the target",
+    ),
+    tp(
+        "neigh_timer",
+        "neigh_timer_handler",
+        "tracer_neigh_timer",
+        false,
+        "neighbour resolution failures",
+    ),
+    tp(
+        "neigh_dead",
+        "neigh_event_send_dead",
+        "tracer_neigh_dead",
+        false,
+        "packets sent to a failed neighbour",
+    ),
+    // ---- function hooks: what tracepoints cannot see ----
     ProbeSpec {
-        hook: "tcp_reset",
-        program: "tracer_tcp_reset",
-        tracepoint: "tcp_send_reset",
+        hook: "nf_verdict",
+        funcs: &["nf_hook_slow"],
+        module: None,
+        fentry: ret("tracer_fe_nf_hook_slow", "tracer_fx_nf_hook_slow"),
+        kprobe: ret("tracer_kp_nf_hook_slow", "tracer_krp_nf_hook_slow"),
+        tracepoint: None,
         required: false,
-        feeds: "TCP resets sent by the kernel",
+        core: false,
+        feeds: "netfilter verdicts per hook (family and hook of a DROP)",
     },
     ProbeSpec {
-        hook: "fib_lookup",
-        program: "tracer_fib_lookup",
-        tracepoint: "fib_table_lookup",
+        hook: "nft_chain",
+        funcs: &["nft_do_chain"],
+        module: Some("nf_tables"),
+        fentry: None,
+        kprobe: ret("tracer_kp_nft_do_chain", "tracer_krp_nft_do_chain"),
+        tracepoint: None,
         required: false,
-        feeds: "routing decisions, misrouted verdicts",
+        core: false,
+        feeds: "nf_tables table/chain of a netfilter verdict",
     },
     ProbeSpec {
-        hook: "fib6_lookup",
-        program: "tracer_fib6_lookup",
-        tracepoint: "fib6_table_lookup",
+        hook: "ipt_table",
+        funcs: &["ipt_do_table"],
+        module: Some("ip_tables"),
+        fentry: None,
+        kprobe: ret("tracer_kp_ipt_do_table", "tracer_krp_ipt_do_table"),
+        tracepoint: None,
         required: false,
-        feeds: "IPv6 routing decisions",
+        core: false,
+        feeds: "iptables-legacy table of a netfilter verdict",
     },
     ProbeSpec {
-        hook: "sock_state",
-        program: "tracer_sock_state",
-        tracepoint: "inet_sock_set_state",
+        hook: "rp_filter",
+        funcs: &["fib_validate_source"],
+        module: None,
+        fentry: ret(
+            "tracer_fe_fib_validate_source",
+            "tracer_fx_fib_validate_source",
+        ),
+        kprobe: ret(
+            "tracer_kp_fib_validate_source",
+            "tracer_krp_fib_validate_source",
+        ),
+        tracepoint: None,
         required: false,
-        feeds: "delivered verdicts (TCP handshakes)",
+        core: false,
+        feeds: "reverse-path filter (rp_filter) and martian source failures",
     },
     ProbeSpec {
-        hook: "neigh_update",
-        program: "tracer_neigh_update",
-        tracepoint: "neigh_update",
+        hook: "route_input",
+        funcs: &["ip_route_input_noref"],
+        module: None,
+        fentry: ret("tracer_fe_ip_route_input", "tracer_fx_ip_route_input"),
+        kprobe: ret("tracer_kp_ip_route_input", "tracer_krp_ip_route_input"),
+        tracepoint: None,
         required: false,
-        feeds: "neighbour state of the target",
+        core: false,
+        feeds: "input route failures (errno of ip_route_input_noref)",
     },
     ProbeSpec {
-        hook: "neigh_timer",
-        program: "tracer_neigh_timer",
-        tracepoint: "neigh_timer_handler",
+        hook: "ip_forward",
+        funcs: &["ip_forward"],
+        module: None,
+        fentry: entry("tracer_fe_ip_forward"),
+        kprobe: entry("tracer_kp_ip_forward"),
+        tracepoint: None,
         required: false,
-        feeds: "neighbour resolution failures",
+        core: false,
+        feeds: "forwarding by the IPv4 stack",
     },
     ProbeSpec {
-        hook: "neigh_dead",
-        program: "tracer_neigh_dead",
-        tracepoint: "neigh_event_send_dead",
+        hook: "local_deliver",
+        funcs: &["ip_local_deliver"],
+        module: None,
+        fentry: entry("tracer_fe_ip_local_deliver"),
+        kprobe: entry("tracer_kp_ip_local_deliver"),
+        tracepoint: None,
         required: false,
-        feeds: "packets sent to a failed neighbour",
+        core: false,
+        feeds: "local delivery by the IPv4 stack",
+    },
+    ProbeSpec {
+        hook: "ipvs_conn",
+        funcs: &["ip_vs_conn_in_get_proto"],
+        module: Some("ip_vs"),
+        fentry: None,
+        kprobe: ret("tracer_kp_ipvs_conn_in", "tracer_krp_ipvs_conn_in"),
+        tracepoint: None,
+        required: false,
+        core: false,
+        feeds: "IPVS connection reuse",
+    },
+    ProbeSpec {
+        hook: "ipvs_schedule",
+        funcs: &["ip_vs_schedule"],
+        module: Some("ip_vs"),
+        fentry: None,
+        kprobe: ret("tracer_kp_ipvs_schedule", "tracer_krp_ipvs_schedule"),
+        tracepoint: None,
+        required: false,
+        core: false,
+        feeds: "IPVS scheduling (virtual service without a usable real server)",
+    },
+    ProbeSpec {
+        hook: "ipvs_xmit",
+        funcs: &[
+            "ip_vs_nat_xmit",
+            "ip_vs_dr_xmit",
+            "ip_vs_tunnel_xmit",
+            "ip_vs_bypass_xmit",
+        ],
+        module: Some("ip_vs"),
+        fentry: None,
+        kprobe: entry("tracer_kp_ipvs_xmit"),
+        tracepoint: None,
+        required: false,
+        core: false,
+        feeds: "IPVS forwarding method (NAT, DR, tunnel, bypass)",
     },
 ];
+
+pub fn spec(hook: &str) -> Option<&'static ProbeSpec> {
+    REGISTRY.iter().find(|p| p.hook == hook)
+}
+
+/// A backend of the registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    Fentry,
+    Kprobe,
+    TpBtf,
+    None,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Fentry => "fentry",
+            Backend::Kprobe => "kprobe",
+            Backend::TpBtf => "tp_btf",
+            Backend::None => "none",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Backend> {
+        match s {
+            "fentry" | "fexit" => Some(Backend::Fentry),
+            "kprobe" | "kretprobe" => Some(Backend::Kprobe),
+            "tp_btf" | "tracepoint" => Some(Backend::TpBtf),
+            _ => None,
+        }
+    }
+}
+
+/// What this kernel offers, gathered once.
+#[derive(Debug, Clone, Default)]
+pub struct KernelCaps {
+    /// The kprobe PMU (perf_kprobe) exists: kprobes can be created.
+    pub kprobes: bool,
+    /// Why fentry cannot be used at all (a trial load failed), if so.
+    pub fentry_error: Option<String>,
+    /// Loaded modules (/proc/modules).
+    pub modules: Vec<String>,
+    /// Traceable text symbols (/sys/kernel/tracing/available_filter_functions
+    /// or /proc/kallsyms) of the registry's functions that exist.
+    pub symbols: Vec<String>,
+}
+
+impl KernelCaps {
+    /// Read the kernel's facts (fentry is tried by the loader).
+    pub fn probe() -> KernelCaps {
+        let modules = std::fs::read_to_string("/proc/modules")
+            .map(|s| {
+                s.lines()
+                    .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let wanted: Vec<&str> = REGISTRY
+            .iter()
+            .flat_map(|p| p.funcs.iter().copied())
+            .collect();
+        let symbols = std::fs::read_to_string("/proc/kallsyms")
+            .map(|s| registry_symbols(&s, &wanted))
+            .unwrap_or_default();
+        KernelCaps {
+            // perf_kprobe PMU: perf_event_open() for a kprobe needs it
+            // (kernel/trace/trace_event_perf.c, perf_kprobe_init()).
+            kprobes: std::path::Path::new("/sys/bus/event_source/devices/kprobe/type").exists(),
+            fentry_error: None,
+            modules,
+            symbols,
+        }
+    }
+}
+
+/// The registry functions present as text symbols in kallsyms text.
+pub fn registry_symbols(kallsyms: &str, wanted: &[&str]) -> Vec<String> {
+    let mut out: Vec<String> = kallsyms
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let _addr = it.next()?;
+            let ty = it.next()?;
+            let name = it.next()?;
+            (matches!(ty, "t" | "T") && wanted.contains(&name)).then(|| name.to_string())
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
 
 /// What was decided and what happened for one hook.
 #[derive(Debug, Clone, Serialize)]
@@ -129,15 +407,165 @@ pub struct ProbeStatus {
     pub target: String,
     pub attached: bool,
     pub error: Option<String>,
+    /// Backends passed over, each with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fallbacks: Vec<String>,
     #[serde(skip)]
     pub required: bool,
     #[serde(skip)]
+    pub core: bool,
+    #[serde(skip)]
     pub feeds: String,
+    /// Candidates still to try, best first (after `backend`).
+    #[serde(skip)]
+    pub remaining: Vec<Backend>,
 }
 
-/// The plan for this kernel, before attaching: a tracepoint is usable as
-/// tp_btf when the kernel's BTF has its `btf_trace_<name>` typedef.
-pub fn plan(btf: &Btf) -> Vec<ProbeStatus> {
+impl ProbeStatus {
+    pub fn backend(&self) -> Backend {
+        Backend::parse(&self.backend).unwrap_or(Backend::None)
+    }
+
+    /// Programs of the current backend.
+    pub fn programs(&self) -> Vec<&'static str> {
+        let Some(s) = spec(&self.hook) else {
+            return vec![];
+        };
+        let fp = |p: Option<FnProgs>| {
+            p.map(|p| std::iter::once(p.entry).chain(p.ret).collect())
+                .unwrap_or_default()
+        };
+        match self.backend() {
+            Backend::Fentry => fp(s.fentry),
+            Backend::Kprobe => fp(s.kprobe),
+            Backend::TpBtf => s.tracepoint.map(|(_, p)| vec![p]).unwrap_or_default(),
+            Backend::None => vec![],
+        }
+    }
+
+    /// Record why the current backend failed and move to the next one.
+    /// Returns false when none is left.
+    pub fn fall_back(&mut self, why: String) -> bool {
+        self.fallbacks.push(format!("{}: {why}", self.backend));
+        match self.remaining.first().copied() {
+            Some(b) => {
+                self.remaining.remove(0);
+                self.set(b);
+                true
+            }
+            None => {
+                self.backend = Backend::None.name().into();
+                self.error = Some(why);
+                false
+            }
+        }
+    }
+
+    fn set(&mut self, b: Backend) {
+        let s = spec(&self.hook).expect("registry hook");
+        self.backend = b.name().into();
+        self.target = match b {
+            Backend::TpBtf => s.tracepoint.map(|(t, _)| t).unwrap_or_default().into(),
+            Backend::Fentry | Backend::Kprobe => s.funcs.join(","),
+            Backend::None => String::new(),
+        };
+    }
+}
+
+/// "13 tp_btf, 6 kprobe, 4 fentry, 0 none": how the hooks are served.
+pub fn backend_summary(plan: &[ProbeStatus]) -> String {
+    let n = |b: &str| plan.iter().filter(|p| p.attached && p.backend == b).count();
+    let none = plan.iter().filter(|p| !p.attached).count();
+    format!(
+        "{} fentry, {} kprobe, {} tp_btf, {} unavailable",
+        n("fentry"),
+        n("kprobe"),
+        n("tp_btf"),
+        none
+    )
+}
+
+/// The same, for a plan not yet attached (doctor).
+pub fn backend_summary_planned(plan: &[ProbeStatus]) -> String {
+    let n = |b: &str| plan.iter().filter(|p| p.backend == b).count();
+    format!(
+        "{} fentry, {} kprobe, {} tp_btf, {} unavailable",
+        n("fentry"),
+        n("kprobe"),
+        n("tp_btf"),
+        n("none")
+    )
+}
+
+/// Backends allowed by TRACER_BACKENDS (comma list; default all): forces a
+/// fallback on purpose, to check that every backend gives the same verdict.
+fn allowed_backends() -> Vec<Backend> {
+    match std::env::var("TRACER_BACKENDS") {
+        Ok(v) if !v.trim().is_empty() => v
+            .split(',')
+            .filter_map(|s| Backend::parse(s.trim()))
+            .collect(),
+        _ => vec![Backend::Fentry, Backend::Kprobe, Backend::TpBtf],
+    }
+}
+
+/// Why `b` cannot serve `s` on this kernel, or None when it can (as far
+/// as can be known before loading).
+fn unavailable(s: &ProbeSpec, b: Backend, btf: &Btf, caps: &KernelCaps) -> Option<String> {
+    let module_gap = || {
+        let m = s.module?;
+        (!caps.modules.iter().any(|x| x == m)).then(|| format!("module {m} not loaded"))
+    };
+    let missing_syms = || {
+        let missing: Vec<&str> = s
+            .funcs
+            .iter()
+            .copied()
+            .filter(|f| !caps.symbols.iter().any(|x| x == f))
+            .collect();
+        // A hook with several functions (IPVS xmit) works with any of them.
+        (missing.len() == s.funcs.len())
+            .then(|| format!("no symbol {} in kallsyms", missing.join(",")))
+    };
+    match b {
+        Backend::Fentry => {
+            s.fentry?;
+            if let Some(e) = &caps.fentry_error {
+                return Some(e.clone());
+            }
+            if let Some(g) = module_gap() {
+                return Some(g);
+            }
+            let f = s.funcs.first()?;
+            match btf.func_in_vmlinux(f) {
+                Some(true) => None,
+                Some(false) => Some(format!(
+                    "{f} is a module function: aya 0.14 attaches fentry to vmlinux BTF only"
+                )),
+                None => Some(format!("no BTF function {f} (absent or inlined)")),
+            }
+        }
+        Backend::Kprobe => {
+            s.kprobe?;
+            if !caps.kprobes {
+                return Some("no kprobe PMU (/sys/bus/event_source/devices/kprobe)".into());
+            }
+            module_gap().or_else(missing_syms)
+        }
+        Backend::TpBtf => {
+            let (t, _) = s.tracepoint?;
+            btf.tracepoint_arity(t)
+                .is_none()
+                .then(|| format!("kernel has no tracepoint {t} (btf_trace_{t} not in BTF)"))
+        }
+        Backend::None => Some("none".into()),
+    }
+}
+
+/// The plan for this kernel, before loading: per hook, the first backend
+/// that this kernel offers, with the reasons the better ones were passed
+/// over, and the rest kept for fallback.
+pub fn plan(btf: &Btf, caps: &KernelCaps) -> Vec<ProbeStatus> {
     // TRACER_SKIP_HOOKS=a,b makes hooks unavailable on purpose (to see what
     // verdicts lose without them, and to test that path).
     let skip: Vec<String> = std::env::var("TRACER_SKIP_HOOKS")
@@ -146,33 +574,58 @@ pub fn plan(btf: &Btf) -> Vec<ProbeStatus> {
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .collect();
-    TRACEPOINTS
+    let allowed = allowed_backends();
+    REGISTRY
         .iter()
-        .map(|p| {
-            let skipped = skip.iter().any(|s| s == p.hook);
-            let present = btf.tracepoint_arity(p.tracepoint).is_some() && !skipped;
-            ProbeStatus {
-                hook: p.hook.into(),
-                backend: if present {
-                    "tp_btf".into()
-                } else {
-                    "none".into()
-                },
-                target: p.tracepoint.into(),
+        .map(|s| {
+            let mut st = ProbeStatus {
+                hook: s.hook.into(),
+                backend: Backend::None.name().into(),
+                target: String::new(),
                 attached: false,
-                error: (!present).then(|| {
-                    if skipped {
-                        "disabled by TRACER_SKIP_HOOKS".to_string()
-                    } else {
-                        format!(
-                            "kernel has no tracepoint {} (btf_trace_{} not in BTF)",
-                            p.tracepoint, p.tracepoint
-                        )
-                    }
-                }),
-                required: p.required,
-                feeds: p.feeds.into(),
+                error: None,
+                fallbacks: vec![],
+                required: s.required,
+                core: s.core,
+                feeds: s.feeds.into(),
+                remaining: vec![],
+            };
+            if skip.iter().any(|x| x == s.hook) {
+                st.error = Some("disabled by TRACER_SKIP_HOOKS".into());
+                return st;
             }
+            let mut usable = Vec::new();
+            for b in [Backend::Fentry, Backend::Kprobe, Backend::TpBtf] {
+                let offered = match b {
+                    Backend::Fentry => s.fentry.is_some(),
+                    Backend::Kprobe => s.kprobe.is_some(),
+                    _ => s.tracepoint.is_some(),
+                };
+                if !offered {
+                    continue;
+                }
+                if !allowed.contains(&b) {
+                    st.fallbacks
+                        .push(format!("{}: not in TRACER_BACKENDS", b.name()));
+                    continue;
+                }
+                match unavailable(s, b, btf, caps) {
+                    Some(why) => st.fallbacks.push(format!("{}: {why}", b.name())),
+                    None => usable.push(b),
+                }
+            }
+            if usable.is_empty() {
+                st.error = Some(
+                    st.fallbacks
+                        .last()
+                        .cloned()
+                        .unwrap_or_else(|| "no backend".into()),
+                );
+            } else {
+                st.set(usable.remove(0));
+                st.remaining = usable;
+            }
+            st
         })
         .collect()
 }
@@ -181,10 +634,23 @@ pub fn plan(btf: &Btf) -> Vec<ProbeStatus> {
 mod tests {
     use super::*;
 
+    fn caps() -> KernelCaps {
+        KernelCaps {
+            kprobes: true,
+            fentry_error: None,
+            modules: vec!["ip_vs".into()],
+            symbols: vec![
+                "__icmp_send".into(),
+                "ip_vs_schedule".into(),
+                "ip_vs_nat_xmit".into(),
+            ],
+        }
+    }
+
     #[test]
     fn plan_marks_missing_tracepoints() {
         let btf = Btf::parse(&crate::btf::fixture::sample_btf()).unwrap();
-        let p = plan(&btf);
+        let p = plan(&btf, &KernelCaps::default());
         let drop = p.iter().find(|s| s.hook == "drop").unwrap();
         assert_eq!(drop.backend, "tp_btf");
         assert!(drop.error.is_none());
@@ -194,10 +660,79 @@ mod tests {
     }
 
     #[test]
+    fn falls_back_fentry_kprobe_tracepoint_with_reasons() {
+        let btf = Btf::parse(&crate::btf::fixture::sample_btf()).unwrap();
+        // No kprobes, fentry refused: function hooks unavailable, with why.
+        let mut c = KernelCaps {
+            kprobes: false,
+            fentry_error: Some("fentry load returned EPERM".into()),
+            ..caps()
+        };
+        let p = plan(&btf, &c);
+        let ipvs = p.iter().find(|s| s.hook == "ipvs_schedule").unwrap();
+        assert_eq!(ipvs.backend, "none");
+        assert!(
+            ipvs.error.as_ref().unwrap().contains("kprobe PMU"),
+            "{ipvs:?}"
+        );
+        let nf = p.iter().find(|s| s.hook == "nf_verdict").unwrap();
+        assert_eq!(nf.fallbacks.len(), 2, "{nf:?}");
+        assert!(nf.fallbacks[0].starts_with("fentry: fentry load returned EPERM"));
+        // With kprobes: module functions go to kprobes, a missing module is
+        // a reported gap.
+        c.kprobes = true;
+        let p = plan(&btf, &c);
+        let ipvs = p.iter().find(|s| s.hook == "ipvs_schedule").unwrap();
+        assert_eq!(
+            (ipvs.backend.as_str(), ipvs.target.as_str()),
+            ("kprobe", "ip_vs_schedule")
+        );
+        let nft = p.iter().find(|s| s.hook == "nft_chain").unwrap();
+        assert_eq!(nft.backend, "none");
+        assert!(
+            nft.error
+                .as_ref()
+                .unwrap()
+                .contains("module nf_tables not loaded")
+        );
+        // A runtime failure moves to the next backend, then to none.
+        let mut icmp = p.iter().find(|s| s.hook == "icmp_send").unwrap().clone();
+        assert_eq!(icmp.backend, "kprobe");
+        assert!(!icmp.fall_back("attach: EINVAL".into()));
+        assert_eq!(icmp.backend, "none");
+        assert_eq!(icmp.fallbacks.last().unwrap(), "kprobe: attach: EINVAL");
+    }
+
+    #[test]
+    fn kallsyms_filter_keeps_text_symbols_of_the_registry() {
+        let ks = "ffffffff81000000 T __icmp_send\nffffffffc0000000 t ip_vs_schedule\t[ip_vs]\nffffffff82000000 D ip_forward\nffffffff81000100 T other\n";
+        assert_eq!(
+            registry_symbols(ks, &["__icmp_send", "ip_vs_schedule", "ip_forward"]),
+            vec!["__icmp_send".to_string(), "ip_vs_schedule".to_string()]
+        );
+    }
+
+    #[test]
     fn registry_names_are_unique() {
-        let mut names: Vec<_> = TRACEPOINTS.iter().map(|p| p.program).collect();
+        let mut names: Vec<&str> = REGISTRY
+            .iter()
+            .flat_map(|p| {
+                let fp =
+                    |f: Option<FnProgs>| f.map(|f| [Some(f.entry), f.ret]).unwrap_or([None, None]);
+                fp(p.fentry)
+                    .into_iter()
+                    .chain(fp(p.kprobe))
+                    .chain([p.tracepoint.map(|t| t.1)])
+                    .flatten()
+            })
+            .collect();
+        let n = names.len();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), TRACEPOINTS.len());
+        assert_eq!(names.len(), n);
+        let mut hooks: Vec<_> = REGISTRY.iter().map(|p| p.hook).collect();
+        hooks.sort();
+        hooks.dedup();
+        assert_eq!(hooks.len(), REGISTRY.len());
     }
 }

@@ -98,6 +98,12 @@ pub const HINTS: &[(Kind, &str, &str, &str)] = &[
     ),
     (
         Kind::Dropped,
+        "ipvs_no_destination",
+        "",
+        "The node's IPVS virtual service for this Service has no usable real server: with externalTrafficPolicy: Local kube-proxy gives it only this node's endpoints, and there are none. Route or advertise the LB IP only to nodes with a local endpoint (MetalLB/BGP: announce from endpoint nodes), or use externalTrafficPolicy: Cluster. `ipvsadm -Ln` on the node shows the empty service.",
+    ),
+    (
+        Kind::Dropped,
         "NETFILTER_DROP",
         "no local endpoints",
         "kube-proxy drops it because this node has no local endpoint for a Service with externalTrafficPolicy: Local, yet traffic for the LB IP is routed here (BGP/L2 announcement pointing at a node without endpoints). Announce only from nodes with endpoints, or use externalTrafficPolicy: Cluster.",
@@ -208,6 +214,7 @@ mod tests {
     fn specific_entries_win() {
         let w = "netfilter INPUT in netns master: rule `-A KUBE-EXTERNAL-SERVICES ... has no local endpoints ...`";
         assert!(hint(Kind::Dropped, "NETFILTER_DROP", w, &[]).contains("externalTrafficPolicy"));
+        assert!(hint(Kind::Dropped, "ipvs_no_destination", "", &[]).contains("ipvsadm"));
         assert!(
             hint(Kind::Dropped, "NETFILTER_DROP", "netfilter FORWARD", &[])
                 .contains("iptables-save")

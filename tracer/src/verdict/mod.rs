@@ -74,6 +74,10 @@ pub trait Env {
     fn dst_facts(&self, _dst: IpAddr) -> Vec<String> {
         Vec::new()
     }
+    /// The IPVS table of that namespace (empty without IPVS).
+    fn ipvs(&self, _netns: u32) -> &[crate::ipvs::VirtualService] {
+        &[]
+    }
 }
 
 /// A fixed inventory (tests, and a snapshot taken by the loader).
@@ -83,6 +87,7 @@ pub struct Inventory {
     pub nf: HashMap<u32, Vec<(NfRule, u64)>>,
     pub tc: HashMap<(u32, String), Vec<String>>,
     pub facts: HashMap<IpAddr, Vec<String>>,
+    pub ipvs: HashMap<u32, Vec<crate::ipvs::VirtualService>>,
 }
 
 impl Env for Inventory {
@@ -104,6 +109,10 @@ impl Env for Inventory {
     fn dst_facts(&self, dst: IpAddr) -> Vec<String> {
         self.facts.get(&dst).cloned().unwrap_or_default()
     }
+
+    fn ipvs(&self, netns: u32) -> &[crate::ipvs::VirtualService] {
+        self.ipvs.get(&netns).map(Vec::as_slice).unwrap_or(&[])
+    }
 }
 
 /// Run-wide facts that make a verdict incomplete.
@@ -111,9 +120,24 @@ impl Env for Inventory {
 pub struct Completeness {
     pub lost_events: u64,
     pub missing_hooks: Vec<String>,
+    /// Function hooks (not core) unavailable, with why: they mark only the
+    /// verdicts they feed.
+    pub missing_func_hooks: Vec<(String, String)>,
     /// Kernel map inserts that failed (tracked skbs, NAT tuples): packets
     /// that could not be followed.
     pub map_failures: u64,
+}
+
+/// Does a verdict depend on what function hook `hook` would have said?
+/// IPVS hooks feed IPVS verdicts; the netfilter ones feed netfilter drops
+/// (whose hook is then inferred, whose chain comes from rule counters).
+pub fn func_hook_feeds(hook: &str, v: &Verdict) -> bool {
+    match hook {
+        "ipvs_schedule" | "ipvs_conn" | "ipvs_xmit" => v.reason.starts_with("ipvs"),
+        "nf_verdict" | "nft_chain" | "ipt_table" => v.reason == "NETFILTER_DROP",
+        "rp_filter" => v.reason == "IP_RPFILTER",
+        _ => false,
+    }
 }
 
 pub fn evaluate(flow: &Flow, env: &dyn Env, c: &Completeness) -> Verdict {
@@ -143,6 +167,18 @@ pub fn evaluate(flow: &Flow, env: &dyn Env, c: &Completeness) -> Verdict {
         v.incomplete = true;
         v.evidence
             .push(format!("hooks unavailable: {}", c.missing_hooks.join(", ")));
+    }
+    for (hook, why) in &c.missing_func_hooks {
+        if func_hook_feeds(hook, &v) {
+            // Without the IPVS hooks the IPVS decision itself is unseen;
+            // the netfilter ones only add detail the verdict infers.
+            if hook.starts_with("ipvs") {
+                v.incomplete = true;
+            }
+            v.evidence.push(format!(
+                "hook {hook} unavailable ({why}): its evidence is missing"
+            ));
+        }
     }
     if flow.hops_truncated > 0 {
         v.evidence

@@ -18,6 +18,7 @@ pub type Rule = fn(&Flow, &dyn Env) -> Option<Verdict>;
 /// Order matters: a misroute is also a local delivery (or a local drop), and
 /// a drop that happened after delivery does not make the flow dropped.
 pub const RULES: &[Rule] = &[
+    ipvs_no_destination,
     misrouted_local_shadow,
     misrouted_local_transmitted,
     misrouted_nat_source,
@@ -79,6 +80,9 @@ fn side_evidence(flow: &Flow) -> Vec<String> {
             HopData::IcmpSend { desc, .. } => {
                 ev.push(format!("icmp {desc} sent by netns {}", h.netns))
             }
+            HopData::Func {
+                detail, backend, ..
+            } => ev.push(format!("{detail} in netns {} [{backend}]", h.netns)),
             HopData::Neigh {
                 addr, state, event, ..
             } if state.contains("FAILED") => ev.push(format!(
@@ -454,10 +458,25 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     let mut evidence = Vec::new();
     let where_ = match reason.as_str() {
         "NETFILTER_DROP" => {
-            let hook = infer_nf_hook(flow, drop);
-            evidence.push(format!(
-                "netfilter hook {hook} inferred from the packet's path (nf_hook_slow does not say it on this kernel)"
-            ));
+            // nf_hook_slow's own word (function hooks), else inferred.
+            let seen = nf_func_hops(flow, drop);
+            let hook = match seen.hook {
+                Some(h) => {
+                    evidence.push(format!(
+                        "nf_hook_slow returned DROP at netfilter hook {h} [{}]",
+                        seen.backend
+                    ));
+                    h
+                }
+                None => {
+                    let h = infer_nf_hook(flow, drop).to_string();
+                    evidence.push(format!(
+                        "netfilter hook {h} inferred from the packet's path (no nf_hook_slow function hook here)"
+                    ));
+                    h
+                }
+            };
+            evidence.extend(seen.chains);
             match blame_rule(flow, env, drop.netns_inode) {
                 Some((rule, delta)) => {
                     evidence.push(format!(
@@ -548,6 +567,50 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     Some(v)
 }
 
+/// What the netfilter function hooks said about a drop: the hook
+/// (nf_hook_slow's family and hook number) and the tables/chains that
+/// returned a non-ACCEPT verdict, in the drop's namespace and direction.
+struct NfSeen {
+    hook: Option<String>,
+    backend: String,
+    chains: Vec<String>,
+}
+
+fn nf_func_hops(flow: &Flow, drop: &Hop) -> NfSeen {
+    let mut seen = NfSeen {
+        hook: None,
+        backend: String::new(),
+        chains: vec![],
+    };
+    for h in flow
+        .hops
+        .iter()
+        .filter(|h| h.netns_inode == drop.netns_inode && h.dir == drop.dir && h.ts_ns <= drop.ts_ns)
+    {
+        if let HopData::Func {
+            func,
+            backend,
+            ret,
+            nf_hook,
+            detail,
+            ..
+        } = &h.data
+        {
+            match func.as_str() {
+                "nf_hook_slow" if ret.is_some_and(|r| r < 0) => {
+                    seen.hook = nf_hook.clone();
+                    seen.backend = backend.clone();
+                }
+                "nft_do_chain" | "ipt_do_table" => {
+                    seen.chains.push(format!("{detail} [{backend}]"))
+                }
+                _ => {}
+            }
+        }
+    }
+    seen
+}
+
 /// The DROP/REJECT rule whose counter moved, preferring one that names the
 /// flow's destination.
 fn blame_rule<'a>(flow: &Flow, env: &'a dyn Env, netns: u32) -> Option<&'a (NfRule, u64)> {
@@ -572,6 +635,97 @@ fn local_target_evidence(flow: &Flow, env: &dyn Env, drop: &Hop) -> Option<Strin
         "{} is a local address on {} in netns {}: ICMP echo to it is answered by this node itself, which is why ping works while this flow is dropped",
         a.addr, a.dev, drop.netns
     ))
+}
+
+/// Incident 2: the packet hit an IPVS virtual service that had no usable
+/// real server. Seen by the IPVS function hooks (ip_vs_schedule() returned
+/// NULL), or, without them, by a drop in a namespace whose IPVS table has a
+/// virtual service for the destination with no real server of weight > 0.
+pub fn ipvs_no_destination(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
+    let sched = flow.hops.iter().find(|h| {
+        h.dir == Dir::Request
+            && matches!(&h.data, HopData::Func { func, ret: Some(0), .. } if func == "ip_vs_schedule")
+    });
+    let drop = flow
+        .hops
+        .iter()
+        .find(|h| h.dir == Dir::Request && h.hook == Hook::Drop);
+    let at = sched.or(drop)?;
+    let table = env.ipvs(at.netns_inode);
+    let vs = crate::ipvs::find(table, flow.key.proto, flow.key.dst, flow.key.dport);
+    if sched.is_none() && vs.is_none_or(|v| v.usable() != 0) {
+        return None;
+    }
+    if delivery_evidence(flow)
+        .iter()
+        .any(|(h, _)| h.ts_ns < at.ts_ns)
+    {
+        return None;
+    }
+    let name = vs.map(|v| v.name()).unwrap_or_else(|| {
+        format!(
+            "{} {}",
+            crate::event::proto_name(flow.key.proto).to_uppercase(),
+            endpoint(flow.key.dst, flow.key.dport)
+        )
+    });
+    let mut v = verdict(
+        Kind::Dropped,
+        "ipvs_no_destination",
+        format!(
+            "IPVS virtual service {name} in netns {}: no usable real server",
+            at.netns
+        ),
+        &at.netns,
+        Some(at.dev.clone()),
+    );
+    if let Some(h) = sched
+        && let HopData::Func { backend, .. } = &h.data
+    {
+        v.evidence.push(format!(
+            "ip_vs_schedule() found no destination for the request in netns {} [{backend}]",
+            h.netns
+        ));
+    } else {
+        v.evidence.push(
+            "IPVS hooks did not report (unavailable here): inferred from the drop and the IPVS table"
+                .into(),
+        );
+    }
+    match vs {
+        Some(vs) => v.evidence.push(vs.describe()),
+        None => v.evidence.push(format!(
+            "no virtual service for it in the IPVS table of netns {}",
+            at.netns
+        )),
+    }
+    if let Some(a) = env
+        .addrs(at.netns_inode)
+        .and_then(|a| a.iter().find(|a| a.addr == flow.key.dst && a.dev != "lo"))
+    {
+        v.evidence.push(format!(
+            "{} is a local address on {} in netns {} (as kube-proxy binds Service IPs in IPVS mode): the node answers ICMP echo itself, which is why ping works",
+            a.addr, a.dev, at.netns
+        ));
+    }
+    if let Some(d) = drop {
+        v.evidence.push(format!(
+            "request dropped at {} in netns {}",
+            match &d.data {
+                HopData::Drop {
+                    reason, location, ..
+                } => format!("{location} ({reason})"),
+                _ => "?".into(),
+            },
+            d.netns
+        ));
+    }
+    if !flow.hops.iter().any(|h| h.dir == Dir::Reply) {
+        v.evidence.push("no reply ever left (no SYN-ACK)".into());
+    }
+    v.evidence.extend(side_evidence(flow));
+    dedup(&mut v.evidence);
+    Some(v)
 }
 
 /// A local socket took the packet, or the destination answered.

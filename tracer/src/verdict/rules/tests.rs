@@ -520,6 +520,7 @@ fn lost_events_mark_incomplete() {
     let c = Completeness {
         lost_events: 3,
         missing_hooks: vec!["fib_lookup".into()],
+        missing_func_hooks: vec![],
         map_failures: 2,
     };
     let v = evaluate(&f, &env, &c);

@@ -1,0 +1,132 @@
+//! The same scenario gives the same verdict whichever backend served its
+//! hooks: icmp_send (fentry __icmp_send, kprobe __icmp_send, tp_btf
+//! icmp_send) and sock_queue (fentry/kprobe sock_def_readable, tp_btf
+//! sk_data_ready). TRACER_BACKENDS forces each backend in turn. A backend
+//! this kernel does not offer falls back (and is reported); in the
+//! kernel-matrix VMs (TRACER_REQUIRE_KERNEL_FEATURES=1) it must be offered.
+
+use serde_json::Value;
+use tracer_tests::{require_kernel_feature, require_privileges, trace_scenario_out};
+
+/// Namespace names carry a per-run prefix (tt<pid>x<n>-): drop it.
+fn normalize(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(b"tt") {
+            let mut j = i + 2;
+            while j < b.len() && (b[j].is_ascii_digit() || b[j] == b'x') {
+                j += 1;
+            }
+            if j > i + 2 && j < b.len() && b[j] == b'-' {
+                out.push_str("NS-");
+                i = j + 1;
+                continue;
+            }
+        }
+        out.push(b[i] as char);
+        i += 1;
+    }
+    out
+}
+
+fn served_by(out: &tracer_tests::tracer::TracerOutput, hook: &str) -> String {
+    out.summary().unwrap()["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["hook"] == hook && p["attached"] == true)
+        .map(|p| p["backend"].as_str().unwrap().to_string())
+        .unwrap_or_else(|| "none".into())
+}
+
+/// Run `scenario` once per backend set; the verdicts (kind, reason, where,
+/// and the evidence the hook gives) must be equal.
+fn same_verdict(test: &str, scenario: &str, dport: u64, hook: &str, must: &str) {
+    if !require_privileges(test) {
+        return;
+    }
+    let mut seen: Vec<(String, Value)> = Vec::new();
+    for (want, backends) in [
+        ("tp_btf", "tp_btf"),
+        ("kprobe", "kprobe,tp_btf"),
+        ("fentry", "fentry,tp_btf"),
+    ] {
+        let (out, _) = trace_scenario_out(scenario, &[("TRACER_BACKENDS", backends)]).unwrap();
+        let got = served_by(&out, hook);
+        if got != want {
+            let why = out.summary().unwrap()["probes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["hook"] == hook)
+                .map(|p| p["fallbacks"].to_string())
+                .unwrap_or_default();
+            if !require_kernel_feature(
+                &format!("{test} [{want}]"),
+                Some(format!("hook {hook} served by {got}, not {want}: {why}")),
+            ) {
+                continue;
+            }
+        }
+        let f = out.flow_to(dport);
+        let v = &f["verdict"];
+        assert!(
+            v["evidence"].to_string().contains(must),
+            "{want}: evidence lacks {must:?}: {}",
+            out.dump()
+        );
+        seen.push((want.to_string(), v.clone()));
+    }
+    let key = |v: &Value| {
+        (
+            v["kind"].to_string(),
+            v["reason"].to_string(),
+            normalize(v["where"].as_str().unwrap_or_default()),
+            v["incomplete"].to_string(),
+        )
+    };
+    let (first_b, first) = &seen[0];
+    for (b, v) in &seen[1..] {
+        assert_eq!(
+            key(first),
+            key(v),
+            "verdict with {b} differs from {first_b}:\n{first}\n{v}"
+        );
+    }
+    eprintln!(
+        "{test}: same verdict with {:?}",
+        seen.iter().map(|(b, _)| b.as_str()).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn no_route_verdict_is_the_same_with_every_icmp_send_backend() {
+    same_verdict(
+        "no_route_verdict_is_the_same_with_every_icmp_send_backend",
+        "no_route",
+        8080,
+        "icmp_send",
+        "icmp dest-unreachable",
+    );
+}
+
+#[test]
+fn udp_delivery_is_the_same_with_every_sock_queue_backend() {
+    same_verdict(
+        "udp_delivery_is_the_same_with_every_sock_queue_backend",
+        "udp_delivered",
+        53,
+        "sock_queue",
+        "queued to a local socket",
+    );
+}
+
+#[test]
+fn normalize_drops_run_prefixes() {
+    assert_eq!(
+        normalize("netns tt123x4-router and tt9x10-s"),
+        "netns NS-router and NS-s"
+    );
+}

@@ -1,0 +1,227 @@
+//! Function hooks shared by the fentry/fexit (fentry.rs) and
+//! kprobe/kretprobe (kprobe.rs) backends: both call the same code, so the
+//! same packet gives the same record whichever backend served.
+//!
+//! A function whose return value matters is followed in two steps: at entry
+//! the skb is parsed and the follow decision taken (the skb may be freed
+//! before the function returns: nf_hook_slow() frees dropped packets), and
+//! the record is parked in `CALLS`; at return it is completed and sent, or
+//! dropped when the return value is uninteresting (an ACCEPT).
+
+use aya_ebpf::helpers::{
+    bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
+    bpf_probe_read_kernel_str_bytes,
+};
+use tracer_common::{FuncEvent, Hook, func, kind, stat};
+
+use crate::{
+    filter::{follow_skb, netns_allowed},
+    kread::{dev_info, read, skb_dev, skb_packet, sock_netns},
+    maps::{CALLS, EVENTS, bump},
+    offsets,
+};
+
+/// Pending calls are keyed by task and function: a kretprobe sees no
+/// arguments, only the task it returns in. tgid < 2^22 (PID_MAX_LIMIT), so
+/// the top byte of pid_tgid is free for the function id. A function that
+/// re-enters itself in the same task before returning (a packet looped
+/// back through the same hook in softirq on top of a process) overwrites
+/// its own pending entry: the outer call is then reported as the inner one.
+#[inline(always)]
+fn call_key(f: u8) -> u64 {
+    bpf_get_current_pid_tgid() ^ ((f as u64) << 56)
+}
+
+/// Parse `skb`, decide, and fill a zeroed record's header and packet.
+/// Returns false when the skb is not followed (or its netns is not).
+#[inline(always)]
+fn fill(ev: &mut FuncEvent, f: u8, backend: u8, skb: u64, location: u64) -> bool {
+    skb_packet(skb, &mut ev.pkt);
+    let dir = follow_skb(skb, &ev.pkt);
+    if dir == 0 {
+        return false;
+    }
+    ev.pkt.reply = (dir == crate::filter::DIR_REPLY) as u8;
+    ev.hdr.kind = kind::FUNC;
+    ev.hdr.hook = Hook::Func as u8;
+    ev.hdr.cpu = unsafe { bpf_get_smp_processor_id() };
+    ev.hdr.ts_ns = unsafe { bpf_ktime_get_ns() };
+    ev.hdr.skb = skb;
+    let d = dev_info(skb_dev(skb), &mut ev.hdr.ifname);
+    ev.hdr.ifindex = d.ifindex;
+    ev.hdr.netns = d.netns;
+    if ev.hdr.netns == 0 {
+        let sk: u64 = read(skb, offsets().skb_sk).unwrap_or(0);
+        ev.hdr.netns = sock_netns(sk);
+    }
+    ev.func = f;
+    ev.backend = backend;
+    ev.location = location;
+    netns_allowed(ev.hdr.netns)
+}
+
+/// A kernel string (NUL-terminated) into `dst`; empty when unreadable.
+#[inline(always)]
+fn read_str(src: u64, dst: &mut [u8; 32]) {
+    if src != 0 {
+        let _ = unsafe { bpf_probe_read_kernel_str_bytes(src as *const u8, dst) };
+    }
+}
+
+/// Extras read at entry.
+#[derive(Clone, Copy)]
+pub struct Extra {
+    pub arg: [u32; 2],
+    /// Address of the table / chain name string, 0 for none.
+    pub table: u64,
+    pub chain: u64,
+}
+
+impl Extra {
+    pub const NONE: Extra = Extra {
+        arg: [0; 2],
+        table: 0,
+        chain: 0,
+    };
+}
+
+/// Entry of a function whose return matters: park the record.
+#[inline(always)]
+pub fn enter(f: u8, backend: u8, skb: u64, location: u64, x: Extra) -> Option<()> {
+    if skb == 0 {
+        return None;
+    }
+    crate::let_zeroed!(ev: FuncEvent);
+    if !fill(ev, f, backend, skb, location) {
+        return None;
+    }
+    ev.arg = x.arg;
+    read_str(x.table, &mut ev.table);
+    read_str(x.chain, &mut ev.chain);
+    CALLS.insert(&call_key(f), ev, 0).ok()
+}
+
+/// Only what an operator needs: verdicts other than ACCEPT, failed checks,
+/// and every IPVS decision.
+#[inline(always)]
+fn interesting(f: u8, ret: i64) -> bool {
+    match f {
+        // 1: the okfn may run (all hooks accepted).
+        func::NF_HOOK_SLOW => ret != 1,
+        // The low byte is the NF_* verdict; NF_ACCEPT is 1.
+        func::NFT_DO_CHAIN | func::IPT_DO_TABLE => ret & 0xff != 1,
+        func::FIB_VALIDATE_SOURCE => ret < 0,
+        func::IP_ROUTE_INPUT => ret != 0,
+        _ => true,
+    }
+}
+
+/// Return of a function entered with [`enter`]: send the record when the
+/// return value is worth it.
+#[inline(always)]
+pub fn leave(f: u8, ret: i64) -> Option<()> {
+    let key = call_key(f);
+    let parked = unsafe { CALLS.get(&key) }?;
+    if interesting(f, ret) {
+        match EVENTS.reserve::<FuncEvent>(0) {
+            Some(mut e) => {
+                // One helper copy from the map value into the ring buffer:
+                // a struct copy would go through the stack and memcpy.
+                let dst = e.as_mut_ptr();
+                let n = core::mem::size_of::<FuncEvent>() as u32;
+                let r = unsafe {
+                    aya_ebpf::helpers::generated::bpf_probe_read_kernel(
+                        dst as *mut _,
+                        n,
+                        parked as *const FuncEvent as *const _,
+                    )
+                };
+                if r == 0 {
+                    let ev = unsafe { e.assume_init_mut() };
+                    ev.ret = ret;
+                    ev.has_ret = 1;
+                    e.submit(0);
+                    bump(stat::EVENTS);
+                } else {
+                    e.discard(0);
+                }
+            }
+            None => bump(stat::LOST),
+        }
+    }
+    let _ = CALLS.remove(&key);
+    Some(())
+}
+
+/// A function whose entry alone is the evidence: send at once.
+#[inline(always)]
+pub fn call(f: u8, backend: u8, skb: u64, location: u64, arg: [u32; 2]) -> Option<()> {
+    if skb == 0 {
+        return None;
+    }
+    let Some(mut e) = EVENTS.reserve::<FuncEvent>(0) else {
+        bump(stat::LOST);
+        return None;
+    };
+    // SAFETY: the reservation is size_of::<FuncEvent>() bytes.
+    unsafe { crate::zero::zero_in_place(e.as_mut_ptr()) };
+    let ev = unsafe { e.assume_init_mut() };
+    let keep = fill(ev, f, backend, skb, location);
+    ev.arg = arg;
+    if keep {
+        e.submit(0);
+        bump(stat::EVENTS);
+    } else {
+        e.discard(0);
+    }
+    Some(())
+}
+
+/// nf_hook_slow(skb, state, ...): state->pf and state->hook
+/// (struct nf_hook_state).
+#[inline(always)]
+pub fn nf_state(state: u64) -> Extra {
+    let o = offsets();
+    let pf: u8 = read(state, o.nfhs_pf).unwrap_or(0xff);
+    let hook: u8 = read(state, o.nfhs_hook).unwrap_or(0xff);
+    Extra {
+        arg: [pf as u32, hook as u32],
+        table: 0,
+        chain: 0,
+    }
+}
+
+/// nft_do_chain(pkt, priv): pkt->skb, and the names of priv (a struct
+/// nft_chain: chain->name, chain->table->name).
+#[inline(always)]
+pub fn nft_chain(pkt: u64, chain: u64) -> (u64, Extra) {
+    let o = offsets();
+    let skb: u64 = read(pkt, o.nftpi_skb).unwrap_or(0);
+    let cname: u64 = read(chain, o.nft_chain_name).unwrap_or(0);
+    let table: u64 = read(chain, o.nft_chain_table).unwrap_or(0);
+    let tname: u64 = read(table, o.nft_table_name).unwrap_or(0);
+    (
+        skb,
+        Extra {
+            arg: [0; 2],
+            table: tname,
+            chain: cname,
+        },
+    )
+}
+
+/// ipt_do_table(priv, skb, state): priv is the struct xt_table, whose name
+/// is an inline char array.
+#[inline(always)]
+pub fn xt_table(table: u64) -> Extra {
+    let off = offsets().xt_table_name;
+    Extra {
+        arg: [0; 2],
+        table: if table == 0 || off == tracer_common::OFFSET_NONE {
+            0
+        } else {
+            table + off as u64
+        },
+        chain: 0,
+    }
+}
