@@ -1,9 +1,10 @@
 //! The same scenario gives the same verdict whichever backend served its
 //! hooks: icmp_send (fentry __icmp_send, kprobe __icmp_send, tp_btf
 //! icmp_send) and sock_queue (fentry/kprobe sock_def_readable, tp_btf
-//! sk_data_ready). TRACER_BACKENDS forces each backend in turn. A backend
-//! this kernel does not offer falls back (and is reported); in the
-//! kernel-matrix VMs (TRACER_REQUIRE_KERNEL_FEATURES=1) it must be offered.
+//! sk_data_ready). TRACER_BACKENDS=hook:backend forces each backend in turn
+//! for that hook alone. A backend this kernel does not offer is skipped
+//! loudly; in the kernel-matrix VMs (TRACER_REQUIRE_KERNEL_FEATURES=1)
+//! fentry and kprobe must be offered.
 
 use serde_json::Value;
 use tracer_tests::{require_kernel_feature, require_privileges, trace_scenario_out};
@@ -48,12 +49,10 @@ fn same_verdict(test: &str, scenario: &str, dport: u64, hook: &str, must: &str) 
         return;
     }
     let mut seen: Vec<(String, Value)> = Vec::new();
-    for (want, backends) in [
-        ("tp_btf", "tp_btf"),
-        ("kprobe", "kprobe,tp_btf"),
-        ("fentry", "fentry,tp_btf"),
-    ] {
-        let (out, _) = trace_scenario_out(scenario, &[("TRACER_BACKENDS", backends)]).unwrap();
+    for want in ["tp_btf", "kprobe", "fentry"] {
+        // Only the hook under test is forced; the others keep their plan.
+        let force = format!("{hook}:{want}");
+        let (out, _) = trace_scenario_out(scenario, &[("TRACER_BACKENDS", &force)]).unwrap();
         let got = served_by(&out, hook);
         if got != want {
             let why = out.summary().unwrap()["probes"]
@@ -63,10 +62,14 @@ fn same_verdict(test: &str, scenario: &str, dport: u64, hook: &str, must: &str) 
                 .find(|p| p["hook"] == hook)
                 .map(|p| p["fallbacks"].to_string())
                 .unwrap_or_default();
-            if !require_kernel_feature(
-                &format!("{test} [{want}]"),
-                Some(format!("hook {hook} served by {got}, not {want}: {why}")),
-            ) {
+            let why = format!("hook {hook} served by {got}, not {want}: {why}");
+            // The VMs must offer fentry and kprobes; a tracepoint may be
+            // newer than the kernel (sk_data_ready: 6.10).
+            if want == "tp_btf" {
+                eprintln!("\n!!!!! SKIPPED {test} [{want}]: {why} !!!!!\n");
+                continue;
+            }
+            if !require_kernel_feature(&format!("{test} [{want}]"), Some(why)) {
                 continue;
             }
         }
@@ -87,6 +90,13 @@ fn same_verdict(test: &str, scenario: &str, dport: u64, hook: &str, must: &str) 
             v["incomplete"].to_string(),
         )
     };
+    if seen.len() < 2 {
+        eprintln!(
+            "\n!!!!! {test}: only {} backend(s) offered here, nothing to compare !!!!!\n",
+            seen.len()
+        );
+        return;
+    }
     let (first_b, first) = &seen[0];
     for (b, v) in &seen[1..] {
         assert_eq!(

@@ -146,14 +146,32 @@ fn doctor_reports_everything_at_once() {
         assert!(names.contains(&n), "doctor lacks {n}: {v}");
     }
     assert_eq!(v["ok"], true, "{v}");
-    assert!(
-        v["hooks"]
+    // Every hook has a backend, or none with the reason; the core timeline
+    // hooks are served here; kprobes only where the kernel has the PMU.
+    let kprobes = std::path::Path::new("/sys/bus/event_source/devices/kprobe").exists();
+    for h in v["hooks"].as_array().unwrap() {
+        let b = h["backend"].as_str().unwrap();
+        assert!(["fentry", "kprobe", "tp_btf", "none"].contains(&b), "{h}");
+        if b == "none" {
+            assert!(h["error"].as_str().is_some_and(|e| !e.is_empty()), "{h}");
+        }
+        if b == "kprobe" {
+            assert!(kprobes, "{h}");
+        }
+        if ["netif_receive", "xmit", "drop"].contains(&h["hook"].as_str().unwrap()) {
+            assert_eq!(b, "tp_btf", "{h}");
+        }
+    }
+    if !kprobes {
+        let ipvs = v["hooks"]
             .as_array()
             .unwrap()
             .iter()
-            .all(|h| h["backend"] == "tp_btf"),
-        "{v}"
-    );
+            .find(|h| h["hook"] == "ipvs_schedule")
+            .unwrap();
+        assert_eq!(ipvs["backend"], "none", "{ipvs}");
+        assert!(ipvs["error"].as_str().unwrap().contains("kprobe"), "{ipvs}");
+    }
     // Without BTF: the check fails, with the reason, and the exit code says so.
     let out = Command::new(tracer_bin())
         .args(["doctor"])

@@ -142,7 +142,10 @@ fn ipvs_nat_is_followed_to_the_real_server() {
     }
     assert_eq!(f["nat_by"], "ipvs", "{dump}");
     let ev = evidence(f);
-    assert!(ev.contains("IPVS: scheduled to a real server"), "{ev}");
+    assert!(
+        ev.contains("IPVS scheduled 10.96.233.1:80 to real server 10.233.2.2:8080"),
+        "{ev}"
+    );
     assert!(
         ev.contains("IPVS forwards with NAT (masquerade) (ip_vs_nat_xmit)"),
         "{ev}"

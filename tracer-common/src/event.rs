@@ -278,7 +278,9 @@ pub mod func {
     /// ip_vs_{nat,dr,tunnel,bypass}_xmit(skb, cp, ...): the IPVS xmit path
     /// (`location` says which).
     pub const IPVS_XMIT: u8 = 11;
-    pub const COUNT: u8 = 12;
+    /// tcp_v4_send_reset(sk, skb, ...): a RST in answer to skb.
+    pub const TCP_RESET: u8 = 12;
+    pub const COUNT: u8 = 13;
 }
 
 /// Which backend produced a function event.

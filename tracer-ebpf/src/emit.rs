@@ -170,13 +170,17 @@ pub fn follow_by_conntrack(skb: u64, pkt: &PacketInfo) -> u8 {
 /// lookup decides, no matching, no conntrack. Much cheaper to verify.
 #[inline(always)]
 pub fn tracked_event(hook: Hook, skb: u64, location: u64, reason: u32) -> Option<()> {
-    let dir = crate::filter::is_tracked(skb);
-    if skb == 0 || dir == 0 {
+    if skb == 0 || crate::filter::is_tracked(skb) == 0 {
         return None;
     }
     let mut r = Reserved::new(hook, skb, location, reason)?;
     let ev = r.ev();
     skb_packet(skb, &mut ev.pkt);
+    let dir = crate::filter::still_tracked(skb, &ev.pkt);
+    if dir == 0 {
+        r.discard();
+        return None;
+    }
     ev.pkt.reply = (dir == crate::filter::DIR_REPLY) as u8;
     let d = dev_info(skb_dev(skb), &mut ev.hdr.ifname);
     ev.hdr.ifindex = d.ifindex;

@@ -98,3 +98,10 @@ pub fn tracer_fe_sock_def_readable(ctx: FEntryContext) -> i32 {
     let _ = crate::tracepoint::try_sk_data_ready(ctx.arg(0));
     0
 }
+
+/// tcp_v4_send_reset(sk, skb, ...): see kprobe.rs.
+#[fentry(function = "tcp_v4_send_reset")]
+pub fn tracer_fe_tcp_v4_send_reset(ctx: FEntryContext) -> i32 {
+    let _ = call(func::TCP_RESET, FENTRY, ctx.arg(1), ip(&ctx), [0; 2]);
+    0
+}

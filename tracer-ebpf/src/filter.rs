@@ -98,6 +98,26 @@ pub fn follow_skb(skb: u64, pkt: &PacketInfo) -> u8 {
     }
 }
 
+/// For hooks that only concern skbs already followed (consume, socket
+/// reads, ICMP errors and resets about them): the direction when `skb` is
+/// tracked and its headers are still those of the followed packet. An skb
+/// freed without a tracepoint (e.g. __kfree_skb() of a pure TCP ACK) leaves
+/// its address tracked; a later skb at that address (another flow's packet,
+/// a netlink message) must not be taken for it: unreadable headers or a
+/// different protocol/ports untrack it.
+#[inline(always)]
+pub fn still_tracked(skb: u64, pkt: &PacketInfo) -> u8 {
+    let Some(t) = (unsafe { TRACKED.get(&skb) }).copied() else {
+        return 0;
+    };
+    if pkt.family != 0 && t.proto == pkt.proto && (t.sport == pkt.sport || t.dport == pkt.dport) {
+        return t.dir;
+    }
+    bump(stat::STALE);
+    untrack(skb);
+    0
+}
+
 /// Start following an skb by its address.
 #[inline(always)]
 pub fn track(skb: u64, dir: u8, pkt: &PacketInfo) {

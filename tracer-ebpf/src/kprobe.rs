@@ -189,3 +189,12 @@ pub fn tracer_kp_sock_def_readable(ctx: ProbeContext) -> u32 {
     let _ = crate::tracepoint::try_sk_data_ready(arg(&ctx, 0));
     0
 }
+
+/// tcp_v4_send_reset(const struct sock *sk, struct sk_buff *skb, ...): for
+/// kernels whose tcp:tcp_send_reset tracepoint skips resets without a
+/// socket (before 6.10).
+#[kprobe]
+pub fn tracer_kp_tcp_v4_send_reset(ctx: ProbeContext) -> u32 {
+    let _ = call(func::TCP_RESET, KPROBE, arg(&ctx, 1), ip(&ctx), [0; 2]);
+    0
+}

@@ -87,6 +87,10 @@ fn try_sock_recv(skb: u64) -> Option<()> {
     let mut r = Reserved::new(Hook::SockRecv, skb, 0, 0)?;
     let ev = r.ev();
     skb_packet(skb, &mut ev.pkt);
+    if crate::filter::still_tracked(skb, &ev.pkt) != dir {
+        r.discard();
+        return None;
+    }
     ev.pkt.reply = (dir == DIR_REPLY) as u8;
     let sk: u64 = read(skb, offsets().skb_sk).unwrap_or(0);
     ev.hdr.netns = sock_netns(sk);
@@ -365,6 +369,10 @@ pub(crate) fn try_sk_data_ready(sk: u64) -> Option<()> {
     let mut r = Reserved::new(Hook::SockQueue, last.skb, 0, 0)?;
     let ev = r.ev();
     skb_packet(last.skb, &mut ev.pkt);
+    if crate::filter::still_tracked(last.skb, &ev.pkt) != dir {
+        r.discard();
+        return None;
+    }
     ev.pkt.reply = (dir == DIR_REPLY) as u8;
     ev.hdr.netns = sock_netns(sk);
     let keep = netns_allowed(ev.hdr.netns);

@@ -23,6 +23,7 @@ pub fn func_name(f: u8) -> &'static str {
         func::IPVS_CONN_IN => "ip_vs_conn_in_get_proto",
         func::IPVS_SCHEDULE => "ip_vs_schedule",
         func::IPVS_XMIT => "ip_vs_xmit",
+        func::TCP_RESET => "tcp_v4_send_reset",
         _ => "?",
     }
 }
@@ -102,6 +103,10 @@ pub fn hop_data(e: &FuncEvent, names: &Names) -> (Hook, HopData) {
                 desc: icmp_desc(e.pkt.family == 6, ty, code),
             },
         );
+    }
+    if e.func == func::TCP_RESET {
+        // As the tcp:tcp_send_reset tracepoint's hop (no reason before 6.10).
+        return (Hook::TcpReset, HopData::TcpReset { reason: None });
     }
     let ret = (e.has_ret != 0).then_some(e.ret);
     let symbol = names.kallsyms.symbolize(e.location);

@@ -265,7 +265,14 @@ fn script(bins: &[(String, PathBuf)], filter: Option<&str>) -> String {
     // These kernels have IPVS, kprobes and fentry: a test that finds one
     // missing fails here instead of skipping.
     s += "export TRACER_REQUIRE_KERNEL_FEATURES=1\n";
+    // Pass through a backend restriction given to `cargo xtask vm`.
+    if let Ok(b) = std::env::var("TRACER_BACKENDS") {
+        s += &format!("export TRACER_BACKENDS='{b}'\n");
+    }
     s += &format!("cd {}/tests\n", root().display());
+    // The modules a kube-proxy node has loaded, before tracer starts (it
+    // resolves module functions and types once, at start).
+    s += "for m in veth dummy bridge br_netfilter nf_conntrack nf_tables nft_compat ip_tables iptable_filter iptable_nat ip_vs ip_vs_rr; do modprobe -q $m || echo \"modprobe $m failed\"; done\n";
     s += "uname -r; $TRACER_BIN doctor 2>&1 | sed 's/^/doctor: /'\n";
     for (suite, path) in bins {
         s += &format!(

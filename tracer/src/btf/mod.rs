@@ -471,6 +471,11 @@ impl Btf {
     /// Number of arguments of a tp_btf tracepoint (`btf_trace_<name>` is a
     /// typedef to a pointer to `void (*)(void *__data, args...)`), without
     /// the leading `__data`.
+    /// Is there a type (struct, function, ...) of this name?
+    pub fn has_type(&self, name: &str) -> bool {
+        self.by_name.contains_key(name)
+    }
+
     /// Where function `name` is described: `Some(true)` in vmlinux's own
     /// BTF (fentry/fexit can attach to it), `Some(false)` only in a module's,
     /// None nowhere (not a traceable function on this kernel: absent, or

@@ -113,6 +113,19 @@ pub fn resolve(btf: &Btf) -> Result<Resolved, BtfError> {
         nft_table_name: get("nft_table", "name"),
         xt_table_name: get("xt_table", "name"),
     };
+    // Module types are absent while their module is not loaded: that is
+    // the hook's reported gap (`module X not loaded`), not a missing field.
+    for (field, module_types) in [
+        ("nft_pktinfo.skb", "nft_pktinfo"),
+        ("nft_chain.name", "nft_chain"),
+        ("nft_chain.table", "nft_chain"),
+        ("nft_table.name", "nft_table"),
+        ("xt_table.name", "xt_table"),
+    ] {
+        if !btf.has_type(module_types) {
+            missing.retain(|m| m != field);
+        }
+    }
     // struct sock starts with struct sock_common __sk_common, so sock_common
     // offsets are valid on a struct sock pointer; check rather than assume.
     if btf.member_offset("sock", "__sk_common").ok() != Some(0) {

@@ -42,6 +42,10 @@ pub struct ProbeSpec {
     pub core: bool,
     /// What verdicts lose when it is missing.
     pub feeds: &'static str,
+    /// When non-zero: the tracepoint is complete (and carries more than the
+    /// function hooks) from this arity on, and is then tried first; below
+    /// it, the function hooks go first and the tracepoint is the last resort.
+    pub tp_complete_from_arity: usize,
 }
 
 const fn tp(
@@ -61,6 +65,7 @@ const fn tp(
         required,
         core: true,
         feeds,
+        tp_complete_from_arity: 0,
     }
 }
 
@@ -121,6 +126,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         required: false,
         core: true,
         feeds: "delivered verdicts (queued to a socket; UDP)",
+        tp_complete_from_arity: 0,
     },
     ProbeSpec {
         hook: "icmp_send",
@@ -132,14 +138,25 @@ pub const REGISTRY: &[ProbeSpec] = &[
         required: false,
         core: true,
         feeds: "ICMP errors sent by the kernel",
+        tp_complete_from_arity: 0,
     },
-    tp(
-        "tcp_reset",
-        "tcp_send_reset",
-        "tracer_tcp_reset",
-        false,
-        "TCP resets sent by the kernel",
-    ),
+    ProbeSpec {
+        hook: "tcp_reset",
+        funcs: &["tcp_v4_send_reset"],
+        module: None,
+        fentry: entry("tracer_fe_tcp_v4_send_reset"),
+        kprobe: entry("tracer_kp_tcp_v4_send_reset"),
+        tracepoint: Some(("tcp_send_reset", "tracer_tcp_reset")),
+        required: false,
+        core: true,
+        feeds: "TCP resets sent by the kernel",
+        // tcp:tcp_send_reset gained `reason` (a third argument) in 6.10.
+        // Measured in the kernel matrix: Debian's 6.1 (two arguments) does
+        // not fire it for tcp_v4_send_reset(NULL, skb), the reset of a
+        // refused connection (NO_SOCKET); 6.12 and 6.18 do. Below that
+        // arity the function hooks go first.
+        tp_complete_from_arity: 3,
+    },
     tp(
         "fib_lookup",
         "fib_table_lookup",
@@ -193,6 +210,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         required: false,
         core: false,
         feeds: "netfilter verdicts per hook (family and hook of a DROP)",
+        tp_complete_from_arity: 0,
     },
     ProbeSpec {
         hook: "nft_chain",
@@ -204,6 +222,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         required: false,
         core: false,
         feeds: "nf_tables table/chain of a netfilter verdict",
+        tp_complete_from_arity: 0,
     },
     ProbeSpec {
         hook: "ipt_table",
@@ -215,6 +234,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         required: false,
         core: false,
         feeds: "iptables-legacy table of a netfilter verdict",
+        tp_complete_from_arity: 0,
     },
     ProbeSpec {
         hook: "rp_filter",
@@ -232,6 +252,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         required: false,
         core: false,
         feeds: "reverse-path filter (rp_filter) and martian source failures",
+        tp_complete_from_arity: 0,
     },
     ProbeSpec {
         hook: "route_input",
@@ -243,6 +264,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         required: false,
         core: false,
         feeds: "input route failures (errno of ip_route_input_noref)",
+        tp_complete_from_arity: 0,
     },
     ProbeSpec {
         hook: "ip_forward",
@@ -254,6 +276,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         required: false,
         core: false,
         feeds: "forwarding by the IPv4 stack",
+        tp_complete_from_arity: 0,
     },
     ProbeSpec {
         hook: "local_deliver",
@@ -265,6 +288,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         required: false,
         core: false,
         feeds: "local delivery by the IPv4 stack",
+        tp_complete_from_arity: 0,
     },
     ProbeSpec {
         hook: "ipvs_conn",
@@ -276,6 +300,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         required: false,
         core: false,
         feeds: "IPVS connection reuse",
+        tp_complete_from_arity: 0,
     },
     ProbeSpec {
         hook: "ipvs_schedule",
@@ -287,6 +312,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         required: false,
         core: false,
         feeds: "IPVS scheduling (virtual service without a usable real server)",
+        tp_complete_from_arity: 0,
     },
     ProbeSpec {
         hook: "ipvs_xmit",
@@ -303,6 +329,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         required: false,
         core: false,
         feeds: "IPVS forwarding method (NAT, DR, tunnel, bypass)",
+        tp_complete_from_arity: 0,
     },
 ];
 
@@ -497,15 +524,34 @@ pub fn backend_summary_planned(plan: &[ProbeStatus]) -> String {
     )
 }
 
-/// Backends allowed by TRACER_BACKENDS (comma list; default all): forces a
-/// fallback on purpose, to check that every backend gives the same verdict.
-fn allowed_backends() -> Vec<Backend> {
-    match std::env::var("TRACER_BACKENDS") {
-        Ok(v) if !v.trim().is_empty() => v
-            .split(',')
-            .filter_map(|s| Backend::parse(s.trim()))
-            .collect(),
-        _ => vec![Backend::Fentry, Backend::Kprobe, Backend::TpBtf],
+/// Backends allowed for `hook` by TRACER_BACKENDS (default: all): a comma
+/// list of backends (for every hook) and/or `hook:backend` entries (for that
+/// hook only, overriding). Forces a fallback on purpose, to check that every
+/// backend gives the same verdict.
+fn allowed_backends(hook: &str) -> Vec<Backend> {
+    let all = vec![Backend::Fentry, Backend::Kprobe, Backend::TpBtf];
+    let Ok(v) = std::env::var("TRACER_BACKENDS") else {
+        return all;
+    };
+    parse_allowed(&v, hook).unwrap_or(all)
+}
+
+fn parse_allowed(spec: &str, hook: &str) -> Option<Vec<Backend>> {
+    let mut global = Vec::new();
+    let mut mine = Vec::new();
+    for e in spec.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        match e.split_once(':') {
+            Some((h, b)) if h == hook => mine.extend(Backend::parse(b)),
+            Some(_) => {}
+            None => global.extend(Backend::parse(e)),
+        }
+    }
+    if !mine.is_empty() {
+        Some(mine)
+    } else if !global.is_empty() {
+        Some(global)
+    } else {
+        None
     }
 }
 
@@ -574,10 +620,10 @@ pub fn plan(btf: &Btf, caps: &KernelCaps) -> Vec<ProbeStatus> {
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .collect();
-    let allowed = allowed_backends();
     REGISTRY
         .iter()
         .map(|s| {
+            let allowed = allowed_backends(s.hook);
             let mut st = ProbeStatus {
                 hook: s.hook.into(),
                 backend: Backend::None.name().into(),
@@ -595,7 +641,16 @@ pub fn plan(btf: &Btf, caps: &KernelCaps) -> Vec<ProbeStatus> {
                 return st;
             }
             let mut usable = Vec::new();
-            for b in [Backend::Fentry, Backend::Kprobe, Backend::TpBtf] {
+            let tp_first = s.tp_complete_from_arity > 0
+                && s.tracepoint
+                    .and_then(|(t, _)| btf.tracepoint_arity(t))
+                    .is_some_and(|a| a >= s.tp_complete_from_arity);
+            let order = if tp_first {
+                [Backend::TpBtf, Backend::Fentry, Backend::Kprobe]
+            } else {
+                [Backend::Fentry, Backend::Kprobe, Backend::TpBtf]
+            };
+            for b in order {
                 let offered = match b {
                     Backend::Fentry => s.fentry.is_some(),
                     Backend::Kprobe => s.kprobe.is_some(),
@@ -701,6 +756,22 @@ mod tests {
         assert!(!icmp.fall_back("attach: EINVAL".into()));
         assert_eq!(icmp.backend, "none");
         assert_eq!(icmp.fallbacks.last().unwrap(), "kprobe: attach: EINVAL");
+    }
+
+    #[test]
+    fn backends_can_be_restricted_per_hook() {
+        use Backend::{Fentry, Kprobe, TpBtf};
+        assert_eq!(parse_allowed("tp_btf", "xmit"), Some(vec![TpBtf]));
+        assert_eq!(
+            parse_allowed("icmp_send:kprobe", "icmp_send"),
+            Some(vec![Kprobe])
+        );
+        assert_eq!(parse_allowed("icmp_send:kprobe", "xmit"), None);
+        assert_eq!(
+            parse_allowed("tp_btf,sock_queue:fentry", "sock_queue"),
+            Some(vec![Fentry])
+        );
+        assert_eq!(parse_allowed("bogus", "xmit"), None);
     }
 
     #[test]

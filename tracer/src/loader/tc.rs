@@ -157,9 +157,27 @@ impl TcManager {
                 .try_into()?;
             let opts = match self.mode {
                 TcMode::Tcx => TcAttachOptions::TcxOrder(LinkOrder::first()),
-                TcMode::Netlink => TcAttachOptions::Netlink(NlOptions::default()),
+                // Priority 1 runs before other filters (a redirect would
+                // otherwise take the packet before tracer sees it). Left to
+                // the kernel (0), tcf_auto_prio() gives 49152 when the
+                // chain has no filter in front, the priority the usual
+                // `tc filter add` already took: tracer would run after it.
+                TcMode::Netlink => TcAttachOptions::Netlink(NlOptions {
+                    priority: 1,
+                    ..Default::default()
+                }),
             };
-            let id = match prog.attach_with_options(iface, at, opts) {
+            let first = prog.attach_with_options(iface, at, opts);
+            // Priority 1 held by another classifier kind: let the kernel pick.
+            let first = match first {
+                Err(_) if self.mode == TcMode::Netlink => prog.attach_with_options(
+                    iface,
+                    at,
+                    TcAttachOptions::Netlink(NlOptions::default()),
+                ),
+                r => r,
+            };
+            let id = match first {
                 Ok(id) => id,
                 Err(e) => {
                     drop(links);

@@ -115,6 +115,40 @@ fn side_evidence(flow: &Flow) -> Vec<String> {
     ev
 }
 
+/// What IPVS did with the flow, from its function hooks: the real server it
+/// was scheduled to (the translated destination), connection reuse, the
+/// forwarding method.
+fn ipvs_evidence(flow: &Flow) -> Vec<String> {
+    let mut ev = Vec::new();
+    for h in &flow.hops {
+        if let HopData::Func {
+            func,
+            ret,
+            detail,
+            backend,
+            ..
+        } = &h.data
+            && func.starts_with("ip_vs")
+        {
+            if func == "ip_vs_schedule" && ret.is_some_and(|r| r != 0) {
+                let to = flow
+                    .translated
+                    .map(|t| format!(" {}", endpoint(t.dst, t.dport)))
+                    .unwrap_or_default();
+                ev.push(format!(
+                    "IPVS scheduled {} to real server{to} in netns {} [{backend}]",
+                    endpoint(flow.key.dst, flow.key.dport),
+                    h.netns
+                ));
+            } else {
+                ev.push(format!("{detail} in netns {} [{backend}]", h.netns));
+            }
+        }
+    }
+    dedup(&mut ev);
+    ev
+}
+
 /// Remove repeated facts, keeping first occurrences in order.
 pub fn dedup(v: &mut Vec<String>) {
     let mut seen = std::collections::HashSet::new();
@@ -173,15 +207,16 @@ pub fn misrouted_local_shadow(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
 /// no routing decision between, the IP stack never saw it, and the tc
 /// filters on that ingress are named.
 pub fn misrouted_local_transmitted(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
-    let dsts = flow.dsts();
     let (out, owner) = flow.hops.iter().find_map(|h| {
         if h.dir != Dir::Request || h.hook != Hook::Xmit || h.dev.is_empty() || h.dev == "lo" {
             return None;
         }
+        // The packet as it left: after NAT/IPVS it is bound elsewhere, and
+        // leaving is right.
         let owner = env
             .addrs(h.netns_inode)?
             .iter()
-            .find(|a| dsts.contains(&a.addr) && a.dev != h.dev)?;
+            .find(|a| a.addr == h.tuple.dst && a.dev != h.dev)?;
         Some((h, owner))
     })?;
     let ingress = flow.hops.iter().rev().find(|h| {
@@ -466,7 +501,8 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
                         "nf_hook_slow returned DROP at netfilter hook {h} [{}]",
                         seen.backend
                     ));
-                    h
+                    // "ipv4 INPUT" -> "INPUT", as the inferred name.
+                    h.rsplit(' ').next().unwrap_or(&h).to_string()
                 }
                 None => {
                     let h = infer_nf_hook(flow, drop).to_string();
@@ -773,6 +809,7 @@ pub fn delivered(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
         .filter(|(_, s)| kinds.insert(s.clone()))
         .map(|(h, s)| format!("{s} (netns {})", h.netns))
         .collect();
+    v.evidence.extend(ipvs_evidence(flow));
     for h in flow.hops.iter().filter(|h| h.hook == Hook::Drop) {
         // NOT_SPECIFIED frees after delivery are TCP housekeeping, not loss.
         if let HopData::Drop {

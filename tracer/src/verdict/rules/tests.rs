@@ -45,6 +45,9 @@ pub fn load(name: &str) -> (Flow, Inventory) {
         }
         "incident1_neigh_failed" => include_str!("../fixtures/incident1_neigh_failed.json"),
         "incident1_redirect" => include_str!("../fixtures/incident1_redirect.json"),
+        // Recorded in the kernel matrix (Debian 6.12, kprobes on ip_vs,
+        // fentry): a ClusterIP served by IPVS NAT.
+        "ipvs_nat" => include_str!("../fixtures/ipvs_nat.json"),
         other => panic!("no fixture {other}"),
     };
     let j: Value = serde_json::from_str(text).expect("fixture JSON");
@@ -123,6 +126,15 @@ pub fn load(name: &str) -> (Flow, Inventory) {
                 })
                 .collect();
             inv.nf.insert(ino.parse().unwrap(), list);
+        }
+    }
+    // `_ipvs`: netns inode -> the text of its /proc/net/ip_vs.
+    if let Some(t) = j["_ipvs"].as_object() {
+        for (ino, text) in t {
+            inv.ipvs.insert(
+                ino.parse().unwrap(),
+                crate::ipvs::parse(text.as_str().unwrap()),
+            );
         }
     }
     if let Some(tc) = j["_tc"].as_object() {
@@ -569,4 +581,131 @@ fn delivered_where_names_the_server_not_the_client_handshake() {
         (Kind::Delivered, "local_socket")
     );
     assert_eq!(v.where_, "local socket 10.201.2.2:8080 in netns s");
+}
+
+fn func_name(h: &Hop) -> Option<&str> {
+    match &h.data {
+        HopData::Func { func, .. } => Some(func.as_str()),
+        _ => None,
+    }
+}
+
+#[test]
+fn ipvs_nat_is_delivered_at_the_real_server_not_misrouted() {
+    let (f, env) = load("ipvs_nat");
+    let v = judge(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Delivered, "local_socket"),
+        "{v:?}"
+    );
+    assert!(
+        v.where_
+            .starts_with("local socket 10.233.2.2:8080 in netns"),
+        "{}",
+        v.where_
+    );
+    assert!(v.where_.ends_with("-backend"), "{}", v.where_);
+    let ev = v.evidence.join("\n");
+    assert!(
+        ev.contains("IPVS scheduled 10.96.233.1:80 to real server 10.233.2.2:8080 in netns"),
+        "{ev}"
+    );
+    assert!(
+        ev.contains("IPVS forwards with NAT (masquerade) (ip_vs_nat_xmit)"),
+        "{ev}"
+    );
+    assert!(ev.contains("IPVS: existing connection reused"), "{ev}");
+}
+
+/// The same flow cut where IPVS decided, with ip_vs_schedule() returning
+/// NULL and a table without real servers: incident 2.
+fn ipvs_without_destination() -> (Flow, Inventory) {
+    let (mut f, mut env) = load("ipvs_nat");
+    let at = f
+        .hops
+        .iter()
+        .position(|h| func_name(h) == Some("ip_vs_schedule"))
+        .expect("schedule hop");
+    f.hops.truncate(at + 1);
+    if let HopData::Func { ret, .. } = &mut f.hops[at].data {
+        *ret = Some(0);
+    }
+    f.translated = None;
+    for t in env.ipvs.values_mut() {
+        for vs in t.iter_mut() {
+            vs.servers.clear();
+        }
+    }
+    (f, env)
+}
+
+#[test]
+fn ipvs_schedule_without_destination_names_the_empty_service() {
+    let (f, env) = ipvs_without_destination();
+    let v = judge(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Dropped, "ipvs_no_destination"),
+        "{v:?}"
+    );
+    assert!(
+        v.where_
+            .starts_with("IPVS virtual service TCP 10.96.233.1:80 in netns")
+            && v.where_.ends_with("-node: no usable real server"),
+        "{}",
+        v.where_
+    );
+    let ev = v.evidence.join("\n");
+    assert!(ev.contains("ip_vs_schedule() found no destination"), "{ev}");
+    assert!(
+        ev.contains("IPVS virtual service TCP 10.96.233.1:80 (rr) has 0 real servers"),
+        "{ev}"
+    );
+    assert!(
+        ev.contains("10.96.233.1 is a local address on kube-ipvs0"),
+        "{ev}"
+    );
+    assert!(v.hint.contains("externalTrafficPolicy"), "{}", v.hint);
+}
+
+#[test]
+fn ipvs_empty_service_is_found_from_the_table_without_function_hooks() {
+    let (mut f, env) = ipvs_without_destination();
+    // No function hook: the SYN is dropped (NF_DROP from ip_vs_leave()).
+    let mut drop = f.hops.last().unwrap().clone();
+    f.hops.retain(|h| func_name(h).is_none());
+    drop.hook = Hook::Drop;
+    drop.ts_ns += 1000;
+    drop.data = HopData::Drop {
+        reason: "NETFILTER_DROP".into(),
+        reason_code: 0,
+        location: "nf_hook_slow+0xa1".into(),
+    };
+    f.hops.push(drop);
+    let v = judge(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Dropped, "ipvs_no_destination"),
+        "{v:?}"
+    );
+    let ev = v.evidence.join("\n");
+    assert!(ev.contains("IPVS hooks did not report"), "{ev}");
+    assert!(ev.contains("has 0 real servers"), "{ev}");
+    // Missing IPVS hooks make it incomplete; they say which.
+    let c = Completeness {
+        missing_func_hooks: vec![("ipvs_schedule".into(), "kprobe: no kprobe PMU".into())],
+        ..Default::default()
+    };
+    let v = evaluate(&f, &env, &c);
+    assert!(v.incomplete);
+    assert!(
+        v.evidence
+            .iter()
+            .any(|e| e.contains("hook ipvs_schedule unavailable"))
+    );
+    // With real servers in the table the drop is not IPVS's to explain.
+    let (_, full) = load("ipvs_nat");
+    let v = judge(&f, &full);
+    assert_eq!(v.reason, "NETFILTER_DROP", "{v:?}");
 }
