@@ -11,7 +11,7 @@ use aya_ebpf::{
 };
 use tracer_common::{backend::FENTRY, func};
 
-use crate::func::{Extra, call, enter, leave, nf_state};
+use crate::func::{Decide, Extra, call, enter, leave, nf_decide, nf_state};
 
 #[inline(always)]
 fn ip(ctx: &FEntryContext) -> u64 {
@@ -27,7 +27,14 @@ fn ret(ctx: &FExitContext) -> i64 {
 #[fentry(function = "nf_hook_slow")]
 pub fn tracer_fe_nf_hook_slow(ctx: FEntryContext) -> i32 {
     let x = nf_state(ctx.arg(1));
-    let _ = enter(func::NF_HOOK_SLOW, FENTRY, ctx.arg(0), ip(&ctx), x);
+    let _ = enter(
+        func::NF_HOOK_SLOW,
+        FENTRY,
+        ctx.arg(0),
+        ip(&ctx),
+        x,
+        nf_decide(&x),
+    );
     0
 }
 
@@ -45,6 +52,7 @@ pub fn tracer_fe_fib_validate_source(ctx: FEntryContext) -> i32 {
         ctx.arg(0),
         ip(&ctx),
         Extra::NONE,
+        Decide::Tracked,
     );
     0
 }
@@ -63,6 +71,7 @@ pub fn tracer_fe_ip_route_input(ctx: FEntryContext) -> i32 {
         ctx.arg(0),
         ip(&ctx),
         Extra::NONE,
+        Decide::Tracked,
     );
     0
 }

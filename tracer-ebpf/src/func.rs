@@ -32,10 +32,25 @@ fn call_key(f: u8) -> u64 {
     bpf_get_current_pid_tgid() ^ ((f as u64) << 56)
 }
 
+/// How a function hook decides whether an skb is followed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Decide {
+    /// Only skbs already followed (received ones were seen by
+    /// netif_receive_skb or tc first): one hash lookup, no parsing, for
+    /// every other packet of the node.
+    Tracked,
+    /// Parse and match (the first sight of locally generated packets:
+    /// LOCAL_OUT, IPVS's local requests).
+    Match,
+}
+
 /// Parse `skb`, decide, and fill a zeroed record's header and packet.
 /// Returns false when the skb is not followed (or its netns is not).
 #[inline(always)]
-fn fill(ev: &mut FuncEvent, f: u8, backend: u8, skb: u64, location: u64) -> bool {
+fn fill(ev: &mut FuncEvent, f: u8, backend: u8, skb: u64, location: u64, how: Decide) -> bool {
+    if how == Decide::Tracked && crate::filter::is_tracked(skb) == 0 {
+        return false;
+    }
     skb_packet(skb, &mut ev.pkt);
     let dir = follow_skb(skb, &ev.pkt);
     if dir == 0 {
@@ -87,12 +102,12 @@ impl Extra {
 
 /// Entry of a function whose return matters: park the record.
 #[inline(always)]
-pub fn enter(f: u8, backend: u8, skb: u64, location: u64, x: Extra) -> Option<()> {
+pub fn enter(f: u8, backend: u8, skb: u64, location: u64, x: Extra, how: Decide) -> Option<()> {
     if skb == 0 {
         return None;
     }
     crate::let_zeroed!(ev: FuncEvent);
-    if !fill(ev, f, backend, skb, location) {
+    if !fill(ev, f, backend, skb, location, how) {
         return None;
     }
     ev.arg = x.arg;
@@ -156,7 +171,10 @@ pub fn leave(f: u8, ret: i64) -> Option<()> {
 /// A function whose entry alone is the evidence: send at once.
 #[inline(always)]
 pub fn call(f: u8, backend: u8, skb: u64, location: u64, arg: [u32; 2]) -> Option<()> {
-    if skb == 0 {
+    // Every function called with an skb-only entry hook (forwarding, local
+    // delivery, ICMP errors, resets, IPVS xmit) runs after the skb was
+    // received or transmitted once: only already followed skbs matter.
+    if skb == 0 || crate::filter::is_tracked(skb) == 0 {
         return None;
     }
     let Some(mut e) = EVENTS.reserve::<FuncEvent>(0) else {
@@ -166,7 +184,7 @@ pub fn call(f: u8, backend: u8, skb: u64, location: u64, arg: [u32; 2]) -> Optio
     // SAFETY: the reservation is size_of::<FuncEvent>() bytes.
     unsafe { crate::zero::zero_in_place(e.as_mut_ptr()) };
     let ev = unsafe { e.assume_init_mut() };
-    let keep = fill(ev, f, backend, skb, location);
+    let keep = fill(ev, f, backend, skb, location, Decide::Tracked);
     ev.arg = arg;
     if keep {
         e.submit(0);
@@ -175,6 +193,21 @@ pub fn call(f: u8, backend: u8, skb: u64, location: u64, arg: [u32; 2]) -> Optio
         e.discard(0);
     }
     Some(())
+}
+
+/// NF_INET_LOCAL_OUT: a locally generated packet, not seen by any other
+/// hook yet.
+pub const NF_INET_LOCAL_OUT: u32 = 3;
+
+/// How nf_hook_slow decides: parse only at LOCAL_OUT (first sight of a
+/// local packet); at every other hook the packet was received, so tracked.
+#[inline(always)]
+pub fn nf_decide(x: &Extra) -> Decide {
+    if x.arg[1] == NF_INET_LOCAL_OUT {
+        Decide::Match
+    } else {
+        Decide::Tracked
+    }
 }
 
 /// nf_hook_slow(skb, state, ...): state->pf and state->hook

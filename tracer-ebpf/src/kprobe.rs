@@ -13,7 +13,7 @@ use aya_ebpf::{
 };
 use tracer_common::{backend::KPROBE, func};
 
-use crate::func::{Extra, call, enter, leave, nf_state, nft_chain, xt_table};
+use crate::func::{Decide, Extra, call, enter, leave, nf_decide, nf_state, nft_chain, xt_table};
 
 /// The probed function's address (kprobes on a function entry; Linux 5.15+).
 #[inline(always)]
@@ -30,7 +30,14 @@ fn arg(ctx: &ProbeContext, n: usize) -> u64 {
 #[kprobe]
 pub fn tracer_kp_nf_hook_slow(ctx: ProbeContext) -> u32 {
     let x = nf_state(arg(&ctx, 1));
-    let _ = enter(func::NF_HOOK_SLOW, KPROBE, arg(&ctx, 0), ip(&ctx), x);
+    let _ = enter(
+        func::NF_HOOK_SLOW,
+        KPROBE,
+        arg(&ctx, 0),
+        ip(&ctx),
+        x,
+        nf_decide(&x),
+    );
     0
 }
 
@@ -44,7 +51,14 @@ pub fn tracer_krp_nf_hook_slow(ctx: RetProbeContext) -> u32 {
 #[kprobe]
 pub fn tracer_kp_nft_do_chain(ctx: ProbeContext) -> u32 {
     let (skb, x) = nft_chain(arg(&ctx, 0), arg(&ctx, 1));
-    let _ = enter(func::NFT_DO_CHAIN, KPROBE, skb, ip(&ctx), x);
+    let _ = enter(
+        func::NFT_DO_CHAIN,
+        KPROBE,
+        skb,
+        ip(&ctx),
+        x,
+        Decide::Tracked,
+    );
     0
 }
 
@@ -58,7 +72,14 @@ pub fn tracer_krp_nft_do_chain(ctx: RetProbeContext) -> u32 {
 #[kprobe]
 pub fn tracer_kp_ipt_do_table(ctx: ProbeContext) -> u32 {
     let x = xt_table(arg(&ctx, 0));
-    let _ = enter(func::IPT_DO_TABLE, KPROBE, arg(&ctx, 1), ip(&ctx), x);
+    let _ = enter(
+        func::IPT_DO_TABLE,
+        KPROBE,
+        arg(&ctx, 1),
+        ip(&ctx),
+        x,
+        Decide::Tracked,
+    );
     0
 }
 
@@ -77,6 +98,7 @@ pub fn tracer_kp_fib_validate_source(ctx: ProbeContext) -> u32 {
         arg(&ctx, 0),
         ip(&ctx),
         Extra::NONE,
+        Decide::Tracked,
     );
     0
 }
@@ -96,6 +118,7 @@ pub fn tracer_kp_ip_route_input(ctx: ProbeContext) -> u32 {
         arg(&ctx, 0),
         ip(&ctx),
         Extra::NONE,
+        Decide::Tracked,
     );
     0
 }
@@ -144,6 +167,7 @@ pub fn tracer_kp_ipvs_conn_in(ctx: ProbeContext) -> u32 {
         arg(&ctx, 2),
         ip(&ctx),
         Extra::NONE,
+        Decide::Match,
     );
     0
 }
@@ -163,6 +187,7 @@ pub fn tracer_kp_ipvs_schedule(ctx: ProbeContext) -> u32 {
         arg(&ctx, 1),
         ip(&ctx),
         Extra::NONE,
+        Decide::Match,
     );
     0
 }

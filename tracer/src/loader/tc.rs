@@ -140,9 +140,13 @@ impl TcManager {
             match qdisc_add_clsact(iface) {
                 Ok(()) => created_qdisc = true,
                 // EEXIST: a clsact qdisc is already there (someone else's).
+                // Linux 6.1 answers with only its extack message,
+                // "Exclusivity flag on, cannot modify" (qdisc_create() path
+                // of tc_modify_qdisc() with NLM_F_EXCL).
                 Err(e)
                     if e.to_string().contains("exists")
-                        || e.to_string().contains("os error 17") => {}
+                        || e.to_string().contains("os error 17")
+                        || e.to_string().contains("Exclusivity flag on") => {}
                 Err(e) => return Err(anyhow!("add clsact qdisc: {e}")),
             }
         }
