@@ -84,13 +84,18 @@ pub fn decode(buf: &[u8]) -> Result<Event, DecodeError> {
 
 /// A NUL-padded kernel name.
 pub fn cname(b: &[u8]) -> String {
+    cname_str(b).to_string()
+}
+
+/// [`cname`] without the allocation.
+pub fn cname_str(b: &[u8]) -> &str {
     let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
     let s = &b[..end];
     if s.iter().all(|c| c.is_ascii_graphic()) {
-        String::from_utf8_lossy(s).into_owned()
+        std::str::from_utf8(s).unwrap_or("")
     } else {
         // skb->dev reused as scratch (UDP dev_scratch): not a name.
-        String::new()
+        ""
     }
 }
 

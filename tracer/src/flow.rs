@@ -6,13 +6,17 @@
 //! replies, or a translated tuple learnt from conntrack. Events without an
 //! skb (fib lookups, socket state, neighbours) are tied by tuple/address.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::HashMap;
 
 use tracer_common::{Hook, PacketEvent};
 
 use crate::{
-    event::{Event, Tuple, cname, ip_from},
-    hop::{Dir, Hop, HopData, icmp_desc, nud_state, tcp_state},
+    event::{Event, Tuple, ip_from},
+    hop::{
+        Dir, DropData, FibData, Hop, HopData, NeighData, SockData, icmp_desc, nud_state, tcp_state,
+    },
     names::Names,
 };
 
@@ -78,7 +82,9 @@ impl Flow {
 
 #[derive(Debug, Default)]
 pub struct FlowTable {
-    flows: HashMap<u64, Flow>,
+    /// Boxed: a map sized for 100k flows holds ~130k slots, and an empty
+    /// slot of an unboxed `Flow` costs the whole struct.
+    flows: HashMap<u64, Box<Flow>>,
     by_key: HashMap<Tuple, u64>,
     /// Translated request tuples -> flow.
     alias: HashMap<Tuple, u64>,
@@ -115,16 +121,16 @@ impl FlowTable {
     }
 
     pub fn get(&self, id: u64) -> Option<&Flow> {
-        self.flows.get(&id)
+        self.flows.get(&id).map(|f| &**f)
     }
 
     pub fn get_mut(&mut self, id: u64) -> Option<&mut Flow> {
-        self.flows.get_mut(&id)
+        self.flows.get_mut(&id).map(|f| &mut **f)
     }
 
     /// Flows ordered by first appearance.
     pub fn flows(&self) -> Vec<&Flow> {
-        let mut v: Vec<&Flow> = self.flows.values().collect();
+        let mut v: Vec<&Flow> = self.flows.values().map(|f| &**f).collect();
         v.sort_by_key(|f| f.id);
         v
     }
@@ -170,7 +176,7 @@ impl FlowTable {
                 i += 1;
             }
         }
-        self.flows.insert(id, flow);
+        self.flows.insert(id, Box::new(flow));
         self.by_key.insert(key, id);
         id
     }
@@ -240,22 +246,22 @@ impl FlowTable {
                     hook: Hook::FibLookup,
                     netns: names.netns.name(f.hdr.netns),
                     netns_inode: f.hdr.netns,
-                    dev: cname(&f.nh_dev),
+                    dev: names.dev(&f.nh_dev),
                     ifindex: f.nh_ifindex,
                     dir,
                     tuple: Tuple::from_pkt(&f.pkt),
                     skb: f.hdr.skb,
-                    data: HopData::Fib {
+                    data: HopData::Fib(Box::new(FibData {
                         table: f.table,
                         err: f.err,
                         oif: f.oif,
                         iif: f.iif,
-                        nh_dev: cname(&f.nh_dev),
+                        nh_dev: names.dev(&f.nh_dev),
                         nh_ifindex: f.nh_ifindex,
                         gw,
                         nh_scope: f.nh_scope,
                         rtype: f.rtype,
-                    },
+                    })),
                 };
                 let id = self
                     .skb_flow(f.hdr.skb, f.hdr.ts_ns)
@@ -290,15 +296,15 @@ impl FlowTable {
                     hook: Hook::SockState,
                     netns: names.netns.name(s.hdr.netns),
                     netns_inode: s.hdr.netns,
-                    dev: String::new(),
+                    dev: names.intern(""),
                     ifindex: 0,
                     dir,
                     tuple: key,
                     skb: 0,
-                    data: HopData::Sock {
-                        old_state: tcp_state(s.old_state).into(),
-                        new_state: tcp_state(s.new_state).into(),
-                    },
+                    data: HopData::Sock(Box::new(SockData {
+                        old_state: names.intern(tcp_state(s.old_state)),
+                        new_state: names.intern(tcp_state(s.new_state)),
+                    })),
                 };
                 let id = match self.lookup(&key) {
                     Some(id) => id,
@@ -330,7 +336,7 @@ impl FlowTable {
                     hook: Hook::from_u8(n.hdr.hook).unwrap_or(Hook::NeighUpdate),
                     netns: names.netns.name(n.hdr.netns),
                     netns_inode: n.hdr.netns,
-                    dev: cname(&n.hdr.ifname),
+                    dev: names.dev(&n.hdr.ifname),
                     ifindex: n.hdr.ifindex,
                     dir: Dir::Request,
                     tuple: Tuple {
@@ -341,15 +347,15 @@ impl FlowTable {
                         proto: 0,
                     },
                     skb: 0,
-                    data: HopData::Neigh {
+                    data: HopData::Neigh(Box::new(NeighData {
                         addr,
-                        state: nud_state(n.old_state),
+                        state: names.intern(&nud_state(n.old_state)),
                         new_state: (Hook::from_u8(n.hdr.hook) == Some(Hook::NeighUpdate))
-                            .then(|| nud_state(n.new_state)),
+                            .then(|| names.intern(&nud_state(n.new_state))),
                         lladdr,
                         err: n.err,
-                        event: event.into(),
-                    },
+                        event: names.intern(event),
+                    })),
                 };
                 // Attach to the most recent flow heading to that address.
                 let id = self
@@ -466,20 +472,20 @@ impl FlowTable {
         }
         let data = match (data, hook) {
             (Some(d), _) => d,
-            (None, Hook::Drop) => HopData::Drop {
+            (None, Hook::Drop) => HopData::Drop(Box::new(DropData {
                 reason: names.drop_reason(p.reason),
                 reason_code: p.reason,
-                location: names.kallsyms.symbolize(p.location),
-            },
+                location: names.location(p.location),
+            })),
             (None, Hook::Consume) => HopData::Consume {
-                location: names.kallsyms.symbolize(p.location),
+                location: names.location(p.location),
             },
             (None, Hook::IcmpSend) => {
                 let (ty, code) = ((p.reason >> 8) as u8, p.reason as u8);
                 HopData::IcmpSend {
                     icmp_type: ty,
                     icmp_code: code,
-                    desc: icmp_desc(p.pkt.family == 6, ty, code),
+                    desc: names.intern(&icmp_desc(p.pkt.family == 6, ty, code)),
                 }
             }
             (None, Hook::TcpReset) => HopData::TcpReset {
@@ -498,7 +504,7 @@ impl FlowTable {
             hook,
             netns: names.netns.name(netns_inode),
             netns_inode,
-            dev: cname(&p.hdr.ifname),
+            dev: names.dev(&p.hdr.ifname),
             ifindex: p.hdr.ifindex,
             dir,
             tuple: seen,
@@ -520,14 +526,44 @@ impl FlowTable {
             if parsed && dir == Dir::Request && seen != f.key && f.translated.is_none() {
                 f.translated = Some(seen);
                 // IPVS rewrites without conntrack too; its hooks say so.
-                let ipvs = f.hops.iter().any(
-                    |h| matches!(&h.data, HopData::Func { func, .. } if func.starts_with("ip_vs")),
-                );
+                let ipvs = f
+                    .hops
+                    .iter()
+                    .any(|h| matches!(&h.data, HopData::Func(d) if d.func.starts_with("ip_vs")));
                 f.nat_by = Some(if ipvs { "ipvs" } else { "bpf" });
             }
+            let first_here = !self.pending_fib.is_empty()
+                && !f.hops.iter().any(|h| h.netns_inode == hop.netns_inode);
+            let (ns, ts) = (hop.netns_inode, hop.ts_ns);
             f.push(hop);
+            if first_here {
+                self.claim_pending_fib(id, ns, ts);
+            }
         }
         Some(id)
+    }
+
+    /// Route lookups in namespace `netns` that were read before the flow's
+    /// first packet there (ring-buffer order across CPUs is not time order,
+    /// and a loaded node skews it by milliseconds) join the flow now.
+    fn claim_pending_fib(&mut self, id: u64, netns: u32, ts: u64) {
+        let Some(f) = self.flows.get_mut(&id) else {
+            return;
+        };
+        let (key, tr) = (f.key, f.translated);
+        let mut i = 0;
+        while i < self.pending_fib.len() {
+            let h = &self.pending_fib[i];
+            if h.netns_inode == netns
+                && h.ts_ns.abs_diff(ts) < PENDING_NS
+                && (fib_matches(&key, &h.tuple, h.dir)
+                    || tr.is_some_and(|t| fib_matches(&t, &h.tuple, h.dir)))
+            {
+                f.push(self.pending_fib.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
     }
 }
 
@@ -663,6 +699,49 @@ mod tests {
         assert_eq!(flow.hops[0].dev, "glob");
     }
 
+    /// A router's failed lookup read before the router's first packet of the
+    /// flow (another CPU's ring-buffer record came first) still joins it.
+    #[test]
+    fn fib_read_before_the_flow_reaches_its_namespace_is_claimed() {
+        let mut t = FlowTable::new(10);
+        let mut n = Names::default();
+        let req = v4([10, 0, 0, 1], 40000, [10, 43, 0, 1], 443, 6);
+        let id = t.ingest(&pkt(Hook::Xmit, 3, 10, req), &mut n).unwrap();
+        let mut f = FibEvent {
+            hdr: header(kind::FIB, Hook::FibLookup),
+            pkt: req,
+            table: 254,
+            err: -101,
+            oif: 0,
+            iif: 2,
+            nh_ifindex: 0,
+            gw_family: 0,
+            nh_scope: 0,
+            rtype: 0,
+            _pad: 0,
+            gw: [0; 16],
+            nh_dev: [0; 16],
+        };
+        f.hdr.skb = 0;
+        f.hdr.ts_ns = 30;
+        f.hdr.netns = 4026530000;
+        // No hop of the flow in the router's namespace yet: parked.
+        assert_eq!(t.ingest(&Event::Fib(f), &mut n), None);
+        assert_eq!(t.get(id).unwrap().hops.len(), 1);
+        let mut rx = pkt(Hook::NetifReceive, 3, 20, req);
+        if let Event::Packet(p) = &mut rx {
+            p.hdr.netns = 4026530000;
+        }
+        assert_eq!(t.ingest(&rx, &mut n), Some(id));
+        let flow = t.get(id).unwrap();
+        let hooks: Vec<Hook> = flow.hops.iter().map(|h| h.hook).collect();
+        assert_eq!(hooks, [Hook::Xmit, Hook::NetifReceive, Hook::FibLookup]);
+        // A lookup in a namespace the flow never enters stays parked.
+        f.hdr.netns = 4026539999;
+        f.hdr.ts_ns = 40;
+        assert_eq!(t.ingest(&Event::Fib(f), &mut n), None);
+        assert_eq!(t.get(id).unwrap().hops.len(), 3);
+    }
     #[test]
     fn cap_evicts_oldest() {
         let mut t = FlowTable::new(2);

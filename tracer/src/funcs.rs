@@ -4,7 +4,7 @@ use tracer_common::{FuncEvent, Hook, backend, func};
 
 use crate::{
     event::cname,
-    hop::{HopData, icmp_desc},
+    hop::{FuncData, HopData, icmp_desc},
     names::Names,
 };
 
@@ -92,7 +92,7 @@ pub fn errno(e: i64) -> String {
 /// The hook and hop data of a function record. `__icmp_send` becomes the
 /// same `icmp_send` hop the tracepoint gives, so that verdicts do not depend
 /// on the backend.
-pub fn hop_data(e: &FuncEvent, names: &Names) -> (Hook, HopData) {
+pub fn hop_data(e: &FuncEvent, names: &mut Names) -> (Hook, HopData) {
     if e.func == func::ICMP_SEND {
         let (ty, code) = (e.arg[0] as u8, e.arg[1] as u8);
         return (
@@ -100,7 +100,7 @@ pub fn hop_data(e: &FuncEvent, names: &Names) -> (Hook, HopData) {
             HopData::IcmpSend {
                 icmp_type: ty,
                 icmp_code: code,
-                desc: icmp_desc(e.pkt.family == 6, ty, code),
+                desc: names.intern(&icmp_desc(e.pkt.family == 6, ty, code)),
             },
         );
     }
@@ -177,15 +177,15 @@ pub fn hop_data(e: &FuncEvent, names: &Names) -> (Hook, HopData) {
     };
     (
         Hook::Func,
-        HopData::Func {
-            func: name,
-            backend: backend_name(e.backend).into(),
+        HopData::Func(Box::new(FuncData {
+            func: names.intern(&name),
+            backend: names.intern(backend_name(e.backend)),
             ret,
-            nf_hook: nf_hook_name,
-            table: (!table.is_empty()).then_some(table),
-            chain: (!chain.is_empty()).then_some(chain),
+            nf_hook: nf_hook_name.map(|h| names.intern(&h)),
+            table: (!table.is_empty()).then(|| names.intern(&table)),
+            chain: (!chain.is_empty()).then(|| names.intern(&chain)),
             detail,
-        },
+        })),
     )
 }
 
@@ -216,21 +216,16 @@ mod tests {
     }
 
     fn detail(e: &FuncEvent) -> (Hook, HopData) {
-        hop_data(e, &Names::default())
+        hop_data(e, &mut Names::default())
     }
 
     #[test]
     fn netfilter_verdicts_name_family_hook_and_chain() {
         let (h, d) = detail(&ev(func::NF_HOOK_SLOW, Some(-1), [2, 1]));
         assert_eq!(h, Hook::Func);
-        let HopData::Func {
-            detail, nf_hook, ..
-        } = d
-        else {
-            panic!()
-        };
-        assert_eq!(nf_hook.as_deref(), Some("ipv4 INPUT"));
-        assert_eq!(detail, "netfilter hook ipv4 INPUT: DROP (EPERM)");
+        let HopData::Func(f) = d else { panic!() };
+        assert_eq!(f.nf_hook.as_deref(), Some("ipv4 INPUT"));
+        assert_eq!(f.detail, "netfilter hook ipv4 INPUT: DROP (EPERM)");
         let (_, d) = detail_of(func::NFT_DO_CHAIN, Some(0));
         assert_eq!(d, "nf_tables chain filter/INPUT: DROP");
         let (_, d) = detail_of(func::FIB_VALIDATE_SOURCE, Some(-18));
@@ -241,7 +236,7 @@ mod tests {
 
     fn detail_of(f: u8, ret: Option<i64>) -> (String, String) {
         match detail(&ev(f, ret, [0; 2])).1 {
-            HopData::Func { func, detail, .. } => (func, detail),
+            HopData::Func(f) => (f.func.to_string(), f.detail),
             other => panic!("{other:?}"),
         }
     }

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use tracer_common::Hook;
 
 use crate::event::{Tuple, tcp_flags};
+use crate::intern::Name;
 
 /// Inverse of [`hook_name`] (neighbour events map to neigh_update).
 pub fn hook_from_name(n: &str) -> Option<Hook> {
@@ -145,7 +146,9 @@ pub fn icmp_desc(family_v6: bool, ty: u8, code: u8) -> String {
     format!("{t} (type {ty} code {code})")
 }
 
-/// Hook-specific facts of a hop.
+/// Hook-specific facts of a hop. Kept small (the common `Packet` variant is
+/// 12 bytes): every hop of every flow pays the size of the largest variant,
+/// so the rare large ones are boxed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum HopData {
@@ -154,69 +157,84 @@ pub enum HopData {
         len: u32,
         mark: u32,
     },
-    Drop {
-        reason: String,
-        reason_code: u32,
-        location: String,
-    },
+    Drop(Box<DropData>),
     Consume {
-        location: String,
+        location: Name,
     },
     IcmpSend {
         icmp_type: u8,
         icmp_code: u8,
-        desc: String,
+        desc: Name,
     },
     TcpReset {
-        reason: Option<String>,
+        reason: Option<Name>,
     },
-    Fib {
-        table: u32,
-        err: i32,
-        oif: u32,
-        iif: u32,
-        nh_dev: String,
-        nh_ifindex: u32,
-        gw: Option<IpAddr>,
-        nh_scope: u8,
-        /// RTN_* route type when the kernel reports it (IPv6), else 0.
-        #[serde(default)]
-        rtype: u8,
-    },
-    Sock {
-        old_state: String,
-        new_state: String,
-    },
+    Fib(Box<FibData>),
+    Sock(Box<SockData>),
     SockRecv,
     SockQueue,
     /// A kernel function seen by a function hook (fentry or kprobe).
-    Func {
-        /// Kernel function name.
-        func: String,
-        /// fentry or kprobe.
-        backend: String,
-        /// Return value, when the hook follows the return.
-        ret: Option<i64>,
-        /// nf_hook_slow: netfilter family and hook ("ipv4 INPUT").
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        nf_hook: Option<String>,
-        /// nft_do_chain / ipt_do_table: table name.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        table: Option<String>,
-        /// nft_do_chain: chain name.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        chain: Option<String>,
-        /// One line for people.
-        detail: String,
-    },
-    Neigh {
-        addr: IpAddr,
-        state: String,
-        new_state: Option<String>,
-        lladdr: Option<String>,
-        err: i32,
-        event: String,
-    },
+    Func(Box<FuncData>),
+    Neigh(Box<NeighData>),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DropData {
+    pub reason: Name,
+    pub reason_code: u32,
+    pub location: Name,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SockData {
+    pub old_state: Name,
+    pub new_state: Name,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FibData {
+    pub table: u32,
+    pub err: i32,
+    pub oif: u32,
+    pub iif: u32,
+    pub nh_dev: Name,
+    pub nh_ifindex: u32,
+    pub gw: Option<IpAddr>,
+    pub nh_scope: u8,
+    /// RTN_* route type when the kernel reports it (IPv6), else 0.
+    #[serde(default)]
+    pub rtype: u8,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FuncData {
+    /// Kernel function name.
+    pub func: Name,
+    /// fentry or kprobe.
+    pub backend: Name,
+    /// Return value, when the hook follows the return.
+    pub ret: Option<i64>,
+    /// nf_hook_slow: netfilter family and hook ("ipv4 INPUT").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nf_hook: Option<Name>,
+    /// nft_do_chain / ipt_do_table: table name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<Name>,
+    /// nft_do_chain: chain name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<Name>,
+    /// One line for people.
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NeighData {
+    pub addr: IpAddr,
+    pub state: Name,
+    pub new_state: Option<Name>,
+    pub lladdr: Option<String>,
+    pub err: i32,
+    pub event: Name,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -224,9 +242,9 @@ pub struct Hop {
     pub ts_ns: u64,
     #[serde(serialize_with = "ser_hook")]
     pub hook: Hook,
-    pub netns: String,
+    pub netns: Name,
     pub netns_inode: u32,
-    pub dev: String,
+    pub dev: Name,
     pub ifindex: u32,
     pub dir: Dir,
     pub tuple: Tuple,
@@ -250,8 +268,8 @@ impl HopData {
     /// A successful lookup that resolved to a LOCAL route: delivery to
     /// this host (IPv4: the nexthop scope, IPv6: the route type).
     pub fn is_local_route(&self) -> bool {
-        matches!(self, HopData::Fib { err: 0, nh_scope, rtype, .. }
-            if *nh_scope == SCOPE_NOWHERE || *rtype == RTN_LOCAL)
+        matches!(self, HopData::Fib(f)
+            if f.err == 0 && (f.nh_scope == SCOPE_NOWHERE || f.rtype == RTN_LOCAL))
     }
 }
 
@@ -281,22 +299,21 @@ impl Hop {
                     format!("len {len}")
                 }
             }
-            HopData::Drop {
-                reason, location, ..
-            } => format!("DROP reason {reason} at {location}"),
+            HopData::Drop(d) => format!("DROP reason {} at {}", d.reason, d.location),
             HopData::Consume { location } => format!("consumed at {location}"),
             HopData::IcmpSend { desc, .. } => format!("kernel sent ICMP {desc}"),
             HopData::TcpReset { reason } => match reason {
                 Some(r) => format!("kernel sent TCP RST (reason {r})"),
                 None => "kernel sent TCP RST".into(),
             },
-            HopData::Fib {
-                table,
-                err,
-                nh_dev,
-                gw,
-                ..
-            } => {
+            HopData::Fib(f) => {
+                let FibData {
+                    table,
+                    err,
+                    nh_dev,
+                    gw,
+                    ..
+                } = &**f;
                 if *err == 0 {
                     let via = gw.map(|g| format!(" via {g}")).unwrap_or_default();
                     let kind = if self.data.is_local_route() {
@@ -309,23 +326,19 @@ impl Hop {
                     format!("table {}: {}", table_name(*table), errno_name(*err))
                 }
             }
-            HopData::Sock {
-                old_state,
-                new_state,
-            } => format!("socket {old_state} -> {new_state}"),
+            HopData::Sock(s) => format!("socket {} -> {}", s.old_state, s.new_state),
             HopData::SockRecv => "read by a local socket (recvmsg)".into(),
             HopData::SockQueue => "queued to a local socket (sk_data_ready)".into(),
-            HopData::Func {
-                detail, backend, ..
-            } => format!("{detail} [{backend}]"),
-            HopData::Neigh {
-                addr,
-                state,
-                new_state,
-                lladdr,
-                event,
-                ..
-            } => {
+            HopData::Func(f) => format!("{} [{}]", f.detail, f.backend),
+            HopData::Neigh(n) => {
+                let NeighData {
+                    addr,
+                    state,
+                    new_state,
+                    lladdr,
+                    event,
+                    ..
+                } = &**n;
                 let mut s = format!("neighbour {addr} {event}: {state}");
                 if let Some(n) = new_state {
                     s.push_str(&format!(" -> {n}"));
@@ -352,5 +365,20 @@ mod tests {
         assert_eq!(nud_state(0x0), "NONE");
         assert_eq!(icmp_desc(false, 3, 0), "dest-unreachable net-unreachable");
         assert_eq!(icmp_desc(false, 5, 1), "redirect host");
+    }
+
+    #[test]
+    fn hops_stay_small() {
+        // 100k flows x 4 hops must fit the 64 MiB budget (issue 5).
+        assert!(
+            std::mem::size_of::<HopData>() <= 16,
+            "{}",
+            std::mem::size_of::<HopData>()
+        );
+        assert!(
+            std::mem::size_of::<Hop>() <= 104,
+            "{}",
+            std::mem::size_of::<Hop>()
+        );
     }
 }

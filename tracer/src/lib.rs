@@ -7,6 +7,7 @@ pub mod event;
 pub mod flow;
 pub mod funcs;
 pub mod hop;
+pub mod intern;
 pub mod ipvs;
 pub mod loader;
 pub mod names;

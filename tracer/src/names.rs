@@ -9,6 +9,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::intern::{Interner, Name};
+
 #[derive(Debug, Default)]
 pub struct Kallsyms {
     /// Sorted by address.
@@ -68,7 +70,10 @@ pub fn func_of(loc: &str) -> &str {
 /// Network namespace inode -> human name.
 #[derive(Debug)]
 pub struct NetnsNames {
-    names: HashMap<u32, String>,
+    names: HashMap<u32, Name>,
+    /// "inode:N" for namespaces no scan could name (one shared name each,
+    /// not one string per hop).
+    unnamed: HashMap<u32, Name>,
     paths: HashMap<u32, PathBuf>,
     last_scan: Option<Instant>,
 }
@@ -77,6 +82,7 @@ impl Default for NetnsNames {
     fn default() -> Self {
         let mut n = NetnsNames {
             names: HashMap::new(),
+            unnamed: HashMap::new(),
             paths: HashMap::new(),
             last_scan: None,
         };
@@ -103,7 +109,7 @@ impl NetnsNames {
             for e in rd.flatten() {
                 if let Some(ino) = netns_inode(&e.path()) {
                     self.names
-                        .insert(ino, e.file_name().to_string_lossy().into_owned());
+                        .insert(ino, e.file_name().to_string_lossy().as_ref().into());
                     self.paths.insert(ino, e.path());
                 }
             }
@@ -123,16 +129,20 @@ impl NetnsNames {
                     self.names.entry(ino).or_insert_with(|| {
                         let comm =
                             std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-                        format!("pid:{pid}({})", comm.trim())
+                        format!("pid:{pid}({})", comm.trim()).into()
                     });
                 }
             }
         }
     }
 
-    pub fn name(&mut self, ino: u32) -> String {
+    pub fn name(&mut self, ino: u32) -> Name {
         if ino == 0 {
-            return "unknown".into();
+            return self
+                .names
+                .entry(0)
+                .or_insert_with(|| "unknown".into())
+                .clone();
         }
         if !self.names.contains_key(&ino)
             && self
@@ -141,10 +151,13 @@ impl NetnsNames {
         {
             self.scan();
         }
-        self.names
-            .get(&ino)
-            .cloned()
-            .unwrap_or_else(|| format!("inode:{ino}"))
+        if let Some(n) = self.names.get(&ino) {
+            return n.clone();
+        }
+        self.unnamed
+            .entry(ino)
+            .or_insert_with(|| format!("inode:{ino}").into())
+            .clone()
     }
 
     /// A path that opens this namespace, when one is known.
@@ -163,26 +176,42 @@ pub struct Names {
     pub rst_reasons: HashMap<u32, String>,
     pub kallsyms: Kallsyms,
     pub netns: NetnsNames,
+    /// Device names, reasons and code locations shared by all hops.
+    pub interned: Interner,
 }
 
 impl Names {
-    pub fn drop_reason(&self, v: u32) -> String {
-        self.drop_reasons
-            .get(&v)
-            .cloned()
-            .unwrap_or_else(|| format!("reason_{v}"))
+    pub fn drop_reason(&mut self, v: u32) -> Name {
+        match self.drop_reasons.get(&v) {
+            Some(r) => self.interned.get(r),
+            None => self.interned.get(&format!("reason_{v}")),
+        }
     }
 
-    pub fn rst_reason(&self, v: u32) -> Option<String> {
+    pub fn rst_reason(&mut self, v: u32) -> Option<Name> {
         if v == u32::MAX {
             return None;
         }
-        Some(
-            self.rst_reasons
-                .get(&v)
-                .cloned()
-                .unwrap_or_else(|| format!("reason_{v}")),
-        )
+        Some(match self.rst_reasons.get(&v) {
+            Some(r) => self.interned.get(r),
+            None => self.interned.get(&format!("reason_{v}")),
+        })
+    }
+
+    /// A device (or other NUL-padded kernel) name, shared.
+    pub fn dev(&mut self, b: &[u8]) -> Name {
+        self.interned.get(crate::event::cname_str(b))
+    }
+
+    /// `function+0xoff` of a code address, shared.
+    pub fn location(&mut self, addr: u64) -> Name {
+        let s = self.kallsyms.symbolize(addr);
+        self.interned.get(&s)
+    }
+
+    /// Any other short, repeated string.
+    pub fn intern(&mut self, s: &str) -> Name {
+        self.interned.get(s)
     }
 }
 

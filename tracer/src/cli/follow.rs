@@ -283,6 +283,7 @@ async fn follow(
         rst_reasons: offsets::enum_names(&btf, "sk_rst_reason", "SK_RST_REASON_"),
         kallsyms: Kallsyms::default(),
         netns: Default::default(),
+        interned: Default::default(),
     };
     let mut caps = caps.join().unwrap_or_default();
     let mut plan = probes::plan(&btf, &caps);
@@ -476,10 +477,16 @@ async fn follow(
         let rb = ring.get_mut();
         while let Some(item) = rb.next() {
             if let Ok(ev) = decode(&item) {
+                // As in the loop: a MAC that answered for the target in the
+                // last events read must still count (incident 1's second
+                // owner is often among them).
+                note_neighbour(&ev, &target, &mut env.vip);
                 flows.ingest(&ev, &mut names);
             }
         }
     }
+    // Owner changes since the last tick.
+    env.vip.poll(&target, started.elapsed().as_millis() as u64);
     let detach_started = Instant::now();
     let cnt = counters(&ebpf);
     let tc_mode = tc.mode();

@@ -80,14 +80,12 @@ fn side_evidence(flow: &Flow) -> Vec<String> {
             HopData::IcmpSend { desc, .. } => {
                 ev.push(format!("icmp {desc} sent by netns {}", h.netns))
             }
-            HopData::Func {
-                detail, backend, ..
-            } => ev.push(format!("{detail} in netns {} [{backend}]", h.netns)),
-            HopData::Neigh {
-                addr, state, event, ..
-            } if state.contains("FAILED") => ev.push(format!(
-                "neighbour {addr} on {} in netns {}: {state} ({event})",
-                h.dev, h.netns
+            HopData::Func(f) => {
+                ev.push(format!("{} in netns {} [{}]", f.detail, h.netns, f.backend))
+            }
+            HopData::Neigh(n) if n.state.contains("FAILED") => ev.push(format!(
+                "neighbour {} on {} in netns {}: {} ({})",
+                n.addr, h.dev, h.netns, n.state, n.event
             )),
             _ => {}
         }
@@ -121,15 +119,16 @@ fn side_evidence(flow: &Flow) -> Vec<String> {
 fn ipvs_evidence(flow: &Flow) -> Vec<String> {
     let mut ev = Vec::new();
     for h in &flow.hops {
-        if let HopData::Func {
-            func,
-            ret,
-            detail,
-            backend,
-            ..
-        } = &h.data
-            && func.starts_with("ip_vs")
+        if let HopData::Func(fd) = &h.data
+            && fd.func.starts_with("ip_vs")
         {
+            let crate::hop::FuncData {
+                func,
+                ret,
+                detail,
+                backend,
+                ..
+            } = &**fd;
             if func == "ip_vs_schedule" && ret.is_some_and(|r| r != 0) {
                 let to = flow
                     .translated
@@ -162,9 +161,10 @@ pub fn dedup(v: &mut Vec<String>) {
 pub fn misrouted_local_shadow(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     let dsts = flow.dsts();
     flow.hops.iter().find_map(|h| {
-        let HopData::Fib { nh_dev, .. } = &h.data else {
+        let HopData::Fib(fib) = &h.data else {
             return None;
         };
+        let nh_dev = &fib.nh_dev;
         if !h.data.is_local_route() {
             return None;
         }
@@ -185,7 +185,7 @@ pub fn misrouted_local_shadow(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
                 h.netns
             ),
             &h.netns,
-            Some(nh_dev.clone()),
+            Some(nh_dev.to_string()),
         );
         v.evidence.push(format!(
             "route lookup for {dst} matched a LOCAL route via {nh_dev}: delivered to this node itself"
@@ -216,7 +216,7 @@ pub fn misrouted_local_transmitted(flow: &Flow, env: &dyn Env) -> Option<Verdict
         let owner = env
             .addrs(h.netns_inode)?
             .iter()
-            .find(|a| a.addr == h.tuple.dst && a.dev != h.dev)?;
+            .find(|a| a.addr == h.tuple.dst && h.dev != a.dev)?;
         Some((h, owner))
     })?;
     let ingress = flow.hops.iter().rev().find(|h| {
@@ -230,7 +230,7 @@ pub fn misrouted_local_transmitted(flow: &Flow, env: &dyn Env) -> Option<Verdict
             h.netns_inode == out.netns_inode
                 && h.ts_ns >= ing.ts_ns
                 && h.ts_ns <= out.ts_ns
-                && matches!(h.data, HopData::Fib { iif, .. } if iif == ing.ifindex)
+                && matches!(&h.data, HopData::Fib(f) if f.iif == ing.ifindex)
         })
     });
     let mut where_ = format!(
@@ -262,7 +262,7 @@ pub fn misrouted_local_transmitted(flow: &Flow, env: &dyn Env) -> Option<Verdict
         "local_destination_transmitted",
         where_,
         &out.netns,
-        Some(out.dev.clone()),
+        Some(out.dev.to_string()),
     );
     v.evidence = evidence;
     v.evidence.extend(side_evidence(flow));
@@ -287,16 +287,21 @@ pub fn misrouted_nat_source(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         .addrs(out.netns_inode)?
         .iter()
         .find(|a| a.addr == src && a.dev != "lo")?;
-    if owner.dev == out.dev {
+    if out.dev == owner.dev {
         return None;
     }
     let pre = flow.hops.iter().find_map(|h| match &h.data {
-        HopData::Fib {
-            err: 0, nh_dev, gw, ..
-        } if h.dir == Dir::Request && h.tuple.dst == flow.key.dst && *nh_dev == owner.dev => Some(
-            gw.map(|g| format!("{nh_dev} via {g}"))
-                .unwrap_or(nh_dev.clone()),
-        ),
+        HopData::Fib(f)
+            if f.err == 0
+                && h.dir == Dir::Request
+                && h.tuple.dst == flow.key.dst
+                && f.nh_dev == owner.dev =>
+        {
+            Some(
+                f.gw.map(|g| format!("{} via {g}", f.nh_dev))
+                    .unwrap_or(f.nh_dev.to_string()),
+            )
+        }
         _ => None,
     });
     let mut v = verdict(
@@ -312,7 +317,7 @@ pub fn misrouted_nat_source(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             owner.dev
         ),
         &out.netns,
-        Some(out.dev.clone()),
+        Some(out.dev.to_string()),
     );
     if let Some(route) = pre {
         v.evidence.push(format!(
@@ -339,14 +344,14 @@ fn reply_route_failures(flow: &Flow) -> Vec<String> {
     let mut out: Vec<String> = flow
         .hops
         .iter()
-        .filter(|h| h.dir == Dir::Reply && matches!(h.data, HopData::Fib { err, .. } if err != 0))
+        .filter(|h| h.dir == Dir::Reply && matches!(&h.data, HopData::Fib(f) if f.err != 0))
         .filter(|h| {
             // A later table may still have matched: only namespaces where no
             // reply route was found at all count.
             !flow.hops.iter().any(|g| {
                 g.dir == Dir::Reply
                     && g.netns_inode == h.netns_inode
-                    && matches!(g.data, HopData::Fib { err: 0, .. })
+                    && matches!(&g.data, HopData::Fib(f) if f.err == 0)
             })
         })
         .map(|h| format!("netns {} has no route back to {}", h.netns, h.tuple.dst))
@@ -370,7 +375,7 @@ pub fn reply_unroutable(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
     let fail_hop = flow
         .hops
         .iter()
-        .find(|h| h.dir == Dir::Reply && matches!(h.data, HopData::Fib { err, .. } if err != 0))?;
+        .find(|h| h.dir == Dir::Reply && matches!(&h.data, HopData::Fib(f) if f.err != 0))?;
     let mut v = verdict(
         Kind::NoReply,
         "reply_unroutable",
@@ -399,15 +404,13 @@ fn delivery_evidence(flow: &Flow) -> Vec<(&Hop, String)> {
             HopData::SockQueue if h.dir == Dir::Request => {
                 out.push((h, "queued to a local socket".to_string()))
             }
-            HopData::Sock { new_state, .. }
+            HopData::Sock(s)
                 if h.dir == Dir::Reply
-                    && matches!(new_state.as_str(), "SYN_RECV" | "ESTABLISHED") =>
+                    && matches!(s.new_state.as_str(), "SYN_RECV" | "ESTABLISHED") =>
             {
-                out.push((h, format!("server socket reached {new_state}")))
+                out.push((h, format!("server socket reached {}", s.new_state)))
             }
-            HopData::Sock { new_state, .. }
-                if h.dir == Dir::Request && new_state == "ESTABLISHED" =>
-            {
+            HopData::Sock(s) if h.dir == Dir::Request && s.new_state == "ESTABLISHED" => {
                 out.push((h, "client handshake completed".to_string()))
             }
             HopData::Consume { location }
@@ -456,8 +459,8 @@ pub fn infer_nf_hook(flow: &Flow, drop: &Hop) -> &'static str {
         .filter(|h| h.netns_inode == drop.netns_inode && h.ts_ns <= drop.ts_ns && h.dir == drop.dir)
         .collect();
     let ingress = before.iter().any(|h| h.is_ingress());
-    let route = before.iter().rev().find_map(|h| match h.data {
-        HopData::Fib { err: 0, .. } => Some(h.data.is_local_route()),
+    let route = before.iter().rev().find_map(|h| match &h.data {
+        HopData::Fib(f) if f.err == 0 => Some(h.data.is_local_route()),
         _ => None,
     });
     match (ingress, route) {
@@ -472,12 +475,10 @@ pub fn infer_nf_hook(flow: &Flow, drop: &Hop) -> &'static str {
 /// The packet was dropped (skb:kfree_skb with a reason) before any delivery.
 pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     let drop = flow.hops.iter().find(|h| h.hook == Hook::Drop)?;
-    let HopData::Drop {
-        reason, location, ..
-    } = &drop.data
-    else {
+    let HopData::Drop(dd) = &drop.data else {
         return None;
     };
+    let (reason, location) = (&dd.reason, &dd.location);
     if delivery_evidence(flow)
         .iter()
         .any(|(h, _)| h.ts_ns < drop.ts_ns)
@@ -532,7 +533,7 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
                 .hops
                 .iter()
                 .find_map(|h| match &h.data {
-                    HopData::Neigh { addr, .. } if h.netns_inode == drop.netns_inode => Some(*addr),
+                    HopData::Neigh(n) if h.netns_inode == drop.netns_inode => Some(n.addr),
                     _ => None,
                 })
                 .unwrap_or(drop.tuple.dst);
@@ -552,10 +553,10 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
                 .iter()
                 .filter(|h| h.netns_inode == drop.netns_inode)
                 .filter_map(|h| match &h.data {
-                    HopData::Fib { table, err, .. } if *err != 0 => Some(format!(
+                    HopData::Fib(f) if f.err != 0 => Some(format!(
                         "{}: {}",
-                        crate::hop::table_name(*table),
-                        crate::hop::errno_name(*err)
+                        crate::hop::table_name(f.table),
+                        crate::hop::errno_name(f.err)
                     )),
                     _ => None,
                 })
@@ -582,7 +583,7 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         reason,
         where_,
         &drop.netns,
-        Some(drop.dev.clone()),
+        Some(drop.dev.to_string()),
     );
     v.evidence.push(format!(
         "{} packet dropped at {} on {} in netns {}",
@@ -623,19 +624,19 @@ fn nf_func_hops(flow: &Flow, drop: &Hop) -> NfSeen {
         .iter()
         .filter(|h| h.netns_inode == drop.netns_inode && h.dir == drop.dir && h.ts_ns <= drop.ts_ns)
     {
-        if let HopData::Func {
-            func,
-            backend,
-            ret,
-            nf_hook,
-            detail,
-            ..
-        } = &h.data
-        {
+        if let HopData::Func(f) = &h.data {
+            let crate::hop::FuncData {
+                func,
+                backend,
+                ret,
+                nf_hook,
+                detail,
+                ..
+            } = &**f;
             match func.as_str() {
                 "nf_hook_slow" if ret.is_some_and(|r| r < 0) => {
-                    seen.hook = nf_hook.clone();
-                    seen.backend = backend.clone();
+                    seen.hook = nf_hook.as_ref().map(|n| n.to_string());
+                    seen.backend = backend.to_string();
                 }
                 "nft_do_chain" | "ipt_do_table" => {
                     seen.chains.push(format!("{detail} [{backend}]"))
@@ -680,7 +681,7 @@ fn local_target_evidence(flow: &Flow, env: &dyn Env, drop: &Hop) -> Option<Strin
 pub fn ipvs_no_destination(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     let sched = flow.hops.iter().find(|h| {
         h.dir == Dir::Request
-            && matches!(&h.data, HopData::Func { func, ret: Some(0), .. } if func == "ip_vs_schedule")
+            && matches!(&h.data, HopData::Func(f) if f.ret == Some(0) && f.func == "ip_vs_schedule")
     });
     let drop = flow
         .hops
@@ -713,11 +714,12 @@ pub fn ipvs_no_destination(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             at.netns
         ),
         &at.netns,
-        Some(at.dev.clone()),
+        Some(at.dev.to_string()),
     );
     if let Some(h) = sched
-        && let HopData::Func { backend, .. } = &h.data
+        && let HopData::Func(f) = &h.data
     {
+        let backend = &f.backend;
         v.evidence.push(format!(
             "ip_vs_schedule() found no destination for the request in netns {} [{backend}]",
             h.netns
@@ -748,9 +750,7 @@ pub fn ipvs_no_destination(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         v.evidence.push(format!(
             "request dropped at {} in netns {}",
             match &d.data {
-                HopData::Drop {
-                    reason, location, ..
-                } => format!("{location} ({reason})"),
+                HopData::Drop(dd) => format!("{} ({})", dd.location, dd.reason),
                 _ => "?".into(),
             },
             d.netns
@@ -773,7 +773,7 @@ pub fn delivered(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
     // can come first when the server-side hooks are missing or late).
     let server_side = |h: &Hop| match &h.data {
         HopData::Packet { .. } => false,
-        HopData::Sock { .. } => h.dir == Dir::Reply,
+        HopData::Sock(_) => h.dir == Dir::Reply,
         _ => true,
     };
     let sock = ev
@@ -812,13 +812,12 @@ pub fn delivered(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
     v.evidence.extend(ipvs_evidence(flow));
     for h in flow.hops.iter().filter(|h| h.hook == Hook::Drop) {
         // NOT_SPECIFIED frees after delivery are TCP housekeeping, not loss.
-        if let HopData::Drop {
-            reason, location, ..
-        } = &h.data
-            && reason != "NOT_SPECIFIED"
+        if let HopData::Drop(dd) = &h.data
+            && dd.reason != "NOT_SPECIFIED"
         {
             v.evidence.push(format!(
-                "a later packet was dropped: {reason} at {location}"
+                "a later packet was dropped: {} at {}",
+                dd.reason, dd.location
             ));
         }
     }
@@ -853,11 +852,7 @@ pub fn forwarded(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
         return None;
     }
     let gw = flow.hops.iter().rev().find_map(|h| match &h.data {
-        HopData::Fib {
-            err: 0,
-            gw: Some(g),
-            ..
-        } if h.netns_inode == last.netns_inode => Some(*g),
+        HopData::Fib(f) if f.err == 0 && h.netns_inode == last.netns_inode => f.gw,
         _ => None,
     });
     let via = gw.map(|g| format!(" via {g}")).unwrap_or_default();
@@ -902,8 +897,8 @@ pub fn fallback(flow: &Flow) -> Verdict {
                 if h.dev.is_empty() { "-" } else { &h.dev },
                 h.netns
             ),
-            h.netns.clone(),
-            Some(h.dev.clone()),
+            h.netns.to_string(),
+            Some(h.dev.to_string()),
         ),
         None => ("nowhere".into(), String::new(), None),
     };

@@ -409,8 +409,8 @@ fn incident3_boundaries() {
         .clone();
     fib.ts_ns = ing.ts_ns + 1;
     fib.netns_inode = ing.netns_inode;
-    if let HopData::Fib { iif, .. } = &mut fib.data {
-        *iif = ing.ifindex;
+    if let HopData::Fib(f) = &mut fib.data {
+        f.iif = ing.ifindex;
     }
     g.hops.push(fib);
     g.hops.sort_by_key(|h| h.ts_ns);
@@ -567,7 +567,7 @@ fn delivered_where_names_the_server_not_the_client_handshake() {
     // only the client's handshake and the server's socket states remain,
     // the client's first.
     let (mut f, env) = load("tcp_delivered");
-    f.hops.retain(|h| matches!(h.data, HopData::Sock { .. }));
+    f.hops.retain(|h| matches!(h.data, HopData::Sock(_)));
     let client = f
         .hops
         .iter()
@@ -585,7 +585,7 @@ fn delivered_where_names_the_server_not_the_client_handshake() {
 
 fn func_name(h: &Hop) -> Option<&str> {
     match &h.data {
-        HopData::Func { func, .. } => Some(func.as_str()),
+        HopData::Func(f) => Some(f.func.as_str()),
         _ => None,
     }
 }
@@ -628,8 +628,8 @@ fn ipvs_without_destination() -> (Flow, Inventory) {
         .position(|h| func_name(h) == Some("ip_vs_schedule"))
         .expect("schedule hop");
     f.hops.truncate(at + 1);
-    if let HopData::Func { ret, .. } = &mut f.hops[at].data {
-        *ret = Some(0);
+    if let HopData::Func(d) = &mut f.hops[at].data {
+        d.ret = Some(0);
     }
     f.translated = None;
     for t in env.ipvs.values_mut() {
@@ -677,11 +677,11 @@ fn ipvs_empty_service_is_found_from_the_table_without_function_hooks() {
     f.hops.retain(|h| func_name(h).is_none());
     drop.hook = Hook::Drop;
     drop.ts_ns += 1000;
-    drop.data = HopData::Drop {
+    drop.data = HopData::Drop(Box::new(crate::hop::DropData {
         reason: "NETFILTER_DROP".into(),
         reason_code: 0,
         location: "nf_hook_slow+0xa1".into(),
-    };
+    }));
     f.hops.push(drop);
     let v = judge(&f, &env);
     assert_eq!(
