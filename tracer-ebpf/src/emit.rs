@@ -8,7 +8,10 @@ use tracer_common::{CtTuple, EventHeader, Hook, PacketEvent, PacketInfo, kind, s
 
 use crate::{
     filter::{follow_skb, learn_conntrack, netns_allowed},
-    kread::{dev_info, skb_conntrack, skb_dev, skb_packet, sock_netns},
+    kread::{
+        dev_info, skb_conntrack, skb_dev, skb_has_conntrack, skb_ip, skb_packet, skb_rest,
+        sock_netns,
+    },
     maps::{EVENTS, LAST, bump},
     offsets,
 };
@@ -123,7 +126,17 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
     }
     // Decide first; the record (and its timestamp) only for followed packets.
     crate::let_zeroed!(pkt: PacketInfo);
-    skb_packet(skb, pkt);
+    let l4 = skb_ip(skb, pkt);
+    // Most packets of the node stop here, after the IP header. Not at xmit
+    // and drop when the skb has a conntrack entry: a locally generated
+    // packet may already be DNATed there (follow_by_conntrack).
+    if l4 != 0
+        && crate::filter::surely_not_followed(skb, pkt)
+        && !(matches!(hook, Hook::Xmit | Hook::Drop) && skb_has_conntrack(skb))
+    {
+        return None;
+    }
+    skb_rest(skb, l4, pkt);
     let mut dir = follow_skb(skb, pkt);
     if dir == 0 && matches!(hook, Hook::Xmit | Hook::Drop) {
         dir = follow_by_conntrack(skb, pkt);

@@ -4,7 +4,7 @@ use tracer_common::{CtTuple, PacketInfo, TrackInfo, stat};
 
 use crate::{
     filter as cfg,
-    maps::{FLOW_KEYS, NETNS, TRACKED, bump},
+    maps::{FLOW_KEYS, FLOW_KEYS_USED, NETNS, TRACKED, bump},
 };
 
 pub const DIR_REQUEST: u8 = 1;
@@ -54,6 +54,9 @@ pub fn match_tuple(p: &PacketInfo, lenient_ports: bool) -> u8 {
 /// Tuples learnt from NAT (see `learn_conntrack`).
 #[inline(always)]
 fn learnt(p: &PacketInfo) -> u8 {
+    if FLOW_KEYS_USED.get(0).copied().unwrap_or(0) == 0 {
+        return 0;
+    }
     let key = CtTuple {
         saddr: p.saddr,
         daddr: p.daddr,
@@ -67,6 +70,29 @@ fn learnt(p: &PacketInfo) -> u8 {
         Some(d) => *d,
         None => 0,
     }
+}
+
+/// The cheap first test of every parsed packet of the node: true when it
+/// cannot be followed: neither address is in the target, no NAT tuple has
+/// been learnt, and the skb is not tracked. Needs only the IP header, so the
+/// caller reads the transport header and length only for candidates.
+#[inline(always)]
+pub fn surely_not_followed(skb: u64, pkt: &PacketInfo) -> bool {
+    if pkt.family == 0 {
+        return false;
+    }
+    let f = cfg();
+    if pkt.family == f.family && (prefix_eq(&pkt.daddr) || prefix_eq(&pkt.saddr)) {
+        return false;
+    }
+    if FLOW_KEYS_USED.get(0).copied().unwrap_or(0) != 0 {
+        return false;
+    }
+    if unsafe { TRACKED.get(&skb) }.is_some() {
+        return false;
+    }
+    bump(stat::FILTERED);
+    true
 }
 
 /// Returns the direction flag when this skb is followed: its headers match
@@ -170,6 +196,10 @@ pub fn learn_conntrack(orig: &CtTuple, reply: &CtTuple) {
         }
         let fwd = reverse(reply);
         let _ = FLOW_KEYS.insert(&fwd, &DIR_REQUEST, 0);
+        if let Some(p) = FLOW_KEYS_USED.get_ptr_mut(0) {
+            // SAFETY: a u32 slot; racing writers all store 1.
+            unsafe { *p = 1 };
+        }
     }
 }
 

@@ -69,37 +69,55 @@ pub fn skb_dev(skb: u64) -> u64 {
 /// to the network header on receive.
 #[inline(always)]
 pub fn skb_packet(skb: u64, pkt: &mut PacketInfo) -> bool {
+    let l4 = skb_ip(skb, pkt);
+    skb_rest(skb, l4, pkt);
+    l4 != 0
+}
+
+/// First stage of [`skb_packet`], all a packet of the node that is not
+/// followed pays: the IP header (family, protocol, addresses). Returns the
+/// transport header's address, 0 when there is no readable IP header.
+#[inline(always)]
+pub fn skb_ip(skb: u64, pkt: &mut PacketInfo) -> u64 {
     let o = offsets();
     let head: u64 = match read(skb, o.skb_head) {
         Some(h) => h,
-        None => return false,
+        None => return 0,
     };
     let nh: u16 = match read(skb, o.skb_network_header) {
         Some(n) => n,
-        None => return false,
+        None => return 0,
     };
     // (u16)~0U marks an unset header offset (skb_network_header_was_set()).
     if nh == 0xffff || head == 0 {
-        return false;
+        return 0;
     }
-    pkt.len = read(skb, o.skb_len).unwrap_or(0);
-    ip_packet(head + nh as u64, pkt)
+    ip_header(head + nh as u64, pkt)
 }
 
-/// Parse an IP packet at kernel address `ip`.
+/// Second stage: length and transport header.
 #[inline(always)]
-pub fn ip_packet(ip: u64, pkt: &mut PacketInfo) -> bool {
-    let first: u8 = match unsafe { bpf_probe_read_kernel(ip as *const u8) } {
-        Ok(b) => b,
-        Err(_) => return false,
+pub fn skb_rest(skb: u64, l4: u64, pkt: &mut PacketInfo) {
+    pkt.len = read(skb, offsets().skb_len).unwrap_or(0);
+    if l4 != 0 {
+        l4_ports(l4, pkt);
+    }
+}
+
+/// The IP header at `ip`; returns the transport header's address, or 0.
+/// One read for IPv4: the 20-byte header is read at once and its version
+/// nibble checked (an IPv6 header is longer, so the read stays inside it).
+#[inline(always)]
+pub fn ip_header(ip: u64, pkt: &mut PacketInfo) -> u64 {
+    let h4: Ipv4Hdr = match unsafe { bpf_probe_read_kernel(ip as *const Ipv4Hdr) } {
+        Ok(h) => h,
+        Err(_) => return 0,
     };
+    let first = h4.vihl;
     let l4: u64;
     match first >> 4 {
         4 => {
-            let h: Ipv4Hdr = match unsafe { bpf_probe_read_kernel(ip as *const Ipv4Hdr) } {
-                Ok(h) => h,
-                Err(_) => return false,
-            };
+            let h = h4;
             pkt.family = 4;
             pkt.proto = h.proto as u8;
             // IPv4 in the first 4 bytes, the rest zero, without a memset
@@ -111,7 +129,7 @@ pub fn ip_packet(ip: u64, pkt: &mut PacketInfo) -> bool {
         6 => {
             let h: Ipv6Hdr = match unsafe { bpf_probe_read_kernel(ip as *const Ipv6Hdr) } {
                 Ok(h) => h,
-                Err(_) => return false,
+                Err(_) => return 0,
             };
             pkt.family = 6;
             pkt.proto = h.next_hdr as u8;
@@ -119,10 +137,9 @@ pub fn ip_packet(ip: u64, pkt: &mut PacketInfo) -> bool {
             pkt.daddr = h.dst_addr;
             l4 = ip + 40;
         }
-        _ => return false,
+        _ => return 0,
     }
-    l4_ports(l4, pkt);
-    true
+    l4
 }
 
 /// Ports (host order), TCP flags, ICMP type/code. ICMP echo id goes in sport,
@@ -130,19 +147,23 @@ pub fn ip_packet(ip: u64, pkt: &mut PacketInfo) -> bool {
 #[inline(always)]
 pub fn l4_ports(l4: u64, pkt: &mut PacketInfo) {
     match pkt.proto {
-        IPPROTO_TCP | IPPROTO_UDP => {
+        IPPROTO_TCP => {
+            // Ports and flags (byte 13) in one read.
+            let h: [u8; 14] = match unsafe { bpf_probe_read_kernel(l4 as *const [u8; 14]) } {
+                Ok(p) => p,
+                Err(_) => return,
+            };
+            pkt.sport = u16::from_be_bytes([h[0], h[1]]);
+            pkt.dport = u16::from_be_bytes([h[2], h[3]]);
+            pkt.tcp_flags = h[13];
+        }
+        IPPROTO_UDP => {
             let ports: [u8; 4] = match unsafe { bpf_probe_read_kernel(l4 as *const [u8; 4]) } {
                 Ok(p) => p,
                 Err(_) => return,
             };
             pkt.sport = u16::from_be_bytes([ports[0], ports[1]]);
             pkt.dport = u16::from_be_bytes([ports[2], ports[3]]);
-            if pkt.proto == IPPROTO_TCP {
-                // byte 13 of the TCP header holds the flags
-                if let Ok(f) = unsafe { bpf_probe_read_kernel((l4 + 13) as *const u8) } {
-                    pkt.tcp_flags = f;
-                }
-            }
         }
         IPPROTO_ICMP | IPPROTO_ICMPV6 => {
             let h: [u8; 8] = match unsafe { bpf_probe_read_kernel(l4 as *const [u8; 8]) } {
@@ -158,6 +179,12 @@ pub fn l4_ports(l4: u64, pkt: &mut PacketInfo) {
         }
         _ => {}
     }
+}
+
+/// Does the skb carry a conntrack entry (skb->_nfct, see nf_ct_get())?
+#[inline(always)]
+pub fn skb_has_conntrack(skb: u64) -> bool {
+    read::<u64>(skb, offsets().skb_nfct).unwrap_or(0) & !7u64 != 0
 }
 
 /// The conntrack entry attached to the skb (skb->_nfct; the low 3 bits hold

@@ -2,7 +2,7 @@
 
 use aya_ebpf::{
     macros::map,
-    maps::{HashMap, LruHashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
 };
 use tracer_common::{CtTuple, FLOW_KEYS_MAX, RING_BYTES, TRACKED_SKBS_MAX, TrackInfo, stat};
 
@@ -21,6 +21,12 @@ pub static TRACKED: LruHashMap<u64, TrackInfo> = LruHashMap::with_max_entries(TR
 /// flow, or inserted by userspace) -> direction flag.
 #[map]
 pub static FLOW_KEYS: HashMap<CtTuple, u8> = HashMap::with_max_entries(FLOW_KEYS_MAX, 0);
+
+/// Slot 0 is 1 once `FLOW_KEYS` holds a tuple: until then (no NAT seen on
+/// a followed flow, the common case), packets skip that map's 40-byte-key
+/// hash lookup. An array lookup is inlined by the verifier (array_map_gen_lookup()).
+#[map]
+pub static FLOW_KEYS_USED: Array<u32> = Array::with_max_entries(1, 0);
 
 /// Network namespace inodes to follow when `FILTER.netns_filter` is set.
 #[map]

@@ -1,14 +1,14 @@
 //! tc ingress/egress (tcx links, or clsact filters on kernels < 6.6).
 //!
 //! Headers are parsed with bounds-checked direct packet access
-//! (network-types). The programs never change the packet and always return
+//! (network-types structs read at checked offsets). The programs never change the packet and always return
 //! TC_ACT_UNSPEC (-1), which is also TCX_NEXT: the next program, or the
 //! default action, decides.
 
 use aya_ebpf::{macros::classifier, programs::TcContext};
 use network_types::{
     eth::{EthHdr, EtherType},
-    ip::{IpProto, Ipv4Hdr, Ipv6Hdr},
+    ip::{Ipv4Hdr, Ipv6Hdr},
 };
 use tracer_common::{Hook, PacketInfo};
 
@@ -32,8 +32,19 @@ pub fn tracer_tc_egress(ctx: TcContext) -> i32 {
     TC_ACT_UNSPEC
 }
 
+/// Direct packet access when the bytes are in the linear area (the usual
+/// case for headers): a bounds check instead of a bpf_skb_load_bytes() call
+/// per header, on every packet of the traced interfaces. Falls back to the
+/// helper for headers in paged data.
 #[inline(always)]
-fn load<T>(ctx: &TcContext, off: usize) -> Option<T> {
+fn load<T: Copy>(ctx: &TcContext, off: usize) -> Option<T> {
+    let start = ctx.data();
+    let end = ctx.data_end();
+    if start + off + core::mem::size_of::<T>() <= end {
+        // SAFETY: [start+off, start+off+size) lies before data_end (checked
+        // above; the verifier checks the same bound).
+        return Some(unsafe { core::ptr::read_unaligned((start + off) as *const T) });
+    }
     ctx.load::<T>(off).ok()
 }
 
@@ -64,13 +75,19 @@ fn parse(ctx: &TcContext, pkt: &mut PacketInfo) -> Option<()> {
     }
     pkt.len = ctx.len();
     match pkt.proto {
-        IPPROTO_TCP | IPPROTO_UDP => {
+        IPPROTO_TCP => {
+            // Ports and flags (byte 13) in one read: a one-byte direct read
+            // is checked as `ptr < data_end`, a form the verifier does not
+            // take as a bound ("R1 offset is outside of the packet").
+            let h: [u8; 14] = load(ctx, l4_off)?;
+            pkt.sport = u16::from_be_bytes([h[0], h[1]]);
+            pkt.dport = u16::from_be_bytes([h[2], h[3]]);
+            pkt.tcp_flags = h[13];
+        }
+        IPPROTO_UDP => {
             let ports: [u8; 4] = load(ctx, l4_off)?;
             pkt.sport = u16::from_be_bytes([ports[0], ports[1]]);
             pkt.dport = u16::from_be_bytes([ports[2], ports[3]]);
-            if pkt.proto == IpProto::Tcp as u8 {
-                pkt.tcp_flags = load(ctx, l4_off + 13).unwrap_or(0);
-            }
         }
         IPPROTO_ICMP | IPPROTO_ICMPV6 => {
             let h: [u8; 8] = load(ctx, l4_off)?;

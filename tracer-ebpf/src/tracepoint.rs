@@ -342,12 +342,16 @@ pub fn tracer_sk_data_ready(ctx: BtfTracePointContext) -> i32 {
 
 pub(crate) fn try_sk_data_ready(sk: u64) -> Option<()> {
     let last = LAST.get(0)?;
+    // No followed skb yet on this CPU (the common case): no clock read.
+    if last.skb == 0 {
+        return None;
+    }
     let now = unsafe { aya_ebpf::helpers::bpf_ktime_get_ns() };
     // The socket is woken in the same softirq that received the skb
     // (__udp_enqueue_schedule_skb(), tcp_data_queue()): microseconds on
     // hardware, but measured past 1 ms under qemu TCG. 20 ms still excludes
     // an unrelated old skb; the port check below does the rest.
-    if last.skb == 0 || now.wrapping_sub(last.ts_ns) > 20_000_000 {
+    if now.wrapping_sub(last.ts_ns) > 20_000_000 {
         return None;
     }
     let dir = is_tracked(last.skb);
