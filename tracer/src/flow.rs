@@ -6,7 +6,7 @@
 //! replies, or a translated tuple learnt from conntrack. Events without an
 //! skb (fib lookups, socket state, neighbours) are tied by tuple/address.
 
-use std::collections::VecDeque;
+use std::{collections::VecDeque, sync::Arc};
 
 use foldhash::HashMap;
 
@@ -41,13 +41,14 @@ pub struct Flow {
     /// program, e.g. a kube-proxy replacement).
     pub nat_by: Option<&'static str>,
     pub hops: Vec<Hop>,
-    pub hops_truncated: u64,
-    pub packets: u64,
-    pub replies: u64,
+    pub hops_truncated: u32,
+    pub packets: u32,
+    pub replies: u32,
     pub first_ns: u64,
     pub last_ns: u64,
-    /// What was last printed for this flow (kind, reason).
-    pub printed: Option<(String, String)>,
+    /// What was last printed for this flow (kind, reason); boxed, as most
+    /// flows of a busy run are never printed before the end.
+    pub printed: Option<Box<(String, String)>>,
 }
 
 impl Flow {
@@ -63,10 +64,23 @@ impl Flow {
         self.hops.insert(pos, hop);
     }
 
+    /// The tuple `t` as a shared handle: the one a recent hop already holds
+    /// when equal (a flow's hops carry two or three distinct tuples: the
+    /// request, the reply, a translation), else a new one.
+    pub fn share(&self, t: Tuple) -> Arc<Tuple> {
+        self.hops
+            .iter()
+            .rev()
+            .take(8)
+            .find(|h| *h.tuple == t)
+            .map(|h| h.tuple.clone())
+            .unwrap_or_else(|| Arc::new(t))
+    }
+
     /// Index of the first hop whose tuple differs from the original (NAT).
     pub fn nat_at(&self) -> Option<usize> {
         self.hops.iter().position(|h| {
-            h.is_request() && matches!(h.data, HopData::Packet { .. }) && h.tuple != self.key
+            h.is_request() && matches!(h.data, HopData::Packet { .. }) && *h.tuple != self.key
         })
     }
 
@@ -85,7 +99,13 @@ pub struct FlowTable {
     /// Boxed: a map sized for 100k flows holds ~130k slots, and an empty
     /// slot of an unboxed `Flow` costs the whole struct.
     flows: HashMap<u64, Box<Flow>>,
-    by_key: HashMap<Tuple, u64>,
+    /// Original request tuple -> flow, by a 64-bit hash of the tuple: a
+    /// slot is 16 bytes instead of 48 (100k flows: 2 MiB instead of 6). The
+    /// flow's own key confirms a hit; a tuple whose hash another live flow
+    /// holds goes to `by_key_spill`.
+    by_key: HashMap<u64, u64>,
+    by_key_spill: HashMap<Tuple, u64>,
+    key_hasher: foldhash::fast::RandomState,
     /// Translated request tuples -> flow.
     alias: HashMap<Tuple, u64>,
     /// skb address -> (flow, time last seen). The kernel reuses freed skb
@@ -136,7 +156,44 @@ impl FlowTable {
     }
 
     fn lookup(&self, t: &Tuple) -> Option<u64> {
-        self.by_key.get(t).or_else(|| self.alias.get(t)).copied()
+        self.key_lookup(t).or_else(|| self.alias.get(t).copied())
+    }
+
+    fn key_hash(&self, t: &Tuple) -> u64 {
+        use std::hash::BuildHasher;
+        self.key_hasher.hash_one(t)
+    }
+
+    fn key_lookup(&self, t: &Tuple) -> Option<u64> {
+        if let Some(&id) = self.by_key.get(&self.key_hash(t))
+            && self.flows.get(&id).is_some_and(|f| f.key == *t)
+        {
+            return Some(id);
+        }
+        self.by_key_spill.get(t).copied()
+    }
+
+    fn key_insert(&mut self, key: Tuple, id: u64) {
+        let h = self.key_hash(&key);
+        let taken = self
+            .by_key
+            .get(&h)
+            .is_some_and(|o| *o != id && self.flows.get(o).is_some_and(|f| f.key != key));
+        if taken {
+            self.by_key_spill.insert(key, id);
+        } else {
+            self.by_key.insert(h, id);
+        }
+    }
+
+    fn key_remove(&mut self, key: &Tuple, id: u64) {
+        let h = self.key_hash(key);
+        if self.by_key.get(&h) == Some(&id) {
+            self.by_key.remove(&h);
+        }
+        if self.by_key_spill.get(key) == Some(&id) {
+            self.by_key_spill.remove(key);
+        }
     }
 
     /// A new flow first seen at `ts` in namespace `netns` (0: unknown).
@@ -177,13 +234,13 @@ impl FlowTable {
             }
         }
         self.flows.insert(id, Box::new(flow));
-        self.by_key.insert(key, id);
+        self.key_insert(key, id);
         id
     }
 
     fn remove(&mut self, id: u64) {
         if let Some(f) = self.flows.remove(&id) {
-            self.by_key.remove(&f.key);
+            self.key_remove(&f.key, id);
             if let Some(t) = f.translated {
                 self.alias.remove(&t);
             }
@@ -249,7 +306,7 @@ impl FlowTable {
                     dev: names.dev(&f.nh_dev),
                     ifindex: f.nh_ifindex,
                     dir,
-                    tuple: Tuple::from_pkt(&f.pkt),
+                    tuple: Arc::new(Tuple::from_pkt(&f.pkt)),
                     skb: f.hdr.skb,
                     data: HopData::Fib(Box::new(FibData {
                         table: f.table,
@@ -299,7 +356,7 @@ impl FlowTable {
                     dev: names.intern(""),
                     ifindex: 0,
                     dir,
-                    tuple: key,
+                    tuple: Arc::new(key),
                     skb: 0,
                     data: HopData::Sock(Box::new(SockData {
                         old_state: names.intern(tcp_state(s.old_state)),
@@ -339,13 +396,13 @@ impl FlowTable {
                     dev: names.dev(&n.hdr.ifname),
                     ifindex: n.hdr.ifindex,
                     dir: Dir::Request,
-                    tuple: Tuple {
+                    tuple: Arc::new(Tuple {
                         src: addr,
                         sport: 0,
                         dst: addr,
                         dport: 0,
                         proto: 0,
-                    },
+                    }),
                     skb: 0,
                     data: HopData::Neigh(Box::new(NeighData {
                         addr,
@@ -446,7 +503,7 @@ impl FlowTable {
                 // seen: the address was freed without a tracepoint and
                 // reused by another packet (e.g. a netlink message).
                 match earlier {
-                    Some(h) if p.hdr.ts_ns.saturating_sub(h.ts_ns) < STALE_NS => seen = h.tuple,
+                    Some(h) if p.hdr.ts_ns.saturating_sub(h.ts_ns) < STALE_NS => seen = *h.tuple,
                     _ => return Some(id),
                 }
             }
@@ -499,6 +556,10 @@ impl FlowTable {
                 mark: p.mark,
             },
         };
+        let tuple = match self.flows.get(&id) {
+            Some(f) => f.share(seen),
+            None => Arc::new(seen),
+        };
         let hop = Hop {
             ts_ns: p.hdr.ts_ns,
             hook,
@@ -507,7 +568,7 @@ impl FlowTable {
             dev: names.dev(&p.hdr.ifname),
             ifindex: p.hdr.ifindex,
             dir,
-            tuple: seen,
+            tuple,
             skb: p.hdr.skb,
             data,
         };
@@ -742,6 +803,49 @@ mod tests {
         assert_eq!(t.ingest(&Event::Fib(f), &mut n), None);
         assert_eq!(t.get(id).unwrap().hops.len(), 3);
     }
+    /// Two tuples whose hashes collide: the second goes to the spill map
+    /// and both still find their own flow.
+    #[test]
+    fn tuple_hash_collision_spills() {
+        let mut t = FlowTable::new(10);
+        let mut n = Names::default();
+        let t1 = v4([10, 0, 0, 1], 40000, [10, 43, 0, 1], 443, 6);
+        let t2 = v4([10, 0, 0, 1], 40001, [10, 43, 0, 1], 443, 6);
+        let a = t.ingest(&pkt(Hook::Xmit, 1, 10, t1), &mut n).unwrap();
+        // Make t2's hash slot look taken by flow `a`.
+        let h2 = t.key_hash(&Tuple::from_pkt(&t2));
+        t.by_key.insert(h2, a);
+        let b = t.ingest(&pkt(Hook::Xmit, 2, 20, t2), &mut n).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(t.by_key_spill.len(), 1);
+        assert_eq!(t.ingest(&pkt(Hook::Xmit, 3, 30, t1), &mut n), Some(a));
+        assert_eq!(t.ingest(&pkt(Hook::Xmit, 4, 40, t2), &mut n), Some(b));
+        t.remove(b);
+        assert!(t.by_key_spill.is_empty());
+        assert_eq!(t.lookup(&Tuple::from_pkt(&t1)), Some(a));
+    }
+
+    #[test]
+    fn flows_stay_small() {
+        // With 4 hops, 100k flows must fit the 64 MiB budget (issue 5).
+        assert!(
+            std::mem::size_of::<Flow>() <= 168,
+            "{}",
+            std::mem::size_of::<Flow>()
+        );
+    }
+
+    #[test]
+    fn hops_of_a_flow_share_their_tuple() {
+        let mut t = FlowTable::new(10);
+        let mut n = Names::default();
+        let req = v4([10, 0, 0, 1], 40000, [10, 0, 0, 2], 80, 6);
+        let id = t.ingest(&pkt(Hook::Xmit, 1, 10, req), &mut n).unwrap();
+        t.ingest(&pkt(Hook::NetifReceive, 1, 20, req), &mut n);
+        let f = t.get(id).unwrap();
+        assert!(Arc::ptr_eq(&f.hops[0].tuple, &f.hops[1].tuple));
+    }
+
     #[test]
     fn cap_evicts_oldest() {
         let mut t = FlowTable::new(2);
