@@ -144,6 +144,11 @@ for m in $(cat /mods/order); do insmod /mods/$m || echo "insmod $m failed"; done
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144,cache=loose hostroot /host || { echo "VM-ERROR mount host root"; poweroff -f; }
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 kmods /host/usr/lib/modules || echo "VM-ERROR mount modules"
 for d in tmp run var/tmp root; do mount -t tmpfs tmpfs /host/$d; done
+# The checkout (binaries, test fixtures) again, on top: a clone under /tmp or
+# /root would otherwise be hidden by the tmpfs just mounted there.
+REPO=$(sed -n 's/.*tracer.repo=\([^ ]*\).*/\1/p' /proc/cmdline)
+mkdir -p "/host$REPO" 2>/dev/null
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144,cache=loose repo "/host$REPO" || echo "VM-ERROR mount repo $REPO"
 mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t devtmpfs dev /host/dev
 mount -t bpf bpf /host/sys/fs/bpf; mount -t tracefs tracefs /host/sys/kernel/tracing; mount -t debugfs debugfs /host/sys/kernel/debug
 SCRIPT=$(sed -n 's/.*tracer.script=\([^ ]*\).*/\1/p' /proc/cmdline)
@@ -311,8 +316,9 @@ fn run_kernel(name: &str, dir: &Path, version: &str, initrd: &Path, script: &Pat
         .arg(initrd)
         .arg("-append")
         .arg(format!(
-            "console=ttyS0 quiet panic=-1 tracer.script={}",
-            script.display()
+            "console=ttyS0 quiet panic=-1 tracer.script={} tracer.repo={}",
+            script.display(),
+            root().display()
         ))
         .args([
             "-fsdev",
@@ -326,6 +332,12 @@ fn run_kernel(name: &str, dir: &Path, version: &str, initrd: &Path, script: &Pat
             dir.join("lib/modules").display()
         ))
         .args(["-device", "virtio-9p-pci,fsdev=m,mount_tag=kmods"])
+        .arg("-fsdev")
+        .arg(format!(
+            "local,id=p,path={},security_model=none,readonly=on,multidevs=remap",
+            root().display()
+        ))
+        .args(["-device", "virtio-9p-pci,fsdev=p,mount_tag=repo"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
