@@ -662,6 +662,26 @@ mod tests {
         })
     }
 
+    /// A main-table lookup record: `err` and input interface given, no
+    /// nexthop.
+    fn fib_event(p: PacketInfo, err: i32, iif: u32) -> FibEvent {
+        FibEvent {
+            hdr: header(kind::FIB, Hook::FibLookup),
+            pkt: p,
+            table: 254,
+            err,
+            oif: 0,
+            iif,
+            nh_ifindex: 0,
+            gw_family: 0,
+            nh_scope: 0,
+            rtype: 0,
+            _pad: 0,
+            gw: [0; 16],
+            nh_dev: [0; 16],
+        }
+    }
+
     #[test]
     fn request_and_reply_share_a_flow() {
         let mut t = FlowTable::new(10);
@@ -726,21 +746,10 @@ mod tests {
     fn fib_before_first_packet_is_claimed() {
         let mut t = FlowTable::new(10);
         let mut n = Names::default();
-        let mut f = FibEvent {
-            hdr: header(kind::FIB, Hook::FibLookup),
-            pkt: v4([0, 0, 0, 0], 0, [10, 43, 0, 1], 443, 6),
-            table: 254,
-            err: 0,
-            oif: 0,
-            iif: 0,
-            nh_ifindex: 3,
-            gw_family: 2,
-            nh_scope: 0,
-            rtype: 0,
-            _pad: 0,
-            gw: [0; 16],
-            nh_dev: *b"glob\0\0\0\0\0\0\0\0\0\0\0\0",
-        };
+        let mut f = fib_event(v4([0, 0, 0, 0], 0, [10, 43, 0, 1], 443, 6), 0, 0);
+        f.nh_ifindex = 3;
+        f.gw_family = 2;
+        f.nh_dev = *b"glob\0\0\0\0\0\0\0\0\0\0\0\0";
         f.hdr.skb = 0;
         f.hdr.ts_ns = 5;
         assert_eq!(t.ingest(&Event::Fib(f), &mut n), None);
@@ -768,21 +777,7 @@ mod tests {
         let mut n = Names::default();
         let req = v4([10, 0, 0, 1], 40000, [10, 43, 0, 1], 443, 6);
         let id = t.ingest(&pkt(Hook::Xmit, 3, 10, req), &mut n).unwrap();
-        let mut f = FibEvent {
-            hdr: header(kind::FIB, Hook::FibLookup),
-            pkt: req,
-            table: 254,
-            err: -101,
-            oif: 0,
-            iif: 2,
-            nh_ifindex: 0,
-            gw_family: 0,
-            nh_scope: 0,
-            rtype: 0,
-            _pad: 0,
-            gw: [0; 16],
-            nh_dev: [0; 16],
-        };
+        let mut f = fib_event(req, -101, 2);
         f.hdr.skb = 0;
         f.hdr.ts_ns = 30;
         f.hdr.netns = 4026530000;
