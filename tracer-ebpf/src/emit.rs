@@ -75,7 +75,7 @@ impl Reserved {
 
     #[inline(always)]
     pub fn submit(self) {
-        self.0.submit(0);
+        self.0.submit(wake_flags());
         bump(stat::EVENTS);
     }
 
@@ -92,9 +92,30 @@ impl Reserved {
     }
 }
 
+/// bpf_ringbuf_submit()/output() flags and the bpf_ringbuf_query() key
+/// (include/uapi/linux/bpf.h).
+const BPF_RB_NO_WAKEUP: u64 = 1;
+const BPF_RB_FORCE_WAKEUP: u64 = 2;
+const BPF_RB_AVAIL_DATA: u64 = 0;
+/// Wake the reader only once this much is waiting. By default a submit
+/// wakes it whenever it has caught up (bpf_ringbuf_commit() queues an
+/// irq_work): at a fast reader that is one wakeup per record, on the CPU
+/// that carries the packet. Below the threshold the reader drains the ring
+/// on a 10 ms tick (cli/follow.rs).
+const WAKE_BYTES: u64 = 256 * 1024;
+
+#[inline(always)]
+fn wake_flags() -> u64 {
+    if EVENTS.query(BPF_RB_AVAIL_DATA) >= WAKE_BYTES {
+        BPF_RB_FORCE_WAKEUP
+    } else {
+        BPF_RB_NO_WAKEUP
+    }
+}
+
 #[inline(always)]
 pub fn send<T: Copy + 'static>(ev: &T) {
-    match EVENTS.output::<T>(ev, 0) {
+    match EVENTS.output::<T>(ev, wake_flags()) {
         Ok(()) => bump(stat::EVENTS),
         Err(_) => bump(stat::LOST),
     }

@@ -197,6 +197,31 @@ fn watched_netns(netns: &[crate::netns::NetnsRef]) -> Vec<(String, PathBuf)> {
     v
 }
 
+/// Read every record waiting in the ring buffer into the flow table;
+/// returns how many could not be decoded.
+fn drain(
+    rb: &mut aya::maps::RingBuf<aya::maps::MapData>,
+    target: &Target,
+    vip: &mut VipWatch,
+    flows: &mut FlowTable,
+    names: &mut Names,
+) -> u64 {
+    let mut bad = 0;
+    while let Some(item) = rb.next() {
+        match decode(&item) {
+            Ok(ev) => {
+                note_neighbour(&ev, target, vip);
+                flows.ingest(&ev, names);
+            }
+            Err(e) => {
+                bad += 1;
+                log::debug!("undecodable record: {e}");
+            }
+        }
+    }
+    bad
+}
+
 /// A neighbour entry for the target got a link-layer address: remember it.
 fn note_neighbour(ev: &crate::event::Event, target: &Target, vip: &mut VipWatch) {
     if let crate::event::Event::Neigh(n) = ev {
@@ -428,6 +453,8 @@ async fn follow(
     };
     let deadline = args.duration.map(|d| tokio::time::Instant::now() + d);
     let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let mut drain_tick = tokio::time::interval(Duration::from_millis(10));
+    drain_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut last_sync = Instant::now();
     let mut settled_count = 0u64;
     let mut decode_errors = 0u64;
@@ -445,20 +472,13 @@ async fn follow(
             _ = sleep_deadline => break "duration reached",
             guard = ring.readable_mut() => {
                 let mut guard = guard?;
-                let rb = guard.get_inner_mut();
-                while let Some(item) = rb.next() {
-                    match decode(&item) {
-                        Ok(ev) => {
-                            note_neighbour(&ev, &target, &mut env.vip);
-                            flows.ingest(&ev, &mut names);
-                        }
-                        Err(e) => {
-                            decode_errors += 1;
-                            log::debug!("undecodable record: {e}");
-                        }
-                    }
-                }
+                decode_errors += drain(guard.get_inner_mut(), &target, &mut env.vip, &mut flows, &mut names);
                 guard.clear_ready();
+            }
+            // The kernel programs wake us only once WAKE_BYTES are waiting
+            // (emit.rs); below that, records are read on this tick.
+            _ = drain_tick.tick() => {
+                decode_errors += drain(ring.get_mut(), &target, &mut env.vip, &mut flows, &mut names);
             }
             _ = tick.tick() => {
                 env.vip.poll(&target, started.elapsed().as_millis() as u64);
