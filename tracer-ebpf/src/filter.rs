@@ -54,7 +54,7 @@ pub fn match_tuple(p: &PacketInfo, lenient_ports: bool) -> u8 {
 /// Tuples learnt from NAT (see `learn_conntrack`).
 #[inline(always)]
 fn learnt(p: &PacketInfo) -> u8 {
-    if FLOW_KEYS_USED.get(0).copied().unwrap_or(0) == 0 {
+    if !nat_learnt() {
         return 0;
     }
     let key = CtTuple {
@@ -72,6 +72,12 @@ fn learnt(p: &PacketInfo) -> u8 {
     }
 }
 
+/// Has `learn_conntrack` put any tuple in FLOW_KEYS yet?
+#[inline(always)]
+fn nat_learnt() -> bool {
+    FLOW_KEYS_USED.get(0).copied().unwrap_or(0) != 0
+}
+
 /// The cheap first test of every parsed packet of the node: true when it
 /// cannot be followed: neither address is in the target, no NAT tuple has
 /// been learnt, and the skb is not tracked. Needs only the IP header, so the
@@ -85,7 +91,7 @@ pub fn surely_not_followed(skb: u64, pkt: &PacketInfo) -> bool {
     if pkt.family == f.family && (prefix_eq(&pkt.daddr) || prefix_eq(&pkt.saddr)) {
         return false;
     }
-    if FLOW_KEYS_USED.get(0).copied().unwrap_or(0) != 0 {
+    if nat_learnt() {
         return false;
     }
     if unsafe { TRACKED.get(&skb) }.is_some() {

@@ -501,18 +501,15 @@ async fn follow(
     };
 
     // Drain what is left, then detach before the (slower) final report.
-    {
-        let rb = ring.get_mut();
-        while let Some(item) = rb.next() {
-            if let Ok(ev) = decode(&item) {
-                // As in the loop: a MAC that answered for the target in the
-                // last events read must still count (incident 1's second
-                // owner is often among them).
-                note_neighbour(&ev, &target, &mut env.vip);
-                flows.ingest(&ev, &mut names);
-            }
-        }
-    }
+    // As in the loop, neighbour MACs included: incident 1's second owner is
+    // often among the last records.
+    decode_errors += drain(
+        ring.get_mut(),
+        &target,
+        &mut env.vip,
+        &mut flows,
+        &mut names,
+    );
     // Owner changes since the last tick.
     env.vip.poll(&target, started.elapsed().as_millis() as u64);
     let detach_started = Instant::now();
