@@ -165,7 +165,7 @@ pub struct PacketEvent {
 
 /// A conntrack tuple (struct nf_conntrack_tuple), `family` 0 when absent.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CtTuple {
     pub saddr: [u8; 16],
     pub daddr: [u8; 16],

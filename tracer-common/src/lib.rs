@@ -6,8 +6,10 @@
 //! byte is left uninitialised, and a size/offset test for each struct.
 #![no_std]
 
+pub mod agg;
 pub mod config;
 pub mod event;
 
+pub use agg::*;
 pub use config::*;
 pub use event::*;

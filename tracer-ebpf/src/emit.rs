@@ -4,12 +4,13 @@ use aya_ebpf::{
     helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
     maps::ring_buf::RingBufEntry,
 };
-use tracer_common::{CtTuple, EventHeader, Hook, PacketEvent, PacketInfo, kind, stat};
+use tracer_common::{AggKey, CtTuple, EventHeader, Hook, PacketEvent, PacketInfo, kind, stat};
 
 use crate::{
-    filter::{follow_skb, learn_conntrack, netns_allowed},
+    agg,
+    filter::{DIR_REPLY, classify_matched, header_match, learn_conntrack, netns_allowed, track},
     kread::{
-        dev_info, skb_conntrack, skb_dev, skb_has_conntrack, skb_ip, skb_packet, skb_rest,
+        dev_info, l4_ports, skb_conntrack, skb_dev, skb_has_conntrack_btf, skb_ip_btf, skb_packet,
         sock_netns,
     },
     maps::{EVENTS, LAST, bump},
@@ -137,9 +138,11 @@ pub fn remember(skb: u64, netns: u32, ifindex: u32, ev: &PacketEvent) {
     }
 }
 
-/// The common path of every skb hook: parse (unless `pkt` is given), decide
-/// whether it is followed, fill the device/netns, conntrack, and send.
-/// `dev` is the device to report (0: take skb->dev).
+/// The common path of the skb tracepoints (netif_receive_skb,
+/// net_dev_start_xmit, kfree_skb): parse, decide whether it is followed,
+/// count it or fill the device/netns, conntrack, and send. `skb` must be
+/// the tp_btf argument itself (BTF-typed: see kread::load). `dev` is the
+/// device to report (0: take skb->dev).
 #[inline(always)]
 pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> Option<()> {
     if skb == 0 {
@@ -147,29 +150,57 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
     }
     // Decide first; the record (and its timestamp) only for followed packets.
     crate::let_zeroed!(pkt: PacketInfo);
-    let l4 = skb_ip(skb, pkt);
+    let l4 = skb_ip_btf(skb, pkt);
     // Most packets of the node stop here, after the IP header. Not at xmit
     // and drop when the skb has a conntrack entry: a locally generated
     // packet may already be DNATed there (follow_by_conntrack).
     if l4 != 0
         && crate::filter::surely_not_followed(skb, pkt)
-        && !(matches!(hook, Hook::Xmit | Hook::Drop) && skb_has_conntrack(skb))
+        && !(matches!(hook, Hook::Xmit | Hook::Drop) && skb_has_conntrack_btf(skb))
     {
         return None;
     }
-    skb_rest(skb, l4, pkt);
-    let mut dir = follow_skb(skb, pkt);
+    // Ports (and TCP flags) now; skb->len only once a record is made.
+    if l4 != 0 {
+        l4_ports(l4, pkt);
+    }
+    let dev = if dev == 0 { skb_dev(skb) } else { dev };
+    // Drops are budgeted per drop site and reason, the rest per device.
+    let (site, aux) = if hook == Hook::Drop {
+        (location, reason)
+    } else {
+        (dev, 0)
+    };
+    let m = header_match(pkt);
+    crate::let_zeroed!(k: AggKey);
+    let budgeted = m != 0 && agg::countable(pkt);
+    if budgeted {
+        agg::key(k, pkt, (m == DIR_REPLY) as u8, hook, site, aux);
+        if agg::counted(k) {
+            return None;
+        }
+    }
+    let (mut dir, mut need_track) = classify_matched(skb, pkt, m);
     if dir == 0 && matches!(hook, Hook::Xmit | Hook::Drop) {
         dir = follow_by_conntrack(skb, pkt);
+        need_track = dir != 0;
     }
     if dir == 0 {
         return None;
     }
+    let reply = (dir == DIR_REPLY) as u8;
+    pkt.len = crate::kread::load(skb, offsets().skb_len).unwrap_or(0);
+    if need_track {
+        track(skb, dir, pkt);
+    }
     let mut r = Reserved::new(hook, skb, location, reason)?;
     let ev = r.ev();
     ev.pkt = *pkt;
-    ev.pkt.reply = (dir == crate::filter::DIR_REPLY) as u8;
+    ev.pkt.reply = reply;
     let keep = fill_skb_event(ev, skb, dev);
+    if keep && budgeted {
+        agg::recorded(k, ev.hdr.ifindex, ev.hdr.netns);
+    }
     r.finish(keep);
     Some(())
 }
@@ -177,7 +208,7 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
 /// A locally generated packet is first seen after the OUTPUT hook, where
 /// DNAT may already have rewritten it (kube-proxy's ClusterIP rules): its
 /// conntrack entry still holds the original tuple. Costs one read of
-/// skb->_nfct for packets without conntrack.
+/// skb->_nfct for packets without conntrack. The caller tracks the skb.
 #[inline(always)]
 pub fn follow_by_conntrack(skb: u64, pkt: &PacketInfo) -> u8 {
     crate::let_zeroed!(orig: CtTuple);
@@ -195,7 +226,6 @@ pub fn follow_by_conntrack(skb: u64, pkt: &PacketInfo) -> u8 {
     if crate::filter::match_tuple(o, false) != crate::filter::DIR_REQUEST {
         return 0;
     }
-    crate::filter::track(skb, crate::filter::DIR_REQUEST, pkt);
     crate::filter::DIR_REQUEST
 }
 

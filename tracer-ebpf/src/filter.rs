@@ -1,10 +1,11 @@
 //! The one cheap decision every packet on the node pays: is it followed?
 
+use aya_ebpf::helpers::bpf_jiffies64;
 use tracer_common::{CtTuple, PacketInfo, TrackInfo, stat};
 
 use crate::{
     filter as cfg,
-    maps::{FLOW_KEYS, FLOW_KEYS_USED, NETNS, TRACKED, bump},
+    maps::{FLOW_KEYS, FLOW_KEYS_USED, NETNS, TRACKED, TRACKED_AT, TRACKED_LIVE, bump},
 };
 
 pub const DIR_REQUEST: u8 = 1;
@@ -94,12 +95,29 @@ pub fn surely_not_followed(skb: u64, pkt: &PacketInfo) -> bool {
     if nat_learnt() {
         return false;
     }
-    if unsafe { TRACKED.get(&skb) }.is_some() {
+    if tracked_lately() && unsafe { TRACKED.get(&skb) }.is_some() {
         return false;
     }
     bump(stat::FILTERED);
     true
 }
+
+/// A tracked skb whose addresses no longer match was rewritten by a NAT
+/// that conntrack does not know (a tc program, IPVS): that happens on the
+/// CPU and in the softirq that tracked it, microseconds later. So the
+/// tracked-skb lookup (a hash of the skb address) is only worth doing while
+/// something was tracked in the last `TRACK_RECENT_JIFFIES`; the rest of
+/// the time (nothing followed yet, or between two DNS queries) packets of
+/// the node skip it. bpf_jiffies64() is inlined by the verifier on 64-bit
+/// (do_misc_fixups()): a load, no call.
+#[inline(always)]
+fn tracked_lately() -> bool {
+    let last = TRACKED_AT.get(0).copied().unwrap_or(0);
+    last != 0 && unsafe { bpf_jiffies64() }.wrapping_sub(last) < TRACK_RECENT_JIFFIES
+}
+
+/// 64 jiffies: 64 ms at HZ=1000, 256 ms at HZ=250.
+const TRACK_RECENT_JIFFIES: u64 = 64;
 
 /// Returns the direction flag when this skb is followed: its headers match
 /// (newly matched skbs start being tracked), or its address is tracked and
@@ -107,27 +125,63 @@ pub fn surely_not_followed(skb: u64, pkt: &PacketInfo) -> bool {
 /// unchanged), or its headers cannot be read here.
 #[inline(always)]
 pub fn follow_skb(skb: u64, pkt: &PacketInfo) -> u8 {
-    let tracked = unsafe { TRACKED.get(&skb) }.copied();
+    let (dir, need_track) = classify(skb, pkt);
+    if need_track {
+        track(skb, dir, pkt);
+    }
+    dir
+}
+
+/// [`follow_skb`] without the map update: the direction, and whether the
+/// skb still has to be tracked in it (the caller may count the packet
+/// instead, agg.rs, and then leaves it untracked).
+#[inline(always)]
+pub fn classify(skb: u64, pkt: &PacketInfo) -> (u8, bool) {
+    classify_matched(skb, pkt, header_match(pkt))
+}
+
+/// The packet's own match ([`match_tuple`]), 0 for unparsed headers.
+#[inline(always)]
+pub fn header_match(pkt: &PacketInfo) -> u8 {
     if pkt.family == 0 {
-        return tracked.map(|t| t.dir).unwrap_or(0);
+        return 0;
     }
     bump(stat::FILTERED);
-    let d = match_tuple(pkt, false);
+    match_tuple(pkt, false)
+}
+
+/// [`classify`] given the header match `d` (the caller may have counted
+/// the packet on `d` alone, without this tracked-skb lookup).
+#[inline(always)]
+pub fn classify_matched(skb: u64, pkt: &PacketInfo, d: u8) -> (u8, bool) {
+    // dir 0: not tracked. A plain value, not an Option<TrackInfo>: LLVM
+    // spilled the undefined payload of a None, which the verifier rejects
+    // ("R6 !read_ok").
+    let t = match unsafe { TRACKED.get(&skb) } {
+        Some(t) => *t,
+        None => TrackInfo {
+            dir: 0,
+            proto: 0,
+            _pad: [0; 2],
+            sport: 0,
+            dport: 0,
+        },
+    };
+    if pkt.family == 0 {
+        return (t.dir, false);
+    }
     if d != 0 {
-        if tracked.map(|t| t.dir) != Some(d) {
-            track(skb, d, pkt);
-        }
-        return d;
+        return (d, t.dir != d);
     }
-    match tracked {
-        Some(t) if t.proto == pkt.proto && (t.sport == pkt.sport || t.dport == pkt.dport) => t.dir,
-        Some(_) => {
-            bump(stat::STALE);
-            untrack(skb);
-            0
-        }
-        None => 0,
+    if t.dir == 0 {
+        return (0, false);
     }
+    if t.proto == pkt.proto && (t.sport == pkt.sport || t.dport == pkt.dport) {
+        return (t.dir, false);
+    }
+    bump(stat::STALE);
+    untrack(skb);
+    (0, false)
 }
 
 /// For hooks that only concern skbs already followed (consume, socket
@@ -160,13 +214,55 @@ pub fn track(skb: u64, dir: u8, pkt: &PacketInfo) {
         sport: pkt.sport,
         dport: pkt.dport,
     };
-    if TRACKED.insert(&skb, &info, 0).is_err() {
-        bump(stat::TRACK_FAIL);
+    // BPF_NOEXIST first: only a new entry counts as live.
+    match TRACKED.insert(&skb, &info, BPF_NOEXIST) {
+        Ok(()) => live_add(1),
+        Err(_) => {
+            if TRACKED.insert(&skb, &info, 0).is_err() {
+                bump(stat::TRACK_FAIL);
+            }
+        }
+    }
+    if let Some(p) = TRACKED_AT.get_ptr_mut(0) {
+        // SAFETY: a u64 slot; a racing writer stores a time as recent.
+        unsafe { *p = bpf_jiffies64() };
+    }
+}
+
+/// bpf_map_update_elem() flag: fail if the key exists.
+const BPF_NOEXIST: u64 = 1;
+
+/// Entries `track` added and `untrack` removed, all CPUs (TRACKED_LIVE):
+/// while it is 0 the hooks that only concern tracked skbs (consume_skb and
+/// kfree_skb on every freed skb of the node, socket reads, function hooks)
+/// skip the hash lookup. Entries the LRU evicts, or whose skb was freed
+/// without a tracepoint, are never subtracted: the count can only be too
+/// high, which costs a lookup, never a missed skb.
+#[inline(always)]
+fn live() -> u64 {
+    TRACKED_LIVE.get(0).copied().unwrap_or(1)
+}
+
+#[inline(always)]
+fn live_add(d: i64) {
+    if let Some(p) = TRACKED_LIVE.get_ptr_mut(0) {
+        // SAFETY: an 8-byte aligned slot of an array map. Atomic, as every
+        // CPU updates it: AtomicU64::fetch_add is not offered on BPF targets
+        // (no compare-and-swap), the intrinsic is, and with its result unused
+        // LLVM emits the plain atomic add every BPF kernel accepts.
+        unsafe {
+            core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
+                p, d as u64,
+            )
+        };
     }
 }
 
 #[inline(always)]
 pub fn is_tracked(skb: u64) -> u8 {
+    if live() == 0 {
+        return 0;
+    }
     match unsafe { TRACKED.get(&skb) } {
         Some(t) => t.dir,
         None => 0,
@@ -175,7 +271,9 @@ pub fn is_tracked(skb: u64) -> u8 {
 
 #[inline(always)]
 pub fn untrack(skb: u64) {
-    let _ = TRACKED.remove(&skb);
+    if live() != 0 && TRACKED.remove(&skb).is_ok() {
+        live_add(-1);
+    }
 }
 
 /// When `--netns` was given, only those namespaces are reported.

@@ -23,6 +23,22 @@ pub fn read<T: Copy>(base: u64, off: u32) -> Option<T> {
     unsafe { bpf_probe_read_kernel((base + off as u64) as *const T).ok() }
 }
 
+/// A field of a struct the program holds as a BTF-typed pointer: a
+/// tp_btf argument such as the skb of netif_receive_skb. A plain load: the
+/// verifier checks it against the kernel's BTF (btf_struct_access()) and
+/// the JIT makes it fault-safe (BPF_PROBE_MEM), so it costs a load instead
+/// of a bpf_probe_read_kernel() call. `off` must be known at load time
+/// (OFFSETS sits in .rodata, which aya freezes, so the verifier reads it as
+/// a constant). Never for kprobe or tc pointers: those are plain numbers to
+/// the verifier, and it rejects the load.
+#[inline(always)]
+pub fn load<T: Copy>(base: u64, off: u32) -> Option<T> {
+    if base == 0 || off == OFFSET_NONE {
+        return None;
+    }
+    Some(unsafe { core::ptr::read_volatile((base + off as u64) as *const T) })
+}
+
 #[inline(always)]
 pub fn read_buf(base: u64, off: u32, dst: &mut [u8]) -> bool {
     if base == 0 || off == OFFSET_NONE {
@@ -93,6 +109,33 @@ pub fn skb_ip(skb: u64, pkt: &mut PacketInfo) -> u64 {
         return 0;
     }
     ip_header(head + nh as u64, pkt)
+}
+
+/// [`skb_ip`] for an skb the program holds as a BTF-typed pointer (a
+/// tp_btf argument): skb->head and skb->network_header are loads, only the
+/// IP header is a probe read. On every packet of the node.
+#[inline(always)]
+pub fn skb_ip_btf(skb: u64, pkt: &mut PacketInfo) -> u64 {
+    let o = offsets();
+    let head: u64 = match load(skb, o.skb_head) {
+        Some(h) => h,
+        None => return 0,
+    };
+    let nh: u16 = match load(skb, o.skb_network_header) {
+        Some(n) => n,
+        None => return 0,
+    };
+    if nh == 0xffff || head == 0 {
+        return 0;
+    }
+    ip_header(head + nh as u64, pkt)
+}
+
+/// Does the skb carry a conntrack entry (skb->_nfct, see nf_ct_get())? For
+/// a BTF-typed skb pointer.
+#[inline(always)]
+pub fn skb_has_conntrack_btf(skb: u64) -> bool {
+    load::<u64>(skb, offsets().skb_nfct).unwrap_or(0) & !7u64 != 0
 }
 
 /// Second stage: length and transport header.
@@ -179,12 +222,6 @@ pub fn l4_ports(l4: u64, pkt: &mut PacketInfo) {
         }
         _ => {}
     }
-}
-
-/// Does the skb carry a conntrack entry (skb->_nfct, see nf_ct_get())?
-#[inline(always)]
-pub fn skb_has_conntrack(skb: u64) -> bool {
-    read::<u64>(skb, offsets().skb_nfct).unwrap_or(0) & !7u64 != 0
 }
 
 /// The conntrack entry attached to the skb (skb->_nfct; the low 3 bits hold

@@ -5,11 +5,15 @@
 //! return "continue" (TCX_NEXT / TC_ACT_UNSPEC).
 #![no_std]
 #![no_main]
+// Atomic add on a map value (filter::live_add()): see there.
+#![feature(core_intrinsics)]
+#![allow(internal_features)]
 // Map keys are passed by reference on purpose: handing them to the
 // `Borrow`-generic map API by value made LLVM emit a spill of an undefined
 // register that the verifier rejects ("R2 !read_ok").
 #![allow(clippy::needless_borrows_for_generic_args)]
 
+mod agg;
 mod emit;
 mod fentry;
 mod filter;

@@ -2,9 +2,12 @@
 
 use aya_ebpf::{
     macros::map,
-    maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, LruHashMap, LruPerCpuHashMap, PerCpuArray, RingBuf},
 };
-use tracer_common::{CtTuple, FLOW_KEYS_MAX, RING_BYTES, TRACKED_SKBS_MAX, TrackInfo, stat};
+use tracer_common::{
+    AGG_HOT_SLOTS, AGG_MAX, AggHot, AggKey, AggVal, CtTuple, FLOW_KEYS_MAX, RING_BYTES,
+    TRACKED_SKBS_MAX, TrackInfo, stat,
+};
 
 /// Events for userspace.
 #[map]
@@ -27,6 +30,24 @@ pub static FLOW_KEYS: HashMap<CtTuple, u8> = HashMap::with_max_entries(FLOW_KEYS
 /// hash lookup. An array lookup is inlined by the verifier (array_map_gen_lookup()).
 #[map]
 pub static FLOW_KEYS_USED: Array<u32> = Array::with_max_entries(1, 0);
+
+/// Slot 0: bpf_jiffies64() of the last insert into `TRACKED` (0: never);
+/// see filter::tracked_lately().
+#[map]
+pub static TRACKED_AT: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Slot 0: live entries of `TRACKED` (filter::live()).
+#[map]
+pub static TRACKED_LIVE: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Counted packets of followed flows and the budget of full records per
+/// key (agg.rs, tracer_common::agg). Per CPU: no atomics, no lock.
+#[map]
+pub static AGG: LruPerCpuHashMap<AggKey, AggVal> = LruPerCpuHashMap::with_max_entries(AGG_MAX, 0);
+
+/// The key last counted per hook, per CPU (tracer_common::AggHot).
+#[map]
+pub static AGG_HOT: PerCpuArray<AggHot> = PerCpuArray::with_max_entries(AGG_HOT_SLOTS, 0);
 
 /// Network namespace inodes to follow when `FILTER.netns_filter` is set.
 #[map]

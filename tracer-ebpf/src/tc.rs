@@ -10,12 +10,13 @@ use network_types::{
     eth::{EthHdr, EtherType},
     ip::{Ipv4Hdr, Ipv6Hdr},
 };
-use tracer_common::{Hook, PacketInfo};
+use tracer_common::{AggKey, Hook, PacketInfo};
 
 use crate::{
+    agg,
     emit::{Reserved, fill_skb_event},
-    filter::{DIR_REPLY, follow_skb},
-    kread::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP},
+    filter::{DIR_REPLY, classify_matched, header_match, surely_not_followed, track},
+    kread::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, skb_dev},
 };
 
 const TC_ACT_UNSPEC: i32 = -1;
@@ -110,15 +111,35 @@ fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
     // Decide first; the record (and its timestamp) only for followed packets.
     crate::let_zeroed!(pkt: PacketInfo);
     parse(ctx, pkt)?;
-    let dir = follow_skb(skb, pkt);
+    if surely_not_followed(skb, pkt) {
+        return None;
+    }
+    let dev = skb_dev(skb);
+    let m = header_match(pkt);
+    crate::let_zeroed!(k: AggKey);
+    let budgeted = m != 0 && agg::countable(pkt);
+    if budgeted {
+        agg::key(k, pkt, (m == DIR_REPLY) as u8, hook, dev, 0);
+        if agg::counted(k) {
+            return None;
+        }
+    }
+    let (dir, need_track) = classify_matched(skb, pkt, m);
     if dir == 0 {
         return None;
+    }
+    let reply = (dir == DIR_REPLY) as u8;
+    if need_track {
+        track(skb, dir, pkt);
     }
     let mut r = Reserved::new(hook, skb, 0, 0)?;
     let ev = r.ev();
     ev.pkt = *pkt;
-    ev.pkt.reply = (dir == DIR_REPLY) as u8;
-    let keep = fill_skb_event(ev, skb, 0);
+    ev.pkt.reply = reply;
+    let keep = fill_skb_event(ev, skb, dev);
+    if keep && budgeted {
+        agg::recorded(k, ev.hdr.ifindex, ev.hdr.netns);
+    }
     r.finish(keep);
     Some(())
 }

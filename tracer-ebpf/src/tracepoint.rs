@@ -5,9 +5,10 @@
 //! (include/trace/events/{net,skb,fib,icmp,tcp,sock,neigh}.h).
 
 use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
-use tracer_common::{FibEvent, Hook, NeighEvent, PacketInfo, SockEvent, kind};
+use tracer_common::{AggKey, FibEvent, Hook, NeighEvent, PacketInfo, SockEvent, kind};
 
 use crate::{
+    agg,
     emit::{Reserved, header, send, skb_event, tracked_event},
     filter::{DIR_REPLY, is_tracked, match_tuple, netns_allowed, untrack},
     kread::{IPPROTO_TCP, dev_info, read, read_buf, skb_packet, sock_netns},
@@ -154,6 +155,13 @@ fn try_fib(table: u32, flp: u64, nhc: u64, err: i32) -> Option<()> {
         return None;
     }
     pkt.reply = (dir == DIR_REPLY) as u8;
+    // Budgeted per table and nexthop: a forwarded flow looks its route up
+    // for every packet.
+    crate::let_zeroed!(k: AggKey);
+    agg::key(k, pkt, pkt.reply, Hook::FibLookup, nhc, table);
+    if agg::counted(k) {
+        return None;
+    }
     let mut ev = FibEvent {
         hdr: header(kind::FIB, Hook::FibLookup, 0),
         pkt: *pkt,
@@ -169,7 +177,9 @@ fn try_fib(table: u32, flp: u64, nhc: u64, err: i32) -> Option<()> {
         gw: [0; 16],
         nh_dev: [0; 16],
     };
-    send_fib(&mut ev, nhc);
+    if send_fib(&mut ev, nhc) {
+        agg::recorded(k, ev.nh_ifindex, ev.hdr.netns);
+    }
     Some(())
 }
 
@@ -201,11 +211,17 @@ fn try_fib6(net: u64, res: u64, table: u64, flp: u64) -> Option<()> {
     }
     pkt.reply = (dir == DIR_REPLY) as u8;
     let nh: u64 = read(res, o.f6res_nh).unwrap_or(0);
+    let tb_id: u32 = read(table, o.tb6_id).unwrap_or(0);
+    crate::let_zeroed!(k: AggKey);
+    agg::key(k, pkt, pkt.reply, Hook::FibLookup, nh, tb_id);
+    if agg::counted(k) {
+        return None;
+    }
     let rtype: u8 = read(res, o.f6res_type).unwrap_or(0);
     let mut ev = FibEvent {
         hdr: header(kind::FIB, Hook::FibLookup, 0),
         pkt: *pkt,
-        table: read(table, o.tb6_id).unwrap_or(0),
+        table: tb_id,
         // The IPv4 convention: -EAGAIN when nothing matched, and the errors
         // fib_props[] gives unreachable (RTN_UNREACHABLE 7: -EHOSTUNREACH),
         // blackhole (6: -EINVAL) and prohibit (8: -EACCES) routes. A miss in
@@ -233,13 +249,16 @@ fn try_fib6(net: u64, res: u64, table: u64, flp: u64) -> Option<()> {
     } else {
         nh + o.fib6_nh_common as u64
     };
-    send_fib(&mut ev, nhc);
+    if send_fib(&mut ev, nhc) {
+        agg::recorded(k, ev.nh_ifindex, ev.hdr.netns);
+    }
     Some(())
 }
 
-/// Fill the nexthop and namespace of a fib event and send it.
+/// Fill the nexthop and namespace of a fib event and send it; false when
+/// its namespace is not followed.
 #[inline(always)]
-fn send_fib(ev: &mut FibEvent, nhc: u64) -> Option<()> {
+fn send_fib(ev: &mut FibEvent, nhc: u64) -> bool {
     let o = offsets();
     if nhc != 0 {
         let dev: u64 = read(nhc, o.nhc_dev).unwrap_or(0);
@@ -264,10 +283,10 @@ fn send_fib(ev: &mut FibEvent, nhc: u64) -> Option<()> {
         ev.hdr.ifindex = last.ifindex;
     }
     if ev.hdr.netns != 0 && !netns_allowed(ev.hdr.netns) {
-        return None;
+        return false;
     }
     send(ev);
-    Some(())
+    true
 }
 
 // ---- sockets -------------------------------------------------------------

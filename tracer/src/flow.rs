@@ -44,6 +44,10 @@ pub struct Flow {
     pub hops_truncated: u32,
     pub packets: u32,
     pub replies: u32,
+    /// Hook passages counted in the kernel without a record (agg.rs in
+    /// tracer-ebpf: past the budget of full records per hook and device).
+    /// The packet hooks among them are also in `packets`/`replies`.
+    pub counted: u32,
     pub first_ns: u64,
     pub last_ns: u64,
     /// What was last printed for this flow (kind, reason); boxed, as most
@@ -122,6 +126,15 @@ pub struct FlowTable {
 }
 
 const MAX_SKBS: usize = 65536;
+
+/// The hooks a packet passes on its way (devices in and out): each passage
+/// counts in `Flow::packets`.
+fn is_packet_hook(hook: Hook) -> bool {
+    matches!(
+        hook,
+        Hook::NetifReceive | Hook::Xmit | Hook::TcIngress | Hook::TcEgress
+    )
+}
 
 impl FlowTable {
     pub fn new(max_flows: usize) -> FlowTable {
@@ -216,6 +229,7 @@ impl FlowTable {
             hops_truncated: 0,
             packets: 0,
             replies: 0,
+            counted: 0,
             first_ns: ts,
             last_ns: ts,
             printed: None,
@@ -432,6 +446,35 @@ impl FlowTable {
         }
     }
 
+    /// Fold `n` passages of `hook` that the kernel counted instead of
+    /// recording (tracer_common::agg) into the flow of `seen`, the packet's
+    /// tuple at that hook. Returns false when no flow has that tuple (it
+    /// was evicted, or its full records were lost).
+    pub fn fold_counted(&mut self, seen: &Tuple, dir: Dir, hook: Hook, netns: u32, n: u64) -> bool {
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        let id = match dir {
+            Dir::Request => self.lookup(seen),
+            Dir::Reply => self.lookup(&seen.reversed()),
+        };
+        let id = match (id, hook) {
+            (Some(id), _) => Some(id),
+            // Route lookups may carry no ports.
+            (None, Hook::FibLookup) => self.find_fib_flow(seen, dir, netns),
+            (None, _) => None,
+        };
+        let Some(f) = id.and_then(|id| self.flows.get_mut(&id)) else {
+            return false;
+        };
+        f.counted = f.counted.saturating_add(n);
+        if is_packet_hook(hook) {
+            f.packets = f.packets.saturating_add(n);
+            if dir == Dir::Reply {
+                f.replies = f.replies.saturating_add(n);
+            }
+        }
+        true
+    }
+
     /// The flow a route lookup without an skb belongs to: same destination
     /// (and ports when the lookup has them), and a flow already seen in that
     /// namespace — lookups made for other reasons (ARP processing, address
@@ -573,10 +616,7 @@ impl FlowTable {
             data,
         };
         if let Some(f) = self.flows.get_mut(&id) {
-            if matches!(
-                hook,
-                Hook::NetifReceive | Hook::Xmit | Hook::TcIngress | Hook::TcEgress
-            ) {
+            if is_packet_hook(hook) {
                 f.packets += 1;
                 if dir == Dir::Reply {
                     f.replies += 1;

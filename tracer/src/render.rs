@@ -56,6 +56,7 @@ pub fn flow_json(flow: &Flow, v: &Verdict, final_: bool) -> Value {
         "verdict": v,
         "packets": flow.packets,
         "replies": flow.replies,
+        "counted_in_kernel": flow.counted,
         "hops": hops,
     })
 }
@@ -80,6 +81,13 @@ pub fn flow_text(flow: &Flow, v: &Verdict) -> String {
     s.push_str(&format!("  hint:  {}\n", v.hint));
     for e in &v.evidence {
         s.push_str(&format!("  - {e}\n"));
+    }
+    if flow.counted > 0 {
+        s.push_str(&format!(
+            "  + {} more hook passages counted in the kernel, not listed (after {} full records per hook and device)\n",
+            flow.counted,
+            tracer_common::AGG_BUDGET
+        ));
     }
     let first = flow.hops.first().map(|h| h.ts_ns).unwrap_or(0);
     for h in &flow.hops {
@@ -111,6 +119,8 @@ fn trunc(s: &str, n: usize) -> String {
 pub struct Summary<'a> {
     pub flows: usize,
     pub counters: Counters,
+    /// Hook passages counted in the kernel: all, and those of no flow.
+    pub counted: (u64, u64),
     pub evicted: u64,
     pub duration_ms: u64,
     pub probes: &'a [ProbeStatus],
@@ -134,6 +144,8 @@ pub fn summary_json(s: &Summary) -> Value {
         "flow_key_insert_failures": s.counters.flowkey_fail,
         "stale_skb_reuse": s.counters.stale,
         "packets_filtered": s.counters.filtered,
+        "counted_in_kernel": s.counted.0,
+        "counted_unattributed": s.counted.1,
         "flows_evicted": s.evicted,
         "duration_ms": s.duration_ms,
         "probes": s.probes,

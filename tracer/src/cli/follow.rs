@@ -18,6 +18,7 @@ use tokio::{
 use super::{Output, TcAttach, check_privileges, parse_duration};
 use crate::{
     btf::{Btf, offsets},
+    counted::Counted,
     event::decode,
     flow::FlowTable,
     loader::{
@@ -458,6 +459,7 @@ async fn follow(
     let mut last_sync = Instant::now();
     let mut settled_count = 0u64;
     let mut decode_errors = 0u64;
+    let mut counted = Counted::default();
 
     let stop_reason = loop {
         let sleep_deadline = async {
@@ -487,6 +489,9 @@ async fn follow(
                     if let Err(e) = tc.sync(&mut ebpf) {
                         eprintln!("tracer: warning: interface rescan: {e:#}");
                     }
+                    if let Err(e) = counted.poll(&ebpf, &mut flows) {
+                        eprintln!("tracer: warning: reading counted packets: {e:#}");
+                    }
                 }
                 let mut c = completeness_base.clone();
                 let k = counters(&ebpf);
@@ -512,6 +517,11 @@ async fn follow(
     );
     // Owner changes since the last tick.
     env.vip.poll(&target, started.elapsed().as_millis() as u64);
+    // Packets counted in the kernel since the last poll (the maps go with
+    // the programs).
+    if let Err(e) = counted.poll(&ebpf, &mut flows) {
+        eprintln!("tracer: warning: reading counted packets: {e:#}");
+    }
     let detach_started = Instant::now();
     let cnt = counters(&ebpf);
     let tc_mode = tc.mode();
@@ -563,6 +573,7 @@ async fn follow(
     let summary = Summary {
         flows: all.len(),
         counters: cnt,
+        counted: (counted.total, counted.unattributed),
         evicted: flows.evicted,
         duration_ms: started.elapsed().as_millis() as u64,
         probes: &plan,

@@ -184,5 +184,40 @@ pub fn evaluate(flow: &Flow, env: &dyn Env, c: &Completeness) -> Verdict {
         v.evidence
             .push(format!("{} further hops not kept", flow.hops_truncated));
     }
+    if flow.counted > 0 {
+        v.evidence.push(format!(
+            "{} more hook passages were counted in the kernel, not recorded one by one",
+            flow.counted
+        ));
+    }
+    v.evidence = collapse(std::mem::take(&mut v.evidence));
     v
+}
+
+/// The same line from several hops (one per recorded drop of a bulk flow)
+/// once, with how many times, in order of first appearance.
+fn collapse(lines: Vec<String>) -> Vec<String> {
+    let mut out: Vec<(String, usize)> = Vec::with_capacity(lines.len());
+    for l in lines {
+        match out.iter_mut().find(|(o, _)| *o == l) {
+            Some((_, n)) => *n += 1,
+            None => out.push((l, 1)),
+        }
+    }
+    out.into_iter()
+        .map(|(l, n)| if n > 1 { format!("{l} ({n} times)") } else { l })
+        .collect()
+}
+
+#[cfg(test)]
+mod collapse_tests {
+    #[test]
+    fn repeated_evidence_is_collapsed() {
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            super::collapse(v(&["a", "b", "a", "c", "a"])),
+            v(&["a (3 times)", "b", "c"])
+        );
+        assert_eq!(super::collapse(v(&["x"])), v(&["x"]));
+    }
 }

@@ -85,6 +85,7 @@ pub fn load(name: &str) -> (Flow, Inventory) {
         hops_truncated: 0,
         packets: j["packets"].as_u64().unwrap() as u32,
         replies: j["replies"].as_u64().unwrap() as u32,
+        counted: j["counted_in_kernel"].as_u64().unwrap_or(0) as u32,
         first_ns: hops.first().map(|h| h.ts_ns).unwrap_or(0),
         last_ns: hops.last().map(|h| h.ts_ns).unwrap_or(0),
         printed: None,
