@@ -4,7 +4,7 @@ use aya_ebpf::{
     helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
     maps::ring_buf::RingBufEntry,
 };
-use tracer_common::{AggKey, CtTuple, EventHeader, Hook, PacketEvent, PacketInfo, kind, stat};
+use tracer_common::{CtTuple, EventHeader, Hook, PacketEvent, PacketInfo, kind, stat};
 
 use crate::{
     agg,
@@ -149,7 +149,8 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
         return None;
     }
     // Decide first; the record (and its timestamp) only for followed packets.
-    crate::let_zeroed!(pkt: PacketInfo);
+    let s = crate::maps::scratch(hook)?;
+    let (pkt, k) = (&mut s.pkt, &mut s.key);
     let l4 = skb_ip_btf(skb, pkt);
     // Most packets of the node stop here, after the IP header. Not at xmit
     // and drop when the skb has a conntrack entry: a locally generated
@@ -172,7 +173,6 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
         (dev, 0)
     };
     let m = header_match(pkt);
-    crate::let_zeroed!(k: AggKey);
     let budgeted = m != 0 && agg::countable(pkt);
     if budgeted {
         agg::key(k, pkt, (m == DIR_REPLY) as u8, hook, site, aux);

@@ -5,7 +5,7 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, LruPerCpuHashMap, PerCpuArray, RingBuf},
 };
 use tracer_common::{
-    AGG_HOT_SLOTS, AGG_MAX, AggHot, AggKey, AggVal, CtTuple, FLOW_KEYS_MAX, RING_BYTES,
+    AGG_HOT_SLOTS, AGG_MAX, AggHot, AggKey, AggVal, CtTuple, FLOW_KEYS_MAX, PacketInfo, RING_BYTES,
     TRACKED_SKBS_MAX, TrackInfo, stat,
 };
 
@@ -48,6 +48,34 @@ pub static AGG: LruPerCpuHashMap<AggKey, AggVal> = LruPerCpuHashMap::with_max_en
 /// The key last counted per hook, per CPU (tracer_common::AggHot).
 #[map]
 pub static AGG_HOT: PerCpuArray<AggHot> = PerCpuArray::with_max_entries(AGG_HOT_SLOTS, 0);
+
+/// Working copies of the packet and its aggregation key for the busiest
+/// programs (tc, the skb tracepoints), one slot per hook and CPU (a program
+/// can be interrupted by another hook's, never by its own). In map memory
+/// rather than on the stack, the verifier does not track their bytes: on
+/// Debian's 6.1 the header-parse branches (IPv4/IPv6, TCP/UDP/ICMP, direct
+/// or helper reads) otherwise stayed apart through the rest of the program,
+/// and tc_ingress took 80 s to verify under qemu.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Scratch {
+    pub pkt: PacketInfo,
+    pub key: AggKey,
+}
+
+#[map]
+pub static SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(AGG_HOT_SLOTS, 0);
+
+/// This CPU's scratch slot for `hook`, zeroed.
+#[inline(always)]
+pub fn scratch(hook: tracer_common::Hook) -> Option<&'static mut Scratch> {
+    let p = SCRATCH.get_ptr_mut(hook as u32)?;
+    // SAFETY: this CPU's slot; zeroes are a valid Scratch (see zero.rs).
+    unsafe {
+        crate::zero::zero_in_place(p);
+        Some(&mut *p)
+    }
+}
 
 /// Network namespace inodes to follow when `FILTER.netns_filter` is set.
 #[map]

@@ -10,7 +10,7 @@ use network_types::{
     eth::{EthHdr, EtherType},
     ip::{Ipv4Hdr, Ipv6Hdr},
 };
-use tracer_common::{AggKey, Hook, PacketInfo};
+use tracer_common::{Hook, PacketInfo};
 
 use crate::{
     agg,
@@ -109,14 +109,14 @@ fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
     // the same skb id the tracepoints report, which ties tc hops to the rest.
     let skb = ctx.skb.skb as u64;
     // Decide first; the record (and its timestamp) only for followed packets.
-    crate::let_zeroed!(pkt: PacketInfo);
+    let s = crate::maps::scratch(hook)?;
+    let (pkt, k) = (&mut s.pkt, &mut s.key);
     parse(ctx, pkt)?;
     if surely_not_followed(skb, pkt) {
         return None;
     }
     let dev = skb_dev(skb);
     let m = header_match(pkt);
-    crate::let_zeroed!(k: AggKey);
     let budgeted = m != 0 && agg::countable(pkt);
     if budgeted {
         agg::key(k, pkt, (m == DIR_REPLY) as u8, hook, dev, 0);

@@ -82,13 +82,6 @@ pub fn flow_text(flow: &Flow, v: &Verdict) -> String {
     for e in &v.evidence {
         s.push_str(&format!("  - {e}\n"));
     }
-    if flow.counted > 0 {
-        s.push_str(&format!(
-            "  + {} more hook passages counted in the kernel, not listed (after {} full records per hook and device)\n",
-            flow.counted,
-            tracer_common::AGG_BUDGET
-        ));
-    }
     let first = flow.hops.first().map(|h| h.ts_ns).unwrap_or(0);
     for h in &flow.hops {
         s.push_str(&format!(
