@@ -4,7 +4,7 @@ use aya_ebpf::{
     helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
     maps::ring_buf::RingBufEntry,
 };
-use tracer_common::{CtTuple, EventHeader, Hook, PacketEvent, PacketInfo, kind, stat};
+use tracer_common::{EventHeader, Hook, PacketEvent, PacketInfo, kind, stat};
 
 use crate::{
     agg,
@@ -13,7 +13,7 @@ use crate::{
         dev_info, l4_ports, skb_conntrack, skb_dev, skb_has_conntrack_btf, skb_ip_btf, skb_packet,
         sock_netns,
     },
-    maps::{EVENTS, LAST, bump},
+    maps::{CtScratch, EVENTS, LAST, bump},
     offsets,
 };
 
@@ -150,7 +150,7 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
     }
     // Decide first; the record (and its timestamp) only for followed packets.
     let s = crate::maps::scratch(hook)?;
-    let (pkt, k) = (&mut s.pkt, &mut s.key);
+    let (pkt, k, ct) = (&mut s.pkt, &mut s.key, &mut s.ct);
     let l4 = skb_ip_btf(skb, pkt);
     // Most packets of the node stop here, after the IP header. Not at xmit
     // and drop when the skb has a conntrack entry: a locally generated
@@ -182,7 +182,7 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
     }
     let (mut dir, mut need_track) = classify_matched(skb, pkt, m);
     if dir == 0 && matches!(hook, Hook::Xmit | Hook::Drop) {
-        dir = follow_by_conntrack(skb, pkt);
+        dir = follow_by_conntrack(skb, pkt, ct);
         need_track = dir != 0;
     }
     if dir == 0 {
@@ -197,7 +197,7 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
     let ev = r.ev();
     ev.pkt = *pkt;
     ev.pkt.reply = reply;
-    let keep = fill_skb_event(ev, skb, dev);
+    let keep = fill_skb_event(ev, skb, dev, ct);
     if keep && budgeted {
         agg::recorded(k, ev.hdr.ifindex, ev.hdr.netns);
     }
@@ -210,13 +210,13 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
 /// conntrack entry still holds the original tuple. Costs one read of
 /// skb->_nfct for packets without conntrack. The caller tracks the skb.
 #[inline(always)]
-pub fn follow_by_conntrack(skb: u64, pkt: &PacketInfo) -> u8 {
-    crate::let_zeroed!(orig: CtTuple);
-    crate::let_zeroed!(reply: CtTuple);
+pub fn follow_by_conntrack(skb: u64, pkt: &PacketInfo, ct: &mut CtScratch) -> u8 {
+    // SAFETY: plain integers; zeroes are valid.
+    unsafe { crate::zero::zero_in_place(ct as *mut CtScratch) };
+    let CtScratch { orig, reply, o } = ct;
     if pkt.family == 0 || !skb_conntrack(skb, orig, reply) {
         return 0;
     }
-    crate::let_zeroed!(o: PacketInfo);
     o.family = orig.family;
     o.proto = orig.proto;
     o.saddr = orig.saddr;
@@ -261,7 +261,7 @@ pub fn tracked_event(hook: Hook, skb: u64, location: u64, reason: u32) -> Option
 /// Fill device, netns, mark and conntrack of a followed skb event; false
 /// when its namespace is not followed (the record is then discarded).
 #[inline(always)]
-pub fn fill_skb_event(ev: &mut PacketEvent, skb: u64, dev: u64) -> bool {
+pub fn fill_skb_event(ev: &mut PacketEvent, skb: u64, dev: u64, ct: &mut CtScratch) -> bool {
     let dev = if dev == 0 { skb_dev(skb) } else { dev };
     let d = dev_info(dev, &mut ev.hdr.ifname);
     ev.hdr.ifindex = d.ifindex;
@@ -280,11 +280,11 @@ pub fn fill_skb_event(ev: &mut PacketEvent, skb: u64, dev: u64) -> bool {
         return false;
     }
     ev.mark = crate::kread::read(skb, offsets().skb_mark).unwrap_or(0);
-    // Through stack copies: on older kernels a map key may not point
+    // Through scratch copies: on older kernels a map key may not point
     // into ring buffer memory ("R2 type=alloc_mem expected=fp, ...",
-    // check_func_arg() on Debian's 6.1).
-    crate::let_zeroed!(orig: CtTuple);
-    crate::let_zeroed!(reply: CtTuple);
+    // check_func_arg() on Debian's 6.1); a map value is accepted.
+    unsafe { crate::zero::zero_in_place(ct as *mut CtScratch) };
+    let CtScratch { orig, reply, .. } = ct;
     if skb_conntrack(skb, orig, reply) {
         learn_conntrack(orig, reply);
         ev.ct_orig = *orig;

@@ -61,18 +61,30 @@ pub static AGG_HOT: PerCpuArray<AggHot> = PerCpuArray::with_max_entries(AGG_HOT_
 pub struct Scratch {
     pub pkt: PacketInfo,
     pub key: AggKey,
+    /// Conntrack tuples and the original-direction packet: zeroed where
+    /// used (followed packets, conntrack lookups), not for every packet.
+    pub ct: CtScratch,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CtScratch {
+    pub orig: CtTuple,
+    pub reply: CtTuple,
+    pub o: PacketInfo,
 }
 
 #[map]
 pub static SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(AGG_HOT_SLOTS, 0);
 
-/// This CPU's scratch slot for `hook`, zeroed.
+/// This CPU's scratch slot for `hook`, its packet and key zeroed.
 #[inline(always)]
 pub fn scratch(hook: tracer_common::Hook) -> Option<&'static mut Scratch> {
     let p = SCRATCH.get_ptr_mut(hook as u32)?;
-    // SAFETY: this CPU's slot; zeroes are a valid Scratch (see zero.rs).
+    // SAFETY: this CPU's slot; zeroes are valid (see zero.rs).
     unsafe {
-        crate::zero::zero_in_place(p);
+        crate::zero::zero_in_place(&raw mut (*p).pkt);
+        crate::zero::zero_in_place(&raw mut (*p).key);
         Some(&mut *p)
     }
 }

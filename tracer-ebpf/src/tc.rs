@@ -110,7 +110,7 @@ fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
     let skb = ctx.skb.skb as u64;
     // Decide first; the record (and its timestamp) only for followed packets.
     let s = crate::maps::scratch(hook)?;
-    let (pkt, k) = (&mut s.pkt, &mut s.key);
+    let (pkt, k, ct) = (&mut s.pkt, &mut s.key, &mut s.ct);
     parse(ctx, pkt)?;
     if surely_not_followed(skb, pkt) {
         return None;
@@ -136,7 +136,7 @@ fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
     let ev = r.ev();
     ev.pkt = *pkt;
     ev.pkt.reply = reply;
-    let keep = fill_skb_event(ev, skb, dev);
+    let keep = fill_skb_event(ev, skb, dev, ct);
     if keep && budgeted {
         agg::recorded(k, ev.hdr.ifindex, ev.hdr.netns);
     }
