@@ -273,9 +273,14 @@ fn send_fib(ev: &mut FibEvent, nhc: u64) -> bool {
     }
     // Borrow the netns and skb of the followed packet this CPU is processing
     // (fib_table_lookup runs synchronously inside ip_route_input_slow() /
-    // ip_route_output_key_hash() of that skb) when recent enough.
+    // ip_route_output_key_hash() of that skb) when recent enough: micro-
+    // seconds on hardware, but a router's failed lookup came 2-6 ms after
+    // its netif_receive_skb under qemu TCG (Debian 6.1, fentry hooks in
+    // between). A failed lookup has no nexthop, hence no netns of its own:
+    // without this it cannot be tied to its flow. A lookup whose nexthop
+    // names another namespace is never borrowed for this skb.
     if let Some(last) = LAST.get(0)
-        && ev.hdr.ts_ns.wrapping_sub(last.ts_ns) < 2_000_000
+        && ev.hdr.ts_ns.wrapping_sub(last.ts_ns) < 20_000_000
         && (ev.hdr.netns == 0 || ev.hdr.netns == last.netns)
     {
         ev.hdr.netns = last.netns;
