@@ -94,26 +94,18 @@ impl Counted {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        event::{
-            Event,
-            tests::{header, v4},
-        },
-        names::Names,
-    };
-    use tracer_common::{CtTuple, PacketEvent, PacketInfo, kind};
+    use crate::{event::tests::v4, flow::tests::pkt, names::Names};
+    use tracer_common::{CtTuple, PacketInfo};
 
-    fn record(t: &mut FlowTable, n: &mut Names, hook: Hook, p: PacketInfo) -> u64 {
-        let ev = Event::Packet(PacketEvent {
-            hdr: header(kind::PACKET, hook),
-            pkt: p,
-            location: 0,
-            reason: 0,
-            mark: 0,
-            ct_orig: CtTuple::zeroed(),
-            ct_reply: CtTuple::zeroed(),
-        });
-        t.ingest(&ev, n).unwrap()
+    /// A table with one DNS flow recorded once at xmit: (table, flow id,
+    /// the request packet).
+    fn one_flow() -> (FlowTable, u64, PacketInfo) {
+        let mut t = FlowTable::new(10);
+        let req = v4([10, 0, 0, 1], 40000, [10, 0, 0, 2], 53, 17);
+        let id = t
+            .ingest(&pkt(Hook::Xmit, 1, 10, req), &mut Names::default())
+            .unwrap();
+        (t, id, req)
     }
 
     fn key(p: &PacketInfo, hook: Hook) -> AggKey {
@@ -135,13 +127,10 @@ mod tests {
 
     #[test]
     fn growth_is_folded_once_into_packets_and_replies() {
-        let mut t = FlowTable::new(10);
-        let mut n = Names::default();
-        let req = v4([10, 0, 0, 1], 40000, [10, 0, 0, 2], 53, 17);
+        let (mut t, id, req) = one_flow();
         let mut rep = v4([10, 0, 0, 2], 53, [10, 0, 0, 1], 40000, 17);
         rep.reply = 1;
-        let id = record(&mut t, &mut n, Hook::Xmit, req);
-        record(&mut t, &mut n, Hook::NetifReceive, rep);
+        t.ingest(&pkt(Hook::NetifReceive, 2, 20, rep), &mut Names::default());
         let mut c = Counted::default();
         let (kq, kr) = (key(&req, Hook::TcEgress), key(&rep, Hook::NetifReceive));
         c.fold(vec![(kq, 10, 0), (kr, 4, 0)], &mut t);
@@ -156,10 +145,7 @@ mod tests {
 
     #[test]
     fn a_recreated_key_counts_from_zero() {
-        let mut t = FlowTable::new(10);
-        let mut n = Names::default();
-        let req = v4([10, 0, 0, 1], 40000, [10, 0, 0, 2], 53, 17);
-        let id = record(&mut t, &mut n, Hook::Xmit, req);
+        let (mut t, id, req) = one_flow();
         let mut c = Counted::default();
         let k = key(&req, Hook::Xmit);
         c.fold(vec![(k, 100, 0)], &mut t);
@@ -171,10 +157,7 @@ mod tests {
 
     #[test]
     fn a_short_read_counts_nothing_until_exceeded() {
-        let mut t = FlowTable::new(10);
-        let mut n = Names::default();
-        let req = v4([10, 0, 0, 1], 40000, [10, 0, 0, 2], 53, 17);
-        let id = record(&mut t, &mut n, Hook::Xmit, req);
+        let (mut t, id, req) = one_flow();
         let mut c = Counted::default();
         let k = key(&req, Hook::Xmit);
         c.fold(vec![(k, 150, 0)], &mut t);
@@ -187,10 +170,7 @@ mod tests {
 
     #[test]
     fn route_lookups_count_but_are_not_packets() {
-        let mut t = FlowTable::new(10);
-        let mut n = Names::default();
-        let req = v4([10, 0, 0, 1], 40000, [10, 0, 0, 2], 53, 17);
-        let id = record(&mut t, &mut n, Hook::Xmit, req);
+        let (mut t, id, req) = one_flow();
         let mut c = Counted::default();
         c.fold(vec![(key(&req, Hook::FibLookup), 7, 0)], &mut t);
         let f = t.get(id).unwrap();

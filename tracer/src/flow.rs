@@ -682,12 +682,13 @@ fn fib_matches(key: &Tuple, t: &Tuple, dir: Dir) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::event::tests::{header, v4};
     use tracer_common::{CtTuple, FibEvent, PacketInfo, kind};
 
-    fn pkt(hook: Hook, skb: u64, ts: u64, p: PacketInfo) -> Event {
+    /// A packet record at `hook` (shared with counted.rs's tests).
+    pub(crate) fn pkt(hook: Hook, skb: u64, ts: u64, p: PacketInfo) -> Event {
         let mut hdr = header(kind::PACKET, hook);
         hdr.skb = skb;
         hdr.ts_ns = ts;
