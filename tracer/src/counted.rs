@@ -55,16 +55,17 @@ impl Counted {
                 }
             }
         }
-        self.fold(
-            seen.into_iter().map(|(k, (t, n))| (k, t, n)).collect(),
-            flows,
-        );
+        self.fold(seen.into_iter().map(|(k, (t, n))| (k, t, n)), flows);
         Ok(())
     }
 
     /// One poll's totals `(key, total, netns)`.
-    pub fn fold(&mut self, totals: Vec<(AggKey, u64, u32)>, flows: &mut FlowTable) {
-        let mut last = HashMap::with_capacity(totals.len());
+    pub fn fold(
+        &mut self,
+        totals: impl IntoIterator<Item = (AggKey, u64, u32)>,
+        flows: &mut FlowTable,
+    ) {
+        let mut last = HashMap::with_capacity(self.last.len());
         for (k, total, netns) in totals {
             let before = self.last.get(&k).copied().unwrap_or(0);
             // Less than before: a short read (see the module comment).

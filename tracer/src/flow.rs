@@ -172,6 +172,15 @@ impl FlowTable {
         self.key_lookup(t).or_else(|| self.alias.get(t).copied())
     }
 
+    /// The flow of a packet seen with tuple `t` in direction `dir` (a reply
+    /// carries the request tuple reversed).
+    fn lookup_seen(&self, t: &Tuple, dir: Dir) -> Option<u64> {
+        match dir {
+            Dir::Request => self.lookup(t),
+            Dir::Reply => self.lookup(&t.reversed()),
+        }
+    }
+
     fn key_hash(&self, t: &Tuple) -> u64 {
         use std::hash::BuildHasher;
         self.key_hasher.hash_one(t)
@@ -452,11 +461,7 @@ impl FlowTable {
     /// was evicted, or its full records were lost).
     pub fn fold_counted(&mut self, seen: &Tuple, dir: Dir, hook: Hook, netns: u32, n: u64) -> bool {
         let n = u32::try_from(n).unwrap_or(u32::MAX);
-        let id = match dir {
-            Dir::Request => self.lookup(seen),
-            Dir::Reply => self.lookup(&seen.reversed()),
-        };
-        let id = match (id, hook) {
+        let id = match (self.lookup_seen(seen, dir), hook) {
             (Some(id), _) => Some(id),
             // Route lookups may carry no ports.
             (None, Hook::FibLookup) => self.find_fib_flow(seen, dir, netns),
@@ -510,16 +515,18 @@ impl FlowTable {
         };
         let ct_orig = Tuple::from_ct(&p.ct_orig);
         let ct_reply = Tuple::from_ct(&p.ct_reply);
-        let by_tuple = |s: &Self| match dir {
-            Dir::Request => s.lookup(&seen),
-            Dir::Reply => s.lookup(&seen.reversed()),
-        };
         // Conntrack's original tuple first, then the packet's own tuple;
         // the skb address only for packets NAT rewrote without conntrack
         // (or whose headers were unreadable), and only if seen recently.
         let id = ct_orig
             .and_then(|t| self.lookup(&t))
-            .or_else(|| if parsed { by_tuple(self) } else { None })
+            .or_else(|| {
+                if parsed {
+                    self.lookup_seen(&seen, dir)
+                } else {
+                    None
+                }
+            })
             .or_else(|| self.skb_flow(p.hdr.skb, p.hdr.ts_ns));
         let id = match id {
             Some(id) => id,
