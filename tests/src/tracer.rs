@@ -52,6 +52,66 @@ pub struct TracerRun {
     pub stdout: String,
     pub stderr: String,
     pub status: Option<std::process::ExitStatus>,
+    /// How the stop went: time from the signal to exit, and, when the
+    /// tracer did not exit in time, where its threads were in the kernel.
+    pub stop_note: String,
+}
+
+/// Each thread's state and kernel stack: what a tracer that does not exit
+/// after SIGINT is waiting for (read before it is killed).
+fn thread_stacks(pid: u32) -> String {
+    let mut s = String::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return s;
+    };
+    for t in tasks.flatten() {
+        let p = t.path();
+        let read = |f: &str| std::fs::read_to_string(p.join(f)).unwrap_or_default();
+        let stat = read("stat");
+        // The state letter follows the ")" that closes the command name.
+        let state = stat
+            .rsplit_once(')')
+            .map(|(_, r)| r.trim().chars().next().unwrap_or('?'))
+            .unwrap_or('?');
+        s += &format!(
+            "thread {} ({}) state {state} wchan {}\n{}",
+            t.file_name().to_string_lossy(),
+            read("comm").trim(),
+            read("wchan"),
+            read("stack")
+        );
+    }
+    // Children too (a helper command it waits for), with their command line.
+    for c in children(pid) {
+        let cmdline = std::fs::read(format!("/proc/{c}/cmdline")).unwrap_or_default();
+        let cmdline: String = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        s += &format!("child {c}: {cmdline}\n{}", thread_stacks(c));
+    }
+    s
+}
+
+/// Processes whose parent is `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(d) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    d.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|st| {
+                    // After ") S ": the parent pid.
+                    st.rsplit_once(')')?
+                        .1
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse::<u32>()
+                        .ok()
+                })
+                == Some(pid)
+        })
+        .collect()
 }
 
 impl TracerRun {
@@ -105,6 +165,7 @@ impl TracerRun {
             stdout: String::new(),
             stderr: String::new(),
             status: None,
+            stop_note: String::new(),
         };
         let t0 = Instant::now();
         while !ready.exists() {
@@ -142,11 +203,22 @@ impl TracerRun {
                     break;
                 }
                 if t0.elapsed() > crate::scaled_ms(30_000) {
+                    self.stop_note = format!(
+                        "tracer had not exited {} ms after the stop signal; killed. Its threads:\n{}",
+                        t0.elapsed().as_millis(),
+                        thread_stacks(c.id())
+                    );
                     let _ = c.kill();
                     self.status = Some(c.wait()?);
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(20));
+            }
+            if self.stop_note.is_empty() {
+                self.stop_note = format!(
+                    "exited {} ms after the stop signal",
+                    t0.elapsed().as_millis()
+                );
             }
             let mut readers = std::mem::take(&mut self.readers).into_iter();
             if let Some(o) = readers.next() {
@@ -182,6 +254,7 @@ impl TracerRun {
             lines,
             stderr: std::mem::take(&mut self.stderr),
             status: self.status,
+            stop_note: std::mem::take(&mut self.stop_note),
         })
     }
 }
@@ -200,6 +273,7 @@ pub struct TracerOutput {
     pub lines: Vec<Value>,
     pub stderr: String,
     pub status: Option<std::process::ExitStatus>,
+    pub stop_note: String,
 }
 
 impl TracerOutput {
@@ -223,7 +297,10 @@ impl TracerOutput {
     }
 
     pub fn dump(&self) -> String {
-        let mut s = format!("stderr: {}\n", self.stderr);
+        let mut s = format!(
+            "status: {:?}, {}\nstderr: {}\n",
+            self.status, self.stop_note, self.stderr
+        );
         for l in &self.lines {
             s.push_str(&l.to_string());
             s.push('\n');

@@ -156,9 +156,16 @@ fn incident1_vip_flapping_between_two_nodes() {
     let out = run.stop().expect("stop");
     let dump = out.dump();
     eprintln!("client saw: {seen:?}");
+    // ARP failure surfaces as EHOSTUNREACH (nginx's 113): the stack sends
+    // itself an ICMP host unreachable (arp_error_report()), and
+    // tcp_v4_err() sets sk_err before closing the socket. Once, on Debian
+    // 6.1 under qemu TCG, connect(2) saw the socket closed (POLLHUP) with
+    // SO_ERROR already 0 (std's "no error set after POLLHUP"): the same
+    // failure, its errno lost on the client side. The tracer's verdict for
+    // it is checked below either way.
     assert!(
-        seen[0].contains("No route to host"),
-        "ARP failure surfaces as EHOSTUNREACH (nginx's 113): {seen:?}"
+        seen[0].contains("No route to host") || seen[0].contains("no error set after POLLHUP"),
+        "ARP failure surfaces as a failed connect: {seen:?}"
     );
     let flows = out.final_flows();
     assert!(flows.len() >= 3, "{dump}");

@@ -49,11 +49,12 @@ fn load<T: Copy>(ctx: &TcContext, off: usize) -> Option<T> {
     ctx.load::<T>(off).ok()
 }
 
-fn parse(ctx: &TcContext, pkt: &mut PacketInfo) -> Option<()> {
+/// The IP header: family, protocol, addresses and length. Returns the
+/// transport header's offset.
+fn parse_ip(ctx: &TcContext, pkt: &mut PacketInfo) -> Option<usize> {
     let eth: EthHdr = load(ctx, 0)?;
-    let mut off = EthHdr::LEN;
-    let l4_off;
-    match eth.ether_type() {
+    let off = EthHdr::LEN;
+    let l4_off = match eth.ether_type() {
         Ok(EtherType::Ipv4) => {
             let ip: Ipv4Hdr = load(ctx, off)?;
             pkt.family = 4;
@@ -61,7 +62,7 @@ fn parse(ctx: &TcContext, pkt: &mut PacketInfo) -> Option<()> {
             pkt.saddr[..4].copy_from_slice(&ip.src_addr);
             pkt.daddr[..4].copy_from_slice(&ip.dst_addr);
             // ihl() already returns the header length in bytes.
-            l4_off = off + ip.ihl() as usize;
+            off + ip.ihl() as usize
         }
         Ok(EtherType::Ipv6) => {
             let ip: Ipv6Hdr = load(ctx, off)?;
@@ -69,38 +70,45 @@ fn parse(ctx: &TcContext, pkt: &mut PacketInfo) -> Option<()> {
             pkt.proto = ip.next_hdr;
             pkt.saddr = ip.src_addr;
             pkt.daddr = ip.dst_addr;
-            off += Ipv6Hdr::LEN;
-            l4_off = off;
+            off + Ipv6Hdr::LEN
         }
         _ => return None,
-    }
+    };
     pkt.len = ctx.len();
+    Some(l4_off)
+}
+
+/// Ports, TCP flags, ICMP type and code: only for packets that may be
+/// followed.
+fn parse_l4(ctx: &TcContext, pkt: &mut PacketInfo, l4_off: usize) {
     match pkt.proto {
         IPPROTO_TCP => {
             // Ports and flags (byte 13) in one read: a one-byte direct read
             // is checked as `ptr < data_end`, a form the verifier does not
             // take as a bound ("R1 offset is outside of the packet").
-            let h: [u8; 14] = load(ctx, l4_off)?;
-            pkt.sport = u16::from_be_bytes([h[0], h[1]]);
-            pkt.dport = u16::from_be_bytes([h[2], h[3]]);
-            pkt.tcp_flags = h[13];
+            if let Some(h) = load::<[u8; 14]>(ctx, l4_off) {
+                pkt.sport = u16::from_be_bytes([h[0], h[1]]);
+                pkt.dport = u16::from_be_bytes([h[2], h[3]]);
+                pkt.tcp_flags = h[13];
+            }
         }
         IPPROTO_UDP => {
-            let ports: [u8; 4] = load(ctx, l4_off)?;
-            pkt.sport = u16::from_be_bytes([ports[0], ports[1]]);
-            pkt.dport = u16::from_be_bytes([ports[2], ports[3]]);
+            if let Some(ports) = load::<[u8; 4]>(ctx, l4_off) {
+                pkt.sport = u16::from_be_bytes([ports[0], ports[1]]);
+                pkt.dport = u16::from_be_bytes([ports[2], ports[3]]);
+            }
         }
         IPPROTO_ICMP | IPPROTO_ICMPV6 => {
-            let h: [u8; 8] = load(ctx, l4_off)?;
-            pkt.icmp_type = h[0];
-            pkt.icmp_code = h[1];
-            if h[0] == 8 || h[0] == 0 || h[0] == 128 || h[0] == 129 {
-                pkt.sport = u16::from_be_bytes([h[4], h[5]]);
+            if let Some(h) = load::<[u8; 8]>(ctx, l4_off) {
+                pkt.icmp_type = h[0];
+                pkt.icmp_code = h[1];
+                if h[0] == 8 || h[0] == 0 || h[0] == 128 || h[0] == 129 {
+                    pkt.sport = u16::from_be_bytes([h[4], h[5]]);
+                }
             }
         }
         _ => {}
     }
-    Some(())
 }
 
 fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
@@ -111,10 +119,12 @@ fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
     // Decide first; the record (and its timestamp) only for followed packets.
     let s = crate::maps::scratch(hook)?;
     let (pkt, k, ct) = (&mut s.pkt, &mut s.key, &mut s.ct);
-    parse(ctx, pkt)?;
+    let l4_off = parse_ip(ctx, pkt)?;
+    // Most packets of the node stop here, after the IP header.
     if surely_not_followed(skb, pkt) {
         return None;
     }
+    parse_l4(ctx, pkt, l4_off);
     let dev = skb_dev(skb);
     let m = header_match(pkt);
     let budgeted = m != 0 && agg::countable(pkt);

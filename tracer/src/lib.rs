@@ -3,6 +3,7 @@
 
 pub mod btf;
 pub mod cli;
+pub mod command;
 pub mod counted;
 pub mod event;
 pub mod flow;

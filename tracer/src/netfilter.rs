@@ -9,6 +9,8 @@
 
 use std::{path::Path, process::Command};
 
+use crate::command::{CommandError, LIMIT, output_within};
+
 /// One rule with a DROP or REJECT target and its packet counter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NfRule {
@@ -77,14 +79,20 @@ pub fn parse_save(text: &str) -> Vec<NfRule> {
 pub fn snapshot(netns_path: &Path) -> Vec<NfRule> {
     let mut rules = Vec::new();
     for tool in ["iptables-save", "ip6tables-save"] {
-        let out = Command::new("nsenter")
-            .arg(format!("--net={}", netns_path.display()))
-            .args([tool, "-c"])
-            .output();
-        if let Ok(o) = out
-            && o.status.success()
-        {
-            rules.extend(parse_save(&String::from_utf8_lossy(&o.stdout)));
+        let out = output_within(
+            tool,
+            Command::new("nsenter")
+                .arg(format!("--net={}", netns_path.display()))
+                .args([tool, "-c"]),
+            LIMIT,
+        );
+        match out {
+            Ok(o) => rules.extend(parse_save(&String::from_utf8_lossy(&o))),
+            Err(e @ CommandError::TimedOut(..)) => {
+                eprintln!("tracer: warning: {e}: its rule counters are left out")
+            }
+            // No iptables on this node, or no such table: nothing to read.
+            Err(_) => {}
         }
     }
     rules
@@ -154,13 +162,21 @@ COMMIT
 /// BPF programs (name and id from the kernel) and mirred redirects, minus
 /// tracer's own. Used to name what redirected a packet past the IP stack.
 pub fn tc_ingress_filters(netns_path: &Path, dev: &str) -> Vec<String> {
-    let out = Command::new("nsenter")
-        .arg(format!("--net={}", netns_path.display()))
-        .args(["tc", "filter", "show", "dev", dev, "ingress"])
-        .output();
+    let out = output_within(
+        "tc filter show",
+        Command::new("nsenter")
+            .arg(format!("--net={}", netns_path.display()))
+            .args(["tc", "filter", "show", "dev", dev, "ingress"]),
+        LIMIT,
+    );
     match out {
-        Ok(o) if o.status.success() => parse_tc_filters(&String::from_utf8_lossy(&o.stdout)),
-        _ => Vec::new(),
+        Ok(o) => parse_tc_filters(&String::from_utf8_lossy(&o)),
+        Err(e) => {
+            if matches!(e, CommandError::TimedOut(..)) {
+                eprintln!("tracer: warning: {e}: tc filters of {dev} are left out");
+            }
+            Vec::new()
+        }
     }
 }
 

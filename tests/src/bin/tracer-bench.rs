@@ -213,7 +213,9 @@ fn main() -> Result<()> {
     ];
     let mut md = String::from("<!-- traffic:begin -->\n## Traffic: veth pair, iperf3\n\n");
     md += &format!(
-        "{} runs of {} s per case, interleaved; median [min-max]; ratio = median / baseline median. \
+        "{} rounds of {} s per case, interleaved (each round runs every case once, the order rotating); median [min-max]; \
+         ratio of medians = case median / baseline median; paired ratio = median over rounds of \
+         (case rate / baseline rate of the same round), which cancels drift between rounds. \
          tracer runs with `--netns` on both namespaces, so its tc programs sit on both veths too. \
          iperf3 client pinned to CPU 0, server to the last CPU. \
          Counted in kernel: hook passages of followed packets counted past the budget of full records (tracer_common::agg).\n\n",
@@ -225,8 +227,12 @@ fn main() -> Result<()> {
     ] {
         let mut samples: Vec<Vec<Sample>> = cases.iter().map(|_| Vec::new()).collect();
         // Interleave cases so drift on this noisy machine hits all alike.
-        for _ in 0..args.reps {
-            for (i, c) in cases.iter().enumerate() {
+        // The order rotates each round, so that no case always runs right
+        // after a tracer detach or first in a round.
+        for round in 0..args.reps {
+            for j in 0..cases.len() {
+                let i = (round + j) % cases.len();
+                let c = &cases[i];
                 let s = run_case(*c, &a, &b, udp, args.secs)?;
                 eprintln!("{title} / {}: {:.0}", c.name(), s.rate);
                 samples[i].push(s);
@@ -235,11 +241,20 @@ fn main() -> Result<()> {
         let scale = if udp { 1.0 } else { 1e9 };
         let base = median(&mut samples[0].iter().map(|s| s.rate).collect::<Vec<_>>());
         md += &format!(
-            "### {title}\n\n| case | {unit} | ratio | events/s to userspace | counted in kernel /s | lost | ready ms | detach ms | peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|\n"
+            "### {title}\n\n| case | {unit} | ratio of medians | paired ratio [min-max] | events/s to userspace | counted in kernel /s | lost | ready ms | detach ms | peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|---|\n"
         );
         for (i, c) in cases.iter().enumerate() {
             let mut r: Vec<f64> = samples[i].iter().map(|s| s.rate).collect();
             let m = median(&mut r);
+            // Each round's rate over the baseline of the same round: drift
+            // between rounds (which moves the baseline by up to 25% here)
+            // cancels out.
+            let mut paired: Vec<f64> = samples[i]
+                .iter()
+                .zip(&samples[0])
+                .map(|(s, b)| s.rate / b.rate)
+                .collect();
+            let pm = median(&mut paired);
             let (lo, hi) = (r[0], r[r.len() - 1]);
             let opt = |f: &dyn Fn(&Sample) -> Option<f64>, prec: usize| -> String {
                 let mut v: Vec<f64> = samples[i].iter().filter_map(f).collect();
@@ -250,12 +265,15 @@ fn main() -> Result<()> {
                 }
             };
             md += &format!(
-                "| {} | {:.2} [{:.2}-{:.2}] | {:.3} | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {:.2} [{:.2}-{:.2}] | {:.3} | {:.3} [{:.3}-{:.3}] | {} | {} | {} | {} | {} | {} |\n",
                 c.name(),
                 m / scale,
                 lo / scale,
                 hi / scale,
                 m / base,
+                pm,
+                paired[0],
+                paired[paired.len() - 1],
                 opt(&|s| s.events_per_s, 0),
                 opt(&|s| s.counted_per_s, 0),
                 opt(&|s| s.lost.map(|l| l as f64), 0),

@@ -99,6 +99,11 @@ impl Writer {
         id
     }
 
+    pub fn func(&mut self, name: &str, proto: u32) -> u32 {
+        // vlen 1: global linkage.
+        self.head(name, kinds::FUNC, 1, false, proto)
+    }
+
     pub fn finish(self) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend_from_slice(&0xeb9fu16.to_le_bytes());
@@ -124,6 +129,7 @@ impl Writer {
 /// };
 /// enum skb_drop_reason { SKB_NOT_DROPPED_YET, SKB_CONSUMED, SKB_DROP_REASON_NO_SOCKET = 3 };
 /// typedef void (*btf_trace_kfree_skb)(void *, void *skb, void *loc, enum skb_drop_reason);
+/// int fib_validate_source(8 arguments); int ip_forward(void *skb);
 pub fn sample_btf() -> Vec<u8> {
     let mut w = Writer::new();
     let int = w.int("int", 4);
@@ -155,5 +161,9 @@ pub fn sample_btf() -> Vec<u8> {
     let fp = w.func_proto(0, &[void_ptr, void_ptr, void_ptr, e]);
     let p = w.ptr(fp);
     w.typedef("btf_trace_kfree_skb", p);
+    let fvs = w.func_proto(int, &[void_ptr; 8]);
+    w.func("fib_validate_source", fvs);
+    let fwd = w.func_proto(int, &[void_ptr]);
+    w.func("ip_forward", fwd);
     w.finish()
 }

@@ -103,6 +103,11 @@ pub enum Type {
         ret: u32,
         params: Vec<u32>,
     },
+    /// A function; `proto` is its FUNC_PROTO.
+    Func {
+        name: String,
+        proto: u32,
+    },
     Other {
         name: String,
         kind: u8,
@@ -341,7 +346,11 @@ impl Btf {
                     p += 4;
                     Type::Other { name: n, kind }
                 }
-                kinds::FWD | kinds::FUNC | kinds::FLOAT => Type::Other { name: n, kind },
+                kinds::FUNC => Type::Func {
+                    name: n,
+                    proto: size_type,
+                },
+                kinds::FWD | kinds::FLOAT => Type::Other { name: n, kind },
                 k => return Err(BtfError::Malformed(format!("unknown kind {k}"))),
             };
             let id = self.types.len() as u32;
@@ -484,9 +493,7 @@ impl Btf {
         let ids = self.by_name.get(name)?;
         let mut found = None;
         for id in ids {
-            if let Some(Type::Other { kind, .. }) = self.types.get(*id as usize)
-                && *kind == kinds::FUNC
-            {
+            if let Some(Type::Func { .. }) = self.types.get(*id as usize) {
                 if (*id as usize) < self.vmlinux_types {
                     return Some(true);
                 }
@@ -494,6 +501,20 @@ impl Btf {
             }
         }
         found
+    }
+
+    /// How many arguments function `name` takes (its first FUNC in BTF).
+    /// The fentry trampoline has a limit (see KernelCaps::fentry_max_args).
+    pub fn func_arg_count(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name)?.iter().find_map(|id| {
+            let Some(Type::Func { proto, .. }) = self.types.get(*id as usize) else {
+                return None;
+            };
+            match self.resolve(*proto)?.1 {
+                Type::FuncProto { params, .. } => Some(params.len()),
+                _ => None,
+            }
+        })
     }
 
     pub fn tracepoint_arity(&self, tp: &str) -> Option<usize> {
@@ -516,6 +537,7 @@ fn type_name(t: &Type) -> Option<&str> {
         | Type::Union { name, .. }
         | Type::Enum { name, .. }
         | Type::Alias { name, .. }
+        | Type::Func { name, .. }
         | Type::Other { name, .. } => Some(name),
         _ => None,
     }
@@ -525,6 +547,10 @@ fn shift_ids(t: Type, base_count: u32, shift: u32) -> Type {
     let s = |id: u32| if id >= base_count { id + shift } else { id };
     match t {
         Type::Ptr { target } => Type::Ptr { target: s(target) },
+        Type::Func { name, proto } => Type::Func {
+            name,
+            proto: s(proto),
+        },
         Type::Array { elem, nelems } => Type::Array {
             elem: s(elem),
             nelems,

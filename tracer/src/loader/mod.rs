@@ -284,22 +284,74 @@ pub fn attach_hooks(
     Ok(())
 }
 
+/// A link made by `attach_one`, kept so that a backend that attached only
+/// some of its programs (fentry attached, its fexit refused) is taken off
+/// again before the next backend is tried: otherwise both would report.
+enum Attached {
+    Tp(&'static str, aya::programs::tp_btf::BtfTracePointLinkId),
+    Fentry(&'static str, aya::programs::fentry::FEntryLinkId),
+    Fexit(&'static str, aya::programs::fexit::FExitLinkId),
+    Kprobe(&'static str, aya::programs::kprobe::KProbeLinkId),
+}
+
+/// An aya error with its causes ("bpf_raw_tracepoint_open failed: Device
+/// or resource busy"): the top level alone does not say why.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s += &format!(": {c}");
+        src = c.source();
+    }
+    s
+}
+
 fn attach_one(ebpf: &mut Ebpf, st: &ProbeStatus, caps: &KernelCaps) -> Result<()> {
+    let mut done = Vec::new();
+    let r = attach_programs(ebpf, st, caps, &mut done);
+    if r.is_err() {
+        for a in done {
+            undo(ebpf, a);
+        }
+    }
+    r
+}
+
+fn undo(ebpf: &mut Ebpf, a: Attached) {
+    let name = match &a {
+        Attached::Tp(n, _)
+        | Attached::Fentry(n, _)
+        | Attached::Fexit(n, _)
+        | Attached::Kprobe(n, _) => *n,
+    };
+    let r = match (ebpf.program_mut(name), a) {
+        (Some(Program::BtfTracePoint(p)), Attached::Tp(_, id)) => p.detach(id),
+        (Some(Program::FEntry(p)), Attached::Fentry(_, id)) => p.detach(id),
+        (Some(Program::FExit(p)), Attached::Fexit(_, id)) => p.detach(id),
+        (Some(Program::KProbe(p)), Attached::Kprobe(_, id)) => p.detach(id),
+        _ => return,
+    };
+    if let Err(e) = r {
+        log::warn!("detach {name} after a partial attach: {}", chain(&e));
+    }
+}
+
+fn attach_programs(
+    ebpf: &mut Ebpf,
+    st: &ProbeStatus,
+    caps: &KernelCaps,
+    done: &mut Vec<Attached>,
+) -> Result<()> {
     let spec = probes::spec(&st.hook).expect("plan comes from the registry");
     for name in st.programs() {
         let prog = ebpf
             .program_mut(name)
             .ok_or_else(|| anyhow!("program {name} missing from the object"))?;
+        let err = |e: aya::programs::ProgramError| anyhow!("attach {name}: {}", chain(&e));
         match prog {
-            Program::BtfTracePoint(p) => {
-                p.attach().map_err(|e| anyhow!("attach {name}: {e}"))?;
-            }
-            Program::FEntry(p) => {
-                p.attach().map_err(|e| anyhow!("attach {name}: {e}"))?;
-            }
-            Program::FExit(p) => {
-                p.attach().map_err(|e| anyhow!("attach {name}: {e}"))?;
-            }
+            Program::BtfTracePoint(p) => done.push(Attached::Tp(name, p.attach().map_err(err)?)),
+            Program::FEntry(p) => done.push(Attached::Fentry(name, p.attach().map_err(err)?)),
+            Program::FExit(p) => done.push(Attached::Fexit(name, p.attach().map_err(err)?)),
             Program::KProbe(p) => {
                 let mut n = 0;
                 for f in spec
@@ -307,8 +359,10 @@ fn attach_one(ebpf: &mut Ebpf, st: &ProbeStatus, caps: &KernelCaps) -> Result<()
                     .iter()
                     .filter(|f| caps.symbols.iter().any(|s| s == *f))
                 {
-                    p.attach(*f, 0)
-                        .map_err(|e| anyhow!("attach {name} to {f}: {e}"))?;
+                    let id = p
+                        .attach(*f, 0)
+                        .map_err(|e| anyhow!("attach {name} to {f}: {}", chain(&e)))?;
+                    done.push(Attached::Kprobe(name, id));
                     n += 1;
                 }
                 if n == 0 {

@@ -379,6 +379,27 @@ pub struct KernelCaps {
     /// Traceable text symbols (/sys/kernel/tracing/available_filter_functions
     /// or /proc/kallsyms) of the registry's functions that exist.
     pub symbols: Vec<String>,
+    /// The most arguments an fentry/fexit trampoline takes here, when known
+    /// to be limited (see [`fentry_max_args`]).
+    pub fentry_max_args: Option<usize>,
+}
+
+/// x86-64 trampolines took at most 6 arguments before Linux 6.6
+/// (arch_prepare_bpf_trampoline() in arch/x86/net/bpf_jit_comp.c returned
+/// -ENOTSUPP, errno 524, at attach; 6.6 raised the limit to 12, commit
+/// 473e3150e30a "bpf, x86: allow function arguments up to 12 for
+/// TRACING"). The program still loads, so only attach fails: seen on
+/// Debian 6.1 for fib_validate_source(), which takes 8. `release` is the
+/// kernel release ("6.1.0-56-amd64").
+pub fn fentry_max_args(arch: &str, release: &str) -> Option<usize> {
+    if arch != "x86_64" {
+        return None;
+    }
+    let mut it = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().ok());
+    let (major, minor) = (it.next()??, it.next()??);
+    ((major, minor) < (6, 6)).then_some(6)
 }
 
 impl KernelCaps {
@@ -405,6 +426,12 @@ impl KernelCaps {
             fentry_error: None,
             modules,
             symbols,
+            fentry_max_args: fentry_max_args(
+                std::env::consts::ARCH,
+                std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                    .unwrap_or_default()
+                    .trim(),
+            ),
         }
     }
 }
@@ -584,7 +611,12 @@ fn unavailable(s: &ProbeSpec, b: Backend, btf: &Btf, caps: &KernelCaps) -> Optio
             }
             let f = s.funcs.first()?;
             match btf.func_in_vmlinux(f) {
-                Some(true) => None,
+                Some(true) => match (btf.func_arg_count(f), caps.fentry_max_args) {
+                    (Some(n), Some(max)) if n > max => Some(format!(
+                        "{f} takes {n} arguments; this kernel's fentry trampoline takes at most {max} (x86-64 before Linux 6.6)"
+                    )),
+                    _ => None,
+                },
                 Some(false) => Some(format!(
                     "{f} is a module function: aya 0.14 attaches fentry to vmlinux BTF only"
                 )),
@@ -699,6 +731,7 @@ mod tests {
                 "ip_vs_schedule".into(),
                 "ip_vs_nat_xmit".into(),
             ],
+            fentry_max_args: None,
         }
     }
 
@@ -756,6 +789,45 @@ mod tests {
         assert!(!icmp.fall_back("attach: EINVAL".into()));
         assert_eq!(icmp.backend, "none");
         assert_eq!(icmp.fallbacks.last().unwrap(), "kprobe: attach: EINVAL");
+    }
+
+    #[test]
+    fn fentry_argument_limit_by_kernel_release() {
+        assert_eq!(fentry_max_args("x86_64", "6.1.0-56-amd64"), Some(6));
+        assert_eq!(fentry_max_args("x86_64", "5.15.0-91-generic"), Some(6));
+        assert_eq!(fentry_max_args("x86_64", "6.6.0"), None);
+        assert_eq!(fentry_max_args("x86_64", "6.12.117+deb12-amd64"), None);
+        assert_eq!(fentry_max_args("x86_64", "6.18.44"), None);
+        assert_eq!(fentry_max_args("aarch64", "6.1.0"), None);
+        assert_eq!(fentry_max_args("x86_64", "garbage"), None);
+    }
+
+    #[test]
+    fn fentry_passed_over_for_a_function_with_too_many_arguments() {
+        // sample_btf(): fib_validate_source takes 8 arguments, ip_forward 1.
+        let btf = Btf::parse(&crate::btf::fixture::sample_btf()).unwrap();
+        assert_eq!(btf.func_arg_count("fib_validate_source"), Some(8));
+        assert_eq!(btf.func_arg_count("ip_forward"), Some(1));
+        assert_eq!(btf.func_arg_count("nope"), None);
+        let mut c = KernelCaps {
+            symbols: vec!["fib_validate_source".into(), "ip_forward".into()],
+            fentry_max_args: Some(6),
+            ..caps()
+        };
+        let p = plan(&btf, &c);
+        let rp = p.iter().find(|s| s.hook == "rp_filter").unwrap();
+        assert_eq!(rp.backend, "kprobe", "{rp:?}");
+        assert!(
+            rp.fallbacks[0].contains("takes 8 arguments") && rp.fallbacks[0].contains("at most 6"),
+            "{rp:?}"
+        );
+        let fwd = p.iter().find(|s| s.hook == "ip_forward").unwrap();
+        assert_eq!(fwd.backend, "fentry", "{fwd:?}");
+        // Linux 6.6 and later: no limit below 12, fentry kept.
+        c.fentry_max_args = None;
+        let p = plan(&btf, &c);
+        let rp = p.iter().find(|s| s.hook == "rp_filter").unwrap();
+        assert_eq!(rp.backend, "fentry", "{rp:?}");
     }
 
     #[test]

@@ -237,7 +237,14 @@ impl Drop for TcManager {
 /// Remove a clsact qdisc we created (iproute2's `tc`, present on every node;
 /// aya 0.14 has no qdisc delete call).
 fn del_clsact(iface: &str) {
-    let _ = Command::new("tc")
-        .args(["qdisc", "del", "dev", iface, "clsact"])
-        .output();
+    let r = crate::command::output_within(
+        "tc qdisc del",
+        Command::new("tc").args(["qdisc", "del", "dev", iface, "clsact"]),
+        crate::command::LIMIT,
+    );
+    if let Err(e @ crate::command::CommandError::TimedOut(..)) = r {
+        eprintln!(
+            "tracer: warning: {e}: the clsact qdisc of {iface} may remain (`tracer cleanup` removes it)"
+        );
+    }
 }
