@@ -165,7 +165,13 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
     if l4 != 0 {
         l4_ports(l4, pkt);
     }
-    let dev = if dev == 0 { skb_dev(skb) } else { dev };
+    // skb->dev as a plain load of the BTF-typed skb (xmit passes its device
+    // argument): the key's site, and the record's device.
+    let dev = if dev == 0 {
+        crate::kread::load(skb, offsets().skb_dev).unwrap_or(0)
+    } else {
+        dev
+    };
     // Drops are budgeted per drop site and reason, the rest per device.
     let (site, aux) = if hook == Hook::Drop {
         (location, reason)
