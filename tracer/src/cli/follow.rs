@@ -84,17 +84,23 @@ fn parse_ring_bytes(s: &str) -> Result<u32, String> {
     Ok(n)
 }
 
-/// Addresses per namespace, read on demand and cached for the run.
-/// What the verdict rules may look up on the node: addresses and netfilter
-/// counters per namespace, read on demand and refreshed when older than
-/// half a second.
-/// When read, the namespace's addresses, and its netfilter rules that moved.
-type NetnsFacts = (
-    Instant,
-    Vec<IfAddr>,
-    Vec<(NfRule, u64)>,
-    Vec<crate::ipvs::VirtualService>,
-);
+/// What the verdict rules may look up on the node, per namespace, read on
+/// demand: addresses and the IPVS table (in-process reads, refreshed when
+/// older than half a second), and netfilter counters, which take two
+/// helper processes (iptables-save, ip6tables-save: seconds of CPU on a
+/// node with a large ruleset), so only for a namespace where a followed
+/// packet was dropped by netfilter, and at most every [`NF_REFRESH`].
+struct NetnsFacts {
+    at: Instant,
+    addrs: Vec<IfAddr>,
+    ipvs: Vec<crate::ipvs::VirtualService>,
+    /// When read, and the DROP/REJECT rules whose counters moved.
+    nf: Option<(Instant, Vec<(NfRule, u64)>)>,
+}
+
+/// How often netfilter counters of a namespace are read again while
+/// tracing (the final report always reads them afresh).
+const NF_REFRESH: Duration = Duration::from_secs(2);
 
 struct LiveEnv {
     vip: VipWatch,
@@ -105,29 +111,63 @@ struct LiveEnv {
     nf_baseline: HashMap<u32, Vec<NfRule>>,
 }
 
+/// The namespaces a flow's verdict may look up: every hop's, each with
+/// whether its netfilter counters are wanted (a NETFILTER_DROP there).
+fn facts_wanted(f: &crate::flow::Flow) -> impl Iterator<Item = (u32, bool)> + '_ {
+    f.hops.iter().map(|h| {
+        let nf = matches!(&h.data, crate::hop::HopData::Drop(d) if d.reason.as_str() == "NETFILTER_DROP");
+        (h.netns_inode, nf)
+    })
+}
+
 impl LiveEnv {
-    fn prepare(&mut self, names: &mut Names, inodes: impl Iterator<Item = u32>) {
-        for ino in inodes {
-            let fresh = self
-                .cache
-                .get(&ino)
-                .is_some_and(|(t, ..)| t.elapsed() < Duration::from_millis(500));
-            if ino == 0 || fresh {
+    fn prepare(&mut self, names: &mut Names, wanted: impl Iterator<Item = (u32, bool)>) {
+        for (ino, want_nf) in wanted {
+            if ino == 0 {
                 continue;
             }
-            let (addrs, nf, ipvs) = match names.netns.path(ino) {
-                Some(p) => {
-                    self.paths.insert(ino, p.clone());
-                    let now = netfilter::snapshot(&p);
-                    (
-                        addresses_in(&p).unwrap_or_default(),
-                        netfilter::moved(self.nf_baseline.get(&ino).map(Vec::as_slice), &now),
-                        crate::ipvs::table_in(&p),
-                    )
-                }
-                None => (Vec::new(), Vec::new(), Vec::new()),
+            let path = names.netns.path(ino);
+            if let Some(p) = &path {
+                self.paths.insert(ino, p.clone());
+            }
+            let stale = self
+                .cache
+                .get(&ino)
+                .is_none_or(|f| f.at.elapsed() >= Duration::from_millis(500));
+            if stale {
+                let (addrs, ipvs) = match &path {
+                    Some(p) => (
+                        addresses_in(p).unwrap_or_default(),
+                        crate::ipvs::table_in(p),
+                    ),
+                    None => (Vec::new(), Vec::new()),
+                };
+                let nf = self.cache.remove(&ino).and_then(|f| f.nf);
+                self.cache.insert(
+                    ino,
+                    NetnsFacts {
+                        at: Instant::now(),
+                        addrs,
+                        ipvs,
+                        nf,
+                    },
+                );
+            }
+            let Some(facts) = self.cache.get_mut(&ino) else {
+                continue;
             };
-            self.cache.insert(ino, (Instant::now(), addrs, nf, ipvs));
+            let nf_due = facts
+                .nf
+                .as_ref()
+                .is_none_or(|(t, _)| t.elapsed() >= NF_REFRESH);
+            if want_nf
+                && nf_due
+                && let Some(p) = &path
+            {
+                let now = netfilter::snapshot(p);
+                let moved = netfilter::moved(self.nf_baseline.get(&ino).map(Vec::as_slice), &now);
+                facts.nf = Some((Instant::now(), moved));
+            }
         }
     }
 
@@ -142,21 +182,22 @@ impl Env for LiveEnv {
     fn addrs(&self, netns: u32) -> Option<&[IfAddr]> {
         self.cache
             .get(&netns)
-            .map(|(_, a, ..)| a.as_slice())
+            .map(|f| f.addrs.as_slice())
             .filter(|a| !a.is_empty())
     }
 
     fn nf_moved(&self, netns: u32) -> &[(NfRule, u64)] {
         self.cache
             .get(&netns)
-            .map(|(_, _, n, _)| n.as_slice())
+            .and_then(|f| f.nf.as_ref())
+            .map(|(_, n)| n.as_slice())
             .unwrap_or(&[])
     }
 
     fn ipvs(&self, netns: u32) -> &[crate::ipvs::VirtualService] {
         self.cache
             .get(&netns)
-            .map(|(.., v)| v.as_slice())
+            .map(|f| f.ipvs.as_slice())
             .unwrap_or(&[])
     }
 
@@ -546,11 +587,7 @@ async fn follow(
     let mut tally: BTreeMap<String, usize> = BTreeMap::new();
     let all: Vec<_> = flows.flows().into_iter().cloned().collect();
     env.expire();
-    env.prepare(
-        &mut names,
-        all.iter()
-            .flat_map(|f| f.hops.iter().map(|h| h.netns_inode)),
-    );
+    env.prepare(&mut names, all.iter().flat_map(facts_wanted));
     if format == Format::Text {
         emit(
             &mut out,
@@ -644,7 +681,7 @@ fn print_settled(
     let mut n = 0;
     for id in ready {
         let Some(f) = flows.get(id) else { continue };
-        env.prepare(names, f.hops.iter().map(|h| h.netns_inode));
+        env.prepare(names, facts_wanted(f));
         let v = evaluate(f, env, c);
         let key = (v.kind.as_str().to_string(), v.reason.clone());
         if !v.settled || f.printed.as_deref() == Some(&key) {
