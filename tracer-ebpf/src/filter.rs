@@ -125,19 +125,11 @@ const TRACK_RECENT_JIFFIES: u64 = 64;
 /// unchanged), or its headers cannot be read here.
 #[inline(always)]
 pub fn follow_skb(skb: u64, pkt: &PacketInfo) -> u8 {
-    let (dir, need_track) = classify(skb, pkt);
+    let (dir, need_track) = classify_matched(skb, pkt, header_match(pkt));
     if need_track {
         track(skb, dir, pkt);
     }
     dir
-}
-
-/// [`follow_skb`] without the map update: the direction, and whether the
-/// skb still has to be tracked in it (the caller may count the packet
-/// instead, agg.rs, and then leaves it untracked).
-#[inline(always)]
-pub fn classify(skb: u64, pkt: &PacketInfo) -> (u8, bool) {
-    classify_matched(skb, pkt, header_match(pkt))
 }
 
 /// The packet's own match ([`match_tuple`]), 0 for unparsed headers.
@@ -150,8 +142,10 @@ pub fn header_match(pkt: &PacketInfo) -> u8 {
     match_tuple(pkt, false)
 }
 
-/// [`classify`] given the header match `d` (the caller may have counted
-/// the packet on `d` alone, without this tracked-skb lookup).
+/// [`follow_skb`] without the map update, given the header match `d`: the
+/// direction, and whether the skb still has to be tracked in it (the caller
+/// may have counted the packet on `d` alone, agg.rs, and then leaves it
+/// untracked).
 #[inline(always)]
 pub fn classify_matched(skb: u64, pkt: &PacketInfo, d: u8) -> (u8, bool) {
     // dir 0: not tracked. A plain value, not an Option<TrackInfo>: LLVM

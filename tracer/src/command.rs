@@ -90,6 +90,21 @@ pub fn output_within(
     }
 }
 
+/// [`output_within`] at [`LIMIT`] for a helper whose output is optional:
+/// its stdout, or None. A timeout is said on stderr with what the trace
+/// goes without (`left_out`); a missing tool or a failure is silent (no
+/// iptables on this node, no such table).
+pub fn output_or_warn(tool: &'static str, cmd: &mut Command, left_out: &str) -> Option<Vec<u8>> {
+    match output_within(tool, cmd, LIMIT) {
+        Ok(o) => Some(o),
+        Err(e @ CommandError::TimedOut(..)) => {
+            eprintln!("tracer: warning: {e}: {left_out}");
+            None
+        }
+        Err(_) => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,7 @@
 
 use std::{path::Path, process::Command};
 
-use crate::command::{CommandError, LIMIT, output_within};
+use crate::command::output_or_warn;
 
 /// One rule with a DROP or REJECT target and its packet counter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,20 +79,15 @@ pub fn parse_save(text: &str) -> Vec<NfRule> {
 pub fn snapshot(netns_path: &Path) -> Vec<NfRule> {
     let mut rules = Vec::new();
     for tool in ["iptables-save", "ip6tables-save"] {
-        let out = output_within(
+        let out = output_or_warn(
             tool,
             Command::new("nsenter")
                 .arg(format!("--net={}", netns_path.display()))
                 .args([tool, "-c"]),
-            LIMIT,
+            "its rule counters are left out",
         );
-        match out {
-            Ok(o) => rules.extend(parse_save(&String::from_utf8_lossy(&o))),
-            Err(e @ CommandError::TimedOut(..)) => {
-                eprintln!("tracer: warning: {e}: its rule counters are left out")
-            }
-            // No iptables on this node, or no such table: nothing to read.
-            Err(_) => {}
+        if let Some(o) = out {
+            rules.extend(parse_save(&String::from_utf8_lossy(&o)));
         }
     }
     rules
@@ -162,22 +157,15 @@ COMMIT
 /// BPF programs (name and id from the kernel) and mirred redirects, minus
 /// tracer's own. Used to name what redirected a packet past the IP stack.
 pub fn tc_ingress_filters(netns_path: &Path, dev: &str) -> Vec<String> {
-    let out = output_within(
+    output_or_warn(
         "tc filter show",
         Command::new("nsenter")
             .arg(format!("--net={}", netns_path.display()))
             .args(["tc", "filter", "show", "dev", dev, "ingress"]),
-        LIMIT,
-    );
-    match out {
-        Ok(o) => parse_tc_filters(&String::from_utf8_lossy(&o)),
-        Err(e) => {
-            if matches!(e, CommandError::TimedOut(..)) {
-                eprintln!("tracer: warning: {e}: tc filters of {dev} are left out");
-            }
-            Vec::new()
-        }
-    }
+        &format!("tc filters of {dev} are left out"),
+    )
+    .map(|o| parse_tc_filters(&String::from_utf8_lossy(&o)))
+    .unwrap_or_default()
 }
 
 pub fn parse_tc_filters(text: &str) -> Vec<String> {

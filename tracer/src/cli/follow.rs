@@ -126,14 +126,22 @@ impl LiveEnv {
             if ino == 0 {
                 continue;
             }
+            let cached = self.cache.get(&ino);
+            let stale = cached.is_none_or(|f| f.at.elapsed() >= Duration::from_millis(500));
+            let nf_due = want_nf
+                && cached
+                    .and_then(|f| f.nf.as_ref())
+                    .is_none_or(|(t, _)| t.elapsed() >= NF_REFRESH);
+            // Every hop of every idle flow comes here each tick: the path
+            // (a scan of /run/netns for an unknown inode) only when
+            // something is to be read.
+            if !stale && !nf_due {
+                continue;
+            }
             let path = names.netns.path(ino);
             if let Some(p) = &path {
                 self.paths.insert(ino, p.clone());
             }
-            let stale = self
-                .cache
-                .get(&ino)
-                .is_none_or(|f| f.at.elapsed() >= Duration::from_millis(500));
             if stale {
                 let (addrs, ipvs) = match &path {
                     Some(p) => (
@@ -153,16 +161,9 @@ impl LiveEnv {
                     },
                 );
             }
-            let Some(facts) = self.cache.get_mut(&ino) else {
-                continue;
-            };
-            let nf_due = facts
-                .nf
-                .as_ref()
-                .is_none_or(|(t, _)| t.elapsed() >= NF_REFRESH);
-            if want_nf
-                && nf_due
+            if nf_due
                 && let Some(p) = &path
+                && let Some(facts) = self.cache.get_mut(&ino)
             {
                 let now = netfilter::snapshot(p);
                 let moved = netfilter::moved(self.nf_baseline.get(&ino).map(Vec::as_slice), &now);

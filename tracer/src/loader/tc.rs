@@ -237,14 +237,9 @@ impl Drop for TcManager {
 /// Remove a clsact qdisc we created (iproute2's `tc`, present on every node;
 /// aya 0.14 has no qdisc delete call).
 fn del_clsact(iface: &str) {
-    let r = crate::command::output_within(
+    let _ = crate::command::output_or_warn(
         "tc qdisc del",
         Command::new("tc").args(["qdisc", "del", "dev", iface, "clsact"]),
-        crate::command::LIMIT,
+        &format!("the clsact qdisc of {iface} may remain (`tracer cleanup` removes it)"),
     );
-    if let Err(e @ crate::command::CommandError::TimedOut(..)) = r {
-        eprintln!(
-            "tracer: warning: {e}: the clsact qdisc of {iface} may remain (`tracer cleanup` removes it)"
-        );
-    }
 }
