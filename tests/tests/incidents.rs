@@ -116,9 +116,12 @@ fn incident3_checks(f: &Value, dump: &str, by: &str) {
         "{dump}"
     );
     assert!(
-        hops.iter().any(|h| h["hook"] == "xmit"
-            && h["dev"] == "eth0"
-            && h["netns"].as_str().unwrap().ends_with("-node")),
+        // tc egress where tc is the device hook (--netns: tracer leaves
+        // the xmit tracepoint to it), the xmit tracepoint otherwise.
+        hops.iter()
+            .any(|h| (h["hook"] == "xmit" || h["hook"] == "tc_egress")
+                && h["dev"] == "eth0"
+                && h["netns"].as_str().unwrap().ends_with("-node")),
         "{dump}"
     );
     // Never delivered to the DNS socket on nodelocaldns.

@@ -6,8 +6,10 @@
 pub const OFFSET_NONE: u32 = u32::MAX;
 
 /// What `tracer follow` matches. Addresses are in network byte order, IPv4 in
-/// the first four bytes.
-#[repr(C)]
+/// the first four bytes. Aligned to 8 so that the kernel side reads `addr`
+/// and `mask` as two u64 words each (an align-1 read is split by LLVM's BPF
+/// backend into eight byte loads and shifts per word, on every packet).
+#[repr(C, align(8))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FilterConfig {
     /// Target address (network order), masked by `mask`.
@@ -264,6 +266,9 @@ mod tests {
     #[test]
     fn filter_layout() {
         assert_eq!(size_of::<FilterConfig>(), 40);
+        assert_eq!(align_of::<FilterConfig>(), 8);
+        assert_eq!(offset_of!(FilterConfig, addr), 0);
+        assert_eq!(offset_of!(FilterConfig, mask), 16);
         assert_eq!(offset_of!(FilterConfig, family), 32);
         assert_eq!(offset_of!(FilterConfig, port), 36);
     }

@@ -24,11 +24,28 @@ fn words(b: &[u8; 16]) -> (u64, u64) {
 /// keeps the verifier's path count (and load time) down.
 #[inline(always)]
 pub fn prefix_eq(a: &[u8; 16]) -> bool {
+    prefix_eq_words(words(a))
+}
+
+/// [`prefix_eq`] on an address already in two native-endian words (an
+/// IPv4 address is the low 32 bits of the first, the rest zero, as in a
+/// PacketInfo).
+#[inline(always)]
+pub fn prefix_eq_words((a0, a1): (u64, u64)) -> bool {
     let f = cfg();
-    let (a0, a1) = words(a);
-    let (m0, m1) = words(&f.mask);
-    let (f0, f1) = words(&f.addr);
+    let (m0, m1) = aligned_words(&f.mask);
+    let (f0, f1) = aligned_words(&f.addr);
     ((a0 & m0) ^ f0) | ((a1 & m1) ^ f1) == 0
+}
+
+/// Two u64 loads. Only for the 8-aligned arrays of FilterConfig
+/// (`#[repr(C, align(8))]`, addr at 0 and mask at 16: tracer-common's layout
+/// test); [`words`] builds each word from eight byte loads.
+#[inline(always)]
+fn aligned_words(b: &[u8; 16]) -> (u64, u64) {
+    let p = b.as_ptr() as *const u64;
+    // SAFETY: 16 readable bytes at an 8-aligned address (see above).
+    unsafe { (p.read(), p.add(1).read()) }
 }
 
 /// Does this tuple match the target (as request or reply)? `lenient_ports`
@@ -88,8 +105,21 @@ pub fn surely_not_followed(skb: u64, pkt: &PacketInfo) -> bool {
     if pkt.family == 0 {
         return false;
     }
+    surely_not_followed_words(skb, pkt.family, words(&pkt.saddr), words(&pkt.daddr))
+}
+
+/// [`surely_not_followed`] on the addresses as words ([`prefix_eq_words`]),
+/// for a caller that decides on the raw header, before it fills a
+/// PacketInfo (tc: no scratch slot to find and zero for most packets).
+#[inline(always)]
+pub fn surely_not_followed_words(
+    skb: u64,
+    family: u8,
+    saddr: (u64, u64),
+    daddr: (u64, u64),
+) -> bool {
     let f = cfg();
-    if pkt.family == f.family && (prefix_eq(&pkt.daddr) || prefix_eq(&pkt.saddr)) {
+    if family == f.family && (prefix_eq_words(daddr) || prefix_eq_words(saddr)) {
         return false;
     }
     if nat_learnt() {

@@ -6,20 +6,21 @@
 //! default action, decides.
 
 use aya_ebpf::{macros::classifier, programs::TcContext};
-use network_types::{
-    eth::{EthHdr, EtherType},
-    ip::{Ipv4Hdr, Ipv6Hdr},
-};
+use network_types::{eth::EthHdr, ip::Ipv6Hdr};
 use tracer_common::{Hook, PacketInfo};
 
 use crate::{
     agg,
     emit::{Reserved, fill_skb_event},
-    filter::{DIR_REPLY, classify_matched, header_match, surely_not_followed, track},
+    filter::{DIR_REPLY, classify_matched, header_match, surely_not_followed_words, track},
     kread::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, skb_dev},
 };
 
 const TC_ACT_UNSPEC: i32 = -1;
+
+/// EtherTypes (include/uapi/linux/if_ether.h), host order.
+const ETH_P_IP: u16 = 0x0800;
+const ETH_P_IPV6: u16 = 0x86dd;
 
 #[classifier]
 pub fn tracer_tc_ingress(ctx: TcContext) -> i32 {
@@ -50,32 +51,44 @@ fn load<T: Copy>(ctx: &TcContext, off: usize) -> Option<T> {
 }
 
 /// The IP header: family, protocol, addresses and length. Returns the
-/// transport header's offset.
+/// transport header's offset. Word loads ([`load_word`]) of the fields it
+/// needs, not copies of the whole headers (unaligned copies are byte loads).
 fn parse_ip(ctx: &TcContext, pkt: &mut PacketInfo) -> Option<usize> {
-    let eth: EthHdr = load(ctx, 0)?;
     let off = EthHdr::LEN;
-    let l4_off = match eth.ether_type() {
-        Ok(EtherType::Ipv4) => {
-            let ip: Ipv4Hdr = load(ctx, off)?;
+    let l4_off = match u16::from_be(load_word::<u16>(ctx, 12)?) {
+        ETH_P_IP => {
+            let vihl: u8 = load_word(ctx, off)?;
+            pkt.proto = load_word(ctx, off + 9)?;
+            let a: [u32; 2] = load_word(ctx, off + 12)?;
             pkt.family = 4;
-            pkt.proto = ip.proto;
-            pkt.saddr[..4].copy_from_slice(&ip.src_addr);
-            pkt.daddr[..4].copy_from_slice(&ip.dst_addr);
-            // ihl() already returns the header length in bytes.
-            off + ip.ihl() as usize
+            put_words(&mut pkt.saddr, &[a[0]]);
+            put_words(&mut pkt.daddr, &[a[1]]);
+            off + ((vihl & 0x0f) as usize) * 4
         }
-        Ok(EtherType::Ipv6) => {
-            let ip: Ipv6Hdr = load(ctx, off)?;
+        ETH_P_IPV6 => {
+            pkt.proto = load_word(ctx, off + 6)?;
+            let a: [u32; 8] = load_word(ctx, off + 8)?;
             pkt.family = 6;
-            pkt.proto = ip.next_hdr;
-            pkt.saddr = ip.src_addr;
-            pkt.daddr = ip.dst_addr;
+            put_words(&mut pkt.saddr, &[a[0], a[1], a[2], a[3]]);
+            put_words(&mut pkt.daddr, &[a[4], a[5], a[6], a[7]]);
             off + Ipv6Hdr::LEN
         }
         _ => return None,
     };
     pkt.len = ctx.len();
     Some(l4_off)
+}
+
+/// Store address words (network order in memory) at the start of a
+/// PacketInfo address, as u32 stores: PacketInfo is 4-aligned (its u32
+/// `len`) and its addresses are at offsets 0 and 16.
+#[inline(always)]
+fn put_words(dst: &mut [u8; 16], w: &[u32]) {
+    let p = dst.as_mut_ptr() as *mut u32;
+    for (i, v) in w.iter().enumerate() {
+        // SAFETY: at most four u32 in 16 bytes, 4-aligned (see above).
+        unsafe { p.add(i).write(*v) };
+    }
 }
 
 /// Ports, TCP flags, ICMP type and code: only for packets that may be
@@ -111,19 +124,71 @@ fn parse_l4(ctx: &TcContext, pkt: &mut PacketInfo, l4_off: usize) {
     }
 }
 
+/// A typed load of packet bytes, bounds-checked like [`load`] but not
+/// declared unaligned: LLVM's BPF backend splits an unaligned u32/u64 read
+/// into byte loads and shifts (8 loads per u64). Packet data is not
+/// aligned (the IPv4 addresses sit at byte 26 of the frame); the verifier
+/// accepts a misaligned packet load unless alignment is strict, which it is
+/// only with BPF_F_STRICT_ALIGNMENT or on architectures without efficient
+/// unaligned access (check_pkt_ptr_alignment()): not x86-64 or arm64.
+#[inline(always)]
+fn load_word<T: Copy>(ctx: &TcContext, off: usize) -> Option<T> {
+    let start = ctx.data();
+    let end = ctx.data_end();
+    if start + off + core::mem::size_of::<T>() <= end {
+        // SAFETY: in bounds (checked above, and by the verifier); the
+        // hardware and the verifier take the misaligned load (see above).
+        return Some(unsafe { core::ptr::read_volatile((start + off) as *const T) });
+    }
+    ctx.load::<T>(off).ok()
+}
+
+/// The decision most packets of the node stop at, on the raw IP addresses:
+/// true when the packet cannot be followed (see `surely_not_followed`), or
+/// is not IP. Nothing else is touched for them: no scratch slot is looked
+/// up and zeroed, no PacketInfo filled.
+#[inline(always)]
+fn quick_reject(ctx: &TcContext, skb: u64) -> bool {
+    let Some(et) = load_word::<u16>(ctx, 12) else {
+        return true;
+    };
+    match u16::from_be(et) {
+        // EtherType IPv4: saddr and daddr at bytes 12..20 of the header, in
+        // one 8-byte load (network order in memory, as the filter's words).
+        ETH_P_IP => {
+            let Some(a) = load_word::<u64>(ctx, EthHdr::LEN + 12) else {
+                return true;
+            };
+            let (s, d) = if cfg!(target_endian = "little") {
+                (a & 0xffff_ffff, a >> 32)
+            } else {
+                (a >> 32 << 32, a << 32)
+            };
+            surely_not_followed_words(skb, 4, (s, 0), (d, 0))
+        }
+        // IPv6: saddr and daddr at bytes 8..40.
+        ETH_P_IPV6 => {
+            let Some(a) = load_word::<[u64; 4]>(ctx, EthHdr::LEN + 8) else {
+                return true;
+            };
+            surely_not_followed_words(skb, 6, (a[0], a[1]), (a[2], a[3]))
+        }
+        _ => true,
+    }
+}
+
 fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
     // The tc program's context is the kernel's struct sk_buff itself
     // (tcx_run()/tcf_classify() call bpf_prog_run(prog, skb)); its address is
     // the same skb id the tracepoints report, which ties tc hops to the rest.
     let skb = ctx.skb.skb as u64;
     // Decide first; the record (and its timestamp) only for followed packets.
+    if quick_reject(ctx, skb) {
+        return None;
+    }
     let s = crate::maps::scratch(hook)?;
     let (pkt, k, ct) = (&mut s.pkt, &mut s.key, &mut s.ct);
     let l4_off = parse_ip(ctx, pkt)?;
-    // Most packets of the node stop here, after the IP header.
-    if surely_not_followed(skb, pkt) {
-        return None;
-    }
     parse_l4(ctx, pkt, l4_off);
     let dev = skb_dev(skb);
     let m = header_match(pkt);

@@ -165,7 +165,7 @@ pub fn summary_text(s: &Summary) -> String {
     let missing: Vec<&str> = s
         .probes
         .iter()
-        .filter(|p| !p.attached)
+        .filter(|p| p.missing())
         .map(|p| p.hook.as_str())
         .collect();
     if !missing.is_empty() {

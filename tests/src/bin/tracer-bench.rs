@@ -36,6 +36,9 @@ struct Args {
 enum Case {
     Baseline,
     NonMatching,
+    /// Without `--netns`: tc on the host's interfaces only, so the device
+    /// tracepoints are attached for the rest (the default mode on a node).
+    NonMatchingAllNs,
     Following,
     Tcpdump,
 }
@@ -45,6 +48,7 @@ impl Case {
         match self {
             Case::Baseline => "baseline (no tracing)",
             Case::NonMatching => "tracer, address not matched",
+            Case::NonMatchingAllNs => "tracer, not matched, all namespaces (no --netns)",
             Case::Following => "tracer following the flow",
             Case::Tcpdump => "tcpdump -i any -w /dev/null",
         }
@@ -150,13 +154,17 @@ fn run_case(case: Case, a: &Netns, b: &Netns, udp: bool, secs: u32) -> Result<Sa
             let _ = td.kill();
             let _ = td.wait();
         }
-        Case::NonMatching | Case::Following => {
+        Case::NonMatching | Case::NonMatchingAllNs | Case::Following => {
             let target = if case == Case::Following {
                 "10.240.0.2:5201"
             } else {
                 "10.99.99.99"
             };
-            let mut args = scope.to_vec();
+            let mut args = if case == Case::NonMatchingAllNs {
+                vec![]
+            } else {
+                scope.to_vec()
+            };
             args.extend_from_slice(&["--max-flows", "1000", "--duration", "10m"]);
             let run = TracerRun::start(target, &args)?;
             let t0 = std::time::Instant::now();
@@ -208,6 +216,7 @@ fn main() -> Result<()> {
     let cases = [
         Case::Baseline,
         Case::NonMatching,
+        Case::NonMatchingAllNs,
         Case::Following,
         Case::Tcpdump,
     ];
@@ -216,7 +225,9 @@ fn main() -> Result<()> {
         "{} rounds of {} s per case, interleaved (each round runs every case once, the order rotating); median [min-max]; \
          ratio of medians = case median / baseline median; paired ratio = median over rounds of \
          (case rate / baseline rate of the same round), which cancels drift between rounds. \
-         tracer runs with `--netns` on both namespaces, so its tc programs sit on both veths too. \
+         tracer runs with `--netns` on both namespaces, so its tc programs sit on both veths and it leaves the \
+         netif_receive_skb/net_dev_start_xmit tracepoints to them; the \"all namespaces\" case runs without `--netns` \
+         (tc on the host's interfaces only, device tracepoints attached), the default on a node. \
          iperf3 client pinned to CPU 0, server to the last CPU. \
          Counted in kernel: hook passages of followed packets counted past the budget of full records (tracer_common::agg).\n\n",
         args.reps, args.secs

@@ -161,6 +161,13 @@ pub fn sample_btf() -> Vec<u8> {
     let fp = w.func_proto(0, &[void_ptr, void_ptr, void_ptr, e]);
     let p = w.ptr(fp);
     w.typedef("btf_trace_kfree_skb", p);
+    // The device tracepoints (struct sk_buff *[, struct net_device *]).
+    let rx = w.func_proto(0, &[void_ptr, void_ptr]);
+    let rx = w.ptr(rx);
+    w.typedef("btf_trace_netif_receive_skb", rx);
+    let tx = w.func_proto(0, &[void_ptr, void_ptr, void_ptr]);
+    let tx = w.ptr(tx);
+    w.typedef("btf_trace_net_dev_start_xmit", tx);
     let fvs = w.func_proto(int, &[void_ptr; 8]);
     w.func("fib_validate_source", fvs);
     let fwd = w.func_proto(int, &[void_ptr]);

@@ -70,6 +70,12 @@ pub struct FollowArgs {
     /// incomplete.
     #[arg(long, default_value_t = tracer_common::RING_BYTES, value_parser = parse_ring_bytes)]
     pub ring_bytes: u32,
+    /// Attach the netif_receive_skb and net_dev_start_xmit tracepoints even
+    /// where tc already sees every packet (`--netns` without `--iface`):
+    /// two more programs on every packet of the node, for a hop after the
+    /// qdisc and one before generic XDP.
+    #[arg(long)]
+    pub device_tracepoints: bool,
 }
 
 fn parse_ring_bytes(s: &str) -> Result<u32, String> {
@@ -387,6 +393,12 @@ async fn follow(
             .collect()
     };
     let mut tc = TcManager::new(tc_mode(args.tc_attach), scopes, args.iface.clone());
+    // tc on every interface of every traced namespace sees what the device
+    // tracepoints would (probes::TC_COVERED); without --netns it is on the
+    // host's interfaces only, and the tracepoints cover the pods.
+    if !netns.is_empty() && args.iface.is_empty() && !args.device_tracepoints {
+        probes::leave_to_tc(&mut plan);
+    }
     // From here on, every error path detaches (TcManager's Drop, links'
     // Drop) before returning.
     loader::attach_hooks(&mut ebpf, &mut plan, &caps, &aya_btf)?;
@@ -401,6 +413,8 @@ async fn follow(
     }
     log::debug!("hooks attached: {:?}", started.elapsed());
     tc.sync(&mut ebpf)?;
+    let mut tc_errors_seen = 0;
+    give_back_to_tracepoints(&mut ebpf, &mut plan, &caps, &tc, &mut tc_errors_seen);
     log::debug!("tc attached: {:?}", started.elapsed());
     let missing = tc.missing_ifaces();
     if !missing.is_empty() {
@@ -432,7 +446,7 @@ async fn follow(
         netns.len().max(1),
     );
     eprintln!("tracer: backends: {}", probes::backend_summary(&plan));
-    for p in plan.iter().filter(|p| !p.attached && p.core) {
+    for p in plan.iter().filter(|p| p.missing() && p.core) {
         eprintln!(
             "tracer: warning: hook {} unavailable ({}): {}",
             p.hook,
@@ -442,7 +456,7 @@ async fn follow(
     }
     let gaps: Vec<&str> = plan
         .iter()
-        .filter(|p| !p.attached && !p.core)
+        .filter(|p| p.missing() && !p.core)
         .map(|p| p.hook.as_str())
         .collect();
     if !gaps.is_empty() {
@@ -456,7 +470,7 @@ async fn follow(
     }
     let mut out = stdout();
     if format == Format::Json {
-        for p in plan.iter().filter(|p| !p.attached) {
+        for p in plan.iter().filter(|p| p.missing()) {
             emit(
                 &mut out,
                 &serde_json::json!({"type": "probe_error", "hook": p.hook, "core": p.core, "error": p.error})
@@ -476,12 +490,12 @@ async fn follow(
         lost_events: 0,
         missing_hooks: plan
             .iter()
-            .filter(|p| !p.attached && p.core)
+            .filter(|p| p.missing() && p.core)
             .map(|p| p.hook.clone())
             .collect(),
         missing_func_hooks: plan
             .iter()
-            .filter(|p| !p.attached && !p.core)
+            .filter(|p| p.missing() && !p.core)
             .map(|p| (p.hook.clone(), p.error.clone().unwrap_or_default()))
             .collect(),
         map_failures: 0,
@@ -531,6 +545,7 @@ async fn follow(
                     if let Err(e) = tc.sync(&mut ebpf) {
                         eprintln!("tracer: warning: interface rescan: {e:#}");
                     }
+                    give_back_to_tracepoints(&mut ebpf, &mut plan, &caps, &tc, &mut tc_errors_seen);
                     if let Err(e) = counted.poll(&ebpf, &mut flows) {
                         eprintln!("tracer: warning: reading counted packets: {e:#}");
                     }
@@ -660,6 +675,33 @@ async fn follow(
     }
     eprintln!("tracer: stopped ({stop_reason}); detached in {detach_ms} ms");
     Ok(ExitCode::SUCCESS)
+}
+
+/// When tc failed on an interface (new errors since `seen`), the device
+/// tracepoints left to it are attached after all: that interface's packets
+/// would otherwise have no device hop.
+fn give_back_to_tracepoints(
+    ebpf: &mut aya::Ebpf,
+    plan: &mut [probes::ProbeStatus],
+    caps: &probes::KernelCaps,
+    tc: &TcManager,
+    seen: &mut usize,
+) {
+    if tc.errors.len() <= *seen {
+        return;
+    }
+    *seen = tc.errors.len();
+    let hooks = probes::tc_failed(plan);
+    if hooks.is_empty() {
+        return;
+    }
+    eprintln!(
+        "tracer: tc is not on every interface: attaching {} after all",
+        hooks.join(", ")
+    );
+    for e in loader::attach_left(ebpf, plan, caps, &hooks) {
+        eprintln!("tracer: warning: {e}");
+    }
 }
 
 /// Flows quiet for 500 ms whose verdict is settled (or changed since last

@@ -251,7 +251,7 @@ pub fn attach_hooks(
     caps: &KernelCaps,
     btf: &aya::Btf,
 ) -> Result<()> {
-    for st in plan.iter_mut() {
+    for st in plan.iter_mut().filter(|st| !st.attached && !st.left_to_tc) {
         loop {
             if st.backend() == Backend::None {
                 if st.required {
@@ -282,6 +282,27 @@ pub fn attach_hooks(
         }
     }
     Ok(())
+}
+
+/// Attach hooks given back by tc ([`probes::tc_failed`]) while tracing:
+/// their programs were loaded at start, so no BTF is needed.
+pub fn attach_left(
+    ebpf: &mut Ebpf,
+    plan: &mut [ProbeStatus],
+    caps: &KernelCaps,
+    hooks: &[String],
+) -> Vec<String> {
+    let mut errors = Vec::new();
+    for st in plan.iter_mut().filter(|st| hooks.contains(&st.hook)) {
+        match attach_one(ebpf, st, caps) {
+            Ok(()) => st.attached = true,
+            Err(e) => {
+                st.error = Some(format!("{e:#}"));
+                errors.push(format!("hook {}: {e:#}", st.hook));
+            }
+        }
+    }
+    errors
 }
 
 /// A link made by `attach_one`, kept so that a backend that attached only

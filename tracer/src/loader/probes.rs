@@ -464,6 +464,10 @@ pub struct ProbeStatus {
     /// Backends passed over, each with why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fallbacks: Vec<String>,
+    /// Loaded but deliberately not attached: tc gives the same events
+    /// ([`TC_COVERED`]). Not a gap.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub left_to_tc: bool,
     #[serde(skip)]
     pub required: bool,
     #[serde(skip)]
@@ -476,6 +480,11 @@ pub struct ProbeStatus {
 }
 
 impl ProbeStatus {
+    /// Neither attached nor left to tc on purpose: a gap.
+    pub fn missing(&self) -> bool {
+        !self.attached && !self.left_to_tc
+    }
+
     pub fn backend(&self) -> Backend {
         Backend::parse(&self.backend).unwrap_or(Backend::None)
     }
@@ -526,17 +535,64 @@ impl ProbeStatus {
     }
 }
 
-/// "13 tp_btf, 6 kprobe, 4 fentry, 0 none": how the hooks are served.
+/// "13 tp_btf, 6 kprobe, 4 fentry, 0 unavailable": how the hooks are served.
 pub fn backend_summary(plan: &[ProbeStatus]) -> String {
     let n = |b: &str| plan.iter().filter(|p| p.attached && p.backend == b).count();
-    let none = plan.iter().filter(|p| !p.attached).count();
-    format!(
+    let none = plan.iter().filter(|p| p.missing()).count();
+    let mut s = format!(
         "{} fentry, {} kprobe, {} tp_btf, {} unavailable",
         n("fentry"),
         n("kprobe"),
         n("tp_btf"),
         none
-    )
+    );
+    let left: Vec<&str> = plan
+        .iter()
+        .filter(|p| p.left_to_tc)
+        .map(|p| p.hook.as_str())
+        .collect();
+    if !left.is_empty() {
+        s += &format!(", {} left to tc ({})", left.len(), left.join(", "));
+    }
+    s
+}
+
+/// Device hooks whose every event tc gives too when tc sits on every
+/// interface of every traced namespace (`--netns` without `--iface`): the
+/// same skb, device and namespace, a few instructions apart, and tracepoint
+/// events are reported for the traced namespaces only (netns_allowed() in
+/// the programs). Attaching them would run two more programs on every
+/// packet of the node, traced or not.
+/// - net:netif_receive_skb fires at the top of __netif_receive_skb_core(),
+///   the tc ingress hook (sch_handle_ingress()) further down the same
+///   function; between them run only generic XDP and packet taps (a drop
+///   there is still a kfree_skb). A bpf_redirect_peer() into a namespace
+///   re-enters that function past the tracepoint, so only tc sees it.
+/// - net:net_dev_start_xmit fires in xmit_one() after tc egress
+///   (sch_handle_egress() in __dev_queue_xmit()) and the qdisc, whose drops
+///   are kfree_skb too.
+pub const TC_COVERED: &[&str] = &["netif_receive", "xmit"];
+
+/// Leave the [`TC_COVERED`] hooks to tc: they stay loaded (so that they can
+/// be attached later, see [`tc_failed`]) but are not attached.
+pub fn leave_to_tc(plan: &mut [ProbeStatus]) {
+    for st in plan.iter_mut() {
+        if TC_COVERED.contains(&st.hook.as_str()) && st.backend() != Backend::None {
+            st.left_to_tc = true;
+        }
+    }
+}
+
+/// tc could not attach somewhere: the hooks left to it are needed after
+/// all. Returns the hooks to attach now.
+pub fn tc_failed(plan: &mut [ProbeStatus]) -> Vec<String> {
+    plan.iter_mut()
+        .filter(|st| st.left_to_tc)
+        .map(|st| {
+            st.left_to_tc = false;
+            st.hook.clone()
+        })
+        .collect()
 }
 
 /// The same, for a plan not yet attached (doctor).
@@ -663,6 +719,7 @@ pub fn plan(btf: &Btf, caps: &KernelCaps) -> Vec<ProbeStatus> {
                 attached: false,
                 error: None,
                 fallbacks: vec![],
+                left_to_tc: false,
                 required: s.required,
                 core: s.core,
                 feeds: s.feeds.into(),
@@ -745,6 +802,38 @@ mod tests {
         let fib = p.iter().find(|s| s.hook == "fib_lookup").unwrap();
         assert_eq!(fib.backend, "none");
         assert!(fib.error.as_ref().unwrap().contains("fib_table_lookup"));
+    }
+
+    #[test]
+    fn device_hooks_left_to_tc_are_not_gaps_until_tc_fails() {
+        let btf = Btf::parse(&crate::btf::fixture::sample_btf()).unwrap();
+        let mut p = plan(&btf, &KernelCaps::default());
+        leave_to_tc(&mut p);
+        let left: Vec<&str> = p
+            .iter()
+            .filter(|s| s.left_to_tc)
+            .map(|s| s.hook.as_str())
+            .collect();
+        // Only hooks this kernel offers; the fixture has both tracepoints.
+        assert_eq!(left, ["netif_receive", "xmit"]);
+        assert!(p.iter().filter(|s| s.left_to_tc).all(|s| !s.missing()));
+        let sum = backend_summary(&p);
+        assert!(
+            sum.ends_with(", 2 left to tc (netif_receive, xmit)"),
+            "{sum}"
+        );
+        // A hook with no backend stays a gap, never "left to tc".
+        let mut q = plan(&btf, &KernelCaps::default());
+        for s in q.iter_mut().filter(|s| s.hook == "xmit") {
+            s.backend = Backend::None.name().into();
+        }
+        leave_to_tc(&mut q);
+        assert!(q.iter().any(|s| s.hook == "xmit" && s.missing()));
+        // tc failed somewhere: both come back, once.
+        assert_eq!(tc_failed(&mut p), ["netif_receive", "xmit"]);
+        assert!(tc_failed(&mut p).is_empty());
+        assert!(p.iter().all(|s| !s.left_to_tc));
+        assert!(!backend_summary(&p).contains("left to tc"));
     }
 
     #[test]

@@ -93,10 +93,10 @@ fn side_evidence(flow: &Flow) -> Vec<String> {
         // came in on (and so an ICMP redirect): the previous owner of a
         // VIP still receiving its traffic (incident 1).
         if h.dir == Dir::Request
-            && h.hook == Hook::Xmit
+            && h.is_egress()
             && flow.hops.iter().any(|g| {
                 g.dir == Dir::Request
-                    && g.hook == Hook::NetifReceive
+                    && g.is_ingress()
                     && g.netns_inode == h.netns_inode
                     && g.dev == h.dev
                     && g.skb == h.skb
@@ -208,7 +208,9 @@ pub fn misrouted_local_shadow(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
 /// filters on that ingress are named.
 pub fn misrouted_local_transmitted(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     let (out, owner) = flow.hops.iter().find_map(|h| {
-        if h.dir != Dir::Request || h.hook != Hook::Xmit || h.dev.is_empty() || h.dev == "lo" {
+        // Egress: the xmit tracepoint, or tc egress where tc is the device
+        // hook (probes::TC_COVERED); both see the packet after NAT.
+        if h.dir != Dir::Request || !h.is_egress() || h.dev.is_empty() || h.dev == "lo" {
             return None;
         }
         // The packet as it left: after NAT/IPVS it is bound elsewhere, and
@@ -280,7 +282,7 @@ pub fn misrouted_nat_source(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         return None;
     }
     let out = flow.hops.iter().find(|h| {
-        h.dir == Dir::Request && h.hook == Hook::Xmit && h.tuple.dst == t.dst && !h.dev.is_empty()
+        h.dir == Dir::Request && h.is_egress() && h.tuple.dst == t.dst && !h.dev.is_empty()
     })?;
     let src = out.tuple.src;
     let owner = env

@@ -710,3 +710,55 @@ fn ipvs_empty_service_is_found_from_the_table_without_function_hooks() {
     let v = judge(&f, &full);
     assert_eq!(v.reason, "NETFILTER_DROP", "{v:?}");
 }
+
+/// The same timeline as tc alone reports it, where tracer leaves the device
+/// tracepoints to tc (`--netns`, probes::TC_COVERED): netif_receive hops
+/// become tc ingress hops and xmit hops tc egress hops (same skb, device,
+/// namespace).
+fn tc_only(f: &Flow) -> Flow {
+    let mut g = f.clone();
+    for h in &mut g.hops {
+        h.hook = match h.hook {
+            Hook::NetifReceive => Hook::TcIngress,
+            Hook::Xmit => Hook::TcEgress,
+            other => other,
+        };
+    }
+    g
+}
+
+#[test]
+fn verdicts_are_the_same_when_tc_is_the_device_hook() {
+    let mut replaced = 0;
+    for n in [
+        "tcp_delivered",
+        "tcp_closed_port",
+        "netfilter_forward_drop",
+        "netfilter_input_drop",
+        "no_route",
+        "forwarded",
+        "incident5_shadowed",
+        "nat_dnat_output",
+        "incident4_nat_source",
+        "incident3_redirect",
+        "incident2_no_local_endpoint",
+        "incident1_neigh_failed",
+        "incident1_redirect",
+    ] {
+        let (f, env) = load(n);
+        if f.hops
+            .iter()
+            .any(|h| matches!(h.hook, Hook::NetifReceive | Hook::Xmit))
+        {
+            replaced += 1;
+        }
+        let (a, b) = (judge(&f, &env), judge(&tc_only(&f), &env));
+        assert_eq!(
+            (a.kind, &a.reason, &a.where_, &a.dev, &a.evidence),
+            (b.kind, &b.reason, &b.where_, &b.dev, &b.evidence),
+            "{n}"
+        );
+    }
+    // incident1_neigh_failed never reached a device.
+    assert_eq!(replaced, 12);
+}
