@@ -348,6 +348,10 @@ mod tests {
     #[test]
     fn payload_layouts() {
         assert_eq!(size_of::<PacketInfo>(), 48);
+        // The kernel side reads the addresses as u32 words (pkt_words).
+        assert!(align_of::<PacketInfo>() >= 4);
+        assert_eq!(offset_of!(PacketInfo, saddr), 0);
+        assert_eq!(offset_of!(PacketInfo, daddr), 16);
         assert_eq!(offset_of!(PacketInfo, sport), 32);
         assert_eq!(offset_of!(PacketInfo, family), 36);
         assert_eq!(offset_of!(PacketInfo, len), 44);

@@ -20,22 +20,36 @@ fn words(b: &[u8; 16]) -> (u64, u64) {
     (u64::from_ne_bytes(lo), u64::from_ne_bytes(hi))
 }
 
-/// Masked compare as two 64-bit words: two branches instead of sixteen
-/// keeps the verifier's path count (and load time) down.
-#[inline(always)]
-pub fn prefix_eq(a: &[u8; 16]) -> bool {
-    prefix_eq_words(words(a))
-}
-
-/// [`prefix_eq`] on an address already in two native-endian words (an
-/// IPv4 address is the low 32 bits of the first, the rest zero, as in a
-/// PacketInfo).
+/// Does the address, as two native-endian words (an IPv4 address is the
+/// low 32 bits of the first, the rest zero, as in a PacketInfo; see
+/// [`pkt_words`]), fall in the target prefix? A masked compare as two
+/// 64-bit words: two branches instead of sixteen keeps the verifier's path
+/// count (and load time) down.
 #[inline(always)]
 pub fn prefix_eq_words((a0, a1): (u64, u64)) -> bool {
     let f = cfg();
     let (m0, m1) = aligned_words(&f.mask);
     let (f0, f1) = aligned_words(&f.addr);
     ((a0 & m0) ^ f0) | ((a1 & m1) ^ f1) == 0
+}
+
+/// An address of a PacketInfo as [`words`] gives it, from four u32 loads:
+/// PacketInfo is 4-aligned (its u32 `len`) with its addresses at offsets 0
+/// and 16 (tracer-common's layout test). [`words`] takes eight byte loads
+/// and shifts per word, on every followed packet at every hook.
+#[inline(always)]
+pub fn pkt_words(a: &[u8; 16]) -> (u64, u64) {
+    let p = a.as_ptr() as *const u32;
+    // SAFETY: 16 readable bytes, 4-aligned (see above).
+    let w = unsafe { [p.read(), p.add(1).read(), p.add(2).read(), p.add(3).read()] };
+    let pair = |lo: u32, hi: u32| {
+        if cfg!(target_endian = "little") {
+            lo as u64 | (hi as u64) << 32
+        } else {
+            (lo as u64) << 32 | hi as u64
+        }
+    };
+    (pair(w[0], w[1]), pair(w[2], w[3]))
 }
 
 /// Two u64 loads. Only for the 8-aligned arrays of FilterConfig
@@ -60,10 +74,10 @@ pub fn match_tuple(p: &PacketInfo, lenient_ports: bool) -> u8 {
         return 0;
     }
     let port_ok = |port: u16| f.has_port == 0 || port == f.port || (lenient_ports && port == 0);
-    if prefix_eq(&p.daddr) && port_ok(p.dport) {
+    if prefix_eq_words(pkt_words(&p.daddr)) && port_ok(p.dport) {
         return DIR_REQUEST;
     }
-    if prefix_eq(&p.saddr) && port_ok(p.sport) {
+    if prefix_eq_words(pkt_words(&p.saddr)) && port_ok(p.sport) {
         return DIR_REPLY;
     }
     learnt(p)
@@ -105,7 +119,12 @@ pub fn surely_not_followed(skb: u64, pkt: &PacketInfo) -> bool {
     if pkt.family == 0 {
         return false;
     }
-    surely_not_followed_words(skb, pkt.family, words(&pkt.saddr), words(&pkt.daddr))
+    surely_not_followed_words(
+        skb,
+        pkt.family,
+        pkt_words(&pkt.saddr),
+        pkt_words(&pkt.daddr),
+    )
 }
 
 /// [`surely_not_followed`] on the addresses as words ([`prefix_eq_words`]),

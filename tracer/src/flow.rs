@@ -532,6 +532,11 @@ impl FlowTable {
             Some(id) => id,
             // Nothing to tie an unreadable packet to.
             None if !parsed && ct_orig.is_none() => return None,
+            // The end of life of a tracked skb whose flow is gone (evicted
+            // by --max-flows: the soak test saw a TCP skb freed by
+            // skb_defer_free_flush() after its flow was evicted): alone it
+            // would open a flow with no packet in it, judged "no reply".
+            None if hook == Hook::Consume => return None,
             None => {
                 let key = ct_orig.unwrap_or(match dir {
                     Dir::Request => seen,
@@ -745,6 +750,19 @@ pub(crate) mod tests {
         let f = t.get(a).unwrap();
         assert_eq!((f.packets, f.replies, f.hops.len()), (2, 1, 2));
         assert_eq!(f.key.dport, 80);
+    }
+
+    #[test]
+    fn a_lone_consume_opens_no_flow() {
+        let mut t = FlowTable::new(10);
+        let mut n = Names::default();
+        let req = v4([10, 0, 0, 1], 40000, [10, 0, 0, 2], 80, 6);
+        assert_eq!(t.ingest(&pkt(Hook::Consume, 1, 10, req), &mut n), None);
+        assert!(t.flows().is_empty());
+        // Once the flow exists, its skb's end of life joins it.
+        let a = t.ingest(&pkt(Hook::TcEgress, 1, 20, req), &mut n).unwrap();
+        assert_eq!(t.ingest(&pkt(Hook::Consume, 1, 30, req), &mut n), Some(a));
+        assert_eq!(t.get(a).unwrap().hops.len(), 2);
     }
 
     #[test]

@@ -345,8 +345,15 @@ async fn follow(
 
     // /proc/kallsyms takes ~50 ms to read: off the start-up path, as is the
     // netfilter counter baseline (joined before the ready file is written).
-    let kallsyms = std::thread::spawn(Kallsyms::load);
-    let caps = std::thread::spawn(probes::KernelCaps::probe);
+    // One read of /proc/kallsyms (~50 ms of kernel time) for both: the
+    // registry's symbols first (needed for the plan), then the table that
+    // names drop locations.
+    let (caps_tx, caps_rx) = std::sync::mpsc::channel();
+    let kallsyms = std::thread::spawn(move || {
+        let text = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+        let _ = caps_tx.send(probes::KernelCaps::probe_with(&text));
+        Kallsyms::parse(&text)
+    });
     let netns_paths: Vec<_> = netns.iter().map(|n| n.path.clone()).collect();
     let baseline = std::thread::spawn(move || nf_baseline(netns_paths));
     let btf = Btf::from_sys()?;
@@ -359,7 +366,7 @@ async fn follow(
         netns: Default::default(),
         interned: Default::default(),
     };
-    let mut caps = caps.join().unwrap_or_default();
+    let mut caps = caps_rx.recv().unwrap_or_default();
     let mut plan = probes::plan(&btf, &caps);
     drop(btf);
     log::debug!("names ready: {:?}", started.elapsed());

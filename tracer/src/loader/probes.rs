@@ -405,6 +405,13 @@ pub fn fentry_max_args(arch: &str, release: &str) -> Option<usize> {
 impl KernelCaps {
     /// Read the kernel's facts (fentry is tried by the loader).
     pub fn probe() -> KernelCaps {
+        Self::probe_with(&std::fs::read_to_string("/proc/kallsyms").unwrap_or_default())
+    }
+
+    /// [`KernelCaps::probe`] with /proc/kallsyms already read (it takes
+    /// ~50 ms of kernel time to format: `follow` reads it once for this and
+    /// for naming drop locations).
+    pub fn probe_with(kallsyms: &str) -> KernelCaps {
         let modules = std::fs::read_to_string("/proc/modules")
             .map(|s| {
                 s.lines()
@@ -416,9 +423,7 @@ impl KernelCaps {
             .iter()
             .flat_map(|p| p.funcs.iter().copied())
             .collect();
-        let symbols = std::fs::read_to_string("/proc/kallsyms")
-            .map(|s| registry_symbols(&s, &wanted))
-            .unwrap_or_default();
+        let symbols = registry_symbols(kallsyms, &wanted);
         KernelCaps {
             // perf_kprobe PMU: perf_event_open() for a kprobe needs it
             // (kernel/trace/trace_event_perf.c, perf_kprobe_init()).
