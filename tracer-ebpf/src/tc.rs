@@ -37,17 +37,23 @@ pub fn tracer_tc_egress(ctx: TcContext) -> i32 {
 /// Direct packet access when the bytes are in the linear area (the usual
 /// case for headers): a bounds check instead of a bpf_skb_load_bytes() call
 /// per header, on every packet of the traced interfaces. Falls back to the
-/// helper for headers in paged data.
+/// helper for headers in paged data. `read` reads the checked bytes.
 #[inline(always)]
-fn load<T: Copy>(ctx: &TcContext, off: usize) -> Option<T> {
+fn load_by<T: Copy>(ctx: &TcContext, off: usize, read: unsafe fn(*const T) -> T) -> Option<T> {
     let start = ctx.data();
     let end = ctx.data_end();
     if start + off + core::mem::size_of::<T>() <= end {
         // SAFETY: [start+off, start+off+size) lies before data_end (checked
         // above; the verifier checks the same bound).
-        return Some(unsafe { core::ptr::read_unaligned((start + off) as *const T) });
+        return Some(unsafe { read((start + off) as *const T) });
     }
     ctx.load::<T>(off).ok()
+}
+
+/// [`load_by`] with an unaligned read (byte arrays).
+#[inline(always)]
+fn load<T: Copy>(ctx: &TcContext, off: usize) -> Option<T> {
+    load_by(ctx, off, core::ptr::read_unaligned::<T>)
 }
 
 /// The IP header: family, protocol, addresses and length. Returns the
@@ -124,8 +130,7 @@ fn parse_l4(ctx: &TcContext, pkt: &mut PacketInfo, l4_off: usize) {
     }
 }
 
-/// A typed load of packet bytes, bounds-checked like [`load`] but not
-/// declared unaligned: LLVM's BPF backend splits an unaligned u32/u64 read
+/// A typed load of packet bytes ([`load_by`]), not declared unaligned: LLVM's BPF backend splits an unaligned u32/u64 read
 /// into byte loads and shifts (8 loads per u64). Packet data is not
 /// aligned (the IPv4 addresses sit at byte 26 of the frame); the verifier
 /// accepts a misaligned packet load unless alignment is strict, which it is
@@ -133,14 +138,8 @@ fn parse_l4(ctx: &TcContext, pkt: &mut PacketInfo, l4_off: usize) {
 /// unaligned access (check_pkt_ptr_alignment()): not x86-64 or arm64.
 #[inline(always)]
 fn load_word<T: Copy>(ctx: &TcContext, off: usize) -> Option<T> {
-    let start = ctx.data();
-    let end = ctx.data_end();
-    if start + off + core::mem::size_of::<T>() <= end {
-        // SAFETY: in bounds (checked above, and by the verifier); the
-        // hardware and the verifier take the misaligned load (see above).
-        return Some(unsafe { core::ptr::read_volatile((start + off) as *const T) });
-    }
-    ctx.load::<T>(off).ok()
+    // The hardware and the verifier take the misaligned load (see above).
+    load_by(ctx, off, core::ptr::read_volatile::<T>)
 }
 
 /// The decision most packets of the node stop at, on the raw IP addresses:
