@@ -42,14 +42,19 @@ pub fn pkt_words(a: &[u8; 16]) -> (u64, u64) {
     let p = a.as_ptr() as *const u32;
     // SAFETY: 16 readable bytes, 4-aligned (see above).
     let w = unsafe { [p.read(), p.add(1).read(), p.add(2).read(), p.add(3).read()] };
-    let pair = |lo: u32, hi: u32| {
-        if cfg!(target_endian = "little") {
-            lo as u64 | (hi as u64) << 32
-        } else {
-            (lo as u64) << 32 | hi as u64
-        }
-    };
-    (pair(w[0], w[1]), pair(w[2], w[3]))
+    (word_of(w[0], w[1]), word_of(w[2], w[3]))
+}
+
+/// The native-endian u64 of two u32 that lie in memory in this order (as
+/// [`words`] reads eight address bytes). An IPv4 address `a` is
+/// `word_of(a, 0)`.
+#[inline(always)]
+pub fn word_of(first: u32, second: u32) -> u64 {
+    if cfg!(target_endian = "little") {
+        first as u64 | (second as u64) << 32
+    } else {
+        (first as u64) << 32 | second as u64
+    }
 }
 
 /// Two u64 loads. Only for the 8-aligned arrays of FilterConfig

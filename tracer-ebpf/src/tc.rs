@@ -12,7 +12,9 @@ use tracer_common::{Hook, PacketInfo};
 use crate::{
     agg,
     emit::{Reserved, fill_skb_event},
-    filter::{DIR_REPLY, classify_matched, header_match, surely_not_followed_words, track},
+    filter::{
+        DIR_REPLY, classify_matched, header_match, surely_not_followed_words, track, word_of,
+    },
     kread::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, skb_dev},
 };
 
@@ -130,8 +132,9 @@ fn parse_l4(ctx: &TcContext, pkt: &mut PacketInfo, l4_off: usize) {
     }
 }
 
-/// A typed load of packet bytes ([`load_by`]), not declared unaligned: LLVM's BPF backend splits an unaligned u32/u64 read
-/// into byte loads and shifts (8 loads per u64). Packet data is not
+/// A typed load of packet bytes ([`load_by`]), not declared unaligned:
+/// LLVM's BPF backend splits an unaligned u32/u64 read into byte loads and
+/// shifts (8 loads per u64). Packet data is not
 /// aligned (the IPv4 addresses sit at byte 26 of the frame); the verifier
 /// accepts a misaligned packet load unless alignment is strict, which it is
 /// only with BPF_F_STRICT_ALIGNMENT or on architectures without efficient
@@ -152,17 +155,12 @@ fn quick_reject(ctx: &TcContext, skb: u64) -> bool {
         return true;
     };
     match u16::from_be(et) {
-        // EtherType IPv4: saddr and daddr at bytes 12..20 of the header, in
-        // one 8-byte load (network order in memory, as the filter's words).
+        // EtherType IPv4: saddr and daddr at bytes 12..20 of the header.
         ETH_P_IP => {
-            let Some(a) = load_word::<u64>(ctx, EthHdr::LEN + 12) else {
+            let Some(a) = load_word::<[u32; 2]>(ctx, EthHdr::LEN + 12) else {
                 return true;
             };
-            let (s, d) = if cfg!(target_endian = "little") {
-                (a & 0xffff_ffff, a >> 32)
-            } else {
-                (a >> 32 << 32, a << 32)
-            };
+            let (s, d) = (word_of(a[0], 0), word_of(a[1], 0));
             surely_not_followed_words(skb, 4, (s, 0), (d, 0))
         }
         // IPv6: saddr and daddr at bytes 8..40.

@@ -345,9 +345,8 @@ async fn follow(
 
     // /proc/kallsyms takes ~50 ms to read: off the start-up path, as is the
     // netfilter counter baseline (joined before the ready file is written).
-    // One read of /proc/kallsyms (~50 ms of kernel time) for both: the
-    // registry's symbols first (needed for the plan), then the table that
-    // names drop locations.
+    // One read serves both: the registry's symbols first (needed for the
+    // plan), then the table that names drop locations.
     let (caps_tx, caps_rx) = std::sync::mpsc::channel();
     let kallsyms = std::thread::spawn(move || {
         let text = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
@@ -420,8 +419,7 @@ async fn follow(
     }
     log::debug!("hooks attached: {:?}", started.elapsed());
     tc.sync(&mut ebpf)?;
-    let mut tc_errors_seen = 0;
-    give_back_to_tracepoints(&mut ebpf, &mut plan, &caps, &tc, &mut tc_errors_seen);
+    give_back_to_tracepoints(&mut ebpf, &mut plan, &caps, &tc);
     log::debug!("tc attached: {:?}", started.elapsed());
     let missing = tc.missing_ifaces();
     if !missing.is_empty() {
@@ -552,7 +550,7 @@ async fn follow(
                     if let Err(e) = tc.sync(&mut ebpf) {
                         eprintln!("tracer: warning: interface rescan: {e:#}");
                     }
-                    give_back_to_tracepoints(&mut ebpf, &mut plan, &caps, &tc, &mut tc_errors_seen);
+                    give_back_to_tracepoints(&mut ebpf, &mut plan, &caps, &tc);
                     if let Err(e) = counted.poll(&ebpf, &mut flows) {
                         eprintln!("tracer: warning: reading counted packets: {e:#}");
                     }
@@ -684,20 +682,18 @@ async fn follow(
     Ok(ExitCode::SUCCESS)
 }
 
-/// When tc failed on an interface (new errors since `seen`), the device
-/// tracepoints left to it are attached after all: that interface's packets
-/// would otherwise have no device hop.
+/// When tc failed on an interface, the device tracepoints left to it are
+/// attached after all: that interface's packets would otherwise have no
+/// device hop. Once given back, `tc_failed` returns nothing more.
 fn give_back_to_tracepoints(
     ebpf: &mut aya::Ebpf,
     plan: &mut [probes::ProbeStatus],
     caps: &probes::KernelCaps,
     tc: &TcManager,
-    seen: &mut usize,
 ) {
-    if tc.errors.len() <= *seen {
+    if tc.errors.is_empty() {
         return;
     }
-    *seen = tc.errors.len();
     let hooks = probes::tc_failed(plan);
     if hooks.is_empty() {
         return;

@@ -251,7 +251,7 @@ pub fn attach_hooks(
     caps: &KernelCaps,
     btf: &aya::Btf,
 ) -> Result<()> {
-    for st in plan.iter_mut().filter(|st| !st.attached && !st.left_to_tc) {
+    for st in plan.iter_mut().filter(|st| !st.left_to_tc) {
         loop {
             if st.backend() == Backend::None {
                 if st.required {
