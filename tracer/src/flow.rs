@@ -29,6 +29,27 @@ pub const MAX_HOPS: usize = 256;
 /// the route before the first packet exists).
 const PENDING_NS: u64 = 2_000_000_000;
 
+/// What translated a flow's request tuple.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NatBy {
+    /// The skb's conntrack entry holds both tuples.
+    Netfilter,
+    /// IPVS (its function hooks were on the path), without conntrack.
+    Ipvs,
+    /// Rewritten with no conntrack entry: a tc/XDP program.
+    Bpf,
+}
+
+impl NatBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NatBy::Netfilter => "netfilter",
+            NatBy::Ipvs => "ipvs",
+            NatBy::Bpf => "bpf",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Flow {
     pub id: u64,
@@ -39,7 +60,7 @@ pub struct Flow {
     /// What translated it: `netfilter` (the skb's conntrack entry holds
     /// both tuples) or `bpf` (rewritten with no conntrack entry: a tc/XDP
     /// program, e.g. a kube-proxy replacement).
-    pub nat_by: Option<&'static str>,
+    pub nat_by: Option<NatBy>,
     pub hops: Vec<Hop>,
     pub hops_truncated: u32,
     pub packets: u32,
@@ -50,9 +71,13 @@ pub struct Flow {
     pub counted: u32,
     pub first_ns: u64,
     pub last_ns: u64,
-    /// What was last printed for this flow (kind, reason); boxed, as most
-    /// flows of a busy run are never printed before the end.
-    pub printed: Option<Box<(String, String)>>,
+    /// A hash of the verdict (kind, reason) last printed for this flow, 0
+    /// if none: on a busy node most flows are printed live, and two
+    /// `String`s each cost 100k flows ~10 MiB.
+    pub printed: u64,
+    /// `last_ns` when it was printed: a printed flow with no hop since is
+    /// not judged again (follow.rs print_settled).
+    pub printed_at: u64,
 }
 
 impl Flow {
@@ -112,10 +137,14 @@ pub struct FlowTable {
     key_hasher: foldhash::fast::RandomState,
     /// Translated request tuples -> flow.
     alias: HashMap<Tuple, u64>,
-    /// skb address -> (flow, time last seen). The kernel reuses freed skb
-    /// memory, so an entry only vouches for a packet seen recently.
+    /// skb address -> (flow, time last seen, the low bit set once the skb
+    /// ended: see `note_skb`). The kernel reuses freed skb memory, so an
+    /// entry only vouches for a packet seen recently, and after the end
+    /// only for events that cannot name their own flow.
     by_skb: HashMap<u64, (u64, u64)>,
     skb_fifo: VecDeque<u64>,
+    /// Flows by their last event, most recent at the back; may repeat.
+    recent: VecDeque<u64>,
     pending_fib: Vec<Hop>,
     next_id: u64,
     pub max_flows: usize,
@@ -126,6 +155,19 @@ pub struct FlowTable {
 }
 
 const MAX_SKBS: usize = 65536;
+/// Flows a route lookup without ports is matched against, most recently
+/// active first (`find_fib_flow`).
+const RECENT_FLOWS: usize = 1024;
+
+/// Where and which way an event with readable headers saw its packet
+/// (FlowTable::skb_flow).
+#[derive(Clone, Copy)]
+struct SkbSeen {
+    dir: Dir,
+    hook: Hook,
+    ifindex: u32,
+    netns: u32,
+}
 
 /// The hooks a packet passes on its way (devices in and out): each passage
 /// counts in `Flow::packets`.
@@ -164,6 +206,19 @@ impl FlowTable {
     /// Flows ordered by first appearance.
     pub fn flows(&self) -> Vec<&Flow> {
         let mut v: Vec<&Flow> = self.flows.values().map(|f| &**f).collect();
+        v.sort_by_key(|f| f.id);
+        v
+    }
+
+    /// All flows, in no order.
+    pub fn iter(&self) -> impl Iterator<Item = &Flow> {
+        self.flows.values().map(|f| &**f)
+    }
+
+    /// All flows by first appearance, the table consumed: the final report
+    /// takes them without a copy (a clone of 100k flows doubled the peak).
+    pub fn into_flows(self) -> Vec<Box<Flow>> {
+        let mut v: Vec<Box<Flow>> = self.flows.into_values().collect();
         v.sort_by_key(|f| f.id);
         v
     }
@@ -241,7 +296,8 @@ impl FlowTable {
             counted: 0,
             first_ns: ts,
             last_ns: ts,
-            printed: None,
+            printed: 0,
+            printed_at: 0,
         };
         // Claim route lookups done before the first packet (connect()).
         let mut i = 0;
@@ -270,11 +326,19 @@ impl FlowTable {
         }
     }
 
-    fn note_skb(&mut self, skb: u64, id: u64, ts: u64) {
+    /// `ended`: the skb's life ended at this hop (dropped, consumed, or
+    /// queued to a socket: a UDP skb read from the queue is freed by
+    /// skb_consume_udp() -> __consume_stateless_skb(), which fires no
+    /// tracepoint). Its address is then free for the next packet: on a
+    /// busy UDP server the slab hands it to the next datagram within
+    /// microseconds, and that packet, another flow, must not be taken for
+    /// this one rewritten by NAT.
+    fn note_skb(&mut self, skb: u64, id: u64, ts: u64, ended: bool) {
         if skb == 0 {
             return;
         }
-        if self.by_skb.insert(skb, (id, ts)).is_none() {
+        let seen = (ts & !1) | ended as u64;
+        if self.by_skb.insert(skb, (id, seen)).is_none() {
             self.skb_fifo.push_back(skb);
             if self.skb_fifo.len() > MAX_SKBS
                 && let Some(old) = self.skb_fifo.pop_front()
@@ -286,16 +350,66 @@ impl FlowTable {
 
     /// The flow an skb address belongs to, if it was seen less than
     /// `STALE_NS` ago (before that, the address may be another packet's).
-    fn skb_flow(&self, skb: u64, ts: u64) -> Option<u64> {
+    /// `parsed`: the event carries its own headers (else None), which did
+    /// not name a flow, so this is either the flow's packet rewritten by
+    /// NAT or a new packet at a reused address. The kernel hands a freed
+    /// skb's memory to the next packet within microseconds on a busy
+    /// server (kmem_cache_alloc_node() of skbuff_head_cache), so it is a
+    /// new packet when:
+    /// - the skb's life ended in that flow (`note_skb`),
+    /// - it goes the other way than that flow's last hop with this skb (NAT
+    ///   keeps the direction),
+    /// - that flow already saw this skb at the same hook and device: one
+    ///   packet passes each once (route lookups excepted: one input route
+    ///   lookup tries several tables, fib_table_lookup() each).
+    fn skb_flow(&self, skb: u64, ts: u64, parsed: Option<SkbSeen>) -> Option<u64> {
         if skb == 0 {
             return None;
         }
         let (id, seen) = *self.by_skb.get(&skb)?;
-        (ts.saturating_sub(seen) < STALE_NS).then_some(id)
+        if ts.saturating_sub(seen) >= STALE_NS {
+            return None;
+        }
+        let Some(at) = parsed else {
+            return Some(id);
+        };
+        let ended = seen & 1 == 1;
+        if ended {
+            return None;
+        }
+        let f = self.flows.get(&id)?;
+        let mut same_skb = f
+            .hops
+            .iter()
+            .rev()
+            .take_while(|h| ts.saturating_sub(h.ts_ns) < STALE_NS)
+            .filter(|h| h.skb == skb)
+            .peekable();
+        if same_skb.peek().is_some_and(|h| h.dir != at.dir) {
+            return None;
+        }
+        let passed = |h: &Hop| {
+            at.hook != Hook::FibLookup
+                && h.hook == at.hook
+                && h.ifindex == at.ifindex
+                && h.netns_inode == at.netns
+        };
+        (!same_skb.any(passed)).then_some(id)
     }
 
     /// Add an event; returns the flow it went to, if any.
     pub fn ingest(&mut self, ev: &Event, names: &mut Names) -> Option<u64> {
+        let id = self.ingest_event(ev, names)?;
+        if self.recent.back() != Some(&id) {
+            self.recent.push_back(id);
+            if self.recent.len() > RECENT_FLOWS {
+                self.recent.pop_front();
+            }
+        }
+        Some(id)
+    }
+
+    fn ingest_event(&mut self, ev: &Event, names: &mut Names) -> Option<u64> {
         match ev {
             Event::Packet(p) => self.ingest_packet(p, names, None),
             Event::Func(f) => {
@@ -344,7 +458,16 @@ impl FlowTable {
                     })),
                 };
                 let id = self
-                    .skb_flow(f.hdr.skb, f.hdr.ts_ns)
+                    .skb_flow(
+                        f.hdr.skb,
+                        f.hdr.ts_ns,
+                        Some(SkbSeen {
+                            dir,
+                            hook: Hook::FibLookup,
+                            ifindex: f.nh_ifindex,
+                            netns: f.hdr.netns,
+                        }),
+                    )
                     .or_else(|| self.find_fib_flow(&hop.tuple, dir, hop.netns_inode));
                 match id {
                     Some(id) => {
@@ -480,19 +603,35 @@ impl FlowTable {
         true
     }
 
-    /// The flow a route lookup without an skb belongs to: same destination
-    /// (and ports when the lookup has them), and a flow already seen in that
-    /// namespace — lookups made for other reasons (ARP processing, address
-    /// type checks) in namespaces the flow never entered are not its own.
+    /// The flow of a route lookup `t` in `netns` that no skb ties to one
+    /// (an output lookup from connect()/sendmsg() runs before the skb
+    /// exists), among flows already seen in that namespace: lookups made
+    /// for other reasons (ARP processing, address type checks) in
+    /// namespaces the flow never entered are not its own. With the whole
+    /// tuple it is a lookup; a tuple with no ports or source goes to the
+    /// most recently active flow it fits, among the last `RECENT_FLOWS`
+    /// that got an event. A scan of every flow, per lookup, made the table
+    /// quadratic: with 20 000 DNS-like flows in a second, the loop fell
+    /// behind the ring buffer and lost 40% of the events.
     fn find_fib_flow(&self, t: &Tuple, dir: Dir, netns: u32) -> Option<u64> {
-        self.flows
-            .values()
-            .filter(|f| {
-                fib_matches(&f.key, t, dir)
-                    || f.translated.is_some_and(|tr| fib_matches(&tr, t, dir))
+        if netns == 0 {
+            return None;
+        }
+        let here = |f: &Flow| f.hops.iter().any(|h| h.netns_inode == netns);
+        if t.sport != 0 && t.dport != 0 && t.proto != 0 && !t.src.is_unspecified() {
+            return self
+                .lookup_seen(t, dir)
+                .filter(|id| self.flows.get(id).is_some_and(|f| here(f)));
+        }
+        self.recent
+            .iter()
+            .rev()
+            .filter_map(|id| self.flows.get(id))
+            .find(|f| {
+                (fib_matches(&f.key, t, dir)
+                    || f.translated.is_some_and(|tr| fib_matches(&tr, t, dir)))
+                    && here(f)
             })
-            .filter(|f| netns != 0 && f.hops.iter().any(|h| h.netns_inode == netns))
-            .max_by_key(|f| f.last_ns)
             .map(|f| f.id)
     }
 
@@ -527,7 +666,15 @@ impl FlowTable {
                     None
                 }
             })
-            .or_else(|| self.skb_flow(p.hdr.skb, p.hdr.ts_ns));
+            .or_else(|| {
+                let at = parsed.then_some(SkbSeen {
+                    dir,
+                    hook,
+                    ifindex: p.hdr.ifindex,
+                    netns: p.hdr.netns,
+                });
+                self.skb_flow(p.hdr.skb, p.hdr.ts_ns, at)
+            });
         let id = match id {
             Some(id) => id,
             // Nothing to tie an unreadable packet to.
@@ -545,7 +692,11 @@ impl FlowTable {
                 self.create(key, p.hdr.ts_ns, p.hdr.netns)
             }
         };
-        self.note_skb(p.hdr.skb, id, p.hdr.ts_ns);
+        let ended = matches!(
+            hook,
+            Hook::Drop | Hook::Consume | Hook::SockQueue | Hook::SockRecv
+        );
+        self.note_skb(p.hdr.skb, id, p.hdr.ts_ns, ended);
         let mut netns_inode = p.hdr.netns;
         if let Some(f) = self.flows.get(&id) {
             let earlier = f
@@ -578,7 +729,7 @@ impl FlowTable {
                 self.alias.insert(tr, id);
                 if let Some(f) = self.flows.get_mut(&id) {
                     f.translated = Some(tr);
-                    f.nat_by = Some("netfilter");
+                    f.nat_by = Some(NatBy::Netfilter);
                 }
             }
         }
@@ -643,7 +794,7 @@ impl FlowTable {
                     .hops
                     .iter()
                     .any(|h| matches!(&h.data, HopData::Func(d) if d.func.starts_with("ip_vs")));
-                f.nat_by = Some(if ipvs { "ipvs" } else { "bpf" });
+                f.nat_by = Some(if ipvs { NatBy::Ipvs } else { NatBy::Bpf });
             }
             let first_here = !self.pending_fib.is_empty()
                 && !f.hops.iter().any(|h| h.netns_inode == hop.netns_inode);
@@ -805,6 +956,70 @@ pub(crate) mod tests {
         assert_eq!(
             t.ingest(&pkt(Hook::NetifReceive, 9, 30, rep), &mut n),
             Some(a)
+        );
+    }
+
+    /// A UDP skb queued to a socket is freed with no tracepoint, and the
+    /// slab gives its address to the next datagram (the 100k-flow bench saw
+    /// 20 000 DNS-like flows fold into 2 622 "bpf NAT" flows). After the
+    /// end of an skb, a packet at its address with its own headers is a
+    /// new flow; without readable headers it still joins the old one.
+    /// Before the end, a rewritten tuple on the same skb is NAT.
+    #[test]
+    fn a_reused_skb_address_is_a_new_flow_not_nat() {
+        let mut t = FlowTable::new(10);
+        let mut n = Names::default();
+        let a_t = v4([10, 0, 0, 1], 1025, [10, 0, 0, 2], 53, 17);
+        let b_t = v4([10, 0, 0, 1], 1058, [10, 0, 0, 2], 53, 17);
+        let a = t.ingest(&pkt(Hook::TcEgress, 7, 10, a_t), &mut n).unwrap();
+        assert_eq!(t.ingest(&pkt(Hook::SockQueue, 7, 20, a_t), &mut n), Some(a));
+        assert_eq!(
+            t.ingest(&pkt(Hook::SockRecv, 7, 22, PacketInfo::zeroed()), &mut n),
+            Some(a)
+        );
+        let b = t.ingest(&pkt(Hook::TcEgress, 7, 30, b_t), &mut n).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(t.get(a).unwrap().translated, None);
+        assert_eq!(t.get(b).unwrap().key.sport, 1058);
+        // The same after a drop, and for a route lookup of the new packet.
+        let c_t = v4([10, 0, 0, 1], 1100, [10, 0, 0, 2], 53, 17);
+        assert_eq!(t.ingest(&pkt(Hook::Drop, 7, 40, b_t), &mut n), Some(b));
+        let mut f = fib_event(c_t, 0, 2);
+        f.hdr.skb = 7;
+        f.hdr.ts_ns = 50;
+        assert_eq!(t.ingest(&Event::Fib(f), &mut n), None);
+        assert_eq!(t.get(b).unwrap().hops.len(), 2);
+        // Rewritten on a live skb (a BPF DNAT between two hooks): NAT.
+        let d_t = v4([10, 0, 0, 1], 1200, [10, 96, 0, 10], 53, 17);
+        let dnat = v4([10, 0, 0, 1], 1200, [10, 0, 0, 2], 53, 17);
+        let d = t.ingest(&pkt(Hook::TcEgress, 9, 60, d_t), &mut n).unwrap();
+        assert_eq!(
+            t.ingest(&pkt(Hook::TcIngress, 9, 70, dnat), &mut n),
+            Some(d)
+        );
+        assert_eq!(t.get(d).unwrap().nat_by, Some(NatBy::Bpf));
+        // No end seen (sk_data_ready's hop can be missing): a packet at the
+        // same hook and device again, or going the other way, is new.
+        let e_t = v4([10, 0, 0, 1], 1300, [10, 0, 0, 2], 53, 17);
+        let f_t = v4([10, 0, 0, 1], 1301, [10, 0, 0, 2], 53, 17);
+        let e = t
+            .ingest(&pkt(Hook::TcEgress, 11, 100, e_t), &mut n)
+            .unwrap();
+        let f = t
+            .ingest(&pkt(Hook::TcEgress, 11, 110, f_t), &mut n)
+            .unwrap();
+        assert_ne!(e, f);
+        let mut g_t = v4([10, 0, 0, 2], 53, [10, 0, 0, 1], 1400, 17);
+        g_t.reply = 1;
+        let g = t
+            .ingest(&pkt(Hook::TcIngress, 11, 120, g_t), &mut n)
+            .unwrap();
+        assert_ne!(g, f);
+        assert_eq!(t.get(g).unwrap().key.sport, 1400);
+        assert!(
+            [e, f]
+                .iter()
+                .all(|id| t.get(*id).unwrap().translated.is_none())
         );
     }
 

@@ -4,10 +4,12 @@ use std::io::Write;
 
 use serde_json::{Value, json};
 
+use serde::Serialize;
+
 use crate::{
     event::{Tuple, proto_name},
-    flow::Flow,
-    hop::hook_name,
+    flow::{Flow, NatBy},
+    hop::{Dir, HopData, hook_name},
     loader::{Counters, probes::ProbeStatus},
     verdict::Verdict,
 };
@@ -18,47 +20,89 @@ pub enum Format {
     Json,
 }
 
-fn tuple_json(t: &Tuple) -> Value {
-    json!({"src": t.src.to_string(), "sport": t.sport, "dst": t.dst.to_string(), "dport": t.dport})
+/// A flow record as written: serialized straight to text. Going through a
+/// `serde_json::Value` (a BTreeMap per object, a String per key) made
+/// printing 20 000 settled flows take the loop away from the ring buffer
+/// long enough to lose events.
+#[derive(Serialize)]
+struct FlowOut<'a> {
+    #[serde(rename = "type")]
+    type_: &'static str,
+    id: u64,
+    #[serde(rename = "final")]
+    final_: bool,
+    proto: String,
+    original: &'a Tuple,
+    translated: Option<&'a Tuple>,
+    nat_at: Option<usize>,
+    nat_by: Option<&'static str>,
+    verdict: &'a Verdict,
+    packets: u32,
+    replies: u32,
+    counted_in_kernel: u32,
+    hops: Vec<HopOut<'a>>,
 }
 
-pub fn flow_json(flow: &Flow, v: &Verdict, final_: bool) -> Value {
+#[derive(Serialize)]
+struct HopOut<'a> {
+    t_us: f64,
+    ts_ns: u64,
+    hook: &'static str,
+    netns: &'a str,
+    netns_inode: u32,
+    dev: &'a str,
+    ifindex: u32,
+    dir: Dir,
+    tuple: &'a Tuple,
+    skb: String,
+    detail: String,
+    fields: &'a HopData,
+}
+
+fn flow_out<'a>(flow: &'a Flow, v: &'a Verdict, final_: bool) -> FlowOut<'a> {
     let first = flow.hops.first().map(|h| h.ts_ns).unwrap_or(flow.first_ns);
-    let hops: Vec<Value> = flow
-        .hops
-        .iter()
-        .map(|h| {
-            json!({
-                "t_us": (h.ts_ns.saturating_sub(first)) as f64 / 1000.0,
-                "ts_ns": h.ts_ns,
-                "hook": hook_name(h.hook),
-                "netns": h.netns,
-                "netns_inode": h.netns_inode,
-                "dev": h.dev,
-                "ifindex": h.ifindex,
-                "dir": h.dir,
-                "tuple": tuple_json(&h.tuple),
-                "skb": format!("{:#x}", h.skb),
-                "detail": h.detail(),
-                "fields": serde_json::to_value(&h.data).unwrap_or(Value::Null),
+    FlowOut {
+        type_: "flow",
+        id: flow.id,
+        final_,
+        proto: proto_name(flow.key.proto),
+        original: &flow.key,
+        translated: flow.translated.as_ref(),
+        nat_at: flow.nat_at(),
+        nat_by: flow.nat_by.map(NatBy::as_str),
+        verdict: v,
+        packets: flow.packets,
+        replies: flow.replies,
+        counted_in_kernel: flow.counted,
+        hops: flow
+            .hops
+            .iter()
+            .map(|h| HopOut {
+                t_us: (h.ts_ns.saturating_sub(first)) as f64 / 1000.0,
+                ts_ns: h.ts_ns,
+                hook: hook_name(h.hook),
+                netns: &h.netns,
+                netns_inode: h.netns_inode,
+                dev: &h.dev,
+                ifindex: h.ifindex,
+                dir: h.dir,
+                tuple: &h.tuple,
+                skb: format!("{:#x}", h.skb),
+                detail: h.detail(),
+                fields: &h.data,
             })
-        })
-        .collect();
-    json!({
-        "type": "flow",
-        "id": flow.id,
-        "final": final_,
-        "proto": proto_name(flow.key.proto),
-        "original": tuple_json(&flow.key),
-        "translated": flow.translated.as_ref().map(tuple_json),
-        "nat_at": flow.nat_at(),
-        "nat_by": flow.nat_by,
-        "verdict": v,
-        "packets": flow.packets,
-        "replies": flow.replies,
-        "counted_in_kernel": flow.counted,
-        "hops": hops,
-    })
+            .collect(),
+    }
+}
+
+/// One flow record, as a JSON line.
+pub fn flow_json_line(flow: &Flow, v: &Verdict, final_: bool) -> String {
+    serde_json::to_string(&flow_out(flow, v, final_)).expect("a flow record serializes")
+}
+
+/// One flow record, as a JSON value (tests, and callers that add fields).
+pub fn flow_json(flow: &Flow, v: &Verdict, final_: bool) -> Value {
+    serde_json::to_value(flow_out(flow, v, final_)).expect("a flow record serializes")
 }
 
 pub fn flow_text(flow: &Flow, v: &Verdict) -> String {
@@ -74,7 +118,7 @@ pub fn flow_text(flow: &Flow, v: &Verdict) -> String {
     if let Some(t) = flow.translated {
         s.push_str(&format!(
             "  translated: {t} (by {})\n",
-            flow.nat_by.unwrap_or("?")
+            flow.nat_by.map_or("?", NatBy::as_str)
         ));
     }
     s.push_str(&format!("  where: {}\n", v.where_));
@@ -120,6 +164,8 @@ pub struct Summary<'a> {
     pub tc: Value,
     pub verdicts: Vec<(String, usize)>,
     pub netns: Vec<String>,
+    /// The process's peak resident set (VmHWM), KiB, when readable.
+    pub peak_rss_kib: Option<u64>,
 }
 
 pub fn summary_json(s: &Summary) -> Value {
@@ -145,6 +191,7 @@ pub fn summary_json(s: &Summary) -> Value {
         "tc": s.tc,
         "verdicts": verdicts,
         "netns": s.netns,
+        "peak_rss_kib": s.peak_rss_kib,
     })
 }
 
@@ -153,6 +200,9 @@ pub fn summary_text(s: &Summary) -> String {
         "summary: {} flows, {} events, {} lost, {} ms",
         s.flows, s.counters.events, s.counters.lost, s.duration_ms
     );
+    if let Some(k) = s.peak_rss_kib {
+        out.push_str(&format!(", peak RSS {:.1} MiB", k as f64 / 1024.0));
+    }
     let v: Vec<String> = s.verdicts.iter().map(|(k, n)| format!("{k}={n}")).collect();
     if !v.is_empty() {
         out.push_str(&format!(" [{}]", v.join(" ")));

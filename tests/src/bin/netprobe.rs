@@ -67,6 +67,21 @@ enum Mode {
         #[arg(long, default_value_t = 1000)]
         count: u32,
     },
+    /// COUNT flows, one datagram each, like the clients of a busy DNS
+    /// server: every (source address, source port) pair from --src and the
+    /// ports 1024-65535 is its own 5-tuple. The last OPEN sockets stay open,
+    /// so an echo's reply finds its socket; PPS paces (0: no pacing).
+    UdpSpray {
+        addr: SocketAddr,
+        #[arg(long, required = true)]
+        src: Vec<std::net::IpAddr>,
+        #[arg(long, default_value_t = 1000)]
+        count: u32,
+        #[arg(long, default_value_t = 256)]
+        open: usize,
+        #[arg(long, default_value_t = 0)]
+        pps: u32,
+    },
     /// Send COUNT datagrams, each waiting up to the timeout for a reply.
     UdpSend {
         addr: SocketAddr,
@@ -155,6 +170,13 @@ fn main() -> Result<()> {
             println!("sent {count} datagrams");
             Ok(())
         }
+        Mode::UdpSpray {
+            addr,
+            src,
+            count,
+            open,
+            pps,
+        } => udp_spray(addr, &src, count, open, pps),
         Mode::UdpSend {
             addr,
             timeout_ms,
@@ -239,6 +261,53 @@ fn tcp_listen(addr: SocketAddr, dur: Duration) -> Result<()> {
             Err(_) => std::thread::sleep(Duration::from_millis(10)),
         }
     }
+    Ok(())
+}
+
+fn udp_spray(
+    addr: SocketAddr,
+    src: &[std::net::IpAddr],
+    count: u32,
+    open: usize,
+    pps: u32,
+) -> Result<()> {
+    let mut kept = std::collections::VecDeque::with_capacity(open + 1);
+    let (mut sent, mut failed) = (0u32, 0u32);
+    let start = Instant::now();
+    'all: for a in src {
+        for port in 1024..=65535u16 {
+            if sent == count {
+                break 'all;
+            }
+            // A port in use here (or failing to send) is skipped, not
+            // counted: COUNT is the number of distinct flows sent.
+            let Ok(sock) = UdpSocket::bind(SocketAddr::new(*a, port)) else {
+                failed += 1;
+                continue;
+            };
+            if sock.send_to(&sent.to_be_bytes(), addr).is_err() {
+                failed += 1;
+                continue;
+            }
+            sent += 1;
+            kept.push_back(sock);
+            if kept.len() > open {
+                kept.pop_front();
+            }
+            if pps > 0 {
+                let due = Duration::from_secs_f64(sent as f64 / pps as f64);
+                if let Some(wait) = due.checked_sub(start.elapsed()) {
+                    std::thread::sleep(wait);
+                }
+            }
+        }
+    }
+    // Replies to the last sockets still have a home for a moment.
+    std::thread::sleep(Duration::from_millis(200));
+    println!(
+        "sent {sent} flows, {failed} ports skipped, {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 

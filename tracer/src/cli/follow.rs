@@ -519,6 +519,7 @@ async fn follow(
     drain_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut last_sync = Instant::now();
     let mut settled_count = 0u64;
+    let mut vip_changes = 0usize;
     let mut decode_errors = 0u64;
     let mut counted = Counted::default();
 
@@ -559,7 +560,18 @@ async fn follow(
                 let k = counters(&ebpf);
                 c.lost_events = k.lost;
                 c.map_failures = k.track_fail + k.flowkey_fail;
-                settled_count += print_settled(&mut flows, &mut env, &mut names, &c, format, &mut out);
+                let mut drain_more = |fl: &mut FlowTable, vip: &mut VipWatch, nm: &mut Names| {
+                    decode_errors += drain(ring.get_mut(), &target, vip, fl, nm);
+                };
+                settled_count += print_settled(
+                    &mut flows,
+                    &mut env,
+                    &mut names,
+                    &c,
+                    (format, &mut out),
+                    &mut vip_changes,
+                    &mut drain_more,
+                );
                 if args.count.is_some_and(|n| settled_count >= n) {
                     break "count reached";
                 }
@@ -606,9 +618,10 @@ async fn follow(
         ..completeness_base
     };
     let mut tally: BTreeMap<String, usize> = BTreeMap::new();
-    let all: Vec<_> = flows.flows().into_iter().cloned().collect();
+    let evicted = flows.evicted;
+    let all = flows.into_flows();
     env.expire();
-    env.prepare(&mut names, all.iter().flat_map(facts_wanted));
+    env.prepare(&mut names, all.iter().flat_map(|f| facts_wanted(f)));
     if format == Format::Text {
         emit(
             &mut out,
@@ -632,7 +645,7 @@ async fn follow(
         flows: all.len(),
         counters: cnt,
         counted: (counted.total, counted.unattributed),
-        evicted: flows.evicted,
+        evicted,
         duration_ms: started.elapsed().as_millis() as u64,
         probes: &plan,
         tc: serde_json::json!({
@@ -643,6 +656,7 @@ async fn follow(
         }),
         verdicts: tally.into_iter().collect(),
         netns: traced,
+        peak_rss_kib: peak_rss_kib(),
     };
     match format {
         Format::Json => {
@@ -708,41 +722,64 @@ fn give_back_to_tracepoints(
 }
 
 /// Flows quiet for 500 ms whose verdict is settled (or changed since last
-/// printed) are printed as they are known.
+/// printed) are printed as they are known. A printed flow with no hop since
+/// is not judged again, unless the target's owner changed (`vip_changes`:
+/// the count seen last time): with 100k flows, judging every quiet flow on
+/// every tick kept the loop from the ring buffer and events were lost.
+/// For the same reason the ring is drained (`drain_more`) between every
+/// `DRAIN_EVERY` flows judged.
 fn print_settled(
     flows: &mut FlowTable,
     env: &mut LiveEnv,
     names: &mut Names,
     c: &Completeness,
-    format: Format,
-    out: &mut std::io::Stdout,
+    (format, out): (Format, &mut std::io::Stdout),
+    vip_changes: &mut usize,
+    drain_more: &mut dyn FnMut(&mut FlowTable, &mut VipWatch, &mut Names),
 ) -> u64 {
+    const DRAIN_EVERY: usize = 64;
     let now = now_ns();
-    let ready: Vec<u64> = flows
-        .flows()
+    let recheck = env.vip.changes.len() != *vip_changes;
+    *vip_changes = env.vip.changes.len();
+    let mut ready: Vec<u64> = flows
         .iter()
         .filter(|f| now.saturating_sub(f.last_ns) > 500_000_000)
+        .filter(|f| recheck || f.printed == 0 || f.printed_at != f.last_ns)
         .map(|f| f.id)
         .collect();
+    ready.sort_unstable();
     let mut n = 0;
-    for id in ready {
+    for (i, id) in ready.into_iter().enumerate() {
+        if i > 0 && i % DRAIN_EVERY == 0 {
+            drain_more(flows, &mut env.vip, names);
+        }
         let Some(f) = flows.get(id) else { continue };
         env.prepare(names, facts_wanted(f));
         let v = evaluate(f, env, c);
-        let key = (v.kind.as_str().to_string(), v.reason.clone());
-        if !v.settled || f.printed.as_deref() == Some(&key) {
+        if !v.settled {
             continue;
         }
-        let first_time = f.printed.is_none();
-        print_flow(f, &v, false, format, out);
-        if let Some(f) = flows.get_mut(id) {
-            f.printed = Some(Box::new(key));
+        let key = verdict_key(&v);
+        let first_time = f.printed == 0;
+        if f.printed != key {
+            print_flow(f, &v, false, format, out);
+            if first_time {
+                n += 1;
+            }
         }
-        if first_time {
-            n += 1;
+        if let Some(f) = flows.get_mut(id) {
+            f.printed = key;
+            f.printed_at = f.last_ns;
         }
     }
     n
+}
+
+/// What a flow's printed verdict is compared on: (kind, reason), hashed;
+/// never 0 (0 means "not printed").
+fn verdict_key(v: &Verdict) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    BuildHasherDefault::<DefaultHasher>::default().hash_one((v.kind.as_str(), &v.reason)) | 1
 }
 
 fn print_flow(
@@ -753,9 +790,23 @@ fn print_flow(
     out: &mut std::io::Stdout,
 ) {
     match format {
-        Format::Json => emit(out, &render::flow_json(f, v, final_).to_string()),
+        Format::Json => emit(out, &render::flow_json_line(f, v, final_)),
         Format::Text => emit(out, &render::flow_text(f, v)),
     }
+}
+
+/// VmHWM of this process, KiB: read after the final report, so it covers
+/// the whole run.
+fn peak_rss_kib() -> Option<u64> {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// CLOCK_MONOTONIC in ns, the clock of bpf_ktime_get_ns().

@@ -88,7 +88,8 @@ pub fn load(name: &str) -> (Flow, Inventory) {
         counted: j["counted_in_kernel"].as_u64().unwrap_or(0) as u32,
         first_ns: hops.first().map(|h| h.ts_ns).unwrap_or(0),
         last_ns: hops.last().map(|h| h.ts_ns).unwrap_or(0),
-        printed: None,
+        printed: 0,
+        printed_at: 0,
         hops,
     };
     let mut inv = Inventory::default();
