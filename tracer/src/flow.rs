@@ -6,7 +6,7 @@
 //! replies, or a translated tuple learnt from conntrack. Events without an
 //! skb (fib lookups, socket state, neighbours) are tied by tuple/address.
 
-use std::{collections::VecDeque, sync::Arc};
+use std::{borrow::Cow, collections::VecDeque, sync::Arc};
 
 use foldhash::HashMap;
 
@@ -14,6 +14,7 @@ use tracer_common::{Hook, PacketEvent};
 
 use crate::{
     event::{Event, Tuple, ip_from},
+    frozen::{self, Codec},
     hop::{
         Dir, DropData, FibData, Hop, HopData, NeighData, SockData, icmp_desc, nud_state, tcp_state,
     },
@@ -23,6 +24,12 @@ use crate::{
 /// An skb seen again with unreadable headers after this long is another
 /// packet reusing a freed address.
 const STALE_NS: u64 = 200_000_000;
+/// A flow with no event for this long is packed (frozen.rs). NAT rewrites
+/// an skb between two hooks microseconds apart, so a packed flow's hops are
+/// not needed to tell NAT from a reused skb address (`skb_flow`). An event
+/// for a packed flow unpacks it; a sparse flow (a packet every few hundred
+/// ms) is packed and unpacked each time, at ~1 us per hop.
+pub const PACK_NS: u64 = 100_000_000;
 /// Hops kept per flow; more are counted in `hops_truncated`.
 pub const MAX_HOPS: usize = 256;
 /// How long an unclaimed fib lookup waits for its flow (connect() looks up
@@ -123,11 +130,71 @@ impl Flow {
     }
 }
 
-#[derive(Debug, Default)]
-pub struct FlowTable {
+/// A flow in the table: live (recent events), or packed once quiet.
+#[derive(Debug)]
+enum Slot {
     /// Boxed: a map sized for 100k flows holds ~130k slots, and an empty
     /// slot of an unboxed `Flow` costs the whole struct.
-    flows: HashMap<u64, Box<Flow>>,
+    Live(Box<Flow>),
+    Packed(Box<[u8]>),
+}
+
+/// What the table tells of a flow without unpacking it.
+#[derive(Debug, Clone, Copy)]
+pub struct FlowMeta {
+    pub id: u64,
+    pub last_ns: u64,
+    pub printed: u64,
+    pub printed_at: u64,
+}
+
+impl Slot {
+    fn meta(&self) -> FlowMeta {
+        match self {
+            Slot::Live(f) => FlowMeta {
+                id: f.id,
+                last_ns: f.last_ns,
+                printed: f.printed,
+                printed_at: f.printed_at,
+            },
+            Slot::Packed(b) => FlowMeta {
+                id: frozen::id(b),
+                last_ns: frozen::last_ns(b),
+                printed: frozen::printed(b),
+                printed_at: frozen::printed_at(b),
+            },
+        }
+    }
+
+    fn key(&self) -> Tuple {
+        match self {
+            Slot::Live(f) => f.key,
+            Slot::Packed(b) => frozen::key(b),
+        }
+    }
+
+    fn tuples(&self) -> (Tuple, Option<Tuple>) {
+        match self {
+            Slot::Live(f) => (f.key, f.translated),
+            Slot::Packed(b) => frozen::tuples(b),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct FlowTable {
+    flows: HashMap<u64, Slot>,
+    /// Names as numbers for packed flows.
+    codec: Codec,
+    /// Live flows, by when they were last checked for packing (event-clock
+    /// ns): (flow, last_ns then). A flow is here once while live.
+    live_fifo: VecDeque<(u64, u64)>,
+    /// Flows packed so far (a flow packed, unpacked and packed again counts
+    /// twice).
+    pub packed: u64,
+    /// Flows packed now, and their bytes.
+    packed_now: usize,
+    packed_bytes: usize,
     /// Original request tuple -> flow, by a 64-bit hash of the tuple: a
     /// slot is 16 bytes instead of 48 (100k flows: 2 MiB instead of 6). The
     /// flow's own key confirms a hit; a tuple whose hash another live flow
@@ -154,7 +221,9 @@ pub struct FlowTable {
     pub neigh_log: Vec<Hop>,
 }
 
-const MAX_SKBS: usize = 65536;
+/// skb addresses remembered for `skb_flow`: at the ring buffer's ~300k
+/// records/s, the last ~100 ms of them (NAT happens within microseconds).
+const MAX_SKBS: usize = 32768;
 /// Flows a route lookup without ports is matched against, most recently
 /// active first (`find_fib_flow`).
 const RECENT_FLOWS: usize = 1024;
@@ -180,9 +249,15 @@ fn is_packet_hook(hook: Hook) -> bool {
 
 impl FlowTable {
     pub fn new(max_flows: usize) -> FlowTable {
+        // Sized for the cap at once: growing a map copies it into one twice
+        // its size, and at 100k flows that copy was the run's memory peak.
+        // Untouched slots of a reserved map cost address space, not RSS.
+        let cap = max_flows.min(1 << 20);
         FlowTable {
             max_flows,
             next_id: 1,
+            flows: HashMap::with_capacity_and_hasher(cap, Default::default()),
+            by_key: HashMap::with_capacity_and_hasher(cap, Default::default()),
             ..Default::default()
         }
     }
@@ -195,32 +270,102 @@ impl FlowTable {
         self.flows.is_empty()
     }
 
-    pub fn get(&self, id: u64) -> Option<&Flow> {
-        self.flows.get(&id).map(|f| &**f)
+    /// A flow, unpacked into a copy if it is packed.
+    pub fn get(&self, id: u64) -> Option<Cow<'_, Flow>> {
+        Some(match self.flows.get(&id)? {
+            Slot::Live(f) => Cow::Borrowed(&**f),
+            Slot::Packed(b) => Cow::Owned(self.codec.unpack(b)),
+        })
     }
 
+    /// A flow to change: unpacked in place if packed, and live until it is
+    /// quiet again.
     pub fn get_mut(&mut self, id: u64) -> Option<&mut Flow> {
-        self.flows.get_mut(&id).map(|f| &mut **f)
+        let slot = self.flows.get_mut(&id)?;
+        if let Slot::Packed(b) = slot {
+            self.packed_now -= 1;
+            self.packed_bytes -= b.len();
+            let f = self.codec.unpack(b);
+            self.live_fifo.push_back((id, f.last_ns));
+            *slot = Slot::Live(Box::new(f));
+        }
+        match slot {
+            Slot::Live(f) => Some(&mut **f),
+            Slot::Packed(_) => None,
+        }
     }
 
-    /// Flows ordered by first appearance.
-    pub fn flows(&self) -> Vec<&Flow> {
-        let mut v: Vec<&Flow> = self.flows.values().map(|f| &**f).collect();
-        v.sort_by_key(|f| f.id);
-        v
+    /// Record the verdict printed for a flow (a hash, see Flow::printed),
+    /// without unpacking it.
+    pub fn set_printed(&mut self, id: u64, key: u64) {
+        match self.flows.get_mut(&id) {
+            Some(Slot::Live(f)) => {
+                f.printed = key;
+                f.printed_at = f.last_ns;
+            }
+            Some(Slot::Packed(b)) => {
+                let at = frozen::last_ns(b);
+                frozen::set_printed(b, key, at);
+            }
+            None => {}
+        }
     }
 
-    /// All flows, in no order.
-    pub fn iter(&self) -> impl Iterator<Item = &Flow> {
-        self.flows.values().map(|f| &**f)
+    /// Flows ordered by first appearance (packed ones unpacked into copies).
+    pub fn flows(&self) -> Vec<Cow<'_, Flow>> {
+        let mut ids: Vec<u64> = self.flows.keys().copied().collect();
+        ids.sort_unstable();
+        ids.into_iter().filter_map(|id| self.get(id)).collect()
     }
 
-    /// All flows by first appearance, the table consumed: the final report
-    /// takes them without a copy (a clone of 100k flows doubled the peak).
-    pub fn into_flows(self) -> Vec<Box<Flow>> {
-        let mut v: Vec<Box<Flow>> = self.flows.into_values().collect();
-        v.sort_by_key(|f| f.id);
-        v
+    /// Flows packed now, and the bytes they take (without allocator
+    /// overhead).
+    pub fn packed_size(&self) -> (usize, usize) {
+        (self.packed_now, self.packed_bytes)
+    }
+
+    /// What the table knows of every flow without unpacking, in no order.
+    pub fn metas(&self) -> impl Iterator<Item = FlowMeta> + '_ {
+        self.flows.values().map(Slot::meta)
+    }
+
+    /// Pack the live flows with no event for `PACK_NS` before `now` (the
+    /// event clock: CLOCK_MONOTONIC, bpf_ktime_get_ns()).
+    pub fn pack_quiet(&mut self, now: u64) {
+        let mut again = Vec::new();
+        while let Some(&(id, checked)) = self.live_fifo.front() {
+            if now.saturating_sub(checked) < PACK_NS {
+                break;
+            }
+            self.live_fifo.pop_front();
+            let Some(slot) = self.flows.get_mut(&id) else {
+                continue;
+            };
+            let Slot::Live(f) = slot else { continue };
+            if now.saturating_sub(f.last_ns) < PACK_NS {
+                again.push((id, f.last_ns));
+                continue;
+            }
+            let b = self.codec.pack(f);
+            self.packed_now += 1;
+            self.packed_bytes += b.len();
+            *slot = Slot::Packed(b);
+            self.packed += 1;
+        }
+        self.live_fifo.extend(again);
+    }
+
+    /// All flows by first appearance, the table consumed and each flow
+    /// unpacked only when it is its turn: the final report takes them
+    /// without a copy of the table (a clone of 100k flows doubled the peak).
+    pub fn into_flows(self) -> impl Iterator<Item = Flow> {
+        let mut slots: Vec<(u64, Slot)> = self.flows.into_iter().collect();
+        slots.sort_unstable_by_key(|(id, _)| *id);
+        let codec = self.codec;
+        slots.into_iter().map(move |(_, s)| match s {
+            Slot::Live(f) => *f,
+            Slot::Packed(b) => codec.unpack(&b),
+        })
     }
 
     fn lookup(&self, t: &Tuple) -> Option<u64> {
@@ -243,7 +388,7 @@ impl FlowTable {
 
     fn key_lookup(&self, t: &Tuple) -> Option<u64> {
         if let Some(&id) = self.by_key.get(&self.key_hash(t))
-            && self.flows.get(&id).is_some_and(|f| f.key == *t)
+            && self.flows.get(&id).is_some_and(|f| f.key() == *t)
         {
             return Some(id);
         }
@@ -255,7 +400,7 @@ impl FlowTable {
         let taken = self
             .by_key
             .get(&h)
-            .is_some_and(|o| *o != id && self.flows.get(o).is_some_and(|f| f.key != key));
+            .is_some_and(|o| *o != id && self.flows.get(o).is_some_and(|f| f.key() != key));
         if taken {
             self.by_key_spill.insert(key, id);
         } else {
@@ -277,7 +422,7 @@ impl FlowTable {
     fn create(&mut self, key: Tuple, ts: u64, netns: u32) -> u64 {
         if self.flows.len() >= self.max_flows {
             // Evict the flow that has been quiet the longest.
-            if let Some(old) = self.flows.values().min_by_key(|f| f.last_ns).map(|f| f.id) {
+            if let Some(old) = self.metas().min_by_key(|f| f.last_ns).map(|f| f.id) {
                 self.remove(old);
                 self.evicted += 1;
             }
@@ -312,15 +457,21 @@ impl FlowTable {
                 i += 1;
             }
         }
-        self.flows.insert(id, Box::new(flow));
+        self.flows.insert(id, Slot::Live(Box::new(flow)));
+        self.live_fifo.push_back((id, ts));
         self.key_insert(key, id);
         id
     }
 
     fn remove(&mut self, id: u64) {
-        if let Some(f) = self.flows.remove(&id) {
-            self.key_remove(&f.key, id);
-            if let Some(t) = f.translated {
+        if let Some(slot) = self.flows.remove(&id) {
+            if let Slot::Packed(b) = &slot {
+                self.packed_now -= 1;
+                self.packed_bytes -= b.len();
+            }
+            let (key, translated) = slot.tuples();
+            self.key_remove(&key, id);
+            if let Some(t) = translated {
                 self.alias.remove(&t);
             }
         }
@@ -377,7 +528,11 @@ impl FlowTable {
         if ended {
             return None;
         }
-        let f = self.flows.get(&id)?;
+        // A packed flow has been quiet for PACK_NS: far longer than a NAT
+        // rewrite between two hooks takes, so this is a new packet.
+        let Some(Slot::Live(f)) = self.flows.get(&id) else {
+            return None;
+        };
         let mut same_skb = f
             .hops
             .iter()
@@ -471,7 +626,7 @@ impl FlowTable {
                     .or_else(|| self.find_fib_flow(&hop.tuple, dir, hop.netns_inode));
                 match id {
                     Some(id) => {
-                        self.flows.get_mut(&id)?.push(hop);
+                        self.get_mut(id)?.push(hop);
                         Some(id)
                     }
                     None => {
@@ -515,7 +670,7 @@ impl FlowTable {
                     None if key.sport == 0 || key.dport == 0 => return None,
                     None => self.create(key, hop.ts_ns, hop.netns_inode),
                 };
-                self.flows.get_mut(&id)?.push(hop);
+                self.get_mut(id)?.push(hop);
                 Some(id)
             }
             Event::Neigh(n) => {
@@ -564,11 +719,15 @@ impl FlowTable {
                 let id = self
                     .flows
                     .values()
-                    .filter(|f| f.dsts().contains(&addr))
-                    .max_by_key(|f| f.last_ns)
-                    .map(|f| f.id);
+                    .filter(|s| {
+                        let (k, t) = s.tuples();
+                        k.dst == addr || t.is_some_and(|t| t.dst == addr)
+                    })
+                    .map(Slot::meta)
+                    .max_by_key(|m| m.last_ns)
+                    .map(|m| m.id);
                 if let Some(id) = id {
-                    self.flows.get_mut(&id)?.push(hop.clone());
+                    self.get_mut(id)?.push(hop.clone());
                 }
                 if self.neigh_log.len() < 4096 {
                     self.neigh_log.push(hop);
@@ -590,7 +749,7 @@ impl FlowTable {
             (None, Hook::FibLookup) => self.find_fib_flow(seen, dir, netns),
             (None, _) => None,
         };
-        let Some(f) = id.and_then(|id| self.flows.get_mut(&id)) else {
+        let Some(f) = id.and_then(|id| self.get_mut(id)) else {
             return false;
         };
         f.counted = f.counted.saturating_add(n);
@@ -621,18 +780,19 @@ impl FlowTable {
         if t.sport != 0 && t.dport != 0 && t.proto != 0 && !t.src.is_unspecified() {
             return self
                 .lookup_seen(t, dir)
-                .filter(|id| self.flows.get(id).is_some_and(|f| here(f)));
+                .filter(|id| self.get(*id).is_some_and(|f| here(&f)));
         }
         self.recent
             .iter()
             .rev()
-            .filter_map(|id| self.flows.get(id))
-            .find(|f| {
-                (fib_matches(&f.key, t, dir)
-                    || f.translated.is_some_and(|tr| fib_matches(&tr, t, dir)))
-                    && here(f)
+            .filter(|id| {
+                self.flows.get(id).is_some_and(|s| {
+                    let (k, tr) = s.tuples();
+                    fib_matches(&k, t, dir) || tr.is_some_and(|tr| fib_matches(&tr, t, dir))
+                })
             })
-            .map(|f| f.id)
+            .find(|id| self.get(**id).is_some_and(|f| here(&f)))
+            .copied()
     }
 
     /// `data`: the hop data when the caller has it (function hooks).
@@ -698,7 +858,7 @@ impl FlowTable {
         );
         self.note_skb(p.hdr.skb, id, p.hdr.ts_ns, ended);
         let mut netns_inode = p.hdr.netns;
-        if let Some(f) = self.flows.get(&id) {
+        if let Some(f) = self.get_mut(id) {
             let earlier = f
                 .hops
                 .iter()
@@ -727,7 +887,7 @@ impl FlowTable {
             let tr = r.reversed();
             if tr != o {
                 self.alias.insert(tr, id);
-                if let Some(f) = self.flows.get_mut(&id) {
+                if let Some(f) = self.get_mut(id) {
                     f.translated = Some(tr);
                     f.nat_by = Some(NatBy::Netfilter);
                 }
@@ -762,7 +922,7 @@ impl FlowTable {
                 mark: p.mark,
             },
         };
-        let tuple = match self.flows.get(&id) {
+        let tuple = match self.get_mut(id) {
             Some(f) => f.share(seen),
             None => Arc::new(seen),
         };
@@ -778,7 +938,8 @@ impl FlowTable {
             skb: p.hdr.skb,
             data,
         };
-        if let Some(f) = self.flows.get_mut(&id) {
+        let pending = !self.pending_fib.is_empty();
+        if let Some(f) = self.get_mut(id) {
             if is_packet_hook(hook) {
                 f.packets += 1;
                 if dir == Dir::Reply {
@@ -796,8 +957,7 @@ impl FlowTable {
                     .any(|h| matches!(&h.data, HopData::Func(d) if d.func.starts_with("ip_vs")));
                 f.nat_by = Some(if ipvs { NatBy::Ipvs } else { NatBy::Bpf });
             }
-            let first_here = !self.pending_fib.is_empty()
-                && !f.hops.iter().any(|h| h.netns_inode == hop.netns_inode);
+            let first_here = pending && !f.hops.iter().any(|h| h.netns_inode == hop.netns_inode);
             let (ns, ts) = (hop.netns_inode, hop.ts_ns);
             f.push(hop);
             if first_here {
@@ -811,7 +971,11 @@ impl FlowTable {
     /// first packet there (ring-buffer order across CPUs is not time order,
     /// and a loaded node skews it by milliseconds) join the flow now.
     fn claim_pending_fib(&mut self, id: u64, netns: u32, ts: u64) {
-        let Some(f) = self.flows.get_mut(&id) else {
+        // Unpacked first; then borrowed apart from pending_fib.
+        if self.get_mut(id).is_none() {
+            return;
+        }
+        let Some(Slot::Live(f)) = self.flows.get_mut(&id) else {
             return;
         };
         let (key, tr) = (f.key, f.translated);
@@ -1021,6 +1185,58 @@ pub(crate) mod tests {
                 .iter()
                 .all(|id| t.get(*id).unwrap().translated.is_none())
         );
+    }
+
+    /// Quiet flows are packed; an event for one unpacks it and joins it,
+    /// readers see it whole, the cap evicts it like any other, and the
+    /// final report gets every flow unpacked, in order.
+    #[test]
+    fn quiet_flows_are_packed_and_come_back() {
+        let mut t = FlowTable::new(3);
+        let mut n = Names::default();
+        let a_t = v4([10, 0, 0, 1], 1025, [10, 0, 0, 2], 53, 17);
+        let b_t = v4([10, 0, 0, 1], 1026, [10, 0, 0, 2], 53, 17);
+        let a = t.ingest(&pkt(Hook::TcEgress, 7, 10, a_t), &mut n).unwrap();
+        t.ingest(&pkt(Hook::TcIngress, 7, 20, a_t), &mut n);
+        let ms = 1_000_000;
+        let b = t
+            .ingest(&pkt(Hook::TcEgress, 8, 50 * ms, b_t), &mut n)
+            .unwrap();
+        // Only a has been quiet for PACK_NS.
+        t.pack_quiet(20 + PACK_NS);
+        assert_eq!(t.packed_size().0, 1);
+        assert!(matches!(t.flows.get(&a), Some(Slot::Packed(_))));
+        assert!(matches!(t.flows.get(&b), Some(Slot::Live(_))));
+        assert_eq!(t.get(a).unwrap().hops.len(), 2);
+        t.set_printed(a, 99);
+        assert_eq!(t.metas().find(|m| m.id == a).unwrap().printed, 99);
+        // b's turn comes later; a's reply finds a through its key.
+        t.pack_quiet(50 * ms + PACK_NS);
+        assert_eq!(t.packed_size().0, 2);
+        let mut rep = v4([10, 0, 0, 2], 53, [10, 0, 0, 1], 1025, 17);
+        rep.reply = 1;
+        assert_eq!(
+            t.ingest(&pkt(Hook::TcEgress, 9, 300 * ms, rep), &mut n),
+            Some(a)
+        );
+        assert_eq!(t.packed_size().0, 1);
+        let fa = t.get(a).unwrap();
+        assert_eq!((fa.hops.len(), fa.replies, fa.printed), (3, 1, 99));
+        drop(fa);
+        // A new flow at the cap evicts the quietest: packed b.
+        let c_t = v4([10, 0, 0, 1], 1027, [10, 0, 0, 2], 53, 17);
+        let d_t = v4([10, 0, 0, 1], 1028, [10, 0, 0, 2], 53, 17);
+        let c = t
+            .ingest(&pkt(Hook::TcEgress, 10, 301 * ms, c_t), &mut n)
+            .unwrap();
+        let d = t
+            .ingest(&pkt(Hook::TcEgress, 11, 302 * ms, d_t), &mut n)
+            .unwrap();
+        assert_eq!((t.len(), t.evicted, t.packed_size()), (3, 1, (0, 0)));
+        assert_eq!(t.lookup(&Tuple::from_pkt(&b_t)), None);
+        t.pack_quiet(u64::MAX);
+        let ids: Vec<(u64, usize)> = t.into_flows().map(|f| (f.id, f.hops.len())).collect();
+        assert_eq!(ids, [(a, 3), (c, 1), (d, 1)]);
     }
 
     #[test]

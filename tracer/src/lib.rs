@@ -7,6 +7,7 @@ pub mod command;
 pub mod counted;
 pub mod event;
 pub mod flow;
+pub mod frozen;
 pub mod funcs;
 pub mod hop;
 pub mod intern;

@@ -30,6 +30,13 @@ struct Args {
     /// Replace the traffic section of this file.
     #[arg(long)]
     write: Option<std::path::PathBuf>,
+    /// Flows of the memory case (DNS-like UDP flows, one datagram and its
+    /// echo each); 0 skips it.
+    #[arg(long, default_value_t = 100_000)]
+    flows: u32,
+    /// Their rate, flows/s.
+    #[arg(long, default_value_t = 10_000)]
+    flow_rate: u32,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -183,6 +190,123 @@ fn run_case(case: Case, a: &Netns, b: &Netns, udp: bool, secs: u32) -> Result<Sa
     Ok(s)
 }
 
+fn status_kib(pid: i32, key: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with(key))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// The memory case: `flows` short UDP flows (a datagram to 10.240.0.2:53
+/// and its echo, each from its own source port, from two client
+/// addresses) at `rate` flows/s, with tracer following them all
+/// (`--max-flows` = `flows`). Its stdout (a JSON record per flow, twice)
+/// is counted and dropped; only the summary is kept.
+fn memory_case(a: &Netns, b: &Netns, flows: u32, rate: u32) -> Result<String> {
+    use std::io::BufRead;
+    a.ip(&["addr", "add", "10.240.0.3/24", "dev", "ba0"])?;
+    let probe = tracer_tests::tracer::netprobe_bin();
+    let _echo: Child = b.spawn(&[
+        probe.to_str().unwrap(),
+        "udp-echo",
+        "10.240.0.2:53",
+        "--for",
+        "900",
+    ])?;
+    let ready = std::env::temp_dir().join(format!("tracer-bench-ready-{}", std::process::id()));
+    let _ = std::fs::remove_file(&ready);
+    let max = flows.to_string();
+    let mut child = Command::new(tracer_tests::tracer::tracer_bin())
+        .args(["follow", "10.240.0.2:53", "-o", "json", "--ready-file"])
+        .arg(&ready)
+        .args(["--netns", &a.name, "--netns", &b.name, "--max-flows", &max])
+        .args(["--duration", "15m"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let out = child.stdout.take().context("stdout")?;
+    let reader = std::thread::spawn(move || {
+        let (mut lines, mut last) = (0u64, String::new());
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            lines += 1;
+            if l.contains("\"type\":\"summary\"") {
+                last = l;
+            }
+        }
+        (lines, last)
+    });
+    let t0 = std::time::Instant::now();
+    while !ready.exists() {
+        if t0.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            bail!("tracer not ready");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = child.id() as i32;
+    std::thread::sleep(Duration::from_millis(500));
+    let idle_rss = status_kib(pid, "VmRSS:");
+    let start_hwm = status_kib(pid, "VmHWM:");
+    let t1 = std::time::Instant::now();
+    let said = a.exec_status(&[
+        probe.to_str().unwrap(),
+        "udp-spray",
+        "10.240.0.2:53",
+        "--src",
+        "10.240.0.1",
+        "--src",
+        "10.240.0.3",
+        "--count",
+        &flows.to_string(),
+        "--pps",
+        &rate.to_string(),
+    ]);
+    let spray_s = t1.elapsed().as_secs_f64();
+    // Every flow quiet and printed (500 ms), the last ones packed.
+    std::thread::sleep(Duration::from_millis(1500));
+    let live_hwm = status_kib(pid, "VmHWM:");
+    let live_rss = status_kib(pid, "VmRSS:");
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let t2 = std::time::Instant::now();
+    child.wait()?;
+    let report_s = t2.elapsed().as_secs_f64();
+    let (lines, last) = reader.join().map_err(|_| anyhow::anyhow!("reader"))?;
+    let _ = std::fs::remove_file(&ready);
+    let s: Value = serde_json::from_str(&last).context("summary")?;
+    let mib = |k: Option<u64>| k.map_or("-".into(), |k| format!("{:.1}", k as f64 / 1024.0));
+    let per_flow = s["packed_bytes"].as_f64().unwrap_or(0.0)
+        / s["packed_flows"].as_f64().unwrap_or(1.0).max(1.0);
+    eprintln!(
+        "memory case: {}",
+        String::from_utf8_lossy(&said.stdout).trim()
+    );
+    Ok(format!(
+        "### Memory: {flows} short UDP flows\n\n\
+         tracer follows 10.240.0.2:53 with `--netns` on both namespaces and `--max-flows {flows}`; \
+         `netprobe udp-spray` sends one datagram from each of {flows} (address, port) pairs at {rate} flows/s, \
+         and a UDP echo answers each (a DNS server's view). Peak RSS is the kernel's VmHWM of the tracer \
+         process, read 1.5 s after the last flow (every flow printed and packed), and in the summary, after \
+         the final report of every flow. RSS includes the ring buffer, mapped twice (8 MiB for the default \
+         4 MiB).\n\n\
+         | flows sent | flows in table | events | lost | packed flows | bytes per packed flow | idle RSS MiB | start peak MiB (BTF) | RSS after the flows MiB | peak RSS MiB (live) | peak RSS MiB (summary) | spray s | final report s | JSON lines |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n\
+         | {flows} | {} | {} | {} | {} | {per_flow:.0} | {} | {} | {} | {} | {} | {spray_s:.1} | {report_s:.1} | {lines} |\n\n",
+        s["flows"],
+        s["events"],
+        s["lost_events"],
+        s["packed_flows"],
+        mib(idle_rss),
+        mib(start_hwm),
+        mib(live_rss),
+        mib(live_hwm),
+        mib(s["peak_rss_kib"].as_u64()),
+    ))
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -294,6 +418,9 @@ fn main() -> Result<()> {
             );
         }
         md += "\n";
+    }
+    if args.flows > 0 {
+        md += &memory_case(&a, &b, args.flows, args.flow_rate)?;
     }
     md += "<!-- traffic:end -->\n";
     println!("{md}");

@@ -268,6 +268,9 @@ fn drain(
             }
         }
     }
+    // Flows quiet for FlowTable's PACK_NS are packed (frozen.rs): with
+    // 100k flows, that is what keeps the table within 64 MiB.
+    flows.pack_quiet(now_ns());
     bad
 }
 
@@ -555,6 +558,14 @@ async fn follow(
                     if let Err(e) = counted.poll(&ebpf, &mut flows) {
                         eprintln!("tracer: warning: reading counted packets: {e:#}");
                     }
+                    // Packing frees each quiet flow's hops, in blocks spread
+                    // over the heap among live data; glibc returns whole free
+                    // pages only when asked.
+                    #[cfg(target_env = "gnu")]
+                    // SAFETY: malloc_trim only releases free heap memory.
+                    unsafe {
+                        libc::malloc_trim(0);
+                    }
                 }
                 let mut c = completeness_base.clone();
                 let k = counters(&ebpf);
@@ -619,22 +630,21 @@ async fn follow(
     };
     let mut tally: BTreeMap<String, usize> = BTreeMap::new();
     let evicted = flows.evicted;
-    let all = flows.into_flows();
+    let flow_count = flows.len();
+    let packed = flows.packed_size();
     env.expire();
-    env.prepare(&mut names, all.iter().flat_map(|f| facts_wanted(f)));
     if format == Format::Text {
         emit(
             &mut out,
-            &format!(
-                "==== {} flow(s) to {target} ({stop_reason}) ====",
-                all.len()
-            ),
+            &format!("==== {flow_count} flow(s) to {target} ({stop_reason}) ===="),
         );
     }
-    for f in &all {
-        let v = evaluate(f, &env, &c);
+    // One flow unpacked at a time (FlowTable::into_flows).
+    for f in flows.into_flows() {
+        env.prepare(&mut names, facts_wanted(&f));
+        let v = evaluate(&f, &env, &c);
         *tally.entry(v.kind.as_str().to_string()).or_default() += 1;
-        print_flow(f, &v, true, format, &mut out);
+        print_flow(&f, &v, true, format, &mut out);
     }
     let traced: Vec<String> = if netns.is_empty() {
         vec!["all".into()]
@@ -642,7 +652,7 @@ async fn follow(
         netns.iter().map(|n| n.label.clone()).collect()
     };
     let summary = Summary {
-        flows: all.len(),
+        flows: flow_count,
         counters: cnt,
         counted: (counted.total, counted.unattributed),
         evicted,
@@ -663,6 +673,8 @@ async fn follow(
             let mut s = render::summary_json(&summary);
             s["stop"] = stop_reason.into();
             s["decode_errors"] = decode_errors.into();
+            s["packed_flows"] = packed.0.into();
+            s["packed_bytes"] = packed.1.into();
             s["vip"] = serde_json::json!({
                 "owners": env.vip.owners(),
                 "changes": env.vip.changes,
@@ -742,7 +754,7 @@ fn print_settled(
     let recheck = env.vip.changes.len() != *vip_changes;
     *vip_changes = env.vip.changes.len();
     let mut ready: Vec<u64> = flows
-        .iter()
+        .metas()
         .filter(|f| now.saturating_sub(f.last_ns) > 500_000_000)
         .filter(|f| recheck || f.printed == 0 || f.printed_at != f.last_ns)
         .map(|f| f.id)
@@ -754,23 +766,21 @@ fn print_settled(
             drain_more(flows, &mut env.vip, names);
         }
         let Some(f) = flows.get(id) else { continue };
-        env.prepare(names, facts_wanted(f));
-        let v = evaluate(f, env, c);
+        env.prepare(names, facts_wanted(&f));
+        let v = evaluate(&f, env, c);
         if !v.settled {
             continue;
         }
         let key = verdict_key(&v);
         let first_time = f.printed == 0;
         if f.printed != key {
-            print_flow(f, &v, false, format, out);
+            print_flow(&f, &v, false, format, out);
             if first_time {
                 n += 1;
             }
         }
-        if let Some(f) = flows.get_mut(id) {
-            f.printed = key;
-            f.printed_at = f.last_ns;
-        }
+        drop(f);
+        flows.set_printed(id, key);
     }
     n
 }

@@ -27,6 +27,24 @@ fn tuple(v: &Value, proto: u8) -> Tuple {
     t
 }
 
+/// The fixtures recorded on this machine's kernel (ipvs_nat comes from the
+/// kernel matrix).
+const RECORDED_ON_6_18: [&str; 13] = [
+    "tcp_delivered",
+    "tcp_closed_port",
+    "netfilter_forward_drop",
+    "netfilter_input_drop",
+    "no_route",
+    "forwarded",
+    "incident5_shadowed",
+    "nat_dnat_output",
+    "incident4_nat_source",
+    "incident3_redirect",
+    "incident2_no_local_endpoint",
+    "incident1_neigh_failed",
+    "incident1_redirect",
+];
+
 /// Rebuild a Flow (and the namespace inventory, `_env`) from a record.
 pub fn load(name: &str) -> (Flow, Inventory) {
     let text = match name {
@@ -731,21 +749,7 @@ fn tc_only(f: &Flow) -> Flow {
 #[test]
 fn verdicts_are_the_same_when_tc_is_the_device_hook() {
     let mut replaced = 0;
-    for n in [
-        "tcp_delivered",
-        "tcp_closed_port",
-        "netfilter_forward_drop",
-        "netfilter_input_drop",
-        "no_route",
-        "forwarded",
-        "incident5_shadowed",
-        "nat_dnat_output",
-        "incident4_nat_source",
-        "incident3_redirect",
-        "incident2_no_local_endpoint",
-        "incident1_neigh_failed",
-        "incident1_redirect",
-    ] {
+    for n in RECORDED_ON_6_18 {
         let (f, env) = load(n);
         if f.hops
             .iter()
@@ -762,4 +766,40 @@ fn verdicts_are_the_same_when_tc_is_the_device_hook() {
     }
     // incident1_neigh_failed never reached a device.
     assert_eq!(replaced, 12);
+}
+
+/// A quiet flow is packed (crate::frozen) and unpacked when read: every
+/// recorded timeline comes back hop for hop, and judged the same.
+#[test]
+fn packed_flows_keep_their_timeline_and_verdict() {
+    let mut codec = crate::frozen::Codec::default();
+    for n in RECORDED_ON_6_18.iter().chain(&["ipvs_nat"]) {
+        let (mut f, env) = load(n);
+        f.nat_by = Some(crate::flow::NatBy::Netfilter);
+        f.printed = 0x1234_5679;
+        f.printed_at = f.last_ns;
+        let b = codec.pack(&f);
+        let g = codec.unpack(&b);
+        assert_eq!(g.hops, f.hops, "{n}");
+        assert_eq!(
+            (g.id, g.key, g.translated, g.nat_by, g.packets, g.replies),
+            (f.id, f.key, f.translated, f.nat_by, f.packets, f.replies),
+            "{n}"
+        );
+        assert_eq!(
+            (g.counted, g.first_ns, g.last_ns, g.printed, g.printed_at),
+            (f.counted, f.first_ns, f.last_ns, f.printed, f.printed_at),
+            "{n}"
+        );
+        assert_eq!(judge(&g, &env), judge(&f, &env), "{n}");
+        assert_eq!(crate::frozen::key(&b), f.key);
+        // Packed, a timeline takes less than half its size as hops (which
+        // do not count the boxes and tuples they point to).
+        let as_hops = f.hops.len() * std::mem::size_of::<Hop>();
+        assert!(
+            b.len() * 2 < as_hops,
+            "{n}: {} bytes for {as_hops}",
+            b.len()
+        );
+    }
 }
