@@ -274,6 +274,19 @@ fn short_udp_flows_are_not_merged_by_reused_skb_addresses() {
     for f in &flows {
         assert!(f["translated"].is_null() && f["nat_by"].is_null(), "{f}");
         assert_eq!(f["replies"].as_u64().map(|r| r >= 1), Some(true), "{f}");
+        // Each request reached the echo's socket, and each reply the
+        // client's: the local delivery's route lookup (no ports: one key
+        // for all flows) spent its record budget after 8 flows per CPU,
+        // and counting it used to hide every later flow's delivery.
+        let queued = |dir: &str| {
+            f["hops"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|h| h["hook"] == "sock_queue" && h["dir"] == dir)
+        };
+        assert!(queued("request") && queued("reply"), "{f}");
+        assert_eq!(f["verdict"]["reason"], "local_socket", "{f}");
     }
 }
 

@@ -41,9 +41,15 @@ pub fn key(k: &mut AggKey, pkt: &PacketInfo, reply: u8, hook: Hook, site: u64, a
 }
 
 /// True when the key's budget of full records is spent (and no refresh is
-/// due): the packet is counted here and needs no record. It also clears
-/// this CPU's "last followed skb" (maps::LAST), so that sk_data_ready does
-/// not take this uncounted packet's delivery for the last recorded one's.
+/// due): the packet is counted here and needs no record. For a packet hook
+/// it also clears this CPU's "last followed skb" (maps::LAST), so that
+/// sk_data_ready does not take this uncounted packet's delivery for the
+/// last recorded one's. A route lookup counted leaves it: it runs inside
+/// the processing of that very skb (fib_table_lookup() from
+/// ip_route_input_slow()), and a local delivery's lookup has no ports, so
+/// all flows to one address share its key and spend its budget at once.
+/// Clearing LAST there cost every DNS-like flow past the first 8 per CPU
+/// its "queued to a local socket" hop.
 #[inline(always)]
 pub fn counted(k: &AggKey) -> bool {
     // bpf_jiffies64() is inlined by the verifier (a load, no call).
@@ -55,7 +61,7 @@ pub fn counted(k: &AggKey) -> bool {
     let h = unsafe { &mut *h };
     if now < h.until && same_key(&h.key, k) {
         h.pending += 1;
-        forget_last();
+        forget_last(k);
         return true;
     }
     let Some(v) = AGG.get_ptr_mut(k) else {
@@ -79,12 +85,15 @@ pub fn counted(k: &AggKey) -> bool {
     h.key = *k;
     h.until = v.last_full + AGG_REFRESH_JIFFIES;
     h.pending = 0;
-    forget_last();
+    forget_last(k);
     true
 }
 
 #[inline(always)]
-fn forget_last() {
+fn forget_last(k: &AggKey) {
+    if k.hook == Hook::FibLookup as u8 {
+        return;
+    }
     if let Some(p) = LAST.get_ptr_mut(0) {
         unsafe { (*p).skb = 0 };
     }
