@@ -200,10 +200,10 @@ fn soak_many_short_flows_bounded_memory() {
     assert!(flows <= 500, "{s}");
     // Every connection is a flow, kept or counted as evicted, within 0.5%
     // either way: over minutes the client reuses ephemeral ports after
-    // TIME_WAIT and the kernel reuses freed skb addresses, which can merge
-    // two connections into one flow, and a late packet of a flow already
-    // evicted by --max-flows opens a new one (seen: 19999, 20000 and 20001
-    // for 20000; a known limitation of the flow table, in the issue notes).
+    // TIME_WAIT (the same tuple is the same flow), and a late packet of a
+    // flow already evicted by --max-flows opens a new one (seen: 19999,
+    // 20000 and 20001 for 20000). A freed skb's address reused by the next
+    // packet no longer merges flows (short_udp_flows_are_not_merged_...).
     let seen = flows + evicted;
     eprintln!("soak: {seen} flows accounted for {n} connections");
     assert!(
