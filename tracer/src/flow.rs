@@ -505,13 +505,14 @@ impl FlowTable {
         }
     }
 
-    /// `ended`: the skb's life ended at this hop (dropped, consumed, or
-    /// queued to a socket: a UDP skb read from the queue is freed by
-    /// skb_consume_udp() -> __consume_stateless_skb(), which fires no
-    /// tracepoint). Its address is then free for the next packet: on a
-    /// busy UDP server the slab hands it to the next datagram within
-    /// microseconds, and that packet, another flow, must not be taken for
-    /// this one rewritten by NAT.
+    /// `ended`: the skb's life on the path ended at this hop (dropped,
+    /// consumed, or queued to a socket: the application's read frees it,
+    /// skb_consume_udp() -> skb_attempt_defer_free(), with a consume_skb
+    /// tracepoint only when the free is deferred to the allocating CPU,
+    /// and the read may come long after). Its address is then free for the
+    /// next packet: on a busy UDP server the slab hands it to the next
+    /// datagram within microseconds, and that packet, another flow, must
+    /// not be taken for this one rewritten by NAT.
     fn note_skb(&mut self, skb: u64, id: u64, ts: u64, ended: bool) {
         if skb == 0 {
             return;
