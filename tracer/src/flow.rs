@@ -1152,8 +1152,9 @@ pub(crate) mod tests {
         );
     }
 
-    /// A UDP skb queued to a socket is freed with no tracepoint, and the
-    /// slab gives its address to the next datagram (the 100k-flow bench saw
+    /// A UDP skb queued to a socket is freed when the application reads
+    /// it, not always with a tracepoint, and the slab gives its address to
+    /// the next datagram (the 100k-flow bench saw
     /// 20 000 DNS-like flows fold into 2 622 "bpf NAT" flows). After the
     /// end of an skb, a packet at its address with its own headers is a
     /// new flow; without readable headers it still joins the old one.
