@@ -40,10 +40,42 @@ type Place = (Name, u32, Name, u32);
 /// whole run.
 #[derive(Debug, Default)]
 pub struct Codec {
-    names: Vec<Name>,
-    ids: HashMap<Name, u32>,
-    places: Vec<Place>,
-    place_ids: HashMap<Place, u32>,
+    names: Numbered<Name>,
+    places: Numbered<Place>,
+}
+
+/// Values numbered in the order first seen.
+#[derive(Debug)]
+struct Numbered<T> {
+    list: Vec<T>,
+    ids: HashMap<T, u32>,
+}
+
+impl<T> Default for Numbered<T> {
+    fn default() -> Self {
+        Numbered {
+            list: Vec::new(),
+            ids: HashMap::default(),
+        }
+    }
+}
+
+impl<T: Clone + Eq + std::hash::Hash + Default> Numbered<T> {
+    fn id(&mut self, v: &T) -> u64 {
+        if let Some(id) = self.ids.get(v) {
+            return *id as u64;
+        }
+        let id = self.list.len() as u32;
+        self.list.push(v.clone());
+        self.ids.insert(v.clone(), id);
+        id as u64
+    }
+
+    /// The value numbered `id` (a default one for a number never given:
+    /// the bytes never leave the process, so that would be a bug).
+    fn get(&self, id: u64) -> T {
+        self.list.get(id as usize).cloned().unwrap_or_default()
+    }
 }
 
 /// The header fields, read without unpacking.
@@ -134,13 +166,7 @@ fn diff_mask(t: &Tuple, base: &Tuple) -> u8 {
 
 impl Codec {
     fn name(&mut self, n: &Name) -> u64 {
-        if let Some(id) = self.ids.get(n) {
-            return *id as u64;
-        }
-        let id = self.names.len() as u32;
-        self.names.push(n.clone());
-        self.ids.insert(n.clone(), id);
-        id as u64
+        self.names.id(n)
     }
 
     fn opt_name(&mut self, n: &Option<Name>) -> u64 {
@@ -148,14 +174,8 @@ impl Codec {
     }
 
     fn place(&mut self, h: &Hop) -> u64 {
-        let p = (h.netns.clone(), h.netns_inode, h.dev.clone(), h.ifindex);
-        if let Some(id) = self.place_ids.get(&p) {
-            return *id as u64;
-        }
-        let id = self.places.len() as u32;
-        self.places.push(p.clone());
-        self.place_ids.insert(p, id);
-        id as u64
+        self.places
+            .id(&(h.netns.clone(), h.netns_inode, h.dev.clone(), h.ifindex))
     }
 
     /// Pack a flow.
@@ -417,11 +437,7 @@ impl Codec {
                 Some(p) if flags & SAME_PLACE != 0 => {
                     (p.netns.clone(), p.netns_inode, p.dev.clone(), p.ifindex)
                 }
-                _ => self
-                    .places
-                    .get(r.get() as usize)
-                    .cloned()
-                    .unwrap_or_default(),
+                _ => self.places.get(r.get()),
             };
             let tuple = match kind & 0x7 {
                 T_KEY => key_a.clone(),
@@ -491,7 +507,7 @@ impl Codec {
     }
 
     fn name_of(&self, id: u64) -> Name {
-        self.names.get(id as usize).cloned().unwrap_or_default()
+        self.names.get(id)
     }
 
     fn opt_name_of(&self, id: u64) -> Option<Name> {
