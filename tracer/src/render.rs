@@ -100,11 +100,6 @@ pub fn flow_json_line(flow: &Flow, v: &Verdict, final_: bool) -> String {
     serde_json::to_string(&flow_out(flow, v, final_)).expect("a flow record serializes")
 }
 
-/// One flow record, as a JSON value (tests, and callers that add fields).
-pub fn flow_json(flow: &Flow, v: &Verdict, final_: bool) -> Value {
-    serde_json::to_value(flow_out(flow, v, final_)).expect("a flow record serializes")
-}
-
 pub fn flow_text(flow: &Flow, v: &Verdict) -> String {
     let mut s = String::new();
     s.push_str(&format!(
