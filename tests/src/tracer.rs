@@ -43,13 +43,26 @@ pub fn netprobe_bin() -> PathBuf {
     );
 }
 
+/// What a run keeps of tracer's stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// All of it.
+    All,
+    /// The summary line only (and the count of all lines): with 100k flows
+    /// tracer prints ~200k records, hundreds of MiB.
+    Summary,
+}
+
 pub struct TracerRun {
     child: Option<Child>,
     /// Readers draining stdout/stderr while tracer runs (a full pipe would
-    /// block its writes, and with them its exit).
-    readers: Vec<std::thread::JoinHandle<String>>,
+    /// block its writes, and with them its exit): what they kept, and how
+    /// many lines they read.
+    readers: Vec<std::thread::JoinHandle<(String, u64)>>,
     ready: PathBuf,
     pub stdout: String,
+    /// Lines tracer wrote to stdout (kept or not).
+    pub stdout_lines: u64,
     pub stderr: String,
     pub status: Option<std::process::ExitStatus>,
     /// How the stop went: time from the signal to exit, and, when the
@@ -133,6 +146,17 @@ impl TracerRun {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Result<TracerRun> {
+        TracerRun::start_keep(target, format, extra, env, Keep::All)
+    }
+
+    /// Same, keeping only what `keep` says of stdout.
+    pub fn start_keep(
+        target: &str,
+        format: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        keep: Keep,
+    ) -> Result<TracerRun> {
         let ready = std::env::temp_dir().join(format!(
             "tracer-ready-{}-{}",
             std::process::id(),
@@ -147,22 +171,35 @@ impl TracerRun {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().context("spawn tracer")?;
-        let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        let drain = |mut r: Box<dyn std::io::Read + Send>, keep: Keep| {
             std::thread::spawn(move || {
                 let mut s = String::new();
-                let _ = r.read_to_string(&mut s);
-                s
+                if keep == Keep::All {
+                    let _ = r.read_to_string(&mut s);
+                    let n = s.lines().count() as u64;
+                    return (s, n);
+                }
+                let mut n = 0;
+                use std::io::BufRead;
+                for l in std::io::BufReader::new(r).lines().map_while(Result::ok) {
+                    n += 1;
+                    if l.contains("\"type\":\"summary\"") {
+                        s = l;
+                    }
+                }
+                (s, n)
             })
         };
         let readers = vec![
-            drain(Box::new(child.stdout.take().expect("stdout"))),
-            drain(Box::new(child.stderr.take().expect("stderr"))),
+            drain(Box::new(child.stdout.take().expect("stdout")), keep),
+            drain(Box::new(child.stderr.take().expect("stderr")), Keep::All),
         ];
         let mut run = TracerRun {
             child: Some(child),
             readers,
             ready: ready.clone(),
             stdout: String::new(),
+            stdout_lines: 0,
             stderr: String::new(),
             status: None,
             stop_note: String::new(),
@@ -222,10 +259,10 @@ impl TracerRun {
             }
             let mut readers = std::mem::take(&mut self.readers).into_iter();
             if let Some(o) = readers.next() {
-                self.stdout = o.join().unwrap_or_default();
+                (self.stdout, self.stdout_lines) = o.join().unwrap_or_default();
             }
             if let Some(e) = readers.next() {
-                self.stderr = e.join().unwrap_or_default();
+                self.stderr = e.join().unwrap_or_default().0;
             }
         }
         Ok(())

@@ -16,7 +16,7 @@ use serde_json::Value;
 use tracer_tests::{
     netns::{Child, Netns, unique_prefix, veth},
     require_privileges,
-    tracer::TracerRun,
+    tracer::{Keep, TracerRun},
 };
 
 #[derive(Parser)]
@@ -115,17 +115,6 @@ fn iperf(a: &Netns, udp: bool, secs: u32) -> Result<f64> {
     })
 }
 
-fn hwm(pid: i32) -> Option<u64> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()?
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
 fn run_case(case: Case, a: &Netns, b: &Netns, udp: bool, secs: u32) -> Result<Sample> {
     let scope = ["--netns", a.name.as_str(), "--netns", b.name.as_str()];
     let mut s = Sample {
@@ -176,7 +165,7 @@ fn run_case(case: Case, a: &Netns, b: &Netns, udp: bool, secs: u32) -> Result<Sa
             let run = TracerRun::start(target, &args)?;
             let t0 = std::time::Instant::now();
             s.rate = iperf(a, udp, secs)?;
-            s.rss_kib = hwm(run.pid());
+            s.rss_kib = status_kib(run.pid(), "VmHWM:");
             let elapsed = t0.elapsed().as_secs_f64();
             let out = run.stop()?;
             let sum = out.summary().context("summary")?;
@@ -207,7 +196,6 @@ fn status_kib(pid: i32, key: &str) -> Option<u64> {
 /// (`--max-flows` = `flows`). Its stdout (a JSON record per flow, twice)
 /// is counted and dropped; only the summary is kept.
 fn memory_case(a: &Netns, b: &Netns, flows: u32, rate: u32) -> Result<String> {
-    use std::io::BufRead;
     a.ip(&["addr", "add", "10.240.0.3/24", "dev", "ba0"])?;
     let probe = tracer_tests::tracer::netprobe_bin();
     let _echo: Child = b.spawn(&[
@@ -217,37 +205,24 @@ fn memory_case(a: &Netns, b: &Netns, flows: u32, rate: u32) -> Result<String> {
         "--for",
         "900",
     ])?;
-    let ready = std::env::temp_dir().join(format!("tracer-bench-ready-{}", std::process::id()));
-    let _ = std::fs::remove_file(&ready);
     let max = flows.to_string();
-    let mut child = Command::new(tracer_tests::tracer::tracer_bin())
-        .args(["follow", "10.240.0.2:53", "-o", "json", "--ready-file"])
-        .arg(&ready)
-        .args(["--netns", &a.name, "--netns", &b.name, "--max-flows", &max])
-        .args(["--duration", "15m"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let out = child.stdout.take().context("stdout")?;
-    let reader = std::thread::spawn(move || {
-        let (mut lines, mut last) = (0u64, String::new());
-        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-            lines += 1;
-            if l.contains("\"type\":\"summary\"") {
-                last = l;
-            }
-        }
-        (lines, last)
-    });
-    let t0 = std::time::Instant::now();
-    while !ready.exists() {
-        if t0.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            bail!("tracer not ready");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let pid = child.id() as i32;
+    let mut run = TracerRun::start_keep(
+        "10.240.0.2:53",
+        "json",
+        &[
+            "--netns",
+            &a.name,
+            "--netns",
+            &b.name,
+            "--max-flows",
+            &max,
+            "--duration",
+            "15m",
+        ],
+        &[],
+        Keep::Summary,
+    )?;
+    let pid = run.pid();
     // VmHWM can miss a peak: the kernel updates its high-water mark lazily
     // (update_hiwater_rss() at munmap and exit, not when free()/malloc_trim()
     // give pages back with madvise()). So RSS is also sampled every 10 ms,
@@ -282,14 +257,13 @@ fn memory_case(a: &Netns, b: &Netns, flows: u32, rate: u32) -> Result<String> {
     std::thread::sleep(Duration::from_millis(1500));
     let live_hwm = status_kib(pid, "VmHWM:");
     let live_rss = status_kib(pid, "VmRSS:");
-    unsafe { libc::kill(pid, libc::SIGINT) };
+    run.signal(libc::SIGINT);
     let t2 = std::time::Instant::now();
-    child.wait()?;
+    run.collect()?;
     let report_s = t2.elapsed().as_secs_f64();
     let sampled_max = sampler.join().map_err(|_| anyhow::anyhow!("sampler"))?;
-    let (lines, last) = reader.join().map_err(|_| anyhow::anyhow!("reader"))?;
-    let _ = std::fs::remove_file(&ready);
-    let s: Value = serde_json::from_str(&last).context("summary")?;
+    let lines = run.stdout_lines;
+    let s: Value = serde_json::from_str(&run.stdout).context("summary")?;
     let mib = |k: Option<u64>| k.map_or("-".into(), |k| format!("{:.1}", k as f64 / 1024.0));
     let per_flow = s["packed_bytes"].as_f64().unwrap_or(0.0)
         / s["packed_flows"].as_f64().unwrap_or(1.0).max(1.0);
