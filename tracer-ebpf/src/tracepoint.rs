@@ -22,6 +22,9 @@ use crate::{
 /// is about to hand the packet to the stack of skb->dev's namespace.
 #[btf_tracepoint(function = "netif_receive_skb")]
 pub fn tracer_netif_receive(ctx: BtfTracePointContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let skb: u64 = ctx.arg(0);
     let _ = skb_event(Hook::NetifReceive, skb, 0, 0, 0);
     0
@@ -30,6 +33,9 @@ pub fn tracer_netif_receive(ctx: BtfTracePointContext) -> i32 {
 /// net:net_dev_start_xmit(const struct sk_buff *skb, const struct net_device *dev)
 #[btf_tracepoint(function = "net_dev_start_xmit")]
 pub fn tracer_xmit(ctx: BtfTracePointContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let skb: u64 = ctx.arg(0);
     let dev: u64 = ctx.arg(1);
     let _ = skb_event(Hook::Xmit, skb, dev, 0, 0);
@@ -40,6 +46,9 @@ pub fn tracer_xmit(ctx: BtfTracePointContext) -> i32 {
 /// enum skb_drop_reason whose names userspace reads from BTF.
 #[btf_tracepoint(function = "kfree_skb")]
 pub fn tracer_kfree_skb(ctx: BtfTracePointContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let skb: u64 = ctx.arg(0);
     let location: u64 = ctx.arg(1);
     let reason: u32 = if offsets().tp_kfree_has_reason != 0 {
@@ -56,6 +65,9 @@ pub fn tracer_kfree_skb(ctx: BtfTracePointContext) -> i32 {
 /// followed skbs are reported (this fires for most packets of the node).
 #[btf_tracepoint(function = "consume_skb")]
 pub fn tracer_consume_skb(ctx: BtfTracePointContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let skb: u64 = ctx.arg(0);
     if is_tracked(skb) != 0 {
         // Reading an argument past the TP_PROTO fails verification.
@@ -75,6 +87,9 @@ pub fn tracer_consume_skb(ctx: BtfTracePointContext) -> i32 {
 /// valid here (UDP reuses it as dev_scratch), so the netns comes from skb->sk.
 #[btf_tracepoint(function = "skb_copy_datagram_iovec")]
 pub fn tracer_sock_recv(ctx: BtfTracePointContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let skb: u64 = ctx.arg(0);
     let _ = try_sock_recv(skb);
     0
@@ -104,6 +119,9 @@ fn try_sock_recv(skb: u64) -> Option<()> {
 /// is sending an ICMP error about `skb` (__icmp_send()).
 #[btf_tracepoint(function = "icmp_send")]
 pub fn tracer_icmp_send(ctx: BtfTracePointContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let skb: u64 = ctx.arg(0);
     let ty: i32 = ctx.arg(1);
     let code: i32 = ctx.arg(2);
@@ -116,6 +134,9 @@ pub fn tracer_icmp_send(ctx: BtfTracePointContext) -> i32 {
 /// enum sk_rst_reason reason]): a RST answers `skb` (tcp_v4_send_reset()).
 #[btf_tracepoint(function = "tcp_send_reset")]
 pub fn tracer_tcp_reset(ctx: BtfTracePointContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let skb: u64 = ctx.arg(1);
     let reason: u32 = if offsets().tp_reset_has_reason != 0 {
         ctx.arg(2)
@@ -133,6 +154,9 @@ pub fn tracer_tcp_reset(ctx: BtfTracePointContext) -> i32 {
 /// fib_lookup(). A miss in a table is reported with nhc NULL and -EAGAIN.
 #[btf_tracepoint(function = "fib_table_lookup")]
 pub fn tracer_fib_lookup(ctx: BtfTracePointContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let table: u32 = ctx.arg(0);
     let flp: u64 = ctx.arg(1);
     let nhc: u64 = ctx.arg(2);
@@ -188,6 +212,9 @@ fn try_fib(table: u32, flp: u64, nhc: u64, err: i32) -> Option<()> {
 /// consulted (fib6_table_lookup()); res->nh is NULL on a miss.
 #[btf_tracepoint(function = "fib6_table_lookup")]
 pub fn tracer_fib6_lookup(ctx: BtfTracePointContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let net: u64 = ctx.arg(0);
     let res: u64 = ctx.arg(1);
     let table: u64 = ctx.arg(2);
@@ -299,6 +326,9 @@ fn send_fib(ev: &mut FibEvent, nhc: u64) -> bool {
 /// sock:inet_sock_set_state(const struct sock *sk, int oldstate, int newstate)
 #[btf_tracepoint(function = "inet_sock_set_state")]
 pub fn tracer_sock_state(ctx: BtfTracePointContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let sk: u64 = ctx.arg(0);
     let old: i32 = ctx.arg(1);
     let new: i32 = ctx.arg(2);
@@ -359,14 +389,30 @@ fn try_sock_state(sk: u64, old: i32, new: i32) -> Option<()> {
 /// delivered when the socket's local port is that skb's destination port.
 #[btf_tracepoint(function = "sk_data_ready")]
 pub fn tracer_sk_data_ready(ctx: BtfTracePointContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
+    // Inlined here, not behind the BPF-to-BPF call (see tracer_tc_ingress):
+    // the check every socket wakeup of the node stops at.
+    if !followed_skb_seen() {
+        return 0;
+    }
     let sk: u64 = ctx.arg(0);
     let _ = try_sk_data_ready(sk);
     0
 }
 
+/// Whether this CPU has processed a followed skb since the program was
+/// loaded (LAST is per CPU and starts zeroed). False is the common case: no
+/// clock read, no lookup.
+#[inline(always)]
+fn followed_skb_seen() -> bool {
+    LAST.get(0).is_some_and(|l| l.skb != 0)
+}
+
 pub(crate) fn try_sk_data_ready(sk: u64) -> Option<()> {
     let last = LAST.get(0)?;
-    // No followed skb yet on this CPU (the common case): no clock read.
+    // The fentry and kprobe backends come here directly.
     if last.skb == 0 {
         return None;
     }
@@ -415,6 +461,9 @@ pub(crate) fn try_sk_data_ready(sk: u64) -> Option<()> {
 /// neigh:neigh_update(struct neighbour *n, const u8 *lladdr, u8 new, u32 flags, u32 nlmsg_pid)
 #[btf_tracepoint(function = "neigh_update")]
 pub fn tracer_neigh_update(ctx: BtfTracePointContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let n: u64 = ctx.arg(0);
     let lladdr: u64 = ctx.arg(1);
     let new: u32 = ctx.arg(2);
@@ -427,6 +476,9 @@ pub fn tracer_neigh_update(ctx: BtfTracePointContext) -> i32 {
 /// step; NUD_FAILED here means resolution failed and queued packets drop.
 #[btf_tracepoint(function = "neigh_timer_handler")]
 pub fn tracer_neigh_timer(ctx: BtfTracePointContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let n: u64 = ctx.arg(0);
     let err: i32 = ctx.arg(1);
     let _ = try_neigh(Hook::NeighTimer, n, 0, 0, err);
@@ -437,6 +489,9 @@ pub fn tracer_neigh_timer(ctx: BtfTracePointContext) -> i32 {
 /// handed to a neighbour already in NUD_FAILED (__neigh_event_send()).
 #[btf_tracepoint(function = "neigh_event_send_dead")]
 pub fn tracer_neigh_dead(ctx: BtfTracePointContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let n: u64 = ctx.arg(0);
     let err: i32 = ctx.arg(1);
     let _ = try_neigh(Hook::NeighDead, n, 0, 0, err);
