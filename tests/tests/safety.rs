@@ -422,3 +422,47 @@ fn bulk_flow_is_counted_in_kernel_and_counts_stay_exact() {
         }
     }
 }
+
+/// TRACER_EMPTY_PROGRAMS=1 (the benchmark's "empty programs" case) attaches
+/// the same hooks with programs that return at once: nothing is traced.
+/// The same scenario without it is traced, so the benchmark's floor is
+/// measured on the hooks a normal run uses.
+#[test]
+fn empty_programs_attach_the_same_hooks_and_trace_nothing() {
+    if !require_privileges("empty_programs_attach_the_same_hooks_and_trace_nothing") {
+        return;
+    }
+    let sc = scenarios::build("tcp_closed_port").unwrap();
+    let attached = |out: &tracer_tests::tracer::TracerOutput| -> Vec<String> {
+        let s = out.summary().unwrap();
+        s["probes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["attached"] == true)
+            .map(|p| p["hook"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    let run = TracerRun::start_env(&sc.target, "json", &[], &[]).unwrap();
+    sc.traffic().unwrap();
+    let normal = run.stop().unwrap();
+    assert!(
+        normal.summary().unwrap()["events"].as_u64().unwrap_or(0) > 0,
+        "{}",
+        normal.dump()
+    );
+    let run =
+        TracerRun::start_env(&sc.target, "json", &[], &[("TRACER_EMPTY_PROGRAMS", "1")]).unwrap();
+    sc.traffic().unwrap();
+    let empty = run.stop().unwrap();
+    assert!(
+        empty.stderr.contains("TRACER_EMPTY_PROGRAMS=1"),
+        "{}",
+        empty.stderr
+    );
+    let s = empty.summary().unwrap();
+    assert_eq!(s["events"], 0, "{}", empty.dump());
+    assert_eq!(s["flows"], 0, "{}", empty.dump());
+    assert_eq!(attached(&empty), attached(&normal));
+    assert!(!attached(&normal).is_empty());
+}

@@ -26,6 +26,9 @@ fn ret(ctx: &FExitContext) -> i64 {
 
 #[fentry(function = "nf_hook_slow")]
 pub fn tracer_fe_nf_hook_slow(ctx: FEntryContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let x = nf_state(ctx.arg(1));
     let _ = enter(
         func::NF_HOOK_SLOW,
@@ -40,12 +43,18 @@ pub fn tracer_fe_nf_hook_slow(ctx: FEntryContext) -> i32 {
 
 #[fexit(function = "nf_hook_slow")]
 pub fn tracer_fx_nf_hook_slow(ctx: FExitContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = leave(func::NF_HOOK_SLOW, ret(&ctx) as i32 as i64);
     0
 }
 
 #[fentry(function = "fib_validate_source")]
 pub fn tracer_fe_fib_validate_source(ctx: FEntryContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = enter(
         func::FIB_VALIDATE_SOURCE,
         FENTRY,
@@ -59,12 +68,18 @@ pub fn tracer_fe_fib_validate_source(ctx: FEntryContext) -> i32 {
 
 #[fexit(function = "fib_validate_source")]
 pub fn tracer_fx_fib_validate_source(ctx: FExitContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = leave(func::FIB_VALIDATE_SOURCE, ret(&ctx) as i32 as i64);
     0
 }
 
 #[fentry(function = "ip_route_input_noref")]
 pub fn tracer_fe_ip_route_input(ctx: FEntryContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = enter(
         func::IP_ROUTE_INPUT,
         FENTRY,
@@ -78,24 +93,36 @@ pub fn tracer_fe_ip_route_input(ctx: FEntryContext) -> i32 {
 
 #[fexit(function = "ip_route_input_noref")]
 pub fn tracer_fx_ip_route_input(ctx: FExitContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = leave(func::IP_ROUTE_INPUT, ret(&ctx) as i32 as i64);
     0
 }
 
 #[fentry(function = "ip_forward")]
 pub fn tracer_fe_ip_forward(ctx: FEntryContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = call(func::IP_FORWARD, FENTRY, ctx.arg(0), ip(&ctx), [0; 2]);
     0
 }
 
 #[fentry(function = "ip_local_deliver")]
 pub fn tracer_fe_ip_local_deliver(ctx: FEntryContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = call(func::IP_LOCAL_DELIVER, FENTRY, ctx.arg(0), ip(&ctx), [0; 2]);
     0
 }
 
 #[fentry(function = "__icmp_send")]
 pub fn tracer_fe_icmp_send(ctx: FEntryContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let a = [ctx.arg::<u64>(1) as u32, ctx.arg::<u64>(2) as u32];
     let _ = call(func::ICMP_SEND, FENTRY, ctx.arg(0), ip(&ctx), a);
     0
@@ -104,6 +131,9 @@ pub fn tracer_fe_icmp_send(ctx: FEntryContext) -> i32 {
 /// sock_def_readable(struct sock *sk): see kprobe.rs.
 #[fentry(function = "sock_def_readable")]
 pub fn tracer_fe_sock_def_readable(ctx: FEntryContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = crate::tracepoint::try_sk_data_ready(ctx.arg(0));
     0
 }
@@ -111,6 +141,9 @@ pub fn tracer_fe_sock_def_readable(ctx: FEntryContext) -> i32 {
 /// tcp_v4_send_reset(sk, skb, ...): see kprobe.rs.
 #[fentry(function = "tcp_v4_send_reset")]
 pub fn tracer_fe_tcp_v4_send_reset(ctx: FEntryContext) -> i32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = call(func::TCP_RESET, FENTRY, ctx.arg(1), ip(&ctx), [0; 2]);
     0
 }

@@ -29,6 +29,9 @@ fn arg(ctx: &ProbeContext, n: usize) -> u64 {
 /// nf_hook_slow(struct sk_buff *skb, struct nf_hook_state *state, ...)
 #[kprobe]
 pub fn tracer_kp_nf_hook_slow(ctx: ProbeContext) -> u32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let x = nf_state(arg(&ctx, 1));
     let _ = enter(
         func::NF_HOOK_SLOW,
@@ -43,6 +46,9 @@ pub fn tracer_kp_nf_hook_slow(ctx: ProbeContext) -> u32 {
 
 #[kretprobe]
 pub fn tracer_krp_nf_hook_slow(ctx: RetProbeContext) -> u32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = leave(func::NF_HOOK_SLOW, ctx.ret::<i32>() as i64);
     0
 }
@@ -50,6 +56,9 @@ pub fn tracer_krp_nf_hook_slow(ctx: RetProbeContext) -> u32 {
 /// nft_do_chain(struct nft_pktinfo *pkt, void *priv /* struct nft_chain */)
 #[kprobe]
 pub fn tracer_kp_nft_do_chain(ctx: ProbeContext) -> u32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let (skb, x) = nft_chain(arg(&ctx, 0), arg(&ctx, 1));
     let _ = enter(
         func::NFT_DO_CHAIN,
@@ -64,6 +73,9 @@ pub fn tracer_kp_nft_do_chain(ctx: ProbeContext) -> u32 {
 
 #[kretprobe]
 pub fn tracer_krp_nft_do_chain(ctx: RetProbeContext) -> u32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = leave(func::NFT_DO_CHAIN, ctx.ret::<u32>() as i64);
     0
 }
@@ -71,6 +83,9 @@ pub fn tracer_krp_nft_do_chain(ctx: RetProbeContext) -> u32 {
 /// ipt_do_table(void *priv /* struct xt_table */, struct sk_buff *skb, ...)
 #[kprobe]
 pub fn tracer_kp_ipt_do_table(ctx: ProbeContext) -> u32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let x = xt_table(arg(&ctx, 0));
     let _ = enter(
         func::IPT_DO_TABLE,
@@ -85,6 +100,9 @@ pub fn tracer_kp_ipt_do_table(ctx: ProbeContext) -> u32 {
 
 #[kretprobe]
 pub fn tracer_krp_ipt_do_table(ctx: RetProbeContext) -> u32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = leave(func::IPT_DO_TABLE, ctx.ret::<u32>() as i64);
     0
 }
@@ -92,6 +110,9 @@ pub fn tracer_krp_ipt_do_table(ctx: RetProbeContext) -> u32 {
 /// fib_validate_source(struct sk_buff *skb, __be32 src, ...)
 #[kprobe]
 pub fn tracer_kp_fib_validate_source(ctx: ProbeContext) -> u32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = enter(
         func::FIB_VALIDATE_SOURCE,
         KPROBE,
@@ -105,6 +126,9 @@ pub fn tracer_kp_fib_validate_source(ctx: ProbeContext) -> u32 {
 
 #[kretprobe]
 pub fn tracer_krp_fib_validate_source(ctx: RetProbeContext) -> u32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = leave(func::FIB_VALIDATE_SOURCE, ctx.ret::<i32>() as i64);
     0
 }
@@ -112,6 +136,9 @@ pub fn tracer_krp_fib_validate_source(ctx: RetProbeContext) -> u32 {
 /// ip_route_input_noref(struct sk_buff *skb, __be32 daddr, ...)
 #[kprobe]
 pub fn tracer_kp_ip_route_input(ctx: ProbeContext) -> u32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = enter(
         func::IP_ROUTE_INPUT,
         KPROBE,
@@ -125,6 +152,9 @@ pub fn tracer_kp_ip_route_input(ctx: ProbeContext) -> u32 {
 
 #[kretprobe]
 pub fn tracer_krp_ip_route_input(ctx: RetProbeContext) -> u32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = leave(func::IP_ROUTE_INPUT, ctx.ret::<i32>() as i64);
     0
 }
@@ -132,6 +162,9 @@ pub fn tracer_krp_ip_route_input(ctx: RetProbeContext) -> u32 {
 /// ip_forward(struct sk_buff *skb)
 #[kprobe]
 pub fn tracer_kp_ip_forward(ctx: ProbeContext) -> u32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = call(func::IP_FORWARD, KPROBE, arg(&ctx, 0), ip(&ctx), [0; 2]);
     0
 }
@@ -139,6 +172,9 @@ pub fn tracer_kp_ip_forward(ctx: ProbeContext) -> u32 {
 /// ip_local_deliver(struct sk_buff *skb)
 #[kprobe]
 pub fn tracer_kp_ip_local_deliver(ctx: ProbeContext) -> u32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = call(
         func::IP_LOCAL_DELIVER,
         KPROBE,
@@ -152,6 +188,9 @@ pub fn tracer_kp_ip_local_deliver(ctx: ProbeContext) -> u32 {
 /// __icmp_send(struct sk_buff *skb_in, int type, int code, __be32 info, ...)
 #[kprobe]
 pub fn tracer_kp_icmp_send(ctx: ProbeContext) -> u32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let a = [arg(&ctx, 1) as u32, arg(&ctx, 2) as u32];
     let _ = call(func::ICMP_SEND, KPROBE, arg(&ctx, 0), ip(&ctx), a);
     0
@@ -161,6 +200,9 @@ pub fn tracer_kp_icmp_send(ctx: ProbeContext) -> u32 {
 /// const struct sk_buff *skb, const struct ip_vs_iphdr *iph)
 #[kprobe]
 pub fn tracer_kp_ipvs_conn_in(ctx: ProbeContext) -> u32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = enter(
         func::IPVS_CONN_IN,
         KPROBE,
@@ -174,6 +216,9 @@ pub fn tracer_kp_ipvs_conn_in(ctx: ProbeContext) -> u32 {
 
 #[kretprobe]
 pub fn tracer_krp_ipvs_conn_in(ctx: RetProbeContext) -> u32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = leave(func::IPVS_CONN_IN, ctx.ret::<u64>() as i64);
     0
 }
@@ -181,6 +226,9 @@ pub fn tracer_krp_ipvs_conn_in(ctx: RetProbeContext) -> u32 {
 /// ip_vs_schedule(struct ip_vs_service *svc, struct sk_buff *skb, ...)
 #[kprobe]
 pub fn tracer_kp_ipvs_schedule(ctx: ProbeContext) -> u32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = enter(
         func::IPVS_SCHEDULE,
         KPROBE,
@@ -194,6 +242,9 @@ pub fn tracer_kp_ipvs_schedule(ctx: ProbeContext) -> u32 {
 
 #[kretprobe]
 pub fn tracer_krp_ipvs_schedule(ctx: RetProbeContext) -> u32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = leave(func::IPVS_SCHEDULE, ctx.ret::<u64>() as i64);
     0
 }
@@ -203,6 +254,9 @@ pub fn tracer_krp_ipvs_schedule(ctx: RetProbeContext) -> u32 {
 /// address tells which.
 #[kprobe]
 pub fn tracer_kp_ipvs_xmit(ctx: ProbeContext) -> u32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = call(func::IPVS_XMIT, KPROBE, arg(&ctx, 0), ip(&ctx), [0; 2]);
     0
 }
@@ -211,6 +265,9 @@ pub fn tracer_kp_ipvs_xmit(ctx: ProbeContext) -> u32 {
 /// kernels without the sock:sk_data_ready tracepoint (before 6.10).
 #[kprobe]
 pub fn tracer_kp_sock_def_readable(ctx: ProbeContext) -> u32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = crate::tracepoint::try_sk_data_ready(arg(&ctx, 0));
     0
 }
@@ -220,6 +277,9 @@ pub fn tracer_kp_sock_def_readable(ctx: ProbeContext) -> u32 {
 /// socket (before 6.10).
 #[kprobe]
 pub fn tracer_kp_tcp_v4_send_reset(ctx: ProbeContext) -> u32 {
+    if crate::empty_programs() {
+        return 0;
+    }
     let _ = call(func::TCP_RESET, KPROBE, arg(&ctx, 1), ip(&ctx), [0; 2]);
     0
 }

@@ -37,6 +37,22 @@ static FILTER: FilterConfig = FilterConfig::empty();
 #[unsafe(no_mangle)]
 static OFFSETS: KernelOffsets = KernelOffsets::none();
 
+/// 1 when the loader was asked for empty programs (TRACER_EMPTY_PROGRAMS=1,
+/// a benchmark of what the kernel's hooks cost by themselves): every entry
+/// point returns at once and nothing is traced. In .rodata like FILTER: the
+/// verifier knows the value, and with 1 drops everything after the return
+/// as dead code (opt_remove_dead_code()). With the default 0 the check stays
+/// (its jump target, the plain return, is reached from other paths too, so
+/// opt_hard_wire_dead_code_branches() leaves it): three instructions.
+#[unsafe(no_mangle)]
+static EMPTY_PROGRAMS: u8 = 0;
+
+#[inline(always)]
+pub(crate) fn empty_programs() -> bool {
+    // SAFETY: a read-only global (see filter()).
+    unsafe { core::ptr::read_volatile(&EMPTY_PROGRAMS) != 0 }
+}
+
 #[inline(always)]
 pub(crate) fn filter() -> &'static FilterConfig {
     // SAFETY: a read-only global; read_volatile keeps LLVM from folding the

@@ -46,8 +46,15 @@ enum Case {
     /// Without `--netns`: tc on the host's interfaces only, so the device
     /// tracepoints are attached for the rest (the default mode on a node).
     NonMatchingAllNs,
+    /// tracer as in `NonMatching`, its kernel programs empty
+    /// (TRACER_EMPTY_PROGRAMS=1): what the same hooks cost with nothing in
+    /// them, the floor under `NonMatching`.
+    EmptyPrograms,
     Following,
     Tcpdump,
+    /// tcpdump with a filter the traffic does not match: the peer's cost
+    /// on traffic it is not capturing.
+    TcpdumpNonMatching,
 }
 
 impl Case {
@@ -56,8 +63,10 @@ impl Case {
             Case::Baseline => "baseline (no tracing)",
             Case::NonMatching => "tracer, address not matched",
             Case::NonMatchingAllNs => "tracer, not matched, all namespaces (no --netns)",
+            Case::EmptyPrograms => "tracer, not matched, empty programs (the hooks' own cost)",
             Case::Following => "tracer following the flow",
             Case::Tcpdump => "tcpdump -i any -w /dev/null",
+            Case::TcpdumpNonMatching => "tcpdump -i any -w /dev/null, not matched",
         }
     }
 }
@@ -128,7 +137,12 @@ fn run_case(case: Case, a: &Netns, b: &Netns, udp: bool, secs: u32) -> Result<Sa
     };
     match case {
         Case::Baseline => s.rate = iperf(a, udp, secs)?,
-        Case::Tcpdump => {
+        Case::Tcpdump | Case::TcpdumpNonMatching => {
+            let host = if case == Case::Tcpdump {
+                "10.240.0.2"
+            } else {
+                "10.99.99.99"
+            };
             let mut td = Command::new("ip")
                 .args([
                     "netns",
@@ -140,7 +154,7 @@ fn run_case(case: Case, a: &Netns, b: &Netns, udp: bool, secs: u32) -> Result<Sa
                     "-w",
                     "/dev/null",
                     "host",
-                    "10.240.0.2",
+                    host,
                 ])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -150,7 +164,7 @@ fn run_case(case: Case, a: &Netns, b: &Netns, udp: bool, secs: u32) -> Result<Sa
             let _ = td.kill();
             let _ = td.wait();
         }
-        Case::NonMatching | Case::NonMatchingAllNs | Case::Following => {
+        Case::NonMatching | Case::NonMatchingAllNs | Case::EmptyPrograms | Case::Following => {
             let target = if case == Case::Following {
                 "10.240.0.2:5201"
             } else {
@@ -162,7 +176,12 @@ fn run_case(case: Case, a: &Netns, b: &Netns, udp: bool, secs: u32) -> Result<Sa
                 scope.to_vec()
             };
             args.extend_from_slice(&["--max-flows", "1000", "--duration", "10m"]);
-            let run = TracerRun::start(target, &args)?;
+            let env: &[(&str, &str)] = if case == Case::EmptyPrograms {
+                &[("TRACER_EMPTY_PROGRAMS", "1")]
+            } else {
+                &[]
+            };
+            let run = TracerRun::start_env(target, "json", &args, env)?;
             let t0 = std::time::Instant::now();
             s.rate = iperf(a, udp, secs)?;
             s.rss_kib = status_kib(run.pid(), "VmHWM:");
@@ -330,8 +349,10 @@ fn main() -> Result<()> {
         Case::Baseline,
         Case::NonMatching,
         Case::NonMatchingAllNs,
+        Case::EmptyPrograms,
         Case::Following,
         Case::Tcpdump,
+        Case::TcpdumpNonMatching,
     ];
     let mut md = String::from("<!-- traffic:begin -->\n## Traffic: veth pair, iperf3\n\n");
     md += &format!(
@@ -341,6 +362,10 @@ fn main() -> Result<()> {
          tracer runs with `--netns` on both namespaces, so its tc programs sit on both veths and it leaves the \
          netif_receive_skb/net_dev_start_xmit tracepoints to them; the \"all namespaces\" case runs without `--netns` \
          (tc on the host's interfaces only, device tracepoints attached), the default on a node. \
+         The \"empty programs\" case attaches the same hooks as \"address not matched\" with every program \
+         returning at once (TRACER_EMPTY_PROGRAMS=1): the kernel's own cost of running a program there, which no \
+         program body can go below. tcpdump runs once with the followed flow's filter and once with the \
+         not-matched address. \
          iperf3 client pinned to CPU 0, server to the last CPU. \
          Counted in kernel: hook passages of followed packets counted past the budget of full records (tracer_common::agg).\n\n",
         args.reps, args.secs
@@ -412,7 +437,21 @@ fn main() -> Result<()> {
                 opt(&|s| s.rss_kib.map(|k| k as f64 / 1024.0), 1),
             );
         }
-        md += "\n";
+        // What tracer's programs add over the hooks they sit on: each
+        // round's not-matched rate over its empty-programs rate.
+        let idx = |c: Case| cases.iter().position(|&x| x == c).unwrap();
+        let mut own: Vec<f64> = samples[idx(Case::NonMatching)]
+            .iter()
+            .zip(&samples[idx(Case::EmptyPrograms)])
+            .map(|(n, e)| n.rate / e.rate)
+            .collect();
+        let own_m = median(&mut own);
+        md += &format!(
+            "\nNot matched over empty programs, paired: {own_m:.3} [{:.3}-{:.3}] \
+             (what tracer's programs cost beyond the hooks' own).\n\n",
+            own[0],
+            own[own.len() - 1]
+        );
     }
     if args.flows > 0 {
         md += &memory_case(&a, &b, args.flows, args.flow_rate)?;

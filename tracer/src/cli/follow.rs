@@ -476,6 +476,12 @@ async fn follow(
     for e in &tc.errors {
         eprintln!("tracer: warning: {e}");
     }
+    if loader::empty_programs() {
+        eprintln!(
+            "tracer: warning: TRACER_EMPTY_PROGRAMS=1: every kernel program returns at once; \
+             nothing is traced (a measure of the hooks' own cost)"
+        );
+    }
     let mut out = stdout();
     if format == Format::Json {
         for p in plan.iter().filter(|p| p.missing()) {

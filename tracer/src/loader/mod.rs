@@ -17,6 +17,14 @@ use self::probes::{Backend, KernelCaps, ProbeStatus};
 /// The kernel object, built by build.rs.
 pub static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer"));
 
+/// TRACER_EMPTY_PROGRAMS=1: load every kernel program with an immediate
+/// return (EMPTY_PROGRAMS in tracer-ebpf), attached as usual. Nothing is
+/// traced; `cargo xtask bench` uses it to measure what the hooks cost by
+/// themselves, apart from what tracer's programs do in them.
+pub fn empty_programs() -> bool {
+    std::env::var_os("TRACER_EMPTY_PROGRAMS").is_some_and(|v| v == "1")
+}
+
 pub fn load(
     filter: &FilterConfig,
     offsets: &KernelOffsets,
@@ -30,6 +38,7 @@ pub fn load(
         .map_max_entries("EVENTS", ring_bytes)
         .override_global("FILTER", filter, true)
         .override_global("OFFSETS", offsets, true)
+        .override_global("EMPTY_PROGRAMS", &u8::from(empty_programs()), true)
         .load(EBPF_OBJECT)
         .map_err(|e| anyhow!("load eBPF object: {e}"))?;
     if filter.netns_filter != 0 {
