@@ -181,6 +181,27 @@ impl Slot {
     }
 }
 
+/// Flows packed now and the bytes they take (without allocator overhead):
+/// added to when a flow is packed, taken from when one is unpacked or
+/// removed.
+#[derive(Debug, Default)]
+struct PackedSize {
+    flows: usize,
+    bytes: usize,
+}
+
+impl PackedSize {
+    fn add(&mut self, b: &[u8]) {
+        self.flows += 1;
+        self.bytes += b.len();
+    }
+
+    fn sub(&mut self, b: &[u8]) {
+        self.flows -= 1;
+        self.bytes -= b.len();
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct FlowTable {
     flows: HashMap<u64, Slot>,
@@ -190,8 +211,7 @@ pub struct FlowTable {
     /// ns): (flow, last_ns then). A flow is here once while live.
     live_fifo: VecDeque<(u64, u64)>,
     /// Flows packed now, and their bytes.
-    packed_now: usize,
-    packed_bytes: usize,
+    packed: PackedSize,
     /// Original request tuple -> flow, by a 64-bit hash of the tuple: a
     /// slot is 16 bytes instead of 48 (100k flows: 2 MiB instead of 6). The
     /// flow's own key confirms a hit; a tuple whose hash another live flow
@@ -283,8 +303,7 @@ impl FlowTable {
     pub fn get_mut(&mut self, id: u64) -> Option<&mut Flow> {
         let slot = self.flows.get_mut(&id)?;
         if let Slot::Packed(b) = slot {
-            self.packed_now -= 1;
-            self.packed_bytes -= b.len();
+            self.packed.sub(b);
             let f = self.codec.unpack(b);
             self.live_fifo.push_back((id, f.last_ns));
             *slot = Slot::Live(Box::new(f));
@@ -321,7 +340,7 @@ impl FlowTable {
     /// Flows packed now, and the bytes they take (without allocator
     /// overhead).
     pub fn packed_size(&self) -> (usize, usize) {
-        (self.packed_now, self.packed_bytes)
+        (self.packed.flows, self.packed.bytes)
     }
 
     /// What the table knows of every flow without unpacking, in no order.
@@ -347,8 +366,7 @@ impl FlowTable {
                 continue;
             }
             let b = self.codec.pack(f);
-            self.packed_now += 1;
-            self.packed_bytes += b.len();
+            self.packed.add(&b);
             *slot = Slot::Packed(b);
         }
         self.live_fifo.extend(again);
@@ -494,8 +512,7 @@ impl FlowTable {
     fn remove(&mut self, id: u64) {
         if let Some(slot) = self.flows.remove(&id) {
             if let Slot::Packed(b) = &slot {
-                self.packed_now -= 1;
-                self.packed_bytes -= b.len();
+                self.packed.sub(b);
             }
             let (key, translated) = slot.tuples();
             self.key_remove(&key, id);

@@ -246,9 +246,26 @@ fn watched_netns(netns: &[crate::netns::NetnsRef]) -> Vec<(String, PathBuf)> {
     v
 }
 
-/// Read every record waiting in the ring buffer into the flow table;
-/// returns how many could not be decoded.
+/// Read every record waiting in the ring buffer into the flow table, then
+/// pack the flows that went quiet; returns how many records could not be
+/// decoded.
 fn drain(
+    rb: &mut aya::maps::RingBuf<aya::maps::MapData>,
+    target: &Target,
+    vip: &mut VipWatch,
+    flows: &mut FlowTable,
+    names: &mut Names,
+) -> u64 {
+    let bad = read_ring(rb, target, vip, flows, names);
+    // Flows quiet for FlowTable's PACK_NS are packed (frozen.rs): with
+    // 100k flows, that is what keeps the table within 64 MiB.
+    flows.pack_quiet(now_ns());
+    bad
+}
+
+/// [`drain`] without the packing: for the last read before the final
+/// report, which unpacks every flow again.
+fn read_ring(
     rb: &mut aya::maps::RingBuf<aya::maps::MapData>,
     target: &Target,
     vip: &mut VipWatch,
@@ -268,9 +285,6 @@ fn drain(
             }
         }
     }
-    // Flows quiet for FlowTable's PACK_NS are packed (frozen.rs): with
-    // 100k flows, that is what keeps the table within 64 MiB.
-    flows.pack_quiet(now_ns());
     bad
 }
 
@@ -599,7 +613,7 @@ async fn follow(
     // Drain what is left, then detach before the (slower) final report.
     // As in the loop, neighbour MACs included: incident 1's second owner is
     // often among the last records.
-    decode_errors += drain(
+    decode_errors += read_ring(
         ring.get_mut(),
         &target,
         &mut env.vip,
@@ -672,7 +686,8 @@ async fn follow(
         }),
         verdicts: tally.into_iter().collect(),
         netns: traced,
-        peak_rss_kib: peak_rss_kib(),
+        // Read after the final report, so it covers the whole run.
+        peak_rss_kib: crate::procstat::self_status_kib("VmHWM:"),
     };
     match format {
         Format::Json => {
@@ -809,20 +824,6 @@ fn print_flow(
         Format::Json => emit(out, &render::flow_json_line(f, v, final_)),
         Format::Text => emit(out, &render::flow_text(f, v)),
     }
-}
-
-/// VmHWM of this process, KiB: read after the final report, so it covers
-/// the whole run.
-fn peak_rss_kib() -> Option<u64> {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()
 }
 
 /// CLOCK_MONOTONIC in ns, the clock of bpf_ktime_get_ns().
