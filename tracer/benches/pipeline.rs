@@ -49,13 +49,7 @@ fn record(flow: u32, hop: u32) -> Vec<u8> {
 }
 
 fn rss_kib(key: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with(key))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+    tracer::procstat::self_status_kib(key).unwrap_or(0)
 }
 
 fn main() {

@@ -16,6 +16,7 @@ pub mod loader;
 pub mod names;
 pub mod netfilter;
 pub mod netns;
+pub mod procstat;
 pub mod render;
 pub mod target;
 pub mod verdict;
