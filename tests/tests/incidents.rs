@@ -258,3 +258,33 @@ fn incident5_external_ip_equal_to_node_ip_is_misrouted() {
     });
     assert!(local, "{dump}");
 }
+
+/// Incident 4 with `--netns` on every namespace of the scene: tc then
+/// covers every interface and the device tracepoints are left to it, so
+/// tc egress must itself know a locally generated packet that OUTPUT's DNAT
+/// already rewrote (its conntrack entry holds the ClusterIP).
+#[test]
+fn incident4_with_netns_scope() {
+    if !require_privileges("incident4_with_netns_scope") {
+        return;
+    }
+    let sc = scenarios::build("incident4").expect("build scenario");
+    let mut args: Vec<String> = sc.arg_refs().iter().map(|s| s.to_string()).collect();
+    for n in &sc.nss {
+        args.push("--netns".into());
+        args.push(n.name.clone());
+    }
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = TracerRun::start(&sc.target, &refs).expect("start tracer");
+    sc.traffic().expect("traffic");
+    let out = run.stop().expect("stop tracer");
+    let f = out.flow_to(443);
+    let v = &f["verdict"];
+    assert_eq!(
+        (v["kind"].as_str(), v["reason"].as_str()),
+        (Some("misrouted"), Some("nat_source_from_other_interface")),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(f["translated"]["dst"], "10.224.1.10", "{}", out.dump());
+}

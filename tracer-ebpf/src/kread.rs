@@ -224,6 +224,27 @@ pub fn l4_ports(l4: u64, pkt: &mut PacketInfo) {
     }
 }
 
+/// The original destination address of the skb's conntrack entry
+/// (skb->_nfct, see skb_conntrack()) as the two native words
+/// filter::prefix_eq_words() takes, or None without an entry. Two reads:
+/// the cheap look tc egress takes at a packet whose own headers do not
+/// match. An IPv4 address leaves bytes 4..16 zero (nf_ct_get_tuple()
+/// clears the tuple), as a packet's IPv4 word does.
+#[inline(always)]
+pub fn ct_orig_daddr_words(skb: u64) -> Option<(u64, u64)> {
+    let o = offsets();
+    if o.ct_orig_tuple == OFFSET_NONE || o.ctt_dst_addr == OFFSET_NONE {
+        return None;
+    }
+    let nfct: u64 = read(skb, o.skb_nfct)?;
+    let ct = nfct & !7u64;
+    if ct == 0 {
+        return None;
+    }
+    let w: [u64; 2] = read(ct + o.ct_orig_tuple as u64, o.ctt_dst_addr)?;
+    Some((w[0], w[1]))
+}
+
 /// The conntrack entry attached to the skb (skb->_nfct; the low 3 bits hold
 /// ctinfo, see nf_ct_get()), as (original, reply) tuples.
 #[inline(always)]

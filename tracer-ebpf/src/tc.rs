@@ -11,7 +11,7 @@ use tracer_common::{Hook, PacketInfo};
 
 use crate::{
     agg,
-    emit::{Reserved, fill_skb_event},
+    emit::{Reserved, fill_skb_event, follow_by_conntrack},
     filter::{
         DIR_REPLY, classify_matched, header_match, surely_not_followed_words, track, word_of,
     },
@@ -45,8 +45,14 @@ pub fn tracer_tc_egress(ctx: TcContext) -> i32 {
     if crate::empty_programs() {
         return TC_ACT_UNSPEC;
     }
-    // See tracer_tc_ingress.
-    if quick_reject(&ctx) {
+    // See tracer_tc_ingress. A locally generated packet may reach egress
+    // already rewritten by OUTPUT's DNAT (kube-proxy's ClusterIP rules for
+    // a host process: incident 4), with the target left only in its
+    // conntrack entry; with `--netns`, tc egress stands in for the
+    // net_dev_start_xmit tracepoint, which checks the same. Only packets
+    // with a socket (skb->sk, a ctx field load) are locally generated:
+    // forwarded ones skip the reads.
+    if quick_reject(&ctx) && !(has_socket(&ctx) && ct_orig_in_target(skb_addr(&ctx))) {
         return TC_ACT_UNSPEC;
     }
     let _ = try_tc(&ctx, Hook::TcEgress);
@@ -192,6 +198,23 @@ fn quick_reject(ctx: &TcContext) -> bool {
     }
 }
 
+/// skb->sk is set: a local socket sent the packet (skb_set_owner_w());
+/// forwarded packets have none. __sk_buff's `sk`, which the verifier turns
+/// into a load of skb->sk (bpf_convert_ctx_access()).
+#[inline(always)]
+fn has_socket(ctx: &TcContext) -> bool {
+    // SAFETY: a ctx field the verifier allows tc programs to read.
+    !unsafe { (*ctx.skb.skb).__bindgen_anon_2.sk }.is_null()
+}
+
+/// Could the skb's conntrack entry be a request to the target (its original
+/// destination in the target's prefix)? try_tc() then decides on the whole
+/// original tuple (follow_by_conntrack()).
+#[inline(always)]
+fn ct_orig_in_target(skb: u64) -> bool {
+    crate::kread::ct_orig_daddr_words(skb).is_some_and(crate::filter::prefix_eq_words)
+}
+
 /// The tc program's context is the kernel's struct sk_buff itself
 /// (tcx_run()/tcf_classify() call bpf_prog_run(prog, skb)); its address is
 /// the same skb id the tracepoints report, which ties tc hops to the rest.
@@ -217,7 +240,12 @@ fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
             return None;
         }
     }
-    let (dir, need_track) = classify_matched(skb, pkt, m);
+    let (mut dir, mut need_track) = classify_matched(skb, pkt, m);
+    if dir == 0 && hook == Hook::TcEgress {
+        // As at xmit (skb_event()): after OUTPUT's DNAT, by conntrack.
+        dir = follow_by_conntrack(skb, pkt, ct);
+        need_track = dir != 0;
+    }
     if dir == 0 {
         return None;
     }
