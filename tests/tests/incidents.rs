@@ -288,3 +288,56 @@ fn incident4_with_netns_scope() {
     );
     assert_eq!(f["translated"]["dst"], "10.224.1.10", "{}", out.dump());
 }
+
+/// `--netns` on every namespace of a scene moves the device hops to tc
+/// (the netif_receive_skb and net_dev_start_xmit tracepoints are left to
+/// it): every scenario driven by its own traffic must reach the same
+/// verdict that way as with its usual arguments.
+#[test]
+fn every_scenario_is_judged_the_same_with_netns_scope() {
+    if !require_privileges("every_scenario_is_judged_the_same_with_netns_scope") {
+        return;
+    }
+    let names = [
+        "tcp_delivered",
+        "tcp_closed_port",
+        "netfilter_forward_drop",
+        "netfilter_input_drop",
+        "no_route",
+        "forwarded",
+        "incident5",
+        "nat_output",
+        "udp_delivered",
+        "incident2",
+        "incident4",
+    ];
+    let mut differ = Vec::new();
+    for name in names {
+        let mut verdicts = Vec::new();
+        for scoped in [false, true] {
+            let sc = scenarios::build(name).expect("build scenario");
+            let mut args: Vec<String> = sc.arg_refs().iter().map(|s| s.to_string()).collect();
+            if scoped && !args.iter().any(|a| a == "--netns") {
+                for n in &sc.nss {
+                    args.push("--netns".into());
+                    args.push(n.name.clone());
+                }
+            }
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            let run = TracerRun::start(&sc.target, &refs).expect("start tracer");
+            sc.traffic().expect("traffic");
+            let out = run.stop().expect("stop tracer");
+            let dport: u64 = sc.target.rsplit(':').next().unwrap().parse().unwrap();
+            let v = &out.flow_to(dport)["verdict"];
+            verdicts.push((v["kind"].to_string(), v["reason"].to_string()));
+        }
+        eprintln!("{name}: {:?}", verdicts);
+        if verdicts[0] != verdicts[1] {
+            differ.push(format!(
+                "{name}: {:?} vs --netns {:?}",
+                verdicts[0], verdicts[1]
+            ));
+        }
+    }
+    assert!(differ.is_empty(), "{differ:#?}");
+}
