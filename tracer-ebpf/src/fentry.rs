@@ -134,7 +134,7 @@ pub fn tracer_fe_sock_def_readable(ctx: FEntryContext) -> i32 {
     if crate::empty_programs() {
         return 0;
     }
-    let _ = crate::tracepoint::try_sk_data_ready(ctx.arg(0));
+    crate::tracepoint::sk_data_ready(ctx.arg(0));
     0
 }
 

@@ -268,7 +268,7 @@ pub fn tracer_kp_sock_def_readable(ctx: ProbeContext) -> u32 {
     if crate::empty_programs() {
         return 0;
     }
-    let _ = crate::tracepoint::try_sk_data_ready(arg(&ctx, 0));
+    crate::tracepoint::sk_data_ready(arg(&ctx, 0));
     0
 }
 

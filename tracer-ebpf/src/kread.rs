@@ -236,28 +236,27 @@ pub fn ct_orig_daddr_words(skb: u64) -> Option<(u64, u64)> {
     if o.ct_orig_tuple == OFFSET_NONE || o.ctt_dst_addr == OFFSET_NONE {
         return None;
     }
-    let nfct: u64 = read(skb, o.skb_nfct)?;
-    let ct = nfct & !7u64;
-    if ct == 0 {
-        return None;
-    }
-    let w: [u64; 2] = read(ct + o.ct_orig_tuple as u64, o.ctt_dst_addr)?;
+    let w: [u64; 2] = read(skb_ct(skb)? + o.ct_orig_tuple as u64, o.ctt_dst_addr)?;
     Some((w[0], w[1]))
 }
 
-/// The conntrack entry attached to the skb (skb->_nfct; the low 3 bits hold
-/// ctinfo, see nf_ct_get()), as (original, reply) tuples.
+/// The conntrack entry attached to the skb: skb->_nfct, whose low 3 bits
+/// hold ctinfo (nf_ct_get()). None without one.
+#[inline(always)]
+fn skb_ct(skb: u64) -> Option<u64> {
+    let nfct: u64 = read(skb, offsets().skb_nfct)?;
+    let ct = nfct & !7u64;
+    (ct != 0).then_some(ct)
+}
+
+/// The conntrack entry attached to the skb ([`skb_ct`]), as (original,
+/// reply) tuples.
 #[inline(always)]
 pub fn skb_conntrack(skb: u64, orig: &mut CtTuple, reply: &mut CtTuple) -> bool {
     let o = offsets();
-    let nfct: u64 = match read(skb, o.skb_nfct) {
-        Some(v) => v,
-        None => return false,
-    };
-    let ct = nfct & !7u64;
-    if ct == 0 {
+    let Some(ct) = skb_ct(skb) else {
         return false;
-    }
+    };
     ct_tuple(ct, o.ct_orig_tuple, orig) && ct_tuple(ct, o.ct_reply_tuple, reply)
 }
 

@@ -12,7 +12,7 @@ use crate::{
     emit::{Reserved, header, send, skb_event, tracked_event},
     filter::{DIR_REPLY, is_tracked, match_tuple, netns_allowed, untrack},
     kread::{IPPROTO_TCP, dev_info, read, read_buf, skb_packet, sock_netns},
-    maps::LAST,
+    maps::{LAST, LastCtx},
     offsets,
 };
 
@@ -392,30 +392,30 @@ pub fn tracer_sk_data_ready(ctx: BtfTracePointContext) -> i32 {
     if crate::empty_programs() {
         return 0;
     }
-    // Inlined here, not behind the BPF-to-BPF call (see tracer_tc_ingress):
-    // the check every socket wakeup of the node stops at.
-    if !followed_skb_seen() {
-        return 0;
-    }
-    let sk: u64 = ctx.arg(0);
-    let _ = try_sk_data_ready(sk);
+    sk_data_ready(ctx.arg(0));
     0
 }
 
-/// Whether this CPU has processed a followed skb since the program was
-/// loaded (LAST is per CPU and starts zeroed). False is the common case: no
-/// clock read, no lookup.
+/// A socket woken, from any backend (this tracepoint, or the fentry and
+/// kprobe on sock_def_readable()). The check every socket wakeup of the
+/// node stops at, whether this CPU has a followed skb to attribute it to,
+/// is inlined into the caller, not behind the BPF-to-BPF call (see
+/// tracer_tc_ingress).
 #[inline(always)]
-fn followed_skb_seen() -> bool {
-    LAST.get(0).is_some_and(|l| l.skb != 0)
+pub(crate) fn sk_data_ready(sk: u64) {
+    if let Some(last) = followed_skb() {
+        let _ = try_sk_data_ready(sk, last);
+    }
 }
 
-pub(crate) fn try_sk_data_ready(sk: u64) -> Option<()> {
-    let last = LAST.get(0)?;
-    // The fentry and kprobe backends come here directly.
-    if last.skb == 0 {
-        return None;
-    }
+/// This CPU's last followed skb (LAST, per CPU: zero until one is seen,
+/// and cleared when a counted passage takes its place, agg::forget_last()).
+#[inline(always)]
+fn followed_skb() -> Option<&'static LastCtx> {
+    LAST.get(0).filter(|l| l.skb != 0)
+}
+
+fn try_sk_data_ready(sk: u64, last: &LastCtx) -> Option<()> {
     let now = unsafe { aya_ebpf::helpers::bpf_ktime_get_ns() };
     // The socket is woken in the same softirq that received the skb
     // (__udp_enqueue_schedule_skb(), tcp_data_queue()): microseconds on
