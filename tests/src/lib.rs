@@ -105,12 +105,35 @@ pub fn trace_scenario_out(
     name: &str,
     env: &[(&str, &str)],
 ) -> Option<(tracer::TracerOutput, String)> {
+    trace_scenario_run(name, env, false).map(|(out, seen, _)| (out, seen))
+}
+
+/// [`trace_scenario_out`] with `--netns` on every namespace of the scene
+/// when `netns_scope` (unless its arguments already scope it): tc then
+/// covers every interface and the netif_receive_skb and net_dev_start_xmit
+/// tracepoints are left to it. Returns the output and the target's port.
+pub fn trace_scenario_scoped(name: &str, netns_scope: bool) -> Option<(tracer::TracerOutput, u64)> {
+    trace_scenario_run(name, &[], netns_scope).map(|(out, _, dport)| (out, dport))
+}
+
+fn trace_scenario_run(
+    name: &str,
+    env: &[(&str, &str)],
+    netns_scope: bool,
+) -> Option<(tracer::TracerOutput, String, u64)> {
     if !require_privileges(name) {
         return None;
     }
     let sc = scenarios::build(name).expect("build scenario");
-    let run = tracer::TracerRun::start_env(&sc.target, "json", &sc.arg_refs(), env)
-        .expect("start tracer");
+    let mut args: Vec<String> = sc.arg_refs().iter().map(|s| s.to_string()).collect();
+    if netns_scope && !args.iter().any(|a| a == "--netns") {
+        for n in &sc.nss {
+            args.push("--netns".into());
+            args.push(n.name.clone());
+        }
+    }
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = tracer::TracerRun::start_env(&sc.target, "json", &refs, env).expect("start tracer");
     let seen = sc.traffic().expect("traffic");
     let out = run.stop().expect("stop tracer");
     assert!(
@@ -120,5 +143,11 @@ pub fn trace_scenario_out(
     );
     let summary = out.summary().expect("summary line");
     assert_eq!(summary["lost_events"], 0, "{}", out.dump());
-    Some((out, seen))
+    let dport = sc
+        .target
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("scenario target ADDR:PORT");
+    Some((out, seen, dport))
 }

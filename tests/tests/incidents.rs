@@ -4,7 +4,9 @@
 //! tracepoints, tp_btf).
 
 use serde_json::Value;
-use tracer_tests::{require_privileges, scenarios, trace_scenario, tracer::TracerRun};
+use tracer_tests::{
+    require_privileges, scenarios, trace_scenario, trace_scenario_scoped, tracer::TracerRun,
+};
 
 fn trace(name: &str, dport: u64) -> Option<(Value, String)> {
     trace_scenario(name, dport)
@@ -259,36 +261,14 @@ fn incident5_external_ip_equal_to_node_ip_is_misrouted() {
     assert!(local, "{dump}");
 }
 
-/// Trace a scenario driven by its own traffic, with `--netns` on every
-/// namespace of the scene when `scoped` (unless its arguments already
-/// scope it): tc then covers every interface and the netif_receive_skb and
-/// net_dev_start_xmit tracepoints are left to it. Returns the output and
-/// the target's port.
-fn trace_scoped(name: &str, scoped: bool) -> (tracer_tests::tracer::TracerOutput, u64) {
-    let sc = scenarios::build(name).expect("build scenario");
-    let mut args: Vec<String> = sc.arg_refs().iter().map(|s| s.to_string()).collect();
-    if scoped && !args.iter().any(|a| a == "--netns") {
-        for n in &sc.nss {
-            args.push("--netns".into());
-            args.push(n.name.clone());
-        }
-    }
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let run = TracerRun::start(&sc.target, &refs).expect("start tracer");
-    sc.traffic().expect("traffic");
-    let dport = sc.target.rsplit(':').next().unwrap().parse().unwrap();
-    (run.stop().expect("stop tracer"), dport)
-}
-
 /// Incident 4 with `--netns`: tc egress must itself know a locally
 /// generated packet that OUTPUT's DNAT already rewrote (its conntrack
 /// entry holds the ClusterIP), as the xmit tracepoint does.
 #[test]
 fn incident4_with_netns_scope() {
-    if !require_privileges("incident4_with_netns_scope") {
+    let Some((out, dport)) = trace_scenario_scoped("incident4", true) else {
         return;
-    }
-    let (out, dport) = trace_scoped("incident4", true);
+    };
     let f = out.flow_to(dport);
     let v = &f["verdict"];
     assert_eq!(
@@ -308,25 +288,16 @@ fn every_scenario_is_judged_the_same_with_netns_scope() {
         return;
     }
     // Not driven by Scenario::traffic() alone (incident 1's flap steps), or
-    // needing IPVS (the VMs' kernels), or already scoped (incident 3).
-    let apart = [
-        "incident1",
-        "incident3",
-        "incident3_mirred",
-        "incident2_ipvs",
-        "incident5_ipvs",
-        "ipvs_nat",
-    ];
+    // already scoped (incident 3). The IPVS scenarios are not in NAMES.
+    let apart = ["incident1", "incident3", "incident3_mirred"];
     let mut differ = Vec::new();
     for &name in scenarios::NAMES.iter().filter(|n| !apart.contains(n)) {
-        let verdicts: Vec<(String, String)> = [false, true]
-            .into_iter()
-            .map(|scoped| {
-                let (out, dport) = trace_scoped(name, scoped);
-                let v = &out.flow_to(dport)["verdict"];
-                (v["kind"].to_string(), v["reason"].to_string())
-            })
-            .collect();
+        let mut verdicts = Vec::new();
+        for scoped in [false, true] {
+            let (out, dport) = trace_scenario_scoped(name, scoped).expect("privileged");
+            let v = &out.flow_to(dport)["verdict"];
+            verdicts.push((v["kind"].to_string(), v["reason"].to_string()));
+        }
         eprintln!("{name}: {verdicts:?}");
         if verdicts[0] != verdicts[1] {
             differ.push(format!(
