@@ -1,4 +1,4 @@
-//! Real IPVS (incidents 2 and 5 of shared/incidents.md as kube-proxy's IPVS
+//! Real IPVS (incidents 2 and 5 of docs/incidents.md as kube-proxy's IPVS
 //! mode builds them: ipvsadm virtual services, Service IPs on a dummy
 //! kube-ipvs0). This machine's kernel has no IPVS: these tests say so loudly
 //! here and run in the kernel-matrix VMs (`cargo xtask vm`), where

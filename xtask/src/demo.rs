@@ -1,4 +1,4 @@
-//! The built-in demo: incident 5 of shared/incidents.md (a Service
+//! The built-in demo: incident 5 of docs/incidents.md (a Service
 //! externalIP equal to a node's IP) rebuilt in namespaces, with tracer's
 //! verdict printed.
 

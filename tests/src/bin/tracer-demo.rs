@@ -8,7 +8,7 @@ use tracer_tests::{require_privileges, scenarios, tracer::TracerRun};
 #[derive(Parser)]
 #[command(about = "Run tracer against an incident rebuilt in network namespaces")]
 struct Args {
-    /// Scenario to rebuild (default: incident 5 of shared/incidents.md).
+    /// Scenario to rebuild (default: incident 5 of docs/incidents.md).
     #[arg(long, default_value = "incident5")]
     scenario: String,
     /// Print tracer's JSON instead of its text report.
