@@ -4,6 +4,7 @@
 pub mod ipvs;
 pub mod netns;
 pub mod redirect;
+pub mod replay;
 pub mod scenarios;
 pub mod tracer;
 
@@ -132,6 +133,12 @@ fn trace_scenario_run(
             args.push(n.name.clone());
         }
     }
+    // Every traced scenario is recorded, and its replay must print the
+    // same final flows and verdicts (record and replay's golden test, on
+    // every kernel the suites run on).
+    let recording = recording_path(name);
+    args.push("--record".into());
+    args.push(recording.display().to_string());
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let run = tracer::TracerRun::start_env(&sc.target, "json", &refs, env).expect("start tracer");
     let seen = sc.traffic().expect("traffic");
@@ -143,6 +150,8 @@ fn trace_scenario_run(
     );
     let summary = out.summary().expect("summary line");
     assert_eq!(summary["lost_events"], 0, "{}", out.dump());
+    replay::assert_replays_as_followed(&recording, &out, name);
+    keep_recording(&recording, name, netns_scope);
     let dport = sc
         .target
         .rsplit(':')
@@ -150,4 +159,23 @@ fn trace_scenario_run(
         .and_then(|p| p.parse().ok())
         .expect("scenario target ADDR:PORT");
     Some((out, seen, dport))
+}
+
+/// `TRACER_KEEP_RECORDINGS=DIR`: keep each scenario's recording there as
+/// `SCENARIO[-netns]-KERNEL.rec` (how tests/recordings was made); else
+/// it is removed.
+pub fn keep_recording(path: &std::path::Path, name: &str, netns_scope: bool) {
+    if let Some(dir) = std::env::var_os("TRACER_KEEP_RECORDINGS") {
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let scope = if netns_scope { "-netns" } else { "" };
+        let dest = std::path::Path::new(&dir).join(format!("{name}{scope}-{}.rec", kernel.trim()));
+        let _ = std::fs::create_dir_all(&dir);
+        std::fs::copy(path, &dest).expect("keep recording");
+    }
+    let _ = std::fs::remove_file(path);
+}
+
+/// A fresh path for a scenario's recording.
+pub fn recording_path(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("tracer-rec-{}-{name}.rec", netns::unique_prefix()))
 }

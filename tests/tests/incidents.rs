@@ -1,11 +1,12 @@
-//! The incidents of shared/incidents.md, each rebuilt in namespaces as its
+//! The incidents of docs/incidents.md, each rebuilt in namespaces as its
 //! card describes, traced with the real binary; asserts kind, reason, where
 //! and the key words of the hint. Runs on this machine's kernel (tc,
 //! tracepoints, tp_btf).
 
 use serde_json::Value;
 use tracer_tests::{
-    require_privileges, scenarios, trace_scenario, trace_scenario_scoped, tracer::TracerRun,
+    keep_recording, recording_path, replay, require_privileges, scenarios, trace_scenario,
+    trace_scenario_scoped, tracer::TracerRun,
 };
 
 fn trace(name: &str, dport: u64) -> Option<(Value, String)> {
@@ -156,9 +157,16 @@ fn incident1_vip_flapping_between_two_nodes() {
         return;
     }
     let sc = scenarios::build("incident1").expect("build");
-    let run = TracerRun::start(&sc.target, &sc.arg_refs()).expect("start tracer");
+    let rec = recording_path("incident1");
+    let mut args = sc.arg_refs();
+    let rec_arg = rec.display().to_string();
+    args.extend(["--record", rec_arg.as_str()]);
+    let run = TracerRun::start(&sc.target, &args).expect("start tracer");
     let seen = sc.flap_steps().expect("traffic");
     let out = run.stop().expect("stop");
+    // The owner changes and MACs come back from the recording alone.
+    replay::assert_replays_as_followed(&rec, &out, "incident1");
+    keep_recording(&rec, "incident1", false);
     let dump = out.dump();
     eprintln!("client saw: {seen:?}");
     // ARP failure surfaces as EHOSTUNREACH (nginx's 113): the stack sends

@@ -11,11 +11,7 @@
 
 use std::collections::HashMap;
 
-use aya::{
-    Ebpf,
-    maps::{MapData, PerCpuArray, PerCpuHashMap},
-};
-use tracer_common::{AGG_HOT_SLOTS, AggHot, AggKey, AggVal, Hook};
+use tracer_common::{AggKey, Hook};
 
 use crate::{event::Tuple, flow::FlowTable, hop::Dir};
 
@@ -30,41 +26,11 @@ pub struct Counted {
 }
 
 impl Counted {
-    /// Read the kernel's totals and fold the growth into `flows`.
-    pub fn poll(&mut self, ebpf: &Ebpf, flows: &mut FlowTable) -> anyhow::Result<()> {
-        let Some(map) = ebpf.map("AGG") else {
-            return Ok(());
-        };
-        let map = PerCpuHashMap::<&MapData, AggKey, AggVal>::try_from(map)?;
-        let mut seen: HashMap<AggKey, (u64, u32)> = HashMap::new();
-        // A key can be evicted while we iterate: skip the error, not the rest.
-        for (k, vals) in map.iter().flatten() {
-            let total: u64 = vals.iter().map(|v| v.packets).sum();
-            // Most keys never counted a packet (their flows stayed within
-            // the record budget): with many short flows the map is full of
-            // them (16384 keys), and keeping them all here and in `last`
-            // cost ~6 MiB each poll. A key with a total before stays, for
-            // the short-read rule.
-            if total == 0 && !self.last.contains_key(&k) {
-                continue;
-            }
-            let netns = vals.iter().map(|v| v.netns).find(|n| *n != 0).unwrap_or(0);
-            seen.insert(k, (total, netns));
-        }
-        // Read after AGG: a count moving from a slot to AGG meanwhile is
-        // missed this once (a short read), never counted twice.
-        if let Some(hot) = ebpf.map("AGG_HOT") {
-            let hot = PerCpuArray::<&MapData, AggHot>::try_from(hot)?;
-            for i in 0..AGG_HOT_SLOTS {
-                for h in hot.get(&i, 0)?.iter() {
-                    if h.until != 0 && h.pending != 0 {
-                        seen.entry(h.key).or_insert((0, 0)).0 += h.pending;
-                    }
-                }
-            }
-        }
-        self.fold(seen.into_iter().map(|(k, (t, n))| (k, t, n)), flows);
-        Ok(())
+    /// Whether a key's total was folded before: a key whose total is 0
+    /// matters only then (the short-read rule), so a reader may skip the
+    /// others (most keys of a full map never counted a packet).
+    pub fn knows(&self, k: &AggKey) -> bool {
+        self.last.contains_key(k)
     }
 
     /// One poll's totals `(key, total, netns)`.

@@ -8,7 +8,7 @@ use std::{
 };
 
 /// A real server of a virtual service.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RealServer {
     pub addr: IpAddr,
     pub port: u16,
@@ -19,7 +19,7 @@ pub struct RealServer {
 
 /// A virtual service: protocol, address and port (fwmark services are
 /// skipped: they match on marks, not addresses).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct VirtualService {
     /// 6 or 17 (132 for SCTP).
     pub proto: u8,

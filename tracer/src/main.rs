@@ -23,7 +23,7 @@ fn main() -> ExitCode {
     match cli::run(args) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("tracer: error: {e:#}");
+            tracer::output::diag::error(&format!("{e:#}"));
             ExitCode::from(1)
         }
     }

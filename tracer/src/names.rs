@@ -3,7 +3,8 @@
 //! and /proc/*/ns/net).
 
 use std::{
-    collections::HashMap,
+    cell::RefCell,
+    collections::{BTreeMap, HashMap},
     os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
     time::{Duration, Instant},
@@ -19,6 +20,11 @@ pub struct Kallsyms {
     syms: Vec<(u64, u32)>,
     /// The names, each ended by a newline.
     names: String,
+    /// Addresses named so far, when a recording wants them (see
+    /// [`Kallsyms::record`]).
+    log: RefCell<Option<BTreeMap<u64, String>>>,
+    /// A recording's names by address, instead of the table.
+    fixed: Option<HashMap<u64, String>>,
 }
 
 impl Kallsyms {
@@ -46,7 +52,29 @@ impl Kallsyms {
         syms.sort_by_key(|(a, _)| *a);
         syms.shrink_to_fit();
         names.shrink_to_fit();
-        Kallsyms { syms, names }
+        Kallsyms {
+            syms,
+            names,
+            ..Default::default()
+        }
+    }
+
+    /// Keep every address named from now on, for [`Kallsyms::recorded`].
+    pub fn record(&self) {
+        self.log.borrow_mut().get_or_insert_with(BTreeMap::new);
+    }
+
+    /// The addresses named since [`Kallsyms::record`], with their names.
+    pub fn recorded(&self) -> BTreeMap<u64, String> {
+        self.log.borrow().clone().unwrap_or_default()
+    }
+
+    /// Names from a recording: each address as the recorded run named it.
+    pub fn fixed(names: HashMap<u64, String>) -> Kallsyms {
+        Kallsyms {
+            fixed: Some(names),
+            ..Default::default()
+        }
     }
 
     fn name(&self, off: u32) -> &str {
@@ -59,17 +87,27 @@ impl Kallsyms {
         if addr == 0 {
             return String::new();
         }
-        match self.syms.partition_point(|(a, _)| *a <= addr) {
+        if let Some(fixed) = &self.fixed {
+            return fixed
+                .get(&addr)
+                .cloned()
+                .unwrap_or_else(|| format!("{addr:#x}"));
+        }
+        let s = match self.syms.partition_point(|(a, _)| *a <= addr) {
             0 => format!("{addr:#x}"),
             i => {
                 let (a, off) = self.syms[i - 1];
                 format!("{}+{:#x}", self.name(off), addr - a)
             }
+        };
+        if let Some(log) = self.log.borrow_mut().as_mut() {
+            log.insert(addr, s.clone());
         }
+        s
     }
 
     pub fn is_empty(&self) -> bool {
-        self.syms.is_empty()
+        self.syms.is_empty() && self.fixed.is_none()
     }
 }
 
@@ -87,6 +125,8 @@ pub struct NetnsNames {
     unnamed: HashMap<u32, Name>,
     paths: HashMap<u32, PathBuf>,
     last_scan: Option<Instant>,
+    /// Names from a recording: never scan the node.
+    fixed: bool,
 }
 
 impl Default for NetnsNames {
@@ -96,6 +136,7 @@ impl Default for NetnsNames {
             unnamed: HashMap::new(),
             paths: HashMap::new(),
             last_scan: None,
+            fixed: false,
         };
         n.scan();
         n
@@ -107,7 +148,32 @@ pub fn netns_inode(path: &Path) -> Option<u32> {
 }
 
 impl NetnsNames {
+    /// Names from a recording, by inode; nothing is read from the node.
+    pub fn fixed(names: BTreeMap<u32, String>) -> NetnsNames {
+        NetnsNames {
+            names: names
+                .into_iter()
+                .map(|(i, n)| (i, n.as_str().into()))
+                .collect(),
+            unnamed: HashMap::new(),
+            paths: HashMap::new(),
+            last_scan: None,
+            fixed: true,
+        }
+    }
+
+    /// Every namespace named so far (what a recording keeps).
+    pub fn known(&self) -> BTreeMap<u32, String> {
+        self.names
+            .iter()
+            .map(|(i, n)| (*i, n.to_string()))
+            .collect()
+    }
+
     pub fn scan(&mut self) {
+        if self.fixed {
+            return;
+        }
         self.last_scan = Some(Instant::now());
         // The namespace tracer runs in, and PID 1's, are "host".
         for p in ["/proc/self/ns/net", "/proc/1/ns/net"] {
@@ -116,13 +182,10 @@ impl NetnsNames {
                 self.paths.entry(ino).or_insert_with(|| p.into());
             }
         }
-        if let Ok(rd) = std::fs::read_dir("/run/netns") {
-            for e in rd.flatten() {
-                if let Some(ino) = netns_inode(&e.path()) {
-                    self.names
-                        .insert(ino, e.file_name().to_string_lossy().as_ref().into());
-                    self.paths.insert(ino, e.path());
-                }
+        for (name, path) in crate::netns::named() {
+            if let Some(ino) = netns_inode(&path) {
+                self.names.insert(ino, name.as_str().into());
+                self.paths.insert(ino, path);
             }
         }
         if let Ok(rd) = std::fs::read_dir("/proc") {

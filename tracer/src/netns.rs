@@ -112,6 +112,20 @@ pub fn addresses_in(path: &Path) -> Result<Vec<IfAddr>> {
     Ok(addresses())
 }
 
+/// Where named namespaces live (`ip netns add NAME`).
+pub const NAMED_DIR: &str = "/run/netns";
+
+/// Every named namespace: (name, path), in directory order.
+pub fn named() -> Vec<(String, PathBuf)> {
+    std::fs::read_dir(NAMED_DIR)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

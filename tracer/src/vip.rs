@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::{netns::addresses_in, target::Target};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct OwnerChange {
     /// Milliseconds since tracing started.
     pub t_ms: u64,
@@ -17,7 +17,7 @@ pub struct OwnerChange {
     pub dev: String,
     pub addr: IpAddr,
     /// "added" or "removed".
-    pub event: &'static str,
+    pub event: String,
 }
 
 /// (namespace label, device, address)
@@ -112,12 +112,12 @@ impl VipWatch {
 }
 
 pub fn diff(before: &BTreeSet<Owner>, now: &BTreeSet<Owner>, t_ms: u64) -> Vec<OwnerChange> {
-    let mk = |(n, d, a): &Owner, event| OwnerChange {
+    let mk = |(n, d, a): &Owner, event: &str| OwnerChange {
         t_ms,
         netns: n.clone(),
         dev: d.clone(),
         addr: *a,
-        event,
+        event: event.to_string(),
     };
     let mut v: Vec<OwnerChange> = before.difference(now).map(|o| mk(o, "removed")).collect();
     v.extend(now.difference(before).map(|o| mk(o, "added")));

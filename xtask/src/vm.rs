@@ -274,6 +274,12 @@ fn script(bins: &[(String, PathBuf)], filter: Option<&str>) -> String {
     if let Ok(b) = std::env::var("TRACER_BACKENDS") {
         s += &format!("export TRACER_BACKENDS='{b}'\n");
     }
+    // `TRACER_KEEP_RECORDINGS=DIR` on the host: the guest keeps each
+    // scenario's recording in its tmpfs and prints them at the end
+    // (`VM-RECORDING NAME BASE64`), written to DIR by run_kernel().
+    if std::env::var_os("TRACER_KEEP_RECORDINGS").is_some() {
+        s += "export TRACER_KEEP_RECORDINGS=/tmp/tracer-recordings\n";
+    }
     s += &format!("cd {}/tests\n", root().display());
     // The modules a kube-proxy node has loaded, before tracer starts (it
     // resolves module functions and types once, at start).
@@ -286,6 +292,7 @@ fn script(bins: &[(String, PathBuf)], filter: Option<&str>) -> String {
             filter.unwrap_or("")
         );
     }
+    s += "for f in /tmp/tracer-recordings/*.rec; do [ -f \"$f\" ] && echo \"VM-RECORDING $(basename \"$f\") $(base64 -w0 \"$f\")\"; done\n";
     s
 }
 
@@ -352,6 +359,10 @@ fn run_kernel(name: &str, dir: &Path, version: &str, initrd: &Path, script: &Pat
         if line.contains("VM-READY") {
             r.booted = true;
         }
+        if let Some(rec) = line.strip_prefix("VM-RECORDING ") {
+            keep_recording(name, rec);
+            continue;
+        }
         if let Some(s) = line.strip_prefix("VM-SUITE ") {
             suite = s.trim().to_string();
         }
@@ -368,6 +379,30 @@ fn run_kernel(name: &str, dir: &Path, version: &str, initrd: &Path, script: &Pat
     }
     let _ = child.wait();
     r
+}
+
+/// `NAME BASE64` from a guest: written to $TRACER_KEEP_RECORDINGS/NAME.
+fn keep_recording(kernel: &str, line: &str) {
+    use base64::Engine;
+    let (Some(dir), Some((file, data))) = (
+        std::env::var_os("TRACER_KEEP_RECORDINGS"),
+        line.split_once(' '),
+    ) else {
+        return;
+    };
+    let file = Path::new(file).file_name().map(|f| f.to_owned());
+    match (
+        file,
+        base64::engine::general_purpose::STANDARD.decode(data.trim()),
+    ) {
+        (Some(f), Ok(bytes)) => {
+            let dest = Path::new(&dir).join(f);
+            if let Err(e) = fs::create_dir_all(&dir).and_then(|()| fs::write(&dest, bytes)) {
+                eprintln!("[{kernel}] keep recording {}: {e}", dest.display());
+            }
+        }
+        _ => eprintln!("[{kernel}] a VM-RECORDING line that does not decode"),
+    }
 }
 
 /// Drop terminal escape sequences (ESC [ ... letter) that the guest's

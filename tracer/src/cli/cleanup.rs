@@ -26,11 +26,7 @@ pub struct CleanupArgs {}
 
 fn namespaces() -> Vec<(String, Option<PathBuf>)> {
     let mut v = vec![("host".to_string(), None)];
-    if let Ok(rd) = std::fs::read_dir("/run/netns") {
-        for e in rd.flatten() {
-            v.push((e.file_name().to_string_lossy().into_owned(), Some(e.path())));
-        }
-    }
+    v.extend(crate::netns::named().into_iter().map(|(n, p)| (n, Some(p))));
     v
 }
 

@@ -3,6 +3,7 @@
 pub mod cleanup;
 pub mod doctor;
 pub mod follow;
+pub mod replay;
 
 use std::{process::ExitCode, time::Duration};
 
@@ -28,6 +29,8 @@ pub enum Cmd {
     Doctor(doctor::DoctorArgs),
     /// Remove tc filters/qdiscs a killed tracer may have left (netlink mode).
     Cleanup(cleanup::CleanupArgs),
+    /// Print a recording's verdicts again (`follow --record FILE`), without root.
+    Replay(replay::ReplayArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -49,6 +52,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Follow(a) => follow::run(a),
         Cmd::Doctor(a) => doctor::run(a),
         Cmd::Cleanup(a) => cleanup::run(a),
+        Cmd::Replay(a) => replay::run(a),
     }
 }
 

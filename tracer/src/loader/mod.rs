@@ -434,7 +434,7 @@ pub fn ring(ebpf: &mut Ebpf) -> Result<RingBuf<MapData>> {
 }
 
 /// Kernel-side counters summed over CPUs.
-#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+#[derive(Debug, Default, Clone, Copy, serde::Serialize, serde::Deserialize)]
 pub struct Counters {
     pub events: u64,
     pub lost: u64,

@@ -459,7 +459,7 @@ pub fn registry_symbols(kallsyms: &str, wanted: &[&str]) -> Vec<String> {
 }
 
 /// What was decided and what happened for one hook.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct ProbeStatus {
     pub hook: String,
     pub backend: String,
@@ -467,11 +467,11 @@ pub struct ProbeStatus {
     pub attached: bool,
     pub error: Option<String>,
     /// Backends passed over, each with why.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub fallbacks: Vec<String>,
     /// Loaded but deliberately not attached: tc gives the same events
     /// ([`TC_COVERED`]). Not a gap.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub left_to_tc: bool,
     #[serde(skip)]
     pub required: bool,

@@ -49,7 +49,7 @@ pub struct Verdict {
 }
 
 /// An address on an interface of a namespace.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct IfAddr {
     pub dev: String,
     pub addr: IpAddr,
@@ -116,7 +116,7 @@ impl Env for Inventory {
 }
 
 /// Run-wide facts that make a verdict incomplete.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, Serialize, serde::Deserialize)]
 pub struct Completeness {
     pub lost_events: u64,
     pub missing_hooks: Vec<String>,

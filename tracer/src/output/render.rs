@@ -1,8 +1,6 @@
-//! Text and JSON renderers of flows, probe reports and the summary.
+//! Text and JSON renderings of one flow and its verdict.
 
 use std::io::Write;
-
-use serde_json::{Value, json};
 
 use serde::Serialize;
 
@@ -10,15 +8,8 @@ use crate::{
     event::{Tuple, proto_name},
     flow::{Flow, NatBy},
     hop::{Dir, HopData, hook_name},
-    loader::{Counters, probes::ProbeStatus},
     verdict::Verdict,
 };
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Text,
-    Json,
-}
 
 /// A flow record as written: serialized straight to text. Going through a
 /// `serde_json::Value` (a BTreeMap per object, a String per key) made
@@ -146,77 +137,6 @@ fn trunc(s: &str, n: usize) -> String {
     } else {
         s.chars().take(n - 1).chain(['…']).collect()
     }
-}
-
-pub struct Summary<'a> {
-    pub flows: usize,
-    pub counters: Counters,
-    /// Hook passages counted in the kernel: all, and those of no flow.
-    pub counted: (u64, u64),
-    pub evicted: u64,
-    pub duration_ms: u64,
-    pub probes: &'a [ProbeStatus],
-    pub tc: Value,
-    pub verdicts: Vec<(String, usize)>,
-    pub netns: Vec<String>,
-    /// The process's peak resident set (VmHWM), KiB, when readable.
-    pub peak_rss_kib: Option<u64>,
-}
-
-pub fn summary_json(s: &Summary) -> Value {
-    let verdicts: serde_json::Map<String, Value> = s
-        .verdicts
-        .iter()
-        .map(|(k, n)| (k.clone(), json!(n)))
-        .collect();
-    json!({
-        "type": "summary",
-        "flows": s.flows,
-        "events": s.counters.events,
-        "lost_events": s.counters.lost,
-        "untracked_evictions": s.counters.track_fail,
-        "flow_key_insert_failures": s.counters.flowkey_fail,
-        "stale_skb_reuse": s.counters.stale,
-        "packets_filtered": s.counters.filtered,
-        "counted_in_kernel": s.counted.0,
-        "counted_unattributed": s.counted.1,
-        "flows_evicted": s.evicted,
-        "duration_ms": s.duration_ms,
-        "probes": s.probes,
-        "tc": s.tc,
-        "verdicts": verdicts,
-        "netns": s.netns,
-        "peak_rss_kib": s.peak_rss_kib,
-    })
-}
-
-pub fn summary_text(s: &Summary) -> String {
-    let mut out = format!(
-        "summary: {} flows, {} events, {} lost, {} ms",
-        s.flows, s.counters.events, s.counters.lost, s.duration_ms
-    );
-    if let Some(k) = s.peak_rss_kib {
-        out.push_str(&format!(", peak RSS {:.1} MiB", k as f64 / 1024.0));
-    }
-    let v: Vec<String> = s.verdicts.iter().map(|(k, n)| format!("{k}={n}")).collect();
-    if !v.is_empty() {
-        out.push_str(&format!(" [{}]", v.join(" ")));
-    }
-    if s.counters.lost > 0 {
-        out.push_str(
-            "\nWARNING: events were lost (ring buffer full): verdicts are marked incomplete",
-        );
-    }
-    let missing: Vec<&str> = s
-        .probes
-        .iter()
-        .filter(|p| p.missing())
-        .map(|p| p.hook.as_str())
-        .collect();
-    if !missing.is_empty() {
-        out.push_str(&format!("\nhooks not attached: {}", missing.join(", ")));
-    }
-    out
 }
 
 pub fn emit(out: &mut impl Write, line: &str) {

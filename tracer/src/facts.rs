@@ -1,0 +1,241 @@
+//! What the verdict rules may look up on the live node, per namespace,
+//! read on demand: addresses and the IPVS table (in-process reads,
+//! refreshed when older than half a second), tc filters, the owners of the
+//! followed address, and netfilter counters, which take two helper
+//! processes (iptables-save, ip6tables-save: seconds of CPU on a node with
+//! a large ruleset), so only for a namespace where a followed packet was
+//! dropped by netfilter, and at most every [`NF_REFRESH`].
+
+use std::{
+    cell::RefCell,
+    collections::{BTreeSet, HashMap},
+    net::IpAddr,
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use crate::{
+    flow::Flow,
+    hop::HopData,
+    ipvs::VirtualService,
+    names::Names,
+    netfilter::{self, NfRule},
+    netns::{NetnsRef, addresses_in},
+    pipeline::PreparedEnv,
+    verdict::{Env, IfAddr, Inventory},
+    vip::VipWatch,
+};
+
+struct NetnsFacts {
+    at: Instant,
+    addrs: Vec<IfAddr>,
+    ipvs: Vec<VirtualService>,
+    /// When read, and the DROP/REJECT rules whose counters moved.
+    nf: Option<(Instant, Vec<(NfRule, u64)>)>,
+}
+
+/// How often netfilter counters of a namespace are read again while
+/// tracing (the final report always reads them afresh).
+const NF_REFRESH: Duration = Duration::from_secs(2);
+
+pub struct LiveEnv {
+    pub vip: VipWatch,
+    cache: HashMap<u32, NetnsFacts>,
+    paths: HashMap<u32, PathBuf>,
+    tc: RefCell<HashMap<(u32, String), Vec<String>>>,
+    /// Netfilter counters when tracing started, per namespace inode.
+    nf_baseline: HashMap<u32, Vec<NfRule>>,
+    /// Destinations of the flows judged since the last [`LiveEnv::expire`]
+    /// (what a recording keeps the owner facts of).
+    dsts: BTreeSet<IpAddr>,
+}
+
+impl LiveEnv {
+    pub fn new(vip: VipWatch, nf_baseline: HashMap<u32, Vec<NfRule>>) -> LiveEnv {
+        LiveEnv {
+            vip,
+            cache: HashMap::new(),
+            paths: HashMap::new(),
+            tc: RefCell::default(),
+            nf_baseline,
+            dsts: BTreeSet::new(),
+        }
+    }
+
+    /// Force a re-read (for the final report).
+    pub fn expire(&mut self) {
+        self.cache.clear();
+        self.tc.borrow_mut().clear();
+        self.dsts.clear();
+    }
+
+    /// What was read since the last [`LiveEnv::expire`], as a fixed
+    /// inventory: after the final report, what a recording replays the
+    /// report against.
+    pub fn snapshot(&self) -> Inventory {
+        Inventory {
+            by_netns: self
+                .cache
+                .iter()
+                .filter(|(_, f)| !f.addrs.is_empty())
+                .map(|(ino, f)| (*ino, f.addrs.clone()))
+                .collect(),
+            nf: self
+                .cache
+                .iter()
+                .filter_map(|(ino, f)| Some((*ino, f.nf.as_ref()?.1.clone())))
+                .filter(|(_, v)| !v.is_empty())
+                .collect(),
+            tc: self
+                .tc
+                .borrow()
+                .iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            facts: self
+                .dsts
+                .iter()
+                .map(|d| (*d, self.vip.evidence(*d)))
+                .filter(|(_, v)| !v.is_empty())
+                .collect(),
+            ipvs: self
+                .cache
+                .iter()
+                .filter(|(_, f)| !f.ipvs.is_empty())
+                .map(|(ino, f)| (*ino, f.ipvs.clone()))
+                .collect(),
+        }
+    }
+}
+
+impl PreparedEnv for LiveEnv {
+    /// Read what the flow's verdict may look up: every hop's namespace,
+    /// with its netfilter counters where a followed packet was dropped by
+    /// netfilter.
+    fn prepare(&mut self, names: &mut Names, flow: &Flow) {
+        self.dsts.extend(flow.dsts());
+        for h in &flow.hops {
+            let ino = h.netns_inode;
+            if ino == 0 {
+                continue;
+            }
+            let want_nf =
+                matches!(&h.data, HopData::Drop(d) if d.reason.as_str() == "NETFILTER_DROP");
+            let cached = self.cache.get(&ino);
+            let stale = cached.is_none_or(|f| f.at.elapsed() >= Duration::from_millis(500));
+            let nf_due = want_nf
+                && cached
+                    .and_then(|f| f.nf.as_ref())
+                    .is_none_or(|(t, _)| t.elapsed() >= NF_REFRESH);
+            // Every hop of every idle flow comes here each tick: the path
+            // (a scan of /run/netns for an unknown inode) only when
+            // something is to be read.
+            if !stale && !nf_due {
+                continue;
+            }
+            let path = names.netns.path(ino);
+            if let Some(p) = &path {
+                self.paths.insert(ino, p.clone());
+            }
+            if stale {
+                let (addrs, ipvs) = match &path {
+                    Some(p) => (
+                        addresses_in(p).unwrap_or_default(),
+                        crate::ipvs::table_in(p),
+                    ),
+                    None => (Vec::new(), Vec::new()),
+                };
+                let nf = self.cache.remove(&ino).and_then(|f| f.nf);
+                self.cache.insert(
+                    ino,
+                    NetnsFacts {
+                        at: Instant::now(),
+                        addrs,
+                        ipvs,
+                        nf,
+                    },
+                );
+            }
+            if nf_due
+                && let Some(p) = &path
+                && let Some(facts) = self.cache.get_mut(&ino)
+            {
+                let now = netfilter::snapshot(p);
+                let moved = netfilter::moved(self.nf_baseline.get(&ino).map(Vec::as_slice), &now);
+                facts.nf = Some((Instant::now(), moved));
+            }
+        }
+    }
+
+    fn env(&self) -> &dyn Env {
+        self
+    }
+}
+
+impl Env for LiveEnv {
+    fn addrs(&self, netns: u32) -> Option<&[IfAddr]> {
+        self.cache
+            .get(&netns)
+            .map(|f| f.addrs.as_slice())
+            .filter(|a| !a.is_empty())
+    }
+
+    fn nf_moved(&self, netns: u32) -> &[(NfRule, u64)] {
+        self.cache
+            .get(&netns)
+            .and_then(|f| f.nf.as_ref())
+            .map(|(_, n)| n.as_slice())
+            .unwrap_or(&[])
+    }
+
+    fn ipvs(&self, netns: u32) -> &[VirtualService] {
+        self.cache
+            .get(&netns)
+            .map(|f| f.ipvs.as_slice())
+            .unwrap_or(&[])
+    }
+
+    fn dst_facts(&self, dst: IpAddr) -> Vec<String> {
+        self.vip.evidence(dst)
+    }
+
+    fn tc_filters(&self, netns: u32, dev: &str) -> Vec<String> {
+        let key = (netns, dev.to_string());
+        if let Some(v) = self.tc.borrow().get(&key) {
+            return v.clone();
+        }
+        let v = self
+            .paths
+            .get(&netns)
+            .map(|p| netfilter::tc_ingress_filters(p, dev))
+            .unwrap_or_default();
+        self.tc.borrow_mut().insert(key, v.clone());
+        v
+    }
+}
+
+/// Namespaces whose addresses are watched for the target: the traced ones,
+/// or by default tracer's own and every named one.
+pub fn watched_netns(netns: &[NetnsRef]) -> Vec<(String, PathBuf)> {
+    if !netns.is_empty() {
+        return netns
+            .iter()
+            .map(|n| (n.label.clone(), n.path.clone()))
+            .collect();
+    }
+    let mut v = vec![("host".to_string(), PathBuf::from("/proc/self/ns/net"))];
+    v.extend(crate::netns::named());
+    v
+}
+
+/// Netfilter counters of every namespace we can name, before tracing.
+pub fn nf_baseline(extra: Vec<PathBuf>) -> HashMap<u32, Vec<NfRule>> {
+    let mut paths = extra;
+    paths.push("/proc/self/ns/net".into());
+    paths.extend(crate::netns::named().into_iter().map(|(_, p)| p));
+    paths
+        .into_iter()
+        .filter_map(|p| Some((crate::names::netns_inode(&p)?, netfilter::snapshot(&p))))
+        .collect()
+}

@@ -1,0 +1,403 @@
+//! `follow` on the live node: a [`Session`] feeds ring records and
+//! counted totals to a [`Pipeline`] (and a [`Recorder`] when asked);
+//! verdicts go to a [`Sink`] as flows settle and in the final report.
+
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result};
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::{
+    facts::{LiveEnv, nf_baseline, watched_netns},
+    loader::{self, probes},
+    output::{
+        Sink, Summary, diag,
+        summary::{MacSeen, TcSummary, VipSummary},
+    },
+    pipeline::Pipeline,
+    record::{Header, RecordedVerdict, Recorder, Trailer},
+    session::{Session, SessionOptions, trim_heap},
+    verdict::Completeness,
+    vip::VipWatch,
+};
+
+/// Everything `tracer follow` was asked.
+#[derive(Debug, Clone)]
+pub struct FollowOptions {
+    pub session: SessionOptions,
+    /// The target as given, and --proto (for a recording's header).
+    pub target_arg: String,
+    pub proto_arg: Option<String>,
+    pub max_flows: usize,
+    pub duration: Option<Duration>,
+    pub count: Option<u64>,
+    pub ready_file: Option<PathBuf>,
+    pub record: Option<PathBuf>,
+}
+
+/// How many flows are judged between two ring reads while printing
+/// settled flows: with 100k flows, judging them all at once kept the loop
+/// from the ring buffer and events were lost.
+const DRAIN_EVERY: usize = 64;
+
+pub fn follow(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("start runtime")?
+        .block_on(run(opts, sink))
+}
+
+/// The ring records waiting now into the pipeline (and the recording).
+fn drain(session: &mut Session, pipeline: &mut Pipeline, rec: &mut Option<Recorder>) {
+    session.drain(&mut |b| feed(pipeline, rec, b));
+}
+
+fn feed(pipeline: &mut Pipeline, rec: &mut Option<Recorder>, b: &[u8]) {
+    if let Some(r) = rec.as_mut() {
+        r.ring(b);
+    }
+    pipeline.ingest(b);
+}
+
+/// Fold the kernel's counted totals into the flows (and the recording).
+fn poll_counted(session: &Session, pipeline: &mut Pipeline, rec: &mut Option<Recorder>) {
+    match session.counted_totals(&|k| pipeline.counted_knows(k)) {
+        Ok(totals) => {
+            if let Some(r) = rec.as_mut() {
+                r.counted(&totals);
+            }
+            pipeline.fold_counted(totals);
+        }
+        Err(e) => diag::warn(&format!("reading counted packets: {e:#}")),
+    }
+}
+
+fn started_banner(opts: &FollowOptions, session: &Session, ready_ms: u128) {
+    let plan = session.plan();
+    let attached = plan.iter().filter(|p| p.attached).count();
+    diag::info(&format!(
+        "following {}: {attached}/{} hooks, tc on {} interfaces ({:?}) in {} namespace(s), ready in {ready_ms} ms",
+        opts.session.target,
+        plan.len(),
+        session.tc_interfaces(),
+        session.tc_mode(),
+        opts.session.netns.len().max(1),
+    ));
+    diag::info(&format!("backends: {}", probes::backend_summary(plan)));
+    for p in plan.iter().filter(|p| p.missing() && p.core) {
+        diag::warn(&format!(
+            "hook {} unavailable ({}): {}",
+            p.hook,
+            p.feeds,
+            p.error.clone().unwrap_or_default()
+        ));
+    }
+    let gaps: Vec<&str> = plan
+        .iter()
+        .filter(|p| p.missing() && !p.core)
+        .map(|p| p.hook.as_str())
+        .collect();
+    if !gaps.is_empty() {
+        diag::note(&format!(
+            "function hooks unavailable here: {} (`tracer doctor` says why)",
+            gaps.join(", ")
+        ));
+    }
+    if loader::empty_programs() {
+        diag::warn(
+            "TRACER_EMPTY_PROGRAMS=1: every kernel program returns at once; \
+             nothing is traced (a measure of the hooks' own cost)",
+        );
+    }
+}
+
+fn completeness_base(plan: &[probes::ProbeStatus]) -> Completeness {
+    Completeness {
+        lost_events: 0,
+        missing_hooks: plan
+            .iter()
+            .filter(|p| p.missing() && p.core)
+            .map(|p| p.hook.clone())
+            .collect(),
+        missing_func_hooks: plan
+            .iter()
+            .filter(|p| p.missing() && !p.core)
+            .map(|p| (p.hook.clone(), p.error.clone().unwrap_or_default()))
+            .collect(),
+        map_failures: 0,
+    }
+}
+
+fn header(opts: &FollowOptions) -> Header {
+    Header {
+        tracer_version: env!("CARGO_PKG_VERSION").to_string(),
+        kernel: nix::sys::utsname::uname()
+            .map(|u| u.release().to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        target: opts.target_arg.clone(),
+        proto: opts.proto_arg.clone(),
+        max_flows: opts.max_flows,
+        started_unix_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0),
+    }
+}
+
+async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
+    let started = Instant::now();
+    // Signals first: a Ctrl-C during attach is handled after it, with cleanup.
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    // Netfilter counters before tracing: off the start-up path, joined
+    // before the ready file is written.
+    let netns_paths: Vec<PathBuf> = opts.session.netns.iter().map(|n| n.path.clone()).collect();
+    let baseline = std::thread::spawn(move || nf_baseline(netns_paths));
+
+    let (mut session, knames, start) = Session::start(&opts.session, started)?;
+    let names = knames.into_names();
+    let mut rec = match &opts.record {
+        Some(p) => {
+            names.kallsyms.record();
+            Some(Recorder::create(p, &header(&opts))?)
+        }
+        None => None,
+    };
+    let drop_reasons = names.drop_reasons.clone();
+    let rst_reasons = names.rst_reasons.clone();
+    started_banner(&opts, &session, start.ready_ms);
+    for w in &start.warnings {
+        diag::warn(w);
+    }
+    sink.probe_errors(session.plan());
+    let target = opts.session.target;
+    let mut vip = VipWatch::new(watched_netns(&opts.session.netns));
+    vip.start(&target);
+    let mut env = LiveEnv::new(vip, baseline.join().unwrap_or_default());
+    if let Some(f) = &opts.ready_file {
+        std::fs::write(f, format!("{}\n", std::process::id()))
+            .with_context(|| format!("write ready file {}", f.display()))?;
+    }
+
+    let base = completeness_base(session.plan());
+    let mut pipeline = Pipeline::new(target, names, opts.max_flows);
+    let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let mut drain_tick = tokio::time::interval(Duration::from_millis(10));
+    drain_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut vip_changes = 0usize;
+
+    let stop = loop {
+        let sleep_deadline = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = sigint.recv() => break "interrupted",
+            _ = sigterm.recv() => break "terminated",
+            _ = sleep_deadline => break "duration reached",
+            r = session.readable() => {
+                r?;
+                drain(&mut session, &mut pipeline, &mut rec);
+                note_macs(&mut pipeline, &mut env);
+                // Flows quiet for FlowTable's PACK_NS are packed
+                // (frozen.rs): with 100k flows, that is what keeps the
+                // table within 64 MiB.
+                pipeline.pack_quiet(now_ns());
+            }
+            // The kernel programs wake us only once WAKE_BYTES are waiting
+            // (emit.rs); below that, records are read on this tick.
+            _ = drain_tick.tick() => {
+                drain(&mut session, &mut pipeline, &mut rec);
+                note_macs(&mut pipeline, &mut env);
+                pipeline.pack_quiet(now_ns());
+            }
+            _ = tick.tick() => {
+                env.vip.poll(&target, started.elapsed().as_millis() as u64);
+                // Once a second: new interfaces, and the counted packets.
+                if let Some(warnings) = session.maintain() {
+                    for w in &warnings {
+                        diag::warn(w);
+                    }
+                    poll_counted(&session, &mut pipeline, &mut rec);
+                    // Packing frees each quiet flow's hops, in blocks
+                    // spread over the heap among live data; glibc returns
+                    // whole free pages only when asked.
+                    trim_heap();
+                }
+                let k = session.counters();
+                let c = Completeness {
+                    lost_events: k.lost,
+                    map_failures: k.track_fail + k.flowkey_fail,
+                    ..base.clone()
+                };
+                print_settled(&mut session, &mut pipeline, &mut rec, &mut env, &c, sink, &mut vip_changes);
+                if opts.count.is_some_and(|n| pipeline.settled_count() >= n) {
+                    break "count reached";
+                }
+            }
+        }
+    };
+
+    // Drain what is left, then detach before the (slower) final report.
+    // Neighbour MACs included: incident 1's second owner is often among
+    // the last records.
+    drain(&mut session, &mut pipeline, &mut rec);
+    note_macs(&mut pipeline, &mut env);
+    // Owner changes since the last tick.
+    env.vip.poll(&target, started.elapsed().as_millis() as u64);
+    // Packets counted in the kernel since the last poll (the maps go with
+    // the programs).
+    poll_counted(&session, &mut pipeline, &mut rec);
+    let probes = session.plan().to_vec();
+    let teardown = session.finish();
+    for e in &teardown.errors {
+        diag::warn(&format!("detach: {e}"));
+    }
+    if let Some(f) = &opts.ready_file {
+        let _ = std::fs::remove_file(f);
+    }
+
+    let c = Completeness {
+        lost_events: teardown.counters.lost,
+        map_failures: teardown.counters.track_fail + teardown.counters.flowkey_fail,
+        ..base
+    };
+    env.expire();
+    let netns_names = pipeline.names().netns.known();
+    let locations = pipeline.names().kallsyms.recorded();
+    let decode_errors = pipeline.decode_errors;
+    sink.report_start(pipeline.flow_count(), &target.to_string(), stop);
+    let mut verdicts = Vec::new();
+    let tally = pipeline.report(&mut env, &c, |f, v| {
+        sink.flow(f, v, true);
+        verdicts.push(RecordedVerdict::of(f.id, v));
+    });
+    let mut summary = Summary {
+        type_: "summary".into(),
+        flows: tally.flows,
+        events: 0,
+        lost_events: 0,
+        untracked_evictions: 0,
+        flow_key_insert_failures: 0,
+        stale_skb_reuse: 0,
+        packets_filtered: 0,
+        counted_in_kernel: tally.counted_total,
+        counted_unattributed: tally.counted_unattributed,
+        flows_evicted: tally.evicted,
+        duration_ms: started.elapsed().as_millis() as u64,
+        probes,
+        tc: TcSummary {
+            mode: format!("{:?}", teardown.tc_mode).to_lowercase(),
+            interfaces: teardown.tc_interfaces,
+            detach_ms: teardown.detach_ms as u64,
+            ready_ms: start.ready_ms as u64,
+        },
+        verdicts: tally.verdicts,
+        netns: if opts.session.netns.is_empty() {
+            vec!["all".into()]
+        } else {
+            opts.session.netns.iter().map(|n| n.label.clone()).collect()
+        },
+        // Read after the final report, so it covers the whole run.
+        peak_rss_kib: crate::procstat::self_status_kib("VmHWM:"),
+        stop: stop.into(),
+        decode_errors,
+        packed_flows: tally.packed_flows,
+        packed_bytes: tally.packed_bytes,
+        vip: VipSummary {
+            owners: env.vip.owners(),
+            changes: env.vip.changes.clone(),
+            macs: env
+                .vip
+                .macs
+                .iter()
+                .map(|(addr, mac)| MacSeen {
+                    addr: *addr,
+                    mac: mac.clone(),
+                })
+                .collect(),
+        },
+        replay: None,
+    };
+    summary.counters(&teardown.counters);
+    sink.summary(&summary);
+    if let Some(r) = rec {
+        let trailer = Trailer {
+            drop_reasons: drop_reasons.into_iter().collect(),
+            rst_reasons: rst_reasons.into_iter().collect(),
+            netns_names,
+            locations,
+            facts: env.snapshot().into(),
+            completeness: c,
+            summary,
+            verdicts,
+        };
+        match r.finish(&trailer) {
+            Ok(bytes) => diag::info(&format!(
+                "recorded {bytes} bytes to {}",
+                opts.record
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            )),
+            Err(e) => diag::warn(&format!("{e}")),
+        }
+    }
+    diag::info(&format!(
+        "stopped ({stop}); detached in {} ms",
+        teardown.detach_ms
+    ));
+    Ok(())
+}
+
+/// Hand the MACs the pipeline saw answer for the target to the owner watch.
+fn note_macs(pipeline: &mut Pipeline, env: &mut LiveEnv) {
+    for (addr, mac) in pipeline.take_macs() {
+        env.vip.note_mac(addr, &mac);
+    }
+}
+
+/// Flows quiet for 500 ms whose verdict is settled (or changed since last
+/// printed) are printed as they are known. A printed flow with no hop
+/// since is not judged again, unless the target's owner changed
+/// (`vip_changes`: the count seen last time). The ring is drained between
+/// every [`DRAIN_EVERY`] flows judged.
+fn print_settled(
+    session: &mut Session,
+    pipeline: &mut Pipeline,
+    rec: &mut Option<Recorder>,
+    env: &mut LiveEnv,
+    c: &Completeness,
+    sink: &mut dyn Sink,
+    vip_changes: &mut usize,
+) {
+    let recheck = env.vip.changes.len() != *vip_changes;
+    *vip_changes = env.vip.changes.len();
+    for (i, id) in pipeline
+        .quiet_flows(now_ns(), recheck)
+        .into_iter()
+        .enumerate()
+    {
+        if i > 0 && i % DRAIN_EVERY == 0 {
+            drain(session, pipeline, rec);
+            note_macs(pipeline, env);
+        }
+        if let Some((f, v)) = pipeline.judge(id, env, c) {
+            sink.flow(&f, &v, false);
+        }
+    }
+}
+
+/// CLOCK_MONOTONIC in ns, the clock of bpf_ktime_get_ns().
+fn now_ns() -> u64 {
+    let ts =
+        nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC");
+    ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
+}

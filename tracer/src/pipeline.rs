@@ -1,0 +1,232 @@
+//! The follow pipeline as a library: raw ring records and the kernel's
+//! counted totals in, flows and verdicts out. It makes no system call of
+//! its own: time comes in as an argument, node facts through
+//! [`crate::verdict::Env`], names through [`Names`] (which a recording
+//! fills from its own tables). `tracer follow` drives it from a
+//! [`crate::session::Session`], `tracer replay` from a recording.
+
+use std::{collections::BTreeMap, net::IpAddr};
+
+use tracer_common::AggKey;
+
+use crate::{
+    counted::Counted,
+    event::{Event, decode, ip_from},
+    flow::{Flow, FlowTable},
+    names::Names,
+    target::Target,
+    verdict::{Completeness, Env, Verdict, evaluate},
+};
+
+/// How long a flow must be quiet before its verdict is printed as it is
+/// known (before the final report).
+const SETTLE_NS: u64 = 500_000_000;
+
+pub struct Pipeline {
+    target: Target,
+    flows: FlowTable,
+    names: Names,
+    counted: Counted,
+    /// Records that could not be decoded.
+    pub decode_errors: u64,
+    /// Link-layer addresses that answered for the target (neighbour
+    /// events), not yet taken by [`Pipeline::take_macs`].
+    macs: Vec<(IpAddr, String)>,
+    /// Flows whose verdict was printed before the final report.
+    settled: u64,
+}
+
+/// What the final report knows of the run beyond each flow's verdict.
+#[derive(Debug, Clone, Default)]
+pub struct Tally {
+    pub flows: usize,
+    pub evicted: u64,
+    pub packed_flows: usize,
+    pub packed_bytes: usize,
+    pub counted_total: u64,
+    pub counted_unattributed: u64,
+    pub verdicts: BTreeMap<String, usize>,
+}
+
+impl Pipeline {
+    pub fn new(target: Target, names: Names, max_flows: usize) -> Pipeline {
+        Pipeline {
+            target,
+            flows: FlowTable::new(max_flows),
+            names,
+            counted: Counted::default(),
+            decode_errors: 0,
+            macs: Vec::new(),
+            settled: 0,
+        }
+    }
+
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// Flows in the table now.
+    pub fn flow_count(&self) -> usize {
+        self.flows.len()
+    }
+
+    pub fn names_mut(&mut self) -> &mut Names {
+        &mut self.names
+    }
+
+    pub fn names(&self) -> &Names {
+        &self.names
+    }
+
+    /// One ring record, as the kernel wrote it.
+    pub fn ingest(&mut self, record: &[u8]) {
+        match decode(record) {
+            Ok(ev) => {
+                self.note_neighbour(&ev);
+                self.flows.ingest(&ev, &mut self.names);
+            }
+            Err(e) => {
+                self.decode_errors += 1;
+                log::debug!("undecodable record: {e}");
+            }
+        }
+    }
+
+    /// A neighbour entry for the target got a link-layer address.
+    fn note_neighbour(&mut self, ev: &Event) {
+        if let Event::Neigh(n) = ev {
+            let addr = ip_from(n.family, &n.addr);
+            if self.target.contains(addr) && n.lladdr[..6].iter().any(|b| *b != 0) {
+                let mac: Vec<String> = n.lladdr[..6].iter().map(|b| format!("{b:02x}")).collect();
+                self.macs.push((addr, mac.join(":")));
+            }
+        }
+    }
+
+    /// MACs seen since the last call (the node-facts side keeps them).
+    pub fn take_macs(&mut self) -> Vec<(IpAddr, String)> {
+        std::mem::take(&mut self.macs)
+    }
+
+    /// Does the counted-packet state know this key (a key whose total is
+    /// 0 matters only then: see counted.rs)?
+    pub fn counted_knows(&self, k: &AggKey) -> bool {
+        self.counted.knows(k)
+    }
+
+    /// One poll of the kernel's counted totals `(key, total, netns)`.
+    pub fn fold_counted(&mut self, totals: Vec<(AggKey, u64, u32)>) {
+        self.counted.fold(totals, &mut self.flows);
+    }
+
+    /// Pack flows quiet since before `now_ns` (CLOCK_MONOTONIC) less the
+    /// table's packing age: what keeps 100k flows within 64 MiB.
+    pub fn pack_quiet(&mut self, now_ns: u64) {
+        self.flows.pack_quiet(now_ns);
+    }
+
+    /// Flows quiet for 500 ms whose verdict should be (re)considered: never
+    /// printed, or with hops since they were, or all of them when
+    /// `recheck` (the target's owner changed). In id order.
+    pub fn quiet_flows(&self, now_ns: u64, recheck: bool) -> Vec<u64> {
+        let mut ready: Vec<u64> = self
+            .flows
+            .metas()
+            .filter(|f| now_ns.saturating_sub(f.last_ns) > SETTLE_NS)
+            .filter(|f| recheck || f.printed == 0 || f.printed_at != f.last_ns)
+            .map(|f| f.id)
+            .collect();
+        ready.sort_unstable();
+        ready
+    }
+
+    /// Judge one flow before the final report: its verdict when settled
+    /// and not already printed the same. A printed flow with no hop since
+    /// is not judged again (see [`Pipeline::quiet_flows`]).
+    pub fn judge(
+        &mut self,
+        id: u64,
+        env: &mut dyn PreparedEnv,
+        c: &Completeness,
+    ) -> Option<(Flow, Verdict)> {
+        let f = self.flows.get(id)?.into_owned();
+        env.prepare(&mut self.names, &f);
+        let v = evaluate(&f, env.env(), c);
+        if !v.settled {
+            return None;
+        }
+        let key = verdict_key(&v);
+        let first_time = f.printed == 0;
+        self.flows.set_printed(id, key);
+        if f.printed == key {
+            return None;
+        }
+        if first_time {
+            self.settled += 1;
+        }
+        Some((f, v))
+    }
+
+    /// Flows whose verdict was printed before the final report.
+    pub fn settled_count(&self) -> u64 {
+        self.settled
+    }
+
+    /// The final report: every flow with its verdict, one unpacked at a
+    /// time, in id order, handed to `each`; then the run's tally.
+    pub fn report(
+        self,
+        env: &mut dyn PreparedEnv,
+        c: &Completeness,
+        mut each: impl FnMut(&Flow, &Verdict),
+    ) -> Tally {
+        let Pipeline {
+            flows,
+            mut names,
+            counted,
+            ..
+        } = self;
+        let (packed_flows, packed_bytes) = flows.packed_size();
+        let mut tally = Tally {
+            flows: flows.len(),
+            evicted: flows.evicted,
+            packed_flows,
+            packed_bytes,
+            counted_total: counted.total,
+            counted_unattributed: counted.unattributed,
+            verdicts: BTreeMap::new(),
+        };
+        for f in flows.into_flows() {
+            env.prepare(&mut names, &f);
+            let v = evaluate(&f, env.env(), c);
+            *tally
+                .verdicts
+                .entry(v.kind.as_str().to_string())
+                .or_default() += 1;
+            each(&f, &v);
+        }
+        tally
+    }
+}
+
+/// Node facts that must be read for a flow before it is judged (the live
+/// node reads namespaces on demand; a recording has them already).
+pub trait PreparedEnv {
+    fn prepare(&mut self, names: &mut Names, flow: &Flow);
+    fn env(&self) -> &dyn Env;
+}
+
+impl PreparedEnv for crate::verdict::Inventory {
+    fn prepare(&mut self, _names: &mut Names, _flow: &Flow) {}
+
+    fn env(&self) -> &dyn Env {
+        self
+    }
+}
+
+/// What a flow's printed verdict is compared on: (kind, reason), hashed;
+/// never 0 (0 means "not printed").
+fn verdict_key(v: &Verdict) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    BuildHasherDefault::<DefaultHasher>::default().hash_one((v.kind.as_str(), &v.reason)) | 1
+}

@@ -1,0 +1,380 @@
+//! Recordings: `tracer follow --record FILE` writes the raw ring records
+//! and the kernel's counted totals as they arrive, then, at the end, what
+//! replaying them needs (name tables, the node facts the verdicts read,
+//! the run's completeness and summary) and the verdicts it printed.
+//! `tracer replay FILE` runs the same [`crate::pipeline::Pipeline`] over
+//! it without root, BTF or a kernel.
+//!
+//! Layout: the magic `TRACEREC`, a u16 format version (little endian),
+//! then frames of `tag: u8, len: u32 LE, payload`: one header (JSON), ring
+//! records (raw bytes, as the kernel wrote them), counted polls (binary:
+//! see [`Recorder::counted`]), and one trailer (JSON) last. A recording
+//! without its trailer was cut short (tracer killed).
+
+use std::{
+    collections::BTreeMap,
+    fs::File,
+    io::{BufWriter, Write},
+    net::IpAddr,
+    path::{Path, PathBuf},
+};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use serde::{Deserialize, Serialize};
+use tracer_common::AggKey;
+
+use crate::{
+    ipvs::VirtualService,
+    netfilter::NfRule,
+    output::Summary,
+    verdict::{Completeness, IfAddr, Inventory, Verdict},
+};
+
+pub const MAGIC: &[u8; 8] = b"TRACEREC";
+/// Bumped when a reader of the previous version could not read it.
+pub const VERSION: u16 = 1;
+
+const TAG_HEADER: u8 = 1;
+const TAG_RING: u8 = 2;
+const TAG_COUNTED: u8 = 3;
+const TAG_TRAILER: u8 = 4;
+
+/// Bytes of one counted total: the key, the total (u64), the netns (u32).
+const COUNTED_ITEM: usize = size_of::<AggKey>() + 8 + 4;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("cannot write recording {path}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot read recording {path}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0} is not a tracer recording (no TRACEREC magic)")]
+    NotARecording(PathBuf),
+    #[error(
+        "{path} is recording format version {found}; this tracer reads version {VERSION} (replay it with the tracer that recorded it)"
+    )]
+    Version { path: PathBuf, found: u16 },
+    #[error(
+        "{path} was cut short at byte {at} (the recording tracer stopped before it finished writing: killed?)"
+    )]
+    Truncated { path: PathBuf, at: usize },
+    #[error("{path}: bad {what} at byte {at}: {why}")]
+    Corrupt {
+        path: PathBuf,
+        what: &'static str,
+        at: usize,
+        why: String,
+    },
+}
+
+/// What the run was asked, written first.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Header {
+    pub tracer_version: String,
+    /// `uname -r` of the recording machine.
+    pub kernel: String,
+    pub target: String,
+    pub proto: Option<String>,
+    pub max_flows: usize,
+    /// Wall clock at start, ms since the epoch.
+    pub started_unix_ms: u64,
+}
+
+/// What replay needs beyond the records, written last.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Trailer {
+    pub drop_reasons: BTreeMap<u32, String>,
+    pub rst_reasons: BTreeMap<u32, String>,
+    /// Namespace inode -> name, as the run named them.
+    pub netns_names: BTreeMap<u32, String>,
+    /// Code address -> `function+0xoff`, every address the run named.
+    pub locations: BTreeMap<u64, String>,
+    pub facts: Facts,
+    pub completeness: Completeness,
+    pub summary: Summary,
+    /// The final verdict of every flow, as `follow` printed it.
+    pub verdicts: Vec<RecordedVerdict>,
+}
+
+/// The node facts the final report's verdicts read ([`Inventory`], in a
+/// form JSON keeps).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Facts {
+    pub addrs: BTreeMap<u32, Vec<IfAddr>>,
+    pub nf_moved: BTreeMap<u32, Vec<(NfRule, u64)>>,
+    pub tc_filters: Vec<(u32, String, Vec<String>)>,
+    pub dst_facts: BTreeMap<IpAddr, Vec<String>>,
+    pub ipvs: BTreeMap<u32, Vec<VirtualService>>,
+}
+
+impl From<Inventory> for Facts {
+    fn from(i: Inventory) -> Facts {
+        let mut tc_filters: Vec<_> = i.tc.into_iter().map(|((n, d), v)| (n, d, v)).collect();
+        tc_filters.sort();
+        Facts {
+            addrs: i.by_netns.into_iter().collect(),
+            nf_moved: i.nf.into_iter().collect(),
+            tc_filters,
+            dst_facts: i.facts.into_iter().collect(),
+            ipvs: i.ipvs.into_iter().collect(),
+        }
+    }
+}
+
+impl From<Facts> for Inventory {
+    fn from(f: Facts) -> Inventory {
+        Inventory {
+            by_netns: f.addrs.into_iter().collect(),
+            nf: f.nf_moved.into_iter().collect(),
+            tc: f
+                .tc_filters
+                .into_iter()
+                .map(|(n, d, v)| ((n, d), v))
+                .collect(),
+            facts: f.dst_facts.into_iter().collect(),
+            ipvs: f.ipvs.into_iter().collect(),
+        }
+    }
+}
+
+/// A flow's final verdict, for the golden comparison.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedVerdict {
+    pub id: u64,
+    pub kind: String,
+    pub reason: String,
+    #[serde(rename = "where")]
+    pub where_: String,
+}
+
+impl RecordedVerdict {
+    pub fn of(id: u64, v: &Verdict) -> RecordedVerdict {
+        RecordedVerdict {
+            id,
+            kind: v.kind.as_str().to_string(),
+            reason: v.reason.clone(),
+            where_: v.where_.clone(),
+        }
+    }
+}
+
+/// Writes a recording as the run goes. A write error is kept, further
+/// writes are skipped, and [`Recorder::finish`] reports it: a full disk
+/// must not stop the trace.
+pub struct Recorder {
+    path: PathBuf,
+    out: BufWriter<File>,
+    buf: BytesMut,
+    error: Option<std::io::Error>,
+    /// Bytes written so far.
+    pub bytes: u64,
+}
+
+impl Recorder {
+    pub fn create(path: &Path, header: &Header) -> Result<Recorder, RecordError> {
+        let file = File::create(path).map_err(|source| RecordError::Write {
+            path: path.into(),
+            source,
+        })?;
+        let mut r = Recorder {
+            path: path.into(),
+            out: BufWriter::with_capacity(1 << 16, file),
+            buf: BytesMut::with_capacity(1 << 12),
+            error: None,
+            bytes: 0,
+        };
+        r.put(MAGIC);
+        r.put(&VERSION.to_le_bytes());
+        let json = serde_json::to_vec(header).expect("a header serializes");
+        r.frame(TAG_HEADER, &json);
+        Ok(r)
+    }
+
+    fn put(&mut self, b: &[u8]) {
+        if self.error.is_some() {
+            return;
+        }
+        match self.out.write_all(b) {
+            Ok(()) => self.bytes += b.len() as u64,
+            Err(e) => self.error = Some(e),
+        }
+    }
+
+    fn frame(&mut self, tag: u8, payload: &[u8]) {
+        let mut head = [0u8; 5];
+        head[0] = tag;
+        head[1..].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        self.put(&head);
+        self.put(payload);
+    }
+
+    /// One ring record, as read.
+    pub fn ring(&mut self, record: &[u8]) {
+        self.frame(TAG_RING, record);
+    }
+
+    /// One poll of counted totals: each item the key's bytes
+    /// (`tracer_common::AggKey`, `#[repr(C)]`), the total (u64 LE) and the
+    /// namespace inode (u32 LE).
+    pub fn counted(&mut self, totals: &[(AggKey, u64, u32)]) {
+        self.buf.clear();
+        for (k, total, netns) in totals {
+            self.buf.put_slice(agg_key_bytes(k));
+            self.buf.put_u64_le(*total);
+            self.buf.put_u32_le(*netns);
+        }
+        let payload = self.buf.split().freeze();
+        self.frame(TAG_COUNTED, &payload);
+    }
+
+    /// Write the trailer and flush; the file is complete.
+    pub fn finish(mut self, trailer: &Trailer) -> Result<u64, RecordError> {
+        let json = serde_json::to_vec(trailer).expect("a trailer serializes");
+        self.frame(TAG_TRAILER, &json);
+        if self.error.is_none()
+            && let Err(e) = self.out.flush()
+        {
+            self.error = Some(e);
+        }
+        match self.error {
+            None => Ok(self.bytes),
+            Some(source) => Err(RecordError::Write {
+                path: self.path,
+                source,
+            }),
+        }
+    }
+}
+
+fn agg_key_bytes(k: &AggKey) -> &[u8] {
+    // SAFETY: AggKey is #[repr(C)] plain data with explicit padding
+    // fields (tracer-common's layout tests), so all its bytes are
+    // initialised.
+    unsafe { std::slice::from_raw_parts((k as *const AggKey).cast::<u8>(), size_of::<AggKey>()) }
+}
+
+/// What a recording feeds the pipeline, in the order it arrived.
+#[derive(Debug, Clone)]
+pub enum Frame {
+    Ring(Bytes),
+    Counted(Vec<(AggKey, u64, u32)>),
+}
+
+/// A recording read whole.
+#[derive(Debug)]
+pub struct Recording {
+    pub header: Header,
+    pub frames: Vec<Frame>,
+    pub trailer: Trailer,
+}
+
+impl Recording {
+    pub fn open(path: &Path) -> Result<Recording, RecordError> {
+        let data = std::fs::read(path).map_err(|source| RecordError::Read {
+            path: path.into(),
+            source,
+        })?;
+        Recording::parse(path, Bytes::from(data))
+    }
+
+    pub fn parse(path: &Path, mut data: Bytes) -> Result<Recording, RecordError> {
+        let total = data.len();
+        if data.len() < MAGIC.len() || &data[..MAGIC.len()] != MAGIC {
+            return Err(RecordError::NotARecording(path.into()));
+        }
+        data.advance(MAGIC.len());
+        if data.remaining() < 2 {
+            return Err(RecordError::Truncated {
+                path: path.into(),
+                at: total - data.remaining(),
+            });
+        }
+        let found = data.get_u16_le();
+        if found != VERSION {
+            return Err(RecordError::Version {
+                path: path.into(),
+                found,
+            });
+        }
+        let corrupt = |what, at, why: String| RecordError::Corrupt {
+            path: path.into(),
+            what,
+            at,
+            why,
+        };
+        let (mut header, mut trailer, mut frames) = (None, None, Vec::new());
+        while data.has_remaining() {
+            let at = total - data.remaining();
+            if data.remaining() < 5 {
+                return Err(RecordError::Truncated {
+                    path: path.into(),
+                    at,
+                });
+            }
+            let tag = data.get_u8();
+            let len = data.get_u32_le() as usize;
+            if data.remaining() < len {
+                return Err(RecordError::Truncated {
+                    path: path.into(),
+                    at,
+                });
+            }
+            let payload = data.split_to(len);
+            match tag {
+                TAG_HEADER => {
+                    header = Some(
+                        serde_json::from_slice(&payload)
+                            .map_err(|e| corrupt("header", at, e.to_string()))?,
+                    );
+                }
+                TAG_RING => frames.push(Frame::Ring(payload)),
+                TAG_COUNTED => frames.push(Frame::Counted(
+                    counted_items(&payload).map_err(|why| corrupt("counted poll", at, why))?,
+                )),
+                TAG_TRAILER => {
+                    trailer = Some(
+                        serde_json::from_slice(&payload)
+                            .map_err(|e| corrupt("trailer", at, e.to_string()))?,
+                    );
+                }
+                other => return Err(corrupt("frame", at, format!("unknown tag {other}"))),
+            }
+        }
+        let header = header.ok_or_else(|| corrupt("header", 10, "missing".into()))?;
+        let trailer = trailer.ok_or_else(|| RecordError::Truncated {
+            path: path.into(),
+            at: total,
+        })?;
+        Ok(Recording {
+            header,
+            frames,
+            trailer,
+        })
+    }
+}
+
+fn counted_items(mut b: &[u8]) -> Result<Vec<(AggKey, u64, u32)>, String> {
+    if !b.len().is_multiple_of(COUNTED_ITEM) {
+        return Err(format!(
+            "{} bytes is not a whole number of {COUNTED_ITEM}-byte items",
+            b.len()
+        ));
+    }
+    let mut v = Vec::with_capacity(b.len() / COUNTED_ITEM);
+    while b.has_remaining() {
+        // SAFETY: AggKey is #[repr(C)] plain integers: any bytes are a
+        // valid value; read_unaligned copes with the buffer's alignment.
+        let k = unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<AggKey>()) };
+        b.advance(size_of::<AggKey>());
+        let total = b.get_u64_le();
+        let netns = b.get_u32_le();
+        v.push((k, total, netns));
+    }
+    Ok(v)
+}

@@ -1,0 +1,100 @@
+//! `tracer replay`: a recording through the same [`Pipeline`] as `follow`,
+//! with no root, BTF or kernel: the records in the order they arrived,
+//! then the final report against the node facts the run read.
+
+use std::path::Path;
+
+use anyhow::Result;
+
+use crate::{
+    names::{Kallsyms, Names, NetnsNames},
+    output::{Sink, summary::ReplayInfo},
+    pipeline::Pipeline,
+    record::{Frame, RecordedVerdict, Recording},
+    target::Target,
+    verdict::Inventory,
+};
+
+/// What replay found.
+#[derive(Debug)]
+pub struct Replayed {
+    /// Each flow's verdict now.
+    pub verdicts: Vec<RecordedVerdict>,
+    /// What the recording says `follow` printed.
+    pub recorded: Vec<RecordedVerdict>,
+}
+
+impl Replayed {
+    /// Lines saying where the replayed verdicts differ from the recorded.
+    pub fn differences(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.verdicts.len() != self.recorded.len() {
+            out.push(format!(
+                "{} flows replayed, {} recorded",
+                self.verdicts.len(),
+                self.recorded.len()
+            ));
+        }
+        for r in &self.recorded {
+            match self.verdicts.iter().find(|v| v.id == r.id) {
+                None => out.push(format!("flow #{}: recorded, not replayed", r.id)),
+                Some(v) if v != r => out.push(format!(
+                    "flow #{}: recorded {} {} ({}), replayed {} {} ({})",
+                    r.id, r.kind, r.reason, r.where_, v.kind, v.reason, v.where_
+                )),
+                Some(_) => {}
+            }
+        }
+        out
+    }
+}
+
+pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed> {
+    let rec = Recording::open(path)?;
+    let Recording {
+        header,
+        frames,
+        trailer,
+    } = rec;
+    let target = Target::parse(&header.target, header.proto.as_deref())?;
+    let names = Names {
+        drop_reasons: trailer.drop_reasons.into_iter().collect(),
+        rst_reasons: trailer.rst_reasons.into_iter().collect(),
+        kallsyms: Kallsyms::fixed(trailer.locations.into_iter().collect()),
+        netns: NetnsNames::fixed(trailer.netns_names),
+        interned: Default::default(),
+    };
+    let mut pipeline = Pipeline::new(target, names, header.max_flows);
+    for f in frames {
+        match f {
+            Frame::Ring(b) => pipeline.ingest(&b),
+            Frame::Counted(totals) => pipeline.fold_counted(totals),
+        }
+    }
+    let mut env: Inventory = trailer.facts.into();
+    let mut summary = trailer.summary;
+    sink.report_start(pipeline.flow_count(), &target.to_string(), &summary.stop);
+    let decode_errors = pipeline.decode_errors;
+    let mut verdicts = Vec::new();
+    let tally = pipeline.report(&mut env, &trailer.completeness, |f, v| {
+        sink.flow(f, v, true);
+        verdicts.push(RecordedVerdict::of(f.id, v));
+    });
+    summary.flows = tally.flows;
+    summary.verdicts = tally.verdicts;
+    summary.flows_evicted = tally.evicted;
+    summary.counted_in_kernel = tally.counted_total;
+    summary.counted_unattributed = tally.counted_unattributed;
+    summary.decode_errors = decode_errors;
+    // Replay packs nothing: the packing figures are the recording run's.
+    summary.replay = Some(ReplayInfo {
+        file: path.display().to_string(),
+        kernel: header.kernel,
+        tracer_version: header.tracer_version,
+    });
+    sink.summary(&summary);
+    Ok(Replayed {
+        verdicts,
+        recorded: trailer.verdicts,
+    })
+}

@@ -1,0 +1,359 @@
+//! A `Session` owns everything tracer holds in the kernel while it
+//! follows a target: the loaded programs and maps, their attachments, the
+//! tc links or filters on every interface, and the ring buffer. It is
+//! built by [`Session::start`] and torn down by `Drop` on every path
+//! (errors, signals, the end of the run); [`Session::finish`] tears down
+//! early to time it.
+
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, anyhow, bail};
+use aya::maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf};
+use tokio::io::unix::AsyncFd;
+use tracer_common::{AGG_HOT_SLOTS, AggHot, AggKey, AggVal};
+
+use crate::{
+    btf::{Btf, offsets},
+    loader::{
+        self, Counters, counters, probes,
+        tc::{TcManager, TcMode, TcScope},
+    },
+    names::{Kallsyms, Names},
+    netns::NetnsRef,
+    target::Target,
+};
+
+/// What to follow and how to attach.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    pub target: Target,
+    /// Traced namespaces; empty: every namespace, tc on tracer's own.
+    pub netns: Vec<NetnsRef>,
+    /// tc only on these interfaces.
+    pub iface: Vec<String>,
+    pub tc_mode: TcMode,
+    pub ring_bytes: u32,
+    /// Keep the device tracepoints where tc covers every interface.
+    pub device_tracepoints: bool,
+}
+
+/// What start-up found, for the operator.
+#[derive(Debug)]
+pub struct StartReport {
+    pub ready_ms: u128,
+    /// Problems worth a warning line (tc errors, ...).
+    pub warnings: Vec<String>,
+}
+
+pub struct Session {
+    // Fields drop in order: tc links and filters first, then the ring
+    // buffer, then the programs and maps.
+    tc: TcManager,
+    ring: AsyncFd<RingBuf<MapData>>,
+    ebpf: aya::Ebpf,
+    plan: Vec<probes::ProbeStatus>,
+    caps: probes::KernelCaps,
+    last_sync: Instant,
+}
+
+/// The kernel's name tables and symbols, read while the session starts.
+pub struct KernelNames {
+    pub drop_reasons: HashMap<u32, String>,
+    pub rst_reasons: HashMap<u32, String>,
+    pub kallsyms: Kallsyms,
+}
+
+impl KernelNames {
+    pub fn into_names(self) -> Names {
+        Names {
+            drop_reasons: self.drop_reasons,
+            rst_reasons: self.rst_reasons,
+            kallsyms: self.kallsyms,
+            netns: Default::default(),
+            interned: Default::default(),
+        }
+    }
+}
+
+/// Teardown figures.
+#[derive(Debug, Clone)]
+pub struct Teardown {
+    pub counters: Counters,
+    pub tc_mode: TcMode,
+    pub tc_interfaces: usize,
+    pub detach_ms: u128,
+    pub errors: Vec<String>,
+}
+
+impl Session {
+    /// Parse BTF, load and attach every program, put tc on the interfaces
+    /// in scope. Errors after the first attachment detach what was made
+    /// (the fields' `Drop`).
+    pub fn start(
+        opts: &SessionOptions,
+        started: Instant,
+    ) -> Result<(Session, KernelNames, StartReport)> {
+        let vmlinux = crate::btf::vmlinux_path();
+        if !vmlinux.exists() {
+            bail!(
+                "this kernel exposes no BTF ({} missing): tracer needs a kernel built with CONFIG_DEBUG_INFO_BTF=y",
+                vmlinux.display()
+            );
+        }
+        // /proc/kallsyms takes ~50 ms to read: off the start-up path. One
+        // read serves both: the registry's symbols first (needed for the
+        // plan), then the table that names drop locations.
+        let (caps_tx, caps_rx) = std::sync::mpsc::channel();
+        let kallsyms = std::thread::spawn(move || {
+            let text = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+            let _ = caps_tx.send(probes::KernelCaps::probe_with(&text));
+            Kallsyms::parse(&text)
+        });
+        let btf = Btf::from_sys()?;
+        log::debug!("btf parsed: {:?}", started.elapsed());
+        let resolved = offsets::resolve(&btf)?;
+        let drop_reasons = offsets::enum_names(&btf, "skb_drop_reason", "SKB_DROP_REASON_");
+        let rst_reasons = offsets::enum_names(&btf, "sk_rst_reason", "SK_RST_REASON_");
+        let mut caps = caps_rx.recv().unwrap_or_default();
+        let mut plan = probes::plan(&btf, &caps);
+        drop(btf);
+        log::debug!("names ready: {:?}", started.elapsed());
+
+        let filter = opts.target.filter(!opts.netns.is_empty());
+        let inodes: Vec<u32> = opts.netns.iter().map(|n| n.inode).collect();
+        let aya_btf = aya::Btf::parse_file(vmlinux, aya::Endianness::default())
+            .context("read kernel BTF for program loading")?;
+        let mut ebpf = loader::load(
+            &filter,
+            &resolved.offsets,
+            &inodes,
+            &aya_btf,
+            opts.ring_bytes,
+        )?;
+        loader::load_programs(&mut ebpf, &mut plan, &mut caps, &aya_btf)?;
+        log::debug!("object loaded: {:?}", started.elapsed());
+
+        let scopes: Vec<TcScope> = if opts.netns.is_empty() {
+            vec![TcScope {
+                netns: None,
+                label: "host".into(),
+            }]
+        } else {
+            opts.netns
+                .iter()
+                .map(|n| TcScope {
+                    netns: Some(n.path.clone()),
+                    label: n.label.clone(),
+                })
+                .collect()
+        };
+        let mut tc = TcManager::new(opts.tc_mode, scopes, opts.iface.clone());
+        // tc on every interface of every traced namespace sees what the
+        // device tracepoints would (probes::TC_COVERED); without --netns it
+        // is on the host's interfaces only, and the tracepoints cover the
+        // pods.
+        if !opts.netns.is_empty() && opts.iface.is_empty() && !opts.device_tracepoints {
+            probes::leave_to_tc(&mut plan);
+        }
+        // From here on, every error path detaches (TcManager's Drop, links'
+        // Drop) before returning.
+        loader::attach_hooks(&mut ebpf, &mut plan, &caps, &aya_btf)?;
+        drop(aya_btf);
+        // Both parses of vmlinux BTF (~6 MiB each, in many small blocks)
+        // are freed; hand the pages back so that they do not stay in RSS
+        // for the whole run (glibc keeps freed heap otherwise).
+        trim_heap();
+        log::debug!("hooks attached: {:?}", started.elapsed());
+        tc.sync(&mut ebpf)?;
+        let mut warnings = give_back_to_tracepoints(&mut ebpf, &mut plan, &caps, &tc);
+        log::debug!("tc attached: {:?}", started.elapsed());
+        let missing = tc.missing_ifaces();
+        if !missing.is_empty() {
+            tc.detach_all();
+            bail!(
+                "interface(s) {} not found in the traced namespace(s)",
+                missing.join(", ")
+            );
+        }
+        // SAFETY: the RingBuf owns its map fd, which stays open and the
+        // same for as long as the AsyncFd (which owns the RingBuf) lives.
+        let ring = unsafe {
+            AsyncFd::register_with_interest(loader::ring(&mut ebpf)?, tokio::io::Interest::READABLE)
+        }
+        .map_err(|e| anyhow!("register ring buffer: {e}"))?;
+        warnings.extend(tc.errors.iter().cloned());
+        let names = KernelNames {
+            drop_reasons,
+            rst_reasons,
+            kallsyms: kallsyms.join().unwrap_or_default(),
+        };
+        let session = Session {
+            tc,
+            ring,
+            ebpf,
+            plan,
+            caps,
+            last_sync: Instant::now(),
+        };
+        let report = StartReport {
+            ready_ms: started.elapsed().as_millis(),
+            warnings,
+        };
+        Ok((session, names, report))
+    }
+
+    pub fn plan(&self) -> &[probes::ProbeStatus] {
+        &self.plan
+    }
+
+    pub fn tc_mode(&self) -> TcMode {
+        self.tc.mode()
+    }
+
+    pub fn tc_interfaces(&self) -> usize {
+        self.tc.attached_count()
+    }
+
+    /// Wait until the kernel wakes us (WAKE_BYTES waiting, emit.rs); the
+    /// caller then drains. Readiness is cleared before the drain, so a
+    /// record that arrives during it wakes us again.
+    pub async fn readable(&mut self) -> Result<()> {
+        let mut guard = self.ring.readable_mut().await?;
+        guard.clear_ready();
+        Ok(())
+    }
+
+    /// Hand every record waiting now to `each` (below the wake-up
+    /// threshold the kernel does not wake us).
+    pub fn drain(&mut self, each: &mut dyn FnMut(&[u8])) {
+        let rb = self.ring.get_mut();
+        while let Some(item) = rb.next() {
+            each(&item);
+        }
+    }
+
+    /// Once a second: hook interfaces that appeared, and attach the device
+    /// tracepoints after all where tc failed. `None` when not due yet,
+    /// else the warnings.
+    pub fn maintain(&mut self) -> Option<Vec<String>> {
+        if self.last_sync.elapsed() < Duration::from_secs(1) {
+            return None;
+        }
+        self.last_sync = Instant::now();
+        let mut warnings = Vec::new();
+        if let Err(e) = self.tc.sync(&mut self.ebpf) {
+            warnings.push(format!("interface rescan: {e:#}"));
+        }
+        warnings.extend(give_back_to_tracepoints(
+            &mut self.ebpf,
+            &mut self.plan,
+            &self.caps,
+            &self.tc,
+        ));
+        Some(warnings)
+    }
+
+    /// The kernel-side counters summed over CPUs.
+    pub fn counters(&self) -> Counters {
+        counters(&self.ebpf)
+    }
+
+    /// The packets the kernel counted instead of recording (the `AGG` map,
+    /// tracer_common::agg), as `(key, total, netns)`: running totals per
+    /// key summed over CPUs, plus what each CPU's per-hook slot
+    /// (`AGG_HOT`) holds pending for its key. A key with a total of 0 is
+    /// returned only when `knows` it (counted.rs).
+    pub fn counted_totals(
+        &self,
+        knows: &dyn Fn(&AggKey) -> bool,
+    ) -> Result<Vec<(AggKey, u64, u32)>> {
+        let Some(map) = self.ebpf.map("AGG") else {
+            return Ok(Vec::new());
+        };
+        let map = PerCpuHashMap::<&MapData, AggKey, AggVal>::try_from(map)?;
+        let mut seen: HashMap<AggKey, (u64, u32)> = HashMap::new();
+        // A key can be evicted while we iterate: skip the error, not the rest.
+        for (k, vals) in map.iter().flatten() {
+            let total: u64 = vals.iter().map(|v| v.packets).sum();
+            // Most keys never counted a packet (their flows stayed within
+            // the record budget): with many short flows the map is full of
+            // them (16384 keys), and keeping them all cost ~6 MiB each poll.
+            if total == 0 && !knows(&k) {
+                continue;
+            }
+            let netns = vals.iter().map(|v| v.netns).find(|n| *n != 0).unwrap_or(0);
+            seen.insert(k, (total, netns));
+        }
+        // Read after AGG: a count moving from a slot to AGG meanwhile is
+        // missed this once (a short read), never counted twice.
+        if let Some(hot) = self.ebpf.map("AGG_HOT") {
+            let hot = PerCpuArray::<&MapData, AggHot>::try_from(hot)?;
+            for i in 0..AGG_HOT_SLOTS {
+                for h in hot.get(&i, 0)?.iter() {
+                    if h.until != 0 && h.pending != 0 {
+                        seen.entry(h.key).or_insert((0, 0)).0 += h.pending;
+                    }
+                }
+            }
+        }
+        Ok(seen.into_iter().map(|(k, (t, n))| (k, t, n)).collect())
+    }
+
+    /// Detach everything now, and say how long it took.
+    pub fn finish(self) -> Teardown {
+        let started = Instant::now();
+        let counters = self.counters();
+        let Session {
+            mut tc, ring, ebpf, ..
+        } = self;
+        let tc_mode = tc.mode();
+        let tc_interfaces = tc.attached_count();
+        let errors = tc.detach_all();
+        drop(tc);
+        drop(ring);
+        drop(ebpf);
+        Teardown {
+            counters,
+            tc_mode,
+            tc_interfaces,
+            detach_ms: started.elapsed().as_millis(),
+            errors,
+        }
+    }
+}
+
+/// When tc failed on an interface, the device tracepoints left to it are
+/// attached after all: that interface's packets would otherwise have no
+/// device hop. Once given back, `tc_failed` returns nothing more.
+fn give_back_to_tracepoints(
+    ebpf: &mut aya::Ebpf,
+    plan: &mut [probes::ProbeStatus],
+    caps: &probes::KernelCaps,
+    tc: &TcManager,
+) -> Vec<String> {
+    if tc.errors.is_empty() {
+        return Vec::new();
+    }
+    let hooks = probes::tc_failed(plan);
+    if hooks.is_empty() {
+        return Vec::new();
+    }
+    let mut w = vec![format!(
+        "tc is not on every interface: attaching {} after all",
+        hooks.join(", ")
+    )];
+    w.extend(loader::attach_left(ebpf, plan, caps, &hooks));
+    w
+}
+
+/// Give freed heap pages back to the system (glibc keeps them otherwise).
+pub fn trim_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only releases free heap memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
