@@ -8,7 +8,7 @@
 
 use std::{
     cell::RefCell,
-    collections::{BTreeSet, HashMap},
+    collections::HashMap,
     net::IpAddr,
     path::PathBuf,
     time::{Duration, Instant},
@@ -45,9 +45,6 @@ pub struct LiveEnv {
     tc: RefCell<HashMap<(u32, String), Vec<String>>>,
     /// Netfilter counters when tracing started, per namespace inode.
     nf_baseline: HashMap<u32, Vec<NfRule>>,
-    /// Destinations of the flows judged since the last [`LiveEnv::expire`]
-    /// (what a recording keeps the owner facts of).
-    dsts: BTreeSet<IpAddr>,
 }
 
 impl LiveEnv {
@@ -58,7 +55,6 @@ impl LiveEnv {
             paths: HashMap::new(),
             tc: RefCell::default(),
             nf_baseline,
-            dsts: BTreeSet::new(),
         }
     }
 
@@ -66,7 +62,6 @@ impl LiveEnv {
     pub fn expire(&mut self) {
         self.cache.clear();
         self.tc.borrow_mut().clear();
-        self.dsts.clear();
     }
 
     /// What was read since the last [`LiveEnv::expire`], as a fixed
@@ -93,12 +88,8 @@ impl LiveEnv {
                 .filter(|(_, v)| !v.is_empty())
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
-            facts: self
-                .dsts
-                .iter()
-                .map(|d| (*d, self.vip.evidence(*d)))
-                .filter(|(_, v)| !v.is_empty())
-                .collect(),
+            // Rebuilt from the owner watch (ReplayEnv), not kept.
+            facts: Default::default(),
             ipvs: self
                 .cache
                 .iter()
@@ -114,7 +105,6 @@ impl PreparedEnv for LiveEnv {
     /// with its netfilter counters where a followed packet was dropped by
     /// netfilter.
     fn prepare(&mut self, names: &mut Names, flow: &Flow) {
-        self.dsts.extend(flow.dsts());
         for h in &flow.hops {
             let ino = h.netns_inode;
             if ino == 0 {

@@ -15,7 +15,6 @@ use std::{
     collections::BTreeMap,
     fs::File,
     io::{BufWriter, Write},
-    net::IpAddr,
     path::{Path, PathBuf},
 };
 
@@ -103,13 +102,13 @@ pub struct Trailer {
 }
 
 /// The node facts the final report's verdicts read ([`Inventory`], in a
-/// form JSON keeps).
+/// form JSON keeps), but for the owners of the followed address: those
+/// are rebuilt from the summary's `vip` (owner changes and MACs).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Facts {
     pub addrs: BTreeMap<u32, Vec<IfAddr>>,
     pub nf_moved: BTreeMap<u32, Vec<(NfRule, u64)>>,
     pub tc_filters: Vec<(u32, String, Vec<String>)>,
-    pub dst_facts: BTreeMap<IpAddr, Vec<String>>,
     pub ipvs: BTreeMap<u32, Vec<VirtualService>>,
 }
 
@@ -121,7 +120,6 @@ impl From<Inventory> for Facts {
             addrs: i.by_netns.into_iter().collect(),
             nf_moved: i.nf.into_iter().collect(),
             tc_filters,
-            dst_facts: i.facts.into_iter().collect(),
             ipvs: i.ipvs.into_iter().collect(),
         }
     }
@@ -137,7 +135,7 @@ impl From<Facts> for Inventory {
                 .into_iter()
                 .map(|(n, d, v)| ((n, d), v))
                 .collect(),
-            facts: f.dst_facts.into_iter().collect(),
+            facts: Default::default(),
             ipvs: f.ipvs.into_iter().collect(),
         }
     }

@@ -9,11 +9,49 @@ use anyhow::Result;
 use crate::{
     names::{Kallsyms, Names, NetnsNames},
     output::{Sink, summary::ReplayInfo},
-    pipeline::Pipeline,
+    pipeline::{Pipeline, PreparedEnv},
     record::{Frame, RecordedVerdict, Recording},
     target::Target,
-    verdict::Inventory,
+    verdict::{Env, IfAddr, Inventory},
+    vip::VipWatch,
 };
+
+/// The node as the recorded run read it: its namespaces' facts, and the
+/// owners of the followed address rebuilt from the summary.
+struct ReplayEnv {
+    inventory: Inventory,
+    vip: VipWatch,
+}
+
+impl PreparedEnv for ReplayEnv {
+    fn prepare(&mut self, _names: &mut Names, _flow: &crate::flow::Flow) {}
+
+    fn env(&self) -> &dyn Env {
+        self
+    }
+}
+
+impl Env for ReplayEnv {
+    fn addrs(&self, netns: u32) -> Option<&[IfAddr]> {
+        self.inventory.addrs(netns)
+    }
+
+    fn nf_moved(&self, netns: u32) -> &[(crate::netfilter::NfRule, u64)] {
+        self.inventory.nf_moved(netns)
+    }
+
+    fn tc_filters(&self, netns: u32, dev: &str) -> Vec<String> {
+        self.inventory.tc_filters(netns, dev)
+    }
+
+    fn dst_facts(&self, dst: std::net::IpAddr) -> Vec<String> {
+        self.vip.evidence(dst)
+    }
+
+    fn ipvs(&self, netns: u32) -> &[crate::ipvs::VirtualService] {
+        self.inventory.ipvs(netns)
+    }
+}
 
 /// What replay found.
 #[derive(Debug)]
@@ -71,8 +109,19 @@ pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed> {
             Frame::Counted(totals) => pipeline.fold_counted(totals),
         }
     }
-    let mut env: Inventory = trailer.facts.into();
     let mut summary = trailer.summary;
+    let mut env = ReplayEnv {
+        inventory: trailer.facts.into(),
+        vip: VipWatch::replayed(
+            summary.vip.changes.clone(),
+            summary
+                .vip
+                .macs
+                .iter()
+                .map(|m| (m.addr, m.mac.clone()))
+                .collect(),
+        ),
+    };
     sink.report_start(pipeline.flow_count(), &target.to_string(), &summary.stop);
     let decode_errors = pipeline.decode_errors;
     let mut verdicts = Vec::new();

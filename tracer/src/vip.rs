@@ -64,6 +64,16 @@ impl VipWatch {
         self.owners = now;
     }
 
+    /// What a run saw, for its replay: owner changes and answering MACs
+    /// (nothing is watched).
+    pub fn replayed(changes: Vec<OwnerChange>, macs: BTreeSet<(IpAddr, String)>) -> VipWatch {
+        VipWatch {
+            changes,
+            macs,
+            ..Default::default()
+        }
+    }
+
     pub fn owners(&self) -> Vec<String> {
         self.owners
             .iter()

@@ -1,0 +1,160 @@
+//! Record and replay, without root: the recordings of real runs in
+//! tests/recordings (each scenario of the suites, on Linux 6.18 here and
+//! on the kernel-matrix VMs' Debian kernels) replayed by the real binary.
+//! Each replay must print the verdicts its run printed (`replay --check`),
+//! and each scenario's verdict must be the one it exists for.
+//!
+//! To re-record after a change to the rules or the format:
+//! `TRACER_KEEP_RECORDINGS=DIR cargo xtask test --no-vm --filter NAME`
+//! (or `cargo xtask vm` for the VM kernels), then copy the files here as
+//! `SCENARIO-KERNEL.rec`.
+
+use std::{path::PathBuf, process::Command};
+
+use tracer_tests::{replay::replay_json, tracer::tracer_bin};
+
+/// The verdict (kind, reason) some final flow of each scenario must have.
+const EXPECTED: &[(&str, &str, &str)] = &[
+    ("incident1", "dropped", "NEIGH_FAILED"),
+    ("incident2", "dropped", "NETFILTER_DROP"),
+    ("incident2_ipvs", "dropped", "ipvs_no_destination"),
+    ("incident3", "misrouted", "local_destination_transmitted"),
+    (
+        "incident3_mirred",
+        "misrouted",
+        "local_destination_transmitted",
+    ),
+    ("incident4", "misrouted", "nat_source_from_other_interface"),
+    (
+        "incident4-netns",
+        "misrouted",
+        "nat_source_from_other_interface",
+    ),
+    ("incident5", "misrouted", "local_route_shadows_host"),
+    ("incident5_ipvs", "misrouted", "local_route_shadows_host"),
+    ("forwarded", "forwarded", "routed"),
+    ("nat_output", "delivered", "local_socket"),
+    ("netfilter_forward_drop", "dropped", "NETFILTER_DROP"),
+    ("netfilter_input_drop", "dropped", "NETFILTER_DROP"),
+    ("no_route", "dropped", "IP_INNOROUTES"),
+    ("tcp_closed_port", "dropped", "NO_SOCKET"),
+    ("tcp_delivered", "delivered", "local_socket"),
+    ("udp_delivered", "delivered", "local_socket"),
+    ("ipvs_nat", "delivered", "local_socket"),
+];
+
+fn recordings() -> Vec<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("tests/recordings")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rec"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// `incident4-netns-6.18.rec` -> ("incident4-netns", "6.18").
+fn scenario_and_kernel(p: &std::path::Path) -> (String, String) {
+    let stem = p.file_stem().unwrap().to_string_lossy().into_owned();
+    let (s, k) = stem.rsplit_once('-').expect("SCENARIO-KERNEL.rec");
+    (s.to_string(), k.to_string())
+}
+
+#[test]
+fn every_recording_replays_as_recorded_with_its_scenarios_verdict() {
+    let recs = recordings();
+    assert!(recs.len() >= 15, "recordings: {recs:?}");
+    for p in &recs {
+        let (scenario, kernel) = scenario_and_kernel(p);
+        let (_, kind, reason) = EXPECTED
+            .iter()
+            .find(|(s, _, _)| *s == scenario)
+            .unwrap_or_else(|| panic!("{}: no expected verdict for {scenario}", p.display()));
+        let lines = replay_json(p);
+        let flows: Vec<_> = lines
+            .iter()
+            .filter(|l| l["type"] == "flow" && l["final"] == true)
+            .collect();
+        assert!(
+            flows
+                .iter()
+                .any(|f| f["verdict"]["kind"] == *kind && f["verdict"]["reason"] == *reason),
+            "{scenario} on {kernel}: no {kind}/{reason} flow in {flows:?}"
+        );
+        let summary = lines.iter().find(|l| l["type"] == "summary").unwrap();
+        assert_eq!(summary["flows"], flows.len(), "{scenario} on {kernel}");
+    }
+    // The five incidents are all there on this machine's kernel.
+    for i in 1..=5 {
+        let name = format!("incident{i}");
+        assert!(
+            recs.iter()
+                .any(|p| scenario_and_kernel(p) == (name.clone(), "6.18".into())),
+            "no recording of {name} on 6.18"
+        );
+    }
+}
+
+#[test]
+fn text_replay_prints_the_verdict_and_says_it_is_a_replay() {
+    let rec = recordings()
+        .into_iter()
+        .find(|p| scenario_and_kernel(p) == ("incident5".into(), "6.18".into()))
+        .expect("incident5 recording");
+    let out = Command::new(tracer_bin())
+        .arg("replay")
+        .arg(&rec)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("=>  MISROUTED local_route_shadows_host"),
+        "{text}"
+    );
+    assert!(text.contains("replayed from "), "{text}");
+    assert!(text.contains("MACs seen: none"), "{text}");
+}
+
+/// Bad input: one clear line on stderr, exit 1.
+#[test]
+fn bad_recordings_fail_with_one_line() {
+    let dir = std::env::temp_dir().join(format!("tracer-replay-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = std::fs::read(&recordings()[0]).unwrap();
+    let mut newer = good.clone();
+    newer[8] = 0xff;
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("not", b"hello, world".to_vec(), "is not a tracer recording"),
+        (
+            "cut",
+            good[..good.len() / 2].to_vec(),
+            "was cut short at byte",
+        ),
+        ("empty", Vec::new(), "is not a tracer recording"),
+        ("version", newer, "recording format version"),
+    ];
+    for (name, bytes, says) in cases {
+        let p = dir.join(format!("{name}.rec"));
+        std::fs::write(&p, bytes).unwrap();
+        let out = Command::new(tracer_bin())
+            .arg("replay")
+            .arg(&p)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {err}");
+        assert_eq!(err.lines().count(), 1, "{name}: {err}");
+        assert!(err.contains(says), "{name}: {err}");
+        assert!(out.stdout.is_empty(), "{name}");
+    }
+    let out = Command::new(tracer_bin())
+        .args(["replay", "/nonexistent/x.rec"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
