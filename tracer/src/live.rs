@@ -51,31 +51,6 @@ pub fn follow(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
         .block_on(run(opts, sink))
 }
 
-/// The ring records waiting now into the pipeline (and the recording).
-fn drain(session: &mut Session, pipeline: &mut Pipeline, rec: &mut Option<Recorder>) {
-    session.drain(&mut |b| feed(pipeline, rec, b));
-}
-
-fn feed(pipeline: &mut Pipeline, rec: &mut Option<Recorder>, b: &[u8]) {
-    if let Some(r) = rec.as_mut() {
-        r.ring(b);
-    }
-    pipeline.ingest(b);
-}
-
-/// Fold the kernel's counted totals into the flows (and the recording).
-fn poll_counted(session: &Session, pipeline: &mut Pipeline, rec: &mut Option<Recorder>) {
-    match session.counted_totals(&|k| pipeline.counted_knows(k)) {
-        Ok(totals) => {
-            if let Some(r) = rec.as_mut() {
-                r.counted(&totals);
-            }
-            pipeline.fold_counted(totals);
-        }
-        Err(e) => diag::warn(&format!("reading counted packets: {e:#}")),
-    }
-}
-
 fn started_banner(opts: &FollowOptions, session: &Session, ready_ms: u128) {
     let plan = session.plan();
     let attached = plan.iter().filter(|p| p.attached).count();
@@ -148,6 +123,21 @@ fn header(opts: &FollowOptions) -> Header {
     }
 }
 
+/// The live run's moving parts, between start and the final report.
+struct Live<'a> {
+    session: Session,
+    pipeline: Pipeline,
+    rec: Option<Recorder>,
+    env: LiveEnv,
+    sink: &'a mut dyn Sink,
+    /// Run-wide completeness (missing hooks); counters are added per tick.
+    base: Completeness,
+    /// Owner changes seen at the last print: a change re-judges every
+    /// quiet flow.
+    vip_changes: usize,
+    started: Instant,
+}
+
 async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
     let started = Instant::now();
     // Signals first: a Ctrl-C during attach is handled after it, with cleanup.
@@ -158,17 +148,15 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
     let netns_paths: Vec<PathBuf> = opts.session.netns.iter().map(|n| n.path.clone()).collect();
     let baseline = std::thread::spawn(move || nf_baseline(netns_paths));
 
-    let (mut session, knames, start) = Session::start(&opts.session, started)?;
+    let (session, knames, start) = Session::start(&opts.session, started)?;
     let names = knames.into_names();
-    let mut rec = match &opts.record {
+    let rec = match &opts.record {
         Some(p) => {
             names.kallsyms.record();
             Some(Recorder::create(p, &header(&opts))?)
         }
         None => None,
     };
-    let drop_reasons = names.drop_reasons.clone();
-    let rst_reasons = names.rst_reasons.clone();
     started_banner(&opts, &session, start.ready_ms);
     for w in &start.warnings {
         diag::warn(w);
@@ -177,20 +165,26 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
     let target = opts.session.target;
     let mut vip = VipWatch::new(watched_netns(&opts.session.netns));
     vip.start(&target);
-    let mut env = LiveEnv::new(vip, baseline.join().unwrap_or_default());
-    if let Some(f) = &opts.ready_file {
-        std::fs::write(f, format!("{}\n", std::process::id()))
-            .with_context(|| format!("write ready file {}", f.display()))?;
-    }
-
-    let base = completeness_base(session.plan());
-    let mut pipeline = Pipeline::new(target, names, opts.max_flows);
+    let env = LiveEnv::new(vip, baseline.join().unwrap_or_default());
+    let _ready = opts
+        .ready_file
+        .as_deref()
+        .map(ReadyFile::create)
+        .transpose()?;
+    let mut live = Live {
+        base: completeness_base(session.plan()),
+        session,
+        pipeline: Pipeline::new(target, names, opts.max_flows),
+        rec,
+        env,
+        sink,
+        vip_changes: 0,
+        started,
+    };
     let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     let mut drain_tick = tokio::time::interval(Duration::from_millis(10));
     drain_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut vip_changes = 0usize;
-
     let stop = loop {
         let sleep_deadline = async {
             match deadline {
@@ -202,196 +196,242 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
             _ = sigint.recv() => break "interrupted",
             _ = sigterm.recv() => break "terminated",
             _ = sleep_deadline => break "duration reached",
-            r = session.readable() => {
+            r = live.session.readable() => {
                 r?;
-                drain(&mut session, &mut pipeline, &mut rec);
-                note_macs(&mut pipeline, &mut env);
+                live.drain();
                 // Flows quiet for FlowTable's PACK_NS are packed
                 // (frozen.rs): with 100k flows, that is what keeps the
                 // table within 64 MiB.
-                pipeline.pack_quiet(now_ns());
+                live.pipeline.pack_quiet(now_ns());
             }
             // The kernel programs wake us only once WAKE_BYTES are waiting
             // (emit.rs); below that, records are read on this tick.
             _ = drain_tick.tick() => {
-                drain(&mut session, &mut pipeline, &mut rec);
-                note_macs(&mut pipeline, &mut env);
-                pipeline.pack_quiet(now_ns());
+                live.drain();
+                live.pipeline.pack_quiet(now_ns());
             }
             _ = tick.tick() => {
-                env.vip.poll(&target, started.elapsed().as_millis() as u64);
-                // Once a second: new interfaces, and the counted packets.
-                if let Some(warnings) = session.maintain() {
-                    for w in &warnings {
-                        diag::warn(w);
-                    }
-                    poll_counted(&session, &mut pipeline, &mut rec);
-                    // Packing frees each quiet flow's hops, in blocks
-                    // spread over the heap among live data; glibc returns
-                    // whole free pages only when asked.
-                    trim_heap();
-                }
-                let k = session.counters();
-                let c = Completeness {
-                    lost_events: k.lost,
-                    map_failures: k.track_fail + k.flowkey_fail,
-                    ..base.clone()
-                };
-                print_settled(&mut session, &mut pipeline, &mut rec, &mut env, &c, sink, &mut vip_changes);
-                if opts.count.is_some_and(|n| pipeline.settled_count() >= n) {
+                live.tick();
+                if opts.count.is_some_and(|n| live.pipeline.settled_count() >= n) {
                     break "count reached";
                 }
             }
         }
     };
-
-    // Drain what is left, then detach before the (slower) final report.
-    // Neighbour MACs included: incident 1's second owner is often among
-    // the last records.
-    drain(&mut session, &mut pipeline, &mut rec);
-    note_macs(&mut pipeline, &mut env);
-    // Owner changes since the last tick.
-    env.vip.poll(&target, started.elapsed().as_millis() as u64);
-    // Packets counted in the kernel since the last poll (the maps go with
-    // the programs).
-    poll_counted(&session, &mut pipeline, &mut rec);
-    let probes = session.plan().to_vec();
-    let teardown = session.finish();
-    for e in &teardown.errors {
-        diag::warn(&format!("detach: {e}"));
-    }
-    if let Some(f) = &opts.ready_file {
-        let _ = std::fs::remove_file(f);
-    }
-
-    let c = Completeness {
-        lost_events: teardown.counters.lost,
-        map_failures: teardown.counters.track_fail + teardown.counters.flowkey_fail,
-        ..base
-    };
-    env.expire();
-    let netns_names = pipeline.names().netns.known();
-    let locations = pipeline.names().kallsyms.recorded();
-    let decode_errors = pipeline.decode_errors;
-    sink.report_start(pipeline.flow_count(), &target.to_string(), stop);
-    let mut verdicts = Vec::new();
-    let tally = pipeline.report(&mut env, &c, |f, v| {
-        sink.flow(f, v, true);
-        verdicts.push(RecordedVerdict::of(f.id, v));
-    });
-    let mut summary = Summary {
-        type_: "summary".into(),
-        flows: tally.flows,
-        events: 0,
-        lost_events: 0,
-        untracked_evictions: 0,
-        flow_key_insert_failures: 0,
-        stale_skb_reuse: 0,
-        packets_filtered: 0,
-        counted_in_kernel: tally.counted_total,
-        counted_unattributed: tally.counted_unattributed,
-        flows_evicted: tally.evicted,
-        duration_ms: started.elapsed().as_millis() as u64,
-        probes,
-        tc: TcSummary {
-            mode: format!("{:?}", teardown.tc_mode).to_lowercase(),
-            interfaces: teardown.tc_interfaces,
-            detach_ms: teardown.detach_ms as u64,
-            ready_ms: start.ready_ms as u64,
-        },
-        verdicts: tally.verdicts,
-        netns: if opts.session.netns.is_empty() {
-            vec!["all".into()]
-        } else {
-            opts.session.netns.iter().map(|n| n.label.clone()).collect()
-        },
-        // Read after the final report, so it covers the whole run.
-        peak_rss_kib: crate::procstat::self_status_kib("VmHWM:"),
-        stop: stop.into(),
-        decode_errors,
-        packed_flows: tally.packed_flows,
-        packed_bytes: tally.packed_bytes,
-        vip: VipSummary {
-            owners: env.vip.owners(),
-            changes: env.vip.changes.clone(),
-            macs: env
-                .vip
-                .macs
-                .iter()
-                .map(|(addr, mac)| MacSeen {
-                    addr: *addr,
-                    mac: mac.clone(),
-                })
-                .collect(),
-        },
-        replay: None,
-    };
-    summary.counters(&teardown.counters);
-    sink.summary(&summary);
-    if let Some(r) = rec {
-        let trailer = Trailer {
-            drop_reasons: drop_reasons.into_iter().collect(),
-            rst_reasons: rst_reasons.into_iter().collect(),
-            netns_names,
-            locations,
-            facts: env.snapshot().into(),
-            completeness: c,
-            summary,
-            verdicts,
-        };
-        match r.finish(&trailer) {
-            Ok(bytes) => diag::info(&format!(
-                "recorded {bytes} bytes to {}",
-                opts.record
-                    .as_ref()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_default()
-            )),
-            Err(e) => diag::warn(&format!("{e}")),
-        }
-    }
-    diag::info(&format!(
-        "stopped ({stop}); detached in {} ms",
-        teardown.detach_ms
-    ));
+    live.finish(&opts, stop, start.ready_ms);
     Ok(())
 }
 
-/// Hand the MACs the pipeline saw answer for the target to the owner watch.
-fn note_macs(pipeline: &mut Pipeline, env: &mut LiveEnv) {
-    for (addr, mac) in pipeline.take_macs() {
-        env.vip.note_mac(addr, &mac);
+/// `--ready-file`: created (with our PID) once every probe is attached,
+/// removed when the run ends, on every path.
+struct ReadyFile(PathBuf);
+
+impl ReadyFile {
+    fn create(path: &std::path::Path) -> Result<ReadyFile> {
+        std::fs::write(path, format!("{}\n", std::process::id()))
+            .with_context(|| format!("write ready file {}", path.display()))?;
+        Ok(ReadyFile(path.into()))
     }
 }
 
-/// Flows quiet for 500 ms whose verdict is settled (or changed since last
-/// printed) are printed as they are known. A printed flow with no hop
-/// since is not judged again, unless the target's owner changed
-/// (`vip_changes`: the count seen last time). The ring is drained between
-/// every [`DRAIN_EVERY`] flows judged.
-fn print_settled(
-    session: &mut Session,
-    pipeline: &mut Pipeline,
-    rec: &mut Option<Recorder>,
-    env: &mut LiveEnv,
-    c: &Completeness,
-    sink: &mut dyn Sink,
-    vip_changes: &mut usize,
-) {
-    let recheck = env.vip.changes.len() != *vip_changes;
-    *vip_changes = env.vip.changes.len();
-    for (i, id) in pipeline
-        .quiet_flows(now_ns(), recheck)
-        .into_iter()
-        .enumerate()
-    {
-        if i > 0 && i % DRAIN_EVERY == 0 {
-            drain(session, pipeline, rec);
-            note_macs(pipeline, env);
+impl Drop for ReadyFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+impl Live<'_> {
+    /// The ring records waiting now into the pipeline (and the
+    /// recording); the MACs seen to the owner watch.
+    fn drain(&mut self) {
+        let (pipeline, rec) = (&mut self.pipeline, &mut self.rec);
+        self.session.drain(&mut |b| {
+            if let Some(r) = rec.as_mut() {
+                r.ring(b);
+            }
+            pipeline.ingest(b);
+        });
+        for (addr, mac) in self.pipeline.take_macs() {
+            self.env.vip.note_mac(addr, &mac);
         }
-        if let Some((f, v)) = pipeline.judge(id, env, c) {
-            sink.flow(&f, &v, false);
+    }
+
+    /// Fold the kernel's counted totals into the flows (and the recording).
+    fn poll_counted(&mut self) {
+        let pipeline = &self.pipeline;
+        match self.session.counted_totals(&|k| pipeline.counted_knows(k)) {
+            Ok(totals) => {
+                if let Some(r) = self.rec.as_mut() {
+                    r.counted(&totals);
+                }
+                self.pipeline.fold_counted(totals);
+            }
+            Err(e) => diag::warn(&format!("reading counted packets: {e:#}")),
         }
+    }
+
+    fn since_start_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Every 250 ms: owners of the target; once a second new interfaces
+    /// and the counted packets; then the flows that settled.
+    fn tick(&mut self) {
+        let t = self.since_start_ms();
+        self.env.vip.poll(self.pipeline.target(), t);
+        if let Some(warnings) = self.session.maintain() {
+            for w in &warnings {
+                diag::warn(w);
+            }
+            self.poll_counted();
+            // Packing frees each quiet flow's hops, in blocks spread over
+            // the heap among live data; glibc returns whole free pages only
+            // when asked.
+            trim_heap();
+        }
+        let k = self.session.counters();
+        let c = Completeness {
+            lost_events: k.lost,
+            map_failures: k.track_fail + k.flowkey_fail,
+            ..self.base.clone()
+        };
+        self.print_settled(&c);
+    }
+
+    /// Flows quiet for 500 ms whose verdict is settled (or changed since
+    /// last printed) are printed as they are known. A printed flow with no
+    /// hop since is not judged again, unless the target's owner changed.
+    /// The ring is drained between every [`DRAIN_EVERY`] flows judged.
+    fn print_settled(&mut self, c: &Completeness) {
+        let recheck = self.env.vip.changes.len() != self.vip_changes;
+        self.vip_changes = self.env.vip.changes.len();
+        let quiet = self.pipeline.quiet_flows(now_ns(), recheck);
+        for (i, id) in quiet.into_iter().enumerate() {
+            if i > 0 && i % DRAIN_EVERY == 0 {
+                self.drain();
+            }
+            if let Some((f, v)) = self.pipeline.judge(id, &mut self.env, c) {
+                self.sink.flow(&f, &v, false);
+            }
+        }
+    }
+
+    /// Drain what is left, detach before the (slower) final report, then
+    /// report every flow, the summary, and close the recording.
+    fn finish(mut self, opts: &FollowOptions, stop: &str, ready_ms: u128) {
+        // Neighbour MACs included: incident 1's second owner is often
+        // among the last records.
+        self.drain();
+        // Owner changes since the last tick.
+        let t = self.since_start_ms();
+        self.env.vip.poll(self.pipeline.target(), t);
+        // Packets counted in the kernel since the last poll (the maps go
+        // with the programs).
+        self.poll_counted();
+        let Live {
+            session,
+            pipeline,
+            rec,
+            mut env,
+            sink,
+            base,
+            started,
+            ..
+        } = self;
+        let probes = session.plan().to_vec();
+        let teardown = session.finish();
+        for e in &teardown.errors {
+            diag::warn(&format!("detach: {e}"));
+        }
+        let c = Completeness {
+            lost_events: teardown.counters.lost,
+            map_failures: teardown.counters.track_fail + teardown.counters.flowkey_fail,
+            ..base
+        };
+        env.expire();
+        let names = pipeline.names();
+        let (netns_names, locations) = (names.netns.known(), names.kallsyms.recorded());
+        let (drop_reasons, rst_reasons) = (names.drop_reasons.clone(), names.rst_reasons.clone());
+        let decode_errors = pipeline.decode_errors;
+        let target = pipeline.target().to_string();
+        sink.report_start(pipeline.flow_count(), &target, stop);
+        let mut verdicts = Vec::new();
+        let tally = pipeline.report(&mut env, &c, |f, v| {
+            sink.flow(f, v, true);
+            verdicts.push(RecordedVerdict::of(f.id, v));
+        });
+        let mut summary = Summary {
+            type_: "summary".into(),
+            flows: tally.flows,
+            events: 0,
+            lost_events: 0,
+            untracked_evictions: 0,
+            flow_key_insert_failures: 0,
+            stale_skb_reuse: 0,
+            packets_filtered: 0,
+            counted_in_kernel: tally.counted_total,
+            counted_unattributed: tally.counted_unattributed,
+            flows_evicted: tally.evicted,
+            duration_ms: started.elapsed().as_millis() as u64,
+            probes,
+            tc: TcSummary {
+                mode: format!("{:?}", teardown.tc_mode).to_lowercase(),
+                interfaces: teardown.tc_interfaces,
+                detach_ms: teardown.detach_ms as u64,
+                ready_ms: ready_ms as u64,
+            },
+            verdicts: tally.verdicts,
+            netns: if opts.session.netns.is_empty() {
+                vec!["all".into()]
+            } else {
+                opts.session.netns.iter().map(|n| n.label.clone()).collect()
+            },
+            // Read after the final report, so it covers the whole run.
+            peak_rss_kib: crate::procstat::self_status_kib("VmHWM:"),
+            stop: stop.into(),
+            decode_errors,
+            packed_flows: tally.packed_flows,
+            packed_bytes: tally.packed_bytes,
+            vip: vip_summary(&env.vip),
+            replay: None,
+        };
+        summary.counters(&teardown.counters);
+        sink.summary(&summary);
+        if let (Some(r), Some(path)) = (rec, &opts.record) {
+            let trailer = Trailer {
+                drop_reasons: drop_reasons.into_iter().collect(),
+                rst_reasons: rst_reasons.into_iter().collect(),
+                netns_names,
+                locations,
+                facts: env.snapshot().into(),
+                completeness: c,
+                summary,
+                verdicts,
+            };
+            match r.finish(&trailer) {
+                Ok(bytes) => diag::info(&format!("recorded {bytes} bytes to {}", path.display())),
+                Err(e) => diag::warn(&format!("{e}")),
+            }
+        }
+        diag::info(&format!(
+            "stopped ({stop}); detached in {} ms",
+            teardown.detach_ms
+        ));
+    }
+}
+
+fn vip_summary(vip: &VipWatch) -> VipSummary {
+    VipSummary {
+        owners: vip.owners(),
+        changes: vip.changes.clone(),
+        macs: vip
+            .macs
+            .iter()
+            .map(|(addr, mac)| MacSeen {
+                addr: *addr,
+                mac: mac.clone(),
+            })
+            .collect(),
     }
 }
 

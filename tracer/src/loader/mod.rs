@@ -461,3 +461,34 @@ pub fn counters(ebpf: &Ebpf) -> Counters {
         stale: sum(stat::STALE),
     }
 }
+
+#[cfg(test)]
+mod object_tests {
+    use object::{Object, ObjectSymbol};
+
+    use super::{EBPF_OBJECT, probes::REGISTRY, tc};
+
+    /// Every program the registry and the tc manager name is in the
+    /// embedded object: a renamed program would otherwise only show as a
+    /// hook that fails to load on some kernel.
+    #[test]
+    fn every_registry_program_is_in_the_object() {
+        let obj = object::File::parse(EBPF_OBJECT).expect("the embedded eBPF object is ELF");
+        let syms: std::collections::HashSet<&str> =
+            obj.symbols().filter_map(|s| s.name().ok()).collect();
+        let mut names = vec![tc::INGRESS_PROG, tc::EGRESS_PROG];
+        for spec in REGISTRY {
+            for p in [spec.fentry, spec.kprobe].into_iter().flatten() {
+                names.push(p.entry);
+                names.extend(p.ret);
+            }
+            names.extend(spec.tracepoint.map(|(_, prog)| prog));
+        }
+        assert!(names.len() > 20, "{names:?}");
+        let missing: Vec<&&str> = names.iter().filter(|n| !syms.contains(**n)).collect();
+        assert!(
+            missing.is_empty(),
+            "programs not in the object: {missing:?}"
+        );
+    }
+}
