@@ -8,7 +8,11 @@ use clap::Args;
 
 use crate::{
     btf::{Btf, offsets, vmlinux_path},
-    loader::probes,
+    loader::probes::{self, ProbeStatus},
+    output::{
+        doctor::{Check, Report, Status, check},
+        emit,
+    },
 };
 
 #[derive(Debug, Args)]
@@ -16,38 +20,6 @@ pub struct DoctorArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Status {
-    Ok,
-    /// Worth knowing, does not stop `follow` on this kernel.
-    Warn,
-    Fail,
-}
-
-impl Status {
-    fn as_str(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::Warn => "warn",
-            Status::Fail => "FAIL",
-        }
-    }
-}
-
-struct Check {
-    name: &'static str,
-    status: Status,
-    detail: String,
-}
-
-fn check(name: &'static str, ok: bool, if_not: Status, detail: impl Into<String>) -> Check {
-    Check {
-        name,
-        status: if ok { Status::Ok } else { if_not },
-        detail: detail.into(),
-    }
 }
 
 fn mounted(fs: &str, path: &str) -> bool {
@@ -90,41 +62,66 @@ fn lockdown() -> Check {
 }
 
 pub fn run(args: DoctorArgs) -> Result<ExitCode> {
-    let mut checks = Vec::new();
+    let mut checks = host_checks();
+    let (btf_checks, plan) = btf_checks();
+    checks.extend(btf_checks);
+    checks.push(tc_check());
+    let report = Report { checks, plan };
+    let mut out = std::io::stdout();
+    if args.json {
+        emit(&mut out, &report.json());
+    } else {
+        emit(&mut out, &report.text());
+    }
+    Ok(if report.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Privileges, kernel, lockdown and the kernel filesystems.
+fn host_checks() -> Vec<Check> {
     let root = nix::unistd::geteuid().is_root();
-    checks.push(check(
-        "privileges",
-        root,
-        Status::Fail,
-        if root {
-            "running as root"
-        } else {
-            "not root: run with sudo (needs CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN, CAP_SYS_ADMIN)"
-        },
-    ));
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    checks.push(check("kernel", true, Status::Ok, kernel.trim()));
-    checks.push(lockdown());
-    checks.push(check(
-        "bpffs",
-        mounted("bpf", "/sys/fs/bpf"),
-        Status::Warn,
-        "/sys/fs/bpf (not needed by follow: nothing is pinned)",
-    ));
-    checks.push(check(
-        "tracefs",
-        mounted("tracefs", "/sys/kernel/tracing")
-            || mounted("tracefs", "/sys/kernel/debug/tracing"),
-        Status::Warn,
-        "needed only by kprobe/tracepoint fallbacks; tp_btf does not need it",
-    ));
+    vec![
+        check(
+            "privileges",
+            root,
+            Status::Fail,
+            if root {
+                "running as root"
+            } else {
+                "not root: run with sudo (needs CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN, CAP_SYS_ADMIN)"
+            },
+        ),
+        check("kernel", true, Status::Ok, kernel.trim()),
+        lockdown(),
+        check(
+            "bpffs",
+            mounted("bpf", "/sys/fs/bpf"),
+            Status::Warn,
+            "/sys/fs/bpf (not needed by follow: nothing is pinned)",
+        ),
+        check(
+            "tracefs",
+            mounted("tracefs", "/sys/kernel/tracing")
+                || mounted("tracefs", "/sys/kernel/debug/tracing"),
+            Status::Warn,
+            "needed only by kprobe/tracepoint fallbacks; tp_btf does not need it",
+        ),
+    ]
+}
+
+/// BTF, the offsets and names read from it, and the hook plan.
+fn btf_checks() -> (Vec<Check>, Vec<ProbeStatus>) {
     let btf_path = vmlinux_path();
     let btf = if btf_path.exists() {
         Btf::from_sys().ok()
     } else {
         None
     };
-    checks.push(check(
+    let mut checks = vec![check(
         "btf",
         btf.is_some(),
         Status::Fail,
@@ -135,58 +132,62 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode> {
                 btf_path.display()
             ),
         },
-    ));
-    let mut plan = Vec::new();
-    if let Some(b) = &btf {
-        match offsets::resolve(b) {
-            Ok(r) if r.missing.is_empty() => checks.push(check(
-                "offsets",
-                true,
-                Status::Ok,
-                "all kernel struct fields resolved",
-            )),
-            Ok(r) => checks.push(check(
-                "offsets",
-                false,
-                Status::Warn,
-                format!("unresolved (features degrade): {}", r.missing.join(", ")),
-            )),
-            Err(e) => checks.push(check("offsets", false, Status::Fail, e.to_string())),
-        }
-        let reasons = offsets::enum_names(b, "skb_drop_reason", "SKB_DROP_REASON_");
-        checks.push(check(
-            "drop reasons",
-            !reasons.is_empty(),
+    )];
+    let Some(b) = &btf else {
+        return (checks, Vec::new());
+    };
+    checks.push(match offsets::resolve(b) {
+        Ok(r) if r.missing.is_empty() => check(
+            "offsets",
+            true,
+            Status::Ok,
+            "all kernel struct fields resolved",
+        ),
+        Ok(r) => check(
+            "offsets",
+            false,
             Status::Warn,
-            format!("{} names from enum skb_drop_reason", reasons.len()),
-        ));
-        let mut caps = probes::KernelCaps::probe();
-        caps.fentry_error = crate::loader::fentry_trial();
-        plan = probes::plan(b, &caps);
-        let missing_required: Vec<&str> = plan
-            .iter()
-            .filter(|p| p.required && p.error.is_some())
-            .map(|p| p.hook.as_str())
-            .collect();
-        checks.push(check(
-            "hooks",
-            missing_required.is_empty(),
-            Status::Fail,
-            if missing_required.is_empty() {
-                format!(
-                    "{}/{} available",
-                    plan.iter().filter(|p| p.error.is_none()).count(),
-                    plan.len()
-                )
-            } else {
-                format!("required hooks missing: {}", missing_required.join(", "))
-            },
-        ));
-    }
+            format!("unresolved (features degrade): {}", r.missing.join(", ")),
+        ),
+        Err(e) => check("offsets", false, Status::Fail, e.to_string()),
+    });
+    let reasons = offsets::enum_names(b, "skb_drop_reason", "SKB_DROP_REASON_");
+    checks.push(check(
+        "drop reasons",
+        !reasons.is_empty(),
+        Status::Warn,
+        format!("{} names from enum skb_drop_reason", reasons.len()),
+    ));
+    let mut caps = probes::KernelCaps::probe();
+    caps.fentry_error = crate::loader::fentry_trial();
+    let plan = probes::plan(b, &caps);
+    let missing_required: Vec<&str> = plan
+        .iter()
+        .filter(|p| p.required && p.error.is_some())
+        .map(|p| p.hook.as_str())
+        .collect();
+    checks.push(check(
+        "hooks",
+        missing_required.is_empty(),
+        Status::Fail,
+        if missing_required.is_empty() {
+            format!(
+                "{}/{} available",
+                plan.iter().filter(|p| p.error.is_none()).count(),
+                plan.len()
+            )
+        } else {
+            format!("required hooks missing: {}", missing_required.join(", "))
+        },
+    ));
+    (checks, plan)
+}
+
+fn tc_check() -> Check {
     let tcx = aya::util::KernelVersion::current()
         .map(|v| v >= aya::util::KernelVersion::new(6, 6, 0))
         .unwrap_or(false);
-    checks.push(check(
+    check(
         "tc",
         true,
         Status::Ok,
@@ -195,52 +196,5 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode> {
         } else {
             "clsact + netlink filters (run `tracer cleanup` after a SIGKILL)"
         },
-    ));
-
-    let ok = checks.iter().all(|c| c.status != Status::Fail);
-    if args.json {
-        let v = serde_json::json!({
-            "ok": ok,
-            "checks": checks
-                .iter()
-                .map(|c| serde_json::json!({"name": c.name, "status": c.status.as_str(), "detail": c.detail}))
-                .collect::<Vec<_>>(),
-            "hooks": plan,
-        });
-        println!("{v}");
-    } else {
-        for c in &checks {
-            println!("{:<4} {:<13} {}", c.status.as_str(), c.name, c.detail);
-        }
-        println!("\nhooks (plan for this kernel):");
-        for p in &plan {
-            println!(
-                "  {:<14} {:<7} {:<26} {}",
-                p.hook,
-                p.backend,
-                p.target,
-                p.error
-                    .clone()
-                    .unwrap_or_else(|| format!("feeds {}", p.feeds))
-            );
-            // Why a better backend was not taken.
-            for f in p.fallbacks.iter().filter(|f| Some(*f) != p.error.as_ref()) {
-                println!("  {:<14} {:<7} {:<26} passed over: {f}", "", "", "");
-            }
-        }
-        println!("\nbackends: {}", probes::backend_summary_planned(&plan));
-        println!(
-            "\n{}",
-            if ok {
-                "tracer can run here"
-            } else {
-                "tracer cannot run here: see FAIL lines"
-            }
-        );
-    }
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    )
 }

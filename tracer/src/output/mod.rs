@@ -3,6 +3,7 @@
 //! the one-line progress, warning and error messages on stderr.
 
 pub mod diag;
+pub mod doctor;
 pub mod render;
 pub mod summary;
 
