@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use tracer::{event::decode, flow::FlowTable, names::Names};
+use tracer::{model::event::decode, model::flow::FlowTable, node::names::Names};
 use tracer_common::{CtTuple, EventHeader, Hook, PacketEvent, PacketInfo, kind};
 
 fn record(flow: u32, hop: u32) -> Vec<u8> {
@@ -49,7 +49,7 @@ fn record(flow: u32, hop: u32) -> Vec<u8> {
 }
 
 fn rss_kib(key: &str) -> u64 {
-    tracer::procstat::self_status_kib(key).unwrap_or(0)
+    tracer::node::procstat::self_status_kib(key).unwrap_or(0)
 }
 
 fn main() {
@@ -101,7 +101,7 @@ fn main() {
         rss1,
         records.len() * records[0].len() / 1024
     );
-    // Quiet flows are packed (tracer::frozen): what the table keeps of
+    // Quiet flows are packed (tracer::model::frozen): what the table keeps of
     // 100k flows once their events are over.
     let t = Instant::now();
     table.pack_quiet(u64::MAX);

@@ -1,29 +1,19 @@
-//! tracer as a library: the loader, decoding, flow table, verdict rules and
-//! renderers, so that benches, fuzz targets and tests can drive them.
+//! tracer as a library, in layers (each uses only those above it):
+//! - `kernel`: BTF, loading and attaching the programs, the live [`kernel::session::Session`];
+//! - `model`: ring records decoded, hops, flows, packing;
+//! - `node`: facts of the node (namespaces, netfilter, IPVS, the followed
+//!   address's owners, names);
+//! - `verdict`: the rules and hints;
+//! - `pipeline`, `record`, `live`, `replay`: records in, verdicts out;
+//! - `output`: everything printed; `cli`: arguments and wiring.
 
-pub mod btf;
 pub mod cli;
-pub mod command;
-pub mod counted;
-pub mod event;
-pub mod facts;
-pub mod flow;
-pub mod frozen;
-pub mod funcs;
-pub mod hop;
-pub mod intern;
-pub mod ipvs;
+pub mod kernel;
 pub mod live;
-pub mod loader;
-pub mod names;
-pub mod netfilter;
-pub mod netns;
+pub mod model;
+pub mod node;
 pub mod output;
 pub mod pipeline;
-pub mod procstat;
 pub mod record;
 pub mod replay;
-pub mod session;
-pub mod target;
 pub mod verdict;
-pub mod vip;

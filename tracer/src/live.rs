@@ -11,17 +11,17 @@ use anyhow::{Context, Result};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{
-    facts::{LiveEnv, nf_baseline, watched_netns},
-    loader::{self, probes},
+    kernel::loader::{self, probes},
+    kernel::session::{Session, SessionOptions, trim_heap},
+    node::facts::{LiveEnv, nf_baseline, watched_netns},
+    node::vip::VipWatch,
     output::{
         Sink, Summary, diag,
         summary::{MacSeen, TcSummary, VipSummary},
     },
     pipeline::Pipeline,
     record::{Header, RecordedVerdict, Recorder, Trailer},
-    session::{Session, SessionOptions, trim_heap},
     verdict::Completeness,
-    vip::VipWatch,
 };
 
 /// Everything `tracer follow` was asked.
@@ -387,7 +387,7 @@ impl Live<'_> {
                 opts.session.netns.iter().map(|n| n.label.clone()).collect()
             },
             // Read after the final report, so it covers the whole run.
-            peak_rss_kib: crate::procstat::self_status_kib("VmHWM:"),
+            peak_rss_kib: crate::node::procstat::self_status_kib("VmHWM:"),
             stop: stop.into(),
             decode_errors,
             packed_flows: tally.packed_flows,

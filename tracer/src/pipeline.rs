@@ -3,18 +3,18 @@
 //! its own: time comes in as an argument, node facts through
 //! [`crate::verdict::Env`], names through [`Names`] (which a recording
 //! fills from its own tables). `tracer follow` drives it from a
-//! [`crate::session::Session`], `tracer replay` from a recording.
+//! [`crate::kernel::session::Session`], `tracer replay` from a recording.
 
 use std::{collections::BTreeMap, net::IpAddr};
 
 use tracer_common::AggKey;
 
 use crate::{
-    counted::Counted,
-    event::{Event, decode, ip_from},
-    flow::{Flow, FlowTable},
-    names::Names,
-    target::Target,
+    model::counted::Counted,
+    model::event::{Event, decode, ip_from},
+    model::flow::{Flow, FlowTable},
+    model::target::Target,
+    node::names::Names,
     verdict::{Completeness, Env, Verdict, evaluate},
 };
 

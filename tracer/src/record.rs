@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 use tracer_common::AggKey;
 
 use crate::{
-    ipvs::VirtualService,
-    netfilter::NfRule,
+    node::ipvs::VirtualService,
+    node::netfilter::NfRule,
     output::Summary,
     verdict::{Completeness, IfAddr, Inventory, Verdict},
 };

@@ -7,13 +7,13 @@ use std::path::Path;
 use anyhow::Result;
 
 use crate::{
-    names::{Kallsyms, Names, NetnsNames},
+    model::target::Target,
+    node::names::{Kallsyms, Names, NetnsNames},
+    node::vip::VipWatch,
     output::{Sink, summary::ReplayInfo},
     pipeline::{Pipeline, PreparedEnv},
     record::{Frame, RecordedVerdict, Recording},
-    target::Target,
     verdict::{Env, IfAddr, Inventory},
-    vip::VipWatch,
 };
 
 /// The node as the recorded run read it: its namespaces' facts, and the
@@ -24,7 +24,7 @@ struct ReplayEnv {
 }
 
 impl PreparedEnv for ReplayEnv {
-    fn prepare(&mut self, _names: &mut Names, _flow: &crate::flow::Flow) {}
+    fn prepare(&mut self, _names: &mut Names, _flow: &crate::model::flow::Flow) {}
 
     fn env(&self) -> &dyn Env {
         self
@@ -36,7 +36,7 @@ impl Env for ReplayEnv {
         self.inventory.addrs(netns)
     }
 
-    fn nf_moved(&self, netns: u32) -> &[(crate::netfilter::NfRule, u64)] {
+    fn nf_moved(&self, netns: u32) -> &[(crate::node::netfilter::NfRule, u64)] {
         self.inventory.nf_moved(netns)
     }
 
@@ -48,7 +48,7 @@ impl Env for ReplayEnv {
         self.vip.evidence(dst)
     }
 
-    fn ipvs(&self, netns: u32) -> &[crate::ipvs::VirtualService] {
+    fn ipvs(&self, netns: u32) -> &[crate::node::ipvs::VirtualService] {
         self.inventory.ipvs(netns)
     }
 }

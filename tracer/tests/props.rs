@@ -4,10 +4,10 @@
 use proptest::prelude::*;
 use tracer::{
     cli::parse_duration,
-    event::decode,
-    names::Kallsyms,
-    netfilter::{parse_save, parse_tc_filters},
-    target::Target,
+    model::event::decode,
+    model::target::Target,
+    node::names::Kallsyms,
+    node::netfilter::{parse_save, parse_tc_filters},
 };
 
 proptest! {

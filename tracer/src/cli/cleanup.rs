@@ -17,8 +17,8 @@ use clap::Args;
 
 use super::check_privileges;
 use crate::{
-    loader::tc::{EGRESS_PROG, INGRESS_PROG},
-    netns::{NetnsGuard, interfaces},
+    kernel::loader::tc::{EGRESS_PROG, INGRESS_PROG},
+    node::netns::{NetnsGuard, interfaces},
 };
 
 #[derive(Debug, Args)]
@@ -26,7 +26,11 @@ pub struct CleanupArgs {}
 
 fn namespaces() -> Vec<(String, Option<PathBuf>)> {
     let mut v = vec![("host".to_string(), None)];
-    v.extend(crate::netns::named().into_iter().map(|(n, p)| (n, Some(p))));
+    v.extend(
+        crate::node::netns::named()
+            .into_iter()
+            .map(|(n, p)| (n, Some(p))),
+    );
     v
 }
 

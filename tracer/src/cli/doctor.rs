@@ -7,8 +7,8 @@ use anyhow::Result;
 use clap::Args;
 
 use crate::{
-    btf::{Btf, offsets, vmlinux_path},
-    loader::probes::{self, ProbeStatus},
+    kernel::btf::{Btf, offsets, vmlinux_path},
+    kernel::loader::probes::{self, ProbeStatus},
     output::{
         doctor::{Check, Report, Status, check},
         emit,
@@ -159,7 +159,7 @@ fn btf_checks() -> (Vec<Check>, Vec<ProbeStatus>) {
         format!("{} names from enum skb_drop_reason", reasons.len()),
     ));
     let mut caps = probes::KernelCaps::probe();
-    caps.fentry_error = crate::loader::fentry_trial();
+    caps.fentry_error = crate::kernel::loader::fentry_trial();
     let plan = probes::plan(b, &caps);
     let missing_required: Vec<&str> = plan
         .iter()

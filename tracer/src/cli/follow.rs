@@ -8,12 +8,12 @@ use clap::Args;
 
 use super::{Output, TcAttach, check_privileges, parse_duration};
 use crate::{
+    kernel::loader::tc::TcMode,
+    kernel::session::SessionOptions,
     live::{FollowOptions, follow},
-    loader::tc::TcMode,
-    netns::resolve_netns,
+    model::target::Target,
+    node::netns::resolve_netns,
     output::stdout_sink,
-    session::SessionOptions,
-    target::Target,
 };
 #[derive(Debug, Args)]
 pub struct FollowArgs {

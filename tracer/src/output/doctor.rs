@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use crate::loader::probes::{self, ProbeStatus};
+use crate::kernel::loader::probes::{self, ProbeStatus};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {

@@ -9,7 +9,7 @@ pub mod summary;
 
 use std::io::Write;
 
-use crate::{flow::Flow, loader::probes::ProbeStatus, verdict::Verdict};
+use crate::{kernel::loader::probes::ProbeStatus, model::flow::Flow, verdict::Verdict};
 
 pub use render::emit;
 pub use summary::Summary;

@@ -5,9 +5,9 @@ use std::io::Write;
 use serde::Serialize;
 
 use crate::{
-    event::{Tuple, proto_name},
-    flow::{Flow, NatBy},
-    hop::{Dir, HopData, hook_name},
+    model::event::{Tuple, proto_name},
+    model::flow::{Flow, NatBy},
+    model::hop::{Dir, HopData, hook_name},
     verdict::Verdict,
 };
 
@@ -121,8 +121,8 @@ pub fn flow_text(flow: &Flow, v: &Verdict) -> String {
             if h.dev.is_empty() { "-" } else { &h.dev },
             hook_name(h.hook),
             match h.dir {
-                crate::hop::Dir::Request => "->",
-                crate::hop::Dir::Reply => "<-",
+                crate::model::hop::Dir::Request => "->",
+                crate::model::hop::Dir::Reply => "<-",
             },
             h.tuple,
             h.detail()

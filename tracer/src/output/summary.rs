@@ -5,7 +5,9 @@ use std::{collections::BTreeMap, net::IpAddr};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{loader::Counters, loader::probes::ProbeStatus, vip::OwnerChange};
+use crate::{
+    kernel::loader::Counters, kernel::loader::probes::ProbeStatus, node::vip::OwnerChange,
+};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {

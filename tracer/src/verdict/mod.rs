@@ -7,7 +7,7 @@ use std::{collections::HashMap, net::IpAddr};
 
 use serde::Serialize;
 
-use crate::{flow::Flow, netfilter::NfRule};
+use crate::{model::flow::Flow, node::netfilter::NfRule};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
@@ -75,7 +75,7 @@ pub trait Env {
         Vec::new()
     }
     /// The IPVS table of that namespace (empty without IPVS).
-    fn ipvs(&self, _netns: u32) -> &[crate::ipvs::VirtualService] {
+    fn ipvs(&self, _netns: u32) -> &[crate::node::ipvs::VirtualService] {
         &[]
     }
 }
@@ -87,7 +87,7 @@ pub struct Inventory {
     pub nf: HashMap<u32, Vec<(NfRule, u64)>>,
     pub tc: HashMap<(u32, String), Vec<String>>,
     pub facts: HashMap<IpAddr, Vec<String>>,
-    pub ipvs: HashMap<u32, Vec<crate::ipvs::VirtualService>>,
+    pub ipvs: HashMap<u32, Vec<crate::node::ipvs::VirtualService>>,
 }
 
 impl Env for Inventory {
@@ -110,7 +110,7 @@ impl Env for Inventory {
         self.facts.get(&dst).cloned().unwrap_or_default()
     }
 
-    fn ipvs(&self, netns: u32) -> &[crate::ipvs::VirtualService] {
+    fn ipvs(&self, netns: u32) -> &[crate::node::ipvs::VirtualService] {
         self.ipvs.get(&netns).map(Vec::as_slice).unwrap_or(&[])
     }
 }

@@ -6,11 +6,11 @@ use std::net::IpAddr;
 use tracer_common::Hook;
 
 use super::{Env, Kind, Verdict};
-use crate::netfilter::NfRule;
+use crate::node::netfilter::NfRule;
 use crate::{
-    flow::Flow,
-    hop::{Dir, Hop, HopData},
-    names::func_of,
+    model::flow::Flow,
+    model::hop::{Dir, Hop, HopData},
+    node::names::func_of,
 };
 
 pub type Rule = fn(&Flow, &dyn Env) -> Option<Verdict>;
@@ -122,7 +122,7 @@ fn ipvs_evidence(flow: &Flow) -> Vec<String> {
         if let HopData::Func(fd) = &h.data
             && fd.func.starts_with("ip_vs")
         {
-            let crate::hop::FuncData {
+            let crate::model::hop::FuncData {
                 func,
                 ret,
                 detail,
@@ -557,8 +557,8 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
                 .filter_map(|h| match &h.data {
                     HopData::Fib(f) if f.err != 0 => Some(format!(
                         "{}: {}",
-                        crate::hop::table_name(f.table),
-                        crate::hop::errno_name(f.err)
+                        crate::model::hop::table_name(f.table),
+                        crate::model::hop::errno_name(f.err)
                     )),
                     _ => None,
                 })
@@ -627,7 +627,7 @@ fn nf_func_hops(flow: &Flow, drop: &Hop) -> NfSeen {
         .filter(|h| h.netns_inode == drop.netns_inode && h.dir == drop.dir && h.ts_ns <= drop.ts_ns)
     {
         if let HopData::Func(f) = &h.data {
-            let crate::hop::FuncData {
+            let crate::model::hop::FuncData {
                 func,
                 backend,
                 ret,
@@ -691,7 +691,7 @@ pub fn ipvs_no_destination(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         .find(|h| h.dir == Dir::Request && h.hook == Hook::Drop);
     let at = sched.or(drop)?;
     let table = env.ipvs(at.netns_inode);
-    let vs = crate::ipvs::find(table, flow.key.proto, flow.key.dst, flow.key.dport);
+    let vs = crate::node::ipvs::find(table, flow.key.proto, flow.key.dst, flow.key.dport);
     if sched.is_none() && vs.is_none_or(|v| v.usable() != 0) {
         return None;
     }
@@ -704,7 +704,7 @@ pub fn ipvs_no_destination(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     let name = vs.map(|v| v.name()).unwrap_or_else(|| {
         format!(
             "{} {}",
-            crate::event::proto_name(flow.key.proto).to_uppercase(),
+            crate::model::event::proto_name(flow.key.proto).to_uppercase(),
             endpoint(flow.key.dst, flow.key.dport)
         )
     });
@@ -895,7 +895,7 @@ pub fn fallback(flow: &Flow) -> Verdict {
         Some(h) => (
             format!(
                 "last seen at {} on {} in netns {}",
-                crate::hop::hook_name(h.hook),
+                crate::model::hop::hook_name(h.hook),
                 if h.dev.is_empty() { "-" } else { &h.dev },
                 h.netns
             ),

@@ -6,9 +6,9 @@ use serde_json::Value;
 
 use super::*;
 use crate::{
-    event::Tuple,
-    flow::Flow,
-    hop::{Hop, hook_from_name},
+    model::event::Tuple,
+    model::flow::Flow,
+    model::hop::{Hop, hook_from_name},
     verdict::{Completeness, IfAddr, Inventory, evaluate},
 };
 
@@ -134,7 +134,7 @@ pub fn load(name: &str) -> (Flow, Inventory) {
                 .iter()
                 .map(|r| {
                     (
-                        crate::netfilter::NfRule {
+                        crate::node::netfilter::NfRule {
                             table: r["table"].as_str().unwrap().into(),
                             chain: r["chain"].as_str().unwrap().into(),
                             text: r["text"].as_str().unwrap().into(),
@@ -153,7 +153,7 @@ pub fn load(name: &str) -> (Flow, Inventory) {
         for (ino, text) in t {
             inv.ipvs.insert(
                 ino.parse().unwrap(),
-                crate::ipvs::parse(text.as_str().unwrap()),
+                crate::node::ipvs::parse(text.as_str().unwrap()),
             );
         }
     }
@@ -697,7 +697,7 @@ fn ipvs_empty_service_is_found_from_the_table_without_function_hooks() {
     f.hops.retain(|h| func_name(h).is_none());
     drop.hook = Hook::Drop;
     drop.ts_ns += 1000;
-    drop.data = HopData::Drop(Box::new(crate::hop::DropData {
+    drop.data = HopData::Drop(Box::new(crate::model::hop::DropData {
         reason: "NETFILTER_DROP".into(),
         reason_code: 0,
         location: "nf_hook_slow+0xa1".into(),
@@ -768,14 +768,14 @@ fn verdicts_are_the_same_when_tc_is_the_device_hook() {
     assert_eq!(replaced, 12);
 }
 
-/// A quiet flow is packed (crate::frozen) and unpacked when read: every
+/// A quiet flow is packed (crate::model::frozen) and unpacked when read: every
 /// recorded timeline comes back hop for hop, and judged the same.
 #[test]
 fn packed_flows_keep_their_timeline_and_verdict() {
-    let mut codec = crate::frozen::Codec::default();
+    let mut codec = crate::model::frozen::Codec::default();
     for n in RECORDED_ON_6_18.iter().chain(&["ipvs_nat"]) {
         let (mut f, env) = load(n);
-        f.nat_by = Some(crate::flow::NatBy::Netfilter);
+        f.nat_by = Some(crate::model::flow::NatBy::Netfilter);
         f.printed = 0x1234_5679;
         f.printed_at = f.last_ns;
         let b = codec.pack(&f);
@@ -792,7 +792,7 @@ fn packed_flows_keep_their_timeline_and_verdict() {
             "{n}"
         );
         assert_eq!(judge(&g, &env), judge(&f, &env), "{n}");
-        assert_eq!(crate::frozen::key(&b), f.key);
+        assert_eq!(crate::model::frozen::key(&b), f.key);
         // Packed, a timeline takes less than half its size as hops (which
         // do not count the boxes and tuples they point to).
         let as_hops = f.hops.len() * std::mem::size_of::<Hop>();

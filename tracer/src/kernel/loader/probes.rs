@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use crate::btf::Btf;
+use crate::kernel::btf::Btf;
 
 /// Program names of a function hook: the entry program and, when the
 /// return value matters, the return program.
@@ -799,7 +799,7 @@ mod tests {
 
     #[test]
     fn plan_marks_missing_tracepoints() {
-        let btf = Btf::parse(&crate::btf::fixture::sample_btf()).unwrap();
+        let btf = Btf::parse(&crate::kernel::btf::fixture::sample_btf()).unwrap();
         let p = plan(&btf, &KernelCaps::default());
         let drop = p.iter().find(|s| s.hook == "drop").unwrap();
         assert_eq!(drop.backend, "tp_btf");
@@ -811,7 +811,7 @@ mod tests {
 
     #[test]
     fn device_hooks_left_to_tc_are_not_gaps_until_tc_fails() {
-        let btf = Btf::parse(&crate::btf::fixture::sample_btf()).unwrap();
+        let btf = Btf::parse(&crate::kernel::btf::fixture::sample_btf()).unwrap();
         let mut p = plan(&btf, &KernelCaps::default());
         leave_to_tc(&mut p);
         let left: Vec<&str> = p
@@ -843,7 +843,7 @@ mod tests {
 
     #[test]
     fn falls_back_fentry_kprobe_tracepoint_with_reasons() {
-        let btf = Btf::parse(&crate::btf::fixture::sample_btf()).unwrap();
+        let btf = Btf::parse(&crate::kernel::btf::fixture::sample_btf()).unwrap();
         // No kprobes, fentry refused: function hooks unavailable, with why.
         let mut c = KernelCaps {
             kprobes: false,
@@ -899,7 +899,7 @@ mod tests {
     #[test]
     fn fentry_passed_over_for_a_function_with_too_many_arguments() {
         // sample_btf(): fib_validate_source takes 8 arguments, ip_forward 1.
-        let btf = Btf::parse(&crate::btf::fixture::sample_btf()).unwrap();
+        let btf = Btf::parse(&crate::kernel::btf::fixture::sample_btf()).unwrap();
         assert_eq!(btf.func_arg_count("fib_validate_source"), Some(8));
         assert_eq!(btf.func_arg_count("ip_forward"), Some(1));
         assert_eq!(btf.func_arg_count("nope"), None);

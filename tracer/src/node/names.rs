@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::intern::{Interner, Name};
+use crate::model::intern::{Interner, Name};
 
 #[derive(Debug, Default)]
 pub struct Kallsyms {
@@ -182,7 +182,7 @@ impl NetnsNames {
                 self.paths.entry(ino).or_insert_with(|| p.into());
             }
         }
-        for (name, path) in crate::netns::named() {
+        for (name, path) in crate::node::netns::named() {
             if let Some(ino) = netns_inode(&path) {
                 self.names.insert(ino, name.as_str().into());
                 self.paths.insert(ino, path);
@@ -274,7 +274,7 @@ impl Names {
 
     /// A device (or other NUL-padded kernel) name, shared.
     pub fn dev(&mut self, b: &[u8]) -> Name {
-        self.interned.get(crate::event::cname_str(b))
+        self.interned.get(crate::model::event::cname_str(b))
     }
 
     /// `function+0xoff` of a code address, shared.

@@ -5,8 +5,8 @@ use std::{net::IpAddr, sync::Arc};
 use serde::{Deserialize, Serialize};
 use tracer_common::Hook;
 
-use crate::event::{Tuple, tcp_flags};
-use crate::intern::Name;
+use crate::model::event::{Tuple, tcp_flags};
+use crate::model::intern::Name;
 
 /// Inverse of [`hook_name`] (neighbour events map to neigh_update).
 pub fn hook_from_name(n: &str) -> Option<Hook> {

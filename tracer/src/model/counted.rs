@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use tracer_common::{AggKey, Hook};
 
-use crate::{event::Tuple, flow::FlowTable, hop::Dir};
+use crate::{model::event::Tuple, model::flow::FlowTable, model::hop::Dir};
 
 #[derive(Debug, Default)]
 pub struct Counted {
@@ -71,7 +71,7 @@ impl Counted {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{event::tests::v4, flow::tests::pkt, names::Names};
+    use crate::{model::event::tests::v4, model::flow::tests::pkt, node::names::Names};
     use tracer_common::{CtTuple, PacketInfo};
 
     /// A table with one DNS flow recorded once at xmit: (table, flow id,

@@ -15,15 +15,15 @@ use std::{
 };
 
 use crate::{
-    flow::Flow,
-    hop::HopData,
-    ipvs::VirtualService,
-    names::Names,
-    netfilter::{self, NfRule},
-    netns::{NetnsRef, addresses_in},
+    model::flow::Flow,
+    model::hop::HopData,
+    node::ipvs::VirtualService,
+    node::names::Names,
+    node::netfilter::{self, NfRule},
+    node::netns::{NetnsRef, addresses_in},
+    node::vip::VipWatch,
     pipeline::PreparedEnv,
     verdict::{Env, IfAddr, Inventory},
-    vip::VipWatch,
 };
 
 struct NetnsFacts {
@@ -132,7 +132,7 @@ impl PreparedEnv for LiveEnv {
                 let (addrs, ipvs) = match &path {
                     Some(p) => (
                         addresses_in(p).unwrap_or_default(),
-                        crate::ipvs::table_in(p),
+                        crate::node::ipvs::table_in(p),
                     ),
                     None => (Vec::new(), Vec::new()),
                 };
@@ -215,7 +215,7 @@ pub fn watched_netns(netns: &[NetnsRef]) -> Vec<(String, PathBuf)> {
             .collect();
     }
     let mut v = vec![("host".to_string(), PathBuf::from("/proc/self/ns/net"))];
-    v.extend(crate::netns::named());
+    v.extend(crate::node::netns::named());
     v
 }
 
@@ -223,9 +223,14 @@ pub fn watched_netns(netns: &[NetnsRef]) -> Vec<(String, PathBuf)> {
 pub fn nf_baseline(extra: Vec<PathBuf>) -> HashMap<u32, Vec<NfRule>> {
     let mut paths = extra;
     paths.push("/proc/self/ns/net".into());
-    paths.extend(crate::netns::named().into_iter().map(|(_, p)| p));
+    paths.extend(crate::node::netns::named().into_iter().map(|(_, p)| p));
     paths
         .into_iter()
-        .filter_map(|p| Some((crate::names::netns_inode(&p)?, netfilter::snapshot(&p))))
+        .filter_map(|p| {
+            Some((
+                crate::node::names::netns_inode(&p)?,
+                netfilter::snapshot(&p),
+            ))
+        })
         .collect()
 }

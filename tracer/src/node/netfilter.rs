@@ -9,7 +9,7 @@
 
 use std::{path::Path, process::Command};
 
-use crate::command::output_or_warn;
+use crate::node::command::output_or_warn;
 
 /// One rule with a DROP or REJECT target and its packet counter.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -10,7 +10,7 @@ use std::{
 use anyhow::{Context, Result, bail};
 use nix::sched::{CloneFlags, setns};
 
-use crate::{names::netns_inode, verdict::IfAddr};
+use crate::{node::names::netns_inode, verdict::IfAddr};
 
 /// A namespace the user asked for: a name under /run/netns, a path, or a PID.
 #[derive(Debug, Clone)]

@@ -3,9 +3,9 @@
 use tracer_common::{FuncEvent, Hook, backend, func};
 
 use crate::{
-    event::cname,
-    hop::{FuncData, HopData, icmp_desc},
-    names::Names,
+    model::event::cname,
+    model::hop::{FuncData, HopData, icmp_desc},
+    node::names::Names,
 };
 
 /// Kernel function name of a [`func`] id (IPVS xmit: the symbol at the
@@ -192,7 +192,7 @@ pub fn hop_data(e: &FuncEvent, names: &mut Names) -> (Hook, HopData) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::tests::{header, v4};
+    use crate::model::event::tests::{header, v4};
     use tracer_common::{PacketInfo, kind};
 
     fn ev(f: u8, ret: Option<i64>, arg: [u32; 2]) -> FuncEvent {

@@ -17,7 +17,7 @@ use aya::{
     },
 };
 
-use crate::netns::{NetnsGuard, interfaces};
+use crate::node::netns::{NetnsGuard, interfaces};
 
 pub const INGRESS_PROG: &str = "tracer_tc_ingress";
 pub const EGRESS_PROG: &str = "tracer_tc_egress";
@@ -237,7 +237,7 @@ impl Drop for TcManager {
 /// Remove a clsact qdisc we created (iproute2's `tc`, present on every node;
 /// aya 0.14 has no qdisc delete call).
 fn del_clsact(iface: &str) {
-    let _ = crate::command::output_or_warn(
+    let _ = crate::node::command::output_or_warn(
         "tc qdisc del",
         Command::new("tc").args(["qdisc", "del", "dev", iface, "clsact"]),
         &format!("the clsact qdisc of {iface} may remain (`tracer cleanup` removes it)"),

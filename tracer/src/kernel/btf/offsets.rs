@@ -161,7 +161,7 @@ pub fn enum_names(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::btf::fixture::Writer;
+    use crate::kernel::btf::fixture::Writer;
 
     fn mini_kernel() -> Vec<u8> {
         let mut w = Writer::new();
@@ -223,7 +223,7 @@ mod tests {
 
     #[test]
     fn drop_reason_names_strip_prefix() {
-        let btf = Btf::parse(&crate::btf::fixture::sample_btf()).unwrap();
+        let btf = Btf::parse(&crate::kernel::btf::fixture::sample_btf()).unwrap();
         let names = enum_names(&btf, "skb_drop_reason", "SKB_DROP_REASON_");
         assert_eq!(names.get(&3).map(String::as_str), Some("NO_SOCKET"));
         assert_eq!(names.get(&1).map(String::as_str), Some("SKB_CONSUMED"));

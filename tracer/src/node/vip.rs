@@ -7,7 +7,7 @@ use std::{collections::BTreeSet, net::IpAddr, path::PathBuf};
 
 use serde::Serialize;
 
-use crate::{netns::addresses_in, target::Target};
+use crate::{model::target::Target, node::netns::addresses_in};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct OwnerChange {

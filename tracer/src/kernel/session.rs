@@ -16,14 +16,14 @@ use tokio::io::unix::AsyncFd;
 use tracer_common::{AGG_HOT_SLOTS, AggHot, AggKey, AggVal};
 
 use crate::{
-    btf::{Btf, offsets},
-    loader::{
+    kernel::btf::{Btf, offsets},
+    kernel::loader::{
         self, Counters, counters, probes,
         tc::{TcManager, TcMode, TcScope},
     },
-    names::{Kallsyms, Names},
-    netns::NetnsRef,
-    target::Target,
+    model::target::Target,
+    node::names::{Kallsyms, Names},
+    node::netns::NetnsRef,
 };
 
 /// What to follow and how to attach.
@@ -96,7 +96,7 @@ impl Session {
         opts: &SessionOptions,
         started: Instant,
     ) -> Result<(Session, KernelNames, StartReport)> {
-        let vmlinux = crate::btf::vmlinux_path();
+        let vmlinux = crate::kernel::btf::vmlinux_path();
         if !vmlinux.exists() {
             bail!(
                 "this kernel exposes no BTF ({} missing): tracer needs a kernel built with CONFIG_DEBUG_INFO_BTF=y",

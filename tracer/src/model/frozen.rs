@@ -23,10 +23,10 @@ use foldhash::HashMap;
 use tracer_common::Hook;
 
 use crate::{
-    event::Tuple,
-    flow::{Flow, NatBy},
-    hop::{DropData, FibData, FuncData, Hop, HopData, NeighData, SockData},
-    intern::Name,
+    model::event::Tuple,
+    model::flow::{Flow, NatBy},
+    model::hop::{DropData, FibData, FuncData, Hop, HopData, NeighData, SockData},
+    model::intern::Name,
 };
 
 /// Bytes of the fixed header.
@@ -216,7 +216,7 @@ impl Codec {
                     && p.ifindex == h.ifindex
             });
             let mut flags = h.hook as u8 & 0x1f;
-            if h.dir == crate::hop::Dir::Reply {
+            if h.dir == crate::model::hop::Dir::Reply {
                 flags |= REPLY;
             }
             if same_skb {
@@ -421,9 +421,9 @@ impl Codec {
             let flags = r.byte();
             let hook = Hook::from_u8(flags & 0x1f).unwrap_or(Hook::Xmit);
             let dir = if flags & REPLY != 0 {
-                crate::hop::Dir::Reply
+                crate::model::hop::Dir::Reply
             } else {
-                crate::hop::Dir::Request
+                crate::model::hop::Dir::Request
             };
             ts = ts.wrapping_add(r.signed() as u64);
             let prev = hops.last();
@@ -746,7 +746,7 @@ impl Reader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hop::Dir;
+    use crate::model::hop::Dir;
 
     fn hop(ts: u64, hook: Hook, dir: Dir, tuple: Tuple, skb: u64, data: HopData) -> Hop {
         Hop {

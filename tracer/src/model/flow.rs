@@ -13,12 +13,12 @@ use foldhash::HashMap;
 use tracer_common::{Hook, PacketEvent};
 
 use crate::{
-    event::{Event, Tuple, ip_from},
-    frozen::{self, Codec},
-    hop::{
+    model::event::{Event, Tuple, ip_from},
+    model::frozen::{self, Codec},
+    model::hop::{
         Dir, DropData, FibData, Hop, HopData, NeighData, SockData, icmp_desc, nud_state, tcp_state,
     },
-    names::Names,
+    node::names::Names,
 };
 
 /// An skb seen again with unreadable headers after this long is another
@@ -614,7 +614,7 @@ impl FlowTable {
         match ev {
             Event::Packet(p) => self.ingest_packet(p, names, None),
             Event::Func(f) => {
-                let (hook, data) = crate::funcs::hop_data(f, names);
+                let (hook, data) = crate::model::funcs::hop_data(f, names);
                 let mut hdr = f.hdr;
                 hdr.hook = hook as u8;
                 let p = PacketEvent {
@@ -1057,7 +1057,7 @@ fn fib_matches(key: &Tuple, t: &Tuple, dir: Dir) -> bool {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::event::tests::{header, v4};
+    use crate::model::event::tests::{header, v4};
     use tracer_common::{CtTuple, FibEvent, PacketInfo, kind};
 
     /// A packet record at `hook` (shared with counted.rs's tests).

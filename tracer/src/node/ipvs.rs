@@ -123,7 +123,7 @@ pub fn parse(text: &str) -> Vec<VirtualService> {
 /// The IPVS table of the namespace at `netns_path` (empty without ip_vs).
 /// /proc/net follows the reading thread's namespace (/proc/thread-self/net).
 pub fn table_in(netns_path: &Path) -> Vec<VirtualService> {
-    let Ok(_g) = crate::netns::NetnsGuard::enter(netns_path) else {
+    let Ok(_g) = crate::node::netns::NetnsGuard::enter(netns_path) else {
         return vec![];
     };
     std::fs::read_to_string("/proc/thread-self/net/ip_vs")

@@ -1,0 +1,11 @@
+//! The model: ring records decoded into events, hops with their facts,
+//! flows and the flow table, packing of quiet flows, counted packets.
+
+pub mod counted;
+pub mod event;
+pub mod flow;
+pub mod frozen;
+pub mod funcs;
+pub mod hop;
+pub mod intern;
+pub mod target;

@@ -1,0 +1,12 @@
+//! Facts of the node, read on demand: namespaces and their addresses,
+//! netfilter rules and counters, IPVS tables, who owns the followed
+//! address, names of kernel numbers, and the helper commands still run.
+
+pub mod command;
+pub mod facts;
+pub mod ipvs;
+pub mod names;
+pub mod netfilter;
+pub mod netns;
+pub mod procstat;
+pub mod vip;
