@@ -15,9 +15,7 @@ use tracer_common::{Hook, PacketEvent};
 use crate::{
     event::{Event, Tuple, ip_from},
     frozen::{self, Codec},
-    hop::{
-        Dir, DropData, FibData, Hop, HopData, NeighData, SockData, icmp_desc, nud_state, tcp_state,
-    },
+    hop::{Dir, DropData, FibData, Hop, HopData, NeighData, Nud, SockData, icmp_desc, tcp_state},
     names::Names,
 };
 
@@ -753,9 +751,9 @@ impl FlowTable {
                     skb: 0,
                     data: HopData::Neigh(Box::new(NeighData {
                         addr,
-                        state: names.intern(&nud_state(n.old_state)),
+                        state: Nud(n.old_state),
                         new_state: (Hook::from_u8(n.hdr.hook) == Some(Hook::NeighUpdate))
-                            .then(|| names.intern(&nud_state(n.new_state))),
+                            .then_some(Nud(n.new_state)),
                         lladdr,
                         err: n.err,
                         event: names.intern(event),

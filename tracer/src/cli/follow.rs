@@ -208,7 +208,7 @@ impl Env for LiveEnv {
             .unwrap_or(&[])
     }
 
-    fn dst_facts(&self, dst: std::net::IpAddr) -> Vec<String> {
+    fn dst_facts(&self, dst: std::net::IpAddr) -> Vec<crate::verdict::Evidence> {
         self.vip.evidence(dst)
     }
 
