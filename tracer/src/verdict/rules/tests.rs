@@ -991,3 +991,114 @@ fn text_output_is_unchanged() {
             .any(|v| v["evidence"].to_string().contains(" times)"))
     );
 }
+
+/// The evidence as `-o json` prints it (schema v2), read the way the
+/// integration tests read it: objects with `kind`, fields and `text`.
+#[test]
+fn json_evidence_items_have_kind_fields_and_text() {
+    let items = |f: &Flow, v: &Verdict| -> Vec<Value> {
+        let j: Value = serde_json::from_str(&crate::render::flow_json_line(f, v, true)).unwrap();
+        let a = j["verdict"]["evidence"].as_array().unwrap().clone();
+        assert_eq!(a.len(), v.evidence.len());
+        for (e, it) in a.iter().zip(&v.evidence) {
+            assert_eq!(e["kind"], it.fact.kind_name(), "{e}");
+            assert_eq!(e["text"], it.to_string(), "{e}");
+        }
+        a
+    };
+    let of = |a: &[Value], kind: &str| -> Vec<Value> {
+        a.iter().filter(|e| e["kind"] == kind).cloned().collect()
+    };
+    // IPVS NAT (as the ipvs_nat integration test reads it).
+    let (f, env) = load("ipvs_nat");
+    let a = items(&f, &judge(&f, &env));
+    let s = of(&a, "ipvs_scheduled");
+    assert_eq!(s.len(), 1, "{a:?}");
+    assert_eq!(
+        s[0]["service"],
+        serde_json::json!({"addr": "10.96.233.1", "port": 80})
+    );
+    assert_eq!(
+        s[0]["real_server"],
+        serde_json::json!({"addr": "10.233.2.2", "port": 8080})
+    );
+    assert!(!of(&a, "function_hook").is_empty());
+    // The IPVS service without real servers.
+    let (f, env) = ipvs_without_destination();
+    let a = items(&f, &judge(&f, &env));
+    let s = of(&a, "ipvs_service");
+    assert_eq!(s.len(), 1, "{a:?}");
+    assert_eq!(s[0]["service"], "TCP 10.96.233.1:80");
+    assert_eq!(s[0]["scheduler"], "rr");
+    assert_eq!(s[0]["real_servers"], 0);
+    assert_eq!(s[0]["usable"], 0);
+    let l = of(&a, "ipvs_local_address");
+    assert_eq!(l.len(), 1, "{a:?}");
+    assert_eq!(
+        (&l[0]["addr"], &l[0]["dev"]),
+        (&"10.96.233.1".into(), &"kube-ipvs0".into())
+    );
+    assert_eq!(of(&a, "ipvs_no_destination")[0]["backend"], "kprobe");
+    // incident 2 with iptables: the rule and the local address.
+    let (f, env) = load("incident2_no_local_endpoint");
+    let a = items(&f, &judge(&f, &env));
+    let r = of(&a, "no_local_endpoints_rule_moved");
+    assert_eq!(r.len(), 1, "{a:?}");
+    assert_eq!(
+        (&r[0]["table"], &r[0]["chain"], &r[0]["delta"]),
+        (
+            &"filter".into(),
+            &"KUBE-EXTERNAL-SERVICES".into(),
+            &1.into()
+        )
+    );
+    assert!(
+        r[0]["rule"]
+            .as_str()
+            .unwrap()
+            .contains("has no local endpoints")
+    );
+    let d = of(&a, "local_destination");
+    assert_eq!(d[0]["addr"], f.key.dst.to_string());
+    assert_eq!(d[0]["dev"], "kube-ipvs0");
+    // incident 4: the route before DNAT, no route back.
+    let (f, env) = load("incident4_nat_source");
+    let a = items(&f, &judge(&f, &env));
+    let p = of(&a, "pre_nat_route");
+    assert_eq!(
+        (&p[0]["dev"], &p[0]["gw"], &p[0]["src"], &p[0]["dst"]),
+        (
+            &"glob".into(),
+            &"10.224.9.1".into(),
+            &"10.224.9.2".into(),
+            &"10.43.0.1".into()
+        )
+    );
+    assert_eq!(of(&a, "no_route_back")[0]["dst"], "10.224.9.2");
+    // incident 1: the redirect, the neighbour; a fact seen twice counts.
+    let (f, env) = load("incident1_redirect");
+    let a = items(&f, &judge(&f, &env));
+    assert!(
+        of(&a, "icmp_sent")
+            .iter()
+            .any(|e| e["icmp_type"] == 5 && e["icmp_code"] == 1),
+        "{a:?}"
+    );
+    assert_eq!(of(&a, "forwarded_back")[0]["dev"], "eth0");
+    let (f, env) = load("incident1_neigh_failed");
+    let a = items(&f, &judge(&f, &env));
+    let n = of(&a, "neighbour_state");
+    assert_eq!(
+        (&n[0]["state"], &n[0]["event"]),
+        (&"FAILED".into(), &"timer".into())
+    );
+    assert!(!of(&a, "host_unreachable_inferred").is_empty());
+    let mut v = judge(&f, &env);
+    let first = v.evidence[0].clone();
+    v.evidence.push(first);
+    v.evidence = crate::verdict::evidence::collapse(v.evidence);
+    let a = items(&f, &v);
+    assert_eq!(a[0]["count"], 2, "{a:?}");
+    assert!(a[0]["text"].as_str().unwrap().ends_with(" (2 times)"));
+    assert!(a[1].get("count").is_none());
+}
