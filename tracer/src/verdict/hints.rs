@@ -4,8 +4,9 @@
 //! fact needed). The first matching row wins, so specific rows come first.
 //! Each sentence is in the table once.
 
-use super::{EvidenceKind, Item, Kind};
+use super::{EvidenceKind, EvidenceKind as E, Item, Kind};
 
+/// One row: (kind, reason, evidence kinds) -> sentence.
 pub struct Hint {
     pub kind: Option<Kind>,
     pub reason: Option<&'static str>,
@@ -26,8 +27,6 @@ const fn row(
         text,
     }
 }
-
-use EvidenceKind as E;
 
 pub const HINTS: &[Hint] = &[
     row(
@@ -157,6 +156,8 @@ impl Hint {
     }
 }
 
+/// The sentence of the first row that applies to a verdict with this kind,
+/// reason and evidence ("" when none does).
 pub fn hint(kind: Kind, reason: &str, evidence: &[Item]) -> String {
     HINTS
         .iter()

@@ -775,17 +775,18 @@ pub fn ipvs_no_destination(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         &at.netns,
         Some(at.dev.to_string()),
     );
+    let mut ev = Vec::new();
     if let Some(h) = sched
         && let HopData::Func(f) = &h.data
     {
-        v.add(Evidence::IpvsNoDestination {
+        ev.push(Evidence::IpvsNoDestination {
             netns: h.netns.to_string(),
             backend: f.backend.to_string(),
         });
     } else {
-        v.add(Evidence::IpvsHooksSilent);
+        ev.push(Evidence::IpvsHooksSilent);
     }
-    v.add(match vs {
+    ev.push(match vs {
         Some(vs) => vs.evidence(),
         None => Evidence::IpvsNoService {
             netns: at.netns.to_string(),
@@ -795,7 +796,7 @@ pub fn ipvs_no_destination(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         .addrs(at.netns_inode)
         .and_then(|a| a.iter().find(|a| a.addr == flow.key.dst && a.dev != "lo"))
     {
-        v.add(Evidence::IpvsLocalAddress {
+        ev.push(Evidence::IpvsLocalAddress {
             addr: a.addr,
             dev: a.dev.clone(),
             netns: at.netns.to_string(),
@@ -806,19 +807,18 @@ pub fn ipvs_no_destination(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             HopData::Drop(dd) => Some(dd),
             _ => None,
         };
-        v.add(Evidence::RequestDropped {
+        ev.push(Evidence::RequestDropped {
             location: dd.map(|dd| dd.location.to_string()),
             reason: dd.map(|dd| dd.reason.to_string()),
             netns: d.netns.to_string(),
         });
     }
     if !flow.hops.iter().any(|h| h.dir == Dir::Reply) {
-        v.add(Evidence::NoReplyLeft);
+        ev.push(Evidence::NoReplyLeft);
     }
-    v.add_all(side_evidence(flow));
-    let mut facts: Vec<Evidence> = v.evidence.drain(..).map(|e| e.fact).collect();
-    dedup(&mut facts);
-    v.add_all(facts);
+    ev.extend(side_evidence(flow));
+    dedup(&mut ev);
+    v.add_all(ev);
     Some(v)
 }
 
