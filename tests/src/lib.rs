@@ -1,6 +1,7 @@
 //! Test support for tracer: network namespaces a test creates and removes,
 //! bounded traffic, and running the real `tracer` binary against them.
 
+pub mod evidence;
 pub mod ipvs;
 pub mod netns;
 pub mod redirect;

@@ -3,7 +3,7 @@
 //! bounded traffic and asserts on the verdict.
 
 use serde_json::Value;
-use tracer_tests::trace_scenario;
+use tracer_tests::{evidence, trace_scenario};
 
 fn trace(name: &str, dport: u64) -> Option<(Value, String)> {
     trace_scenario(name, dport)
@@ -62,8 +62,17 @@ fn tcp_to_closed_port_is_dropped_no_socket_with_reset() {
         "{where_}"
     );
     assert!(hooks(&f).contains(&"tcp_reset"), "{dump}");
-    let ev = f["verdict"]["evidence"].to_string();
-    assert!(ev.contains("tcp reset sent"), "{ev}");
+    let resets = evidence::of_kind(&f, "tcp_reset_sent");
+    assert!(
+        resets
+            .iter()
+            .any(|e| evidence::field(e, "netns").ends_with("-server")),
+        "{dump}"
+    );
+    assert!(
+        evidence::text(&f).contains("tcp reset sent in netns"),
+        "{dump}"
+    );
 }
 
 #[test]

@@ -5,8 +5,8 @@
 
 use serde_json::Value;
 use tracer_tests::{
-    keep_recording, recording_path, replay, require_privileges, scenarios, trace_scenario,
-    trace_scenario_scoped, tracer::TracerRun,
+    evidence, keep_recording, recording_path, replay, require_privileges, scenarios,
+    trace_scenario, trace_scenario_scoped, tracer::TracerRun,
 };
 
 fn trace(name: &str, dport: u64) -> Option<(Value, String)> {
@@ -29,9 +29,20 @@ fn incident2_lb_ip_without_local_endpoint() {
     assert!(where_.contains("-master"), "{where_}");
     assert!(where_.contains("chain KUBE-EXTERNAL-SERVICES"), "{where_}");
     assert!(where_.contains("has no local endpoints"), "{where_}");
-    let ev = v["evidence"].to_string();
+    let ev = evidence::text(&f);
     assert!(
-        ev.contains("local address on kube-ipvs0") && ev.contains("ping works"),
+        evidence::of_kind(&f, "local_destination")
+            .iter()
+            .any(|e| e["dev"] == "kube-ipvs0" && e["addr"] == f["original"]["dst"]),
+        "{ev}"
+    );
+    assert!(ev.contains("ping works"), "{ev}");
+    let rule = evidence::of_kind(&f, "no_local_endpoints_rule_moved");
+    assert!(
+        rule.iter().any(|e| e["chain"] == "KUBE-EXTERNAL-SERVICES"
+            && e["table"] == "filter"
+            && e["delta"].as_u64().unwrap() > 0
+            && evidence::field(e, "rule").contains("has no local endpoints")),
         "{ev}"
     );
     assert!(ev.contains("rule counter moved by"), "{ev}");
@@ -75,8 +86,23 @@ fn incident4_clusterip_routed_by_the_default_route() {
         where_.contains("left via priv with source 10.224.9.2 of glob"),
         "{where_}"
     );
-    let ev = v["evidence"].to_string();
+    let ev = evidence::text(&f);
+    assert!(
+        evidence::of_kind(&f, "pre_nat_route")
+            .iter()
+            .any(|e| e["dev"] == "glob"
+                && e["gw"] == "10.224.9.1"
+                && e["src"] == "10.224.9.2"
+                && e["dst"] == "10.43.0.1"),
+        "{ev}"
+    );
     assert!(ev.contains("chose glob via 10.224.9.1"), "{ev}");
+    assert!(
+        evidence::of_kind(&f, "no_route_back")
+            .iter()
+            .any(|e| e["dst"] == "10.224.9.2"),
+        "{ev}"
+    );
     assert!(ev.contains("no route back to 10.224.9.2"), "{ev}");
     assert!(
         v["hint"]
@@ -106,7 +132,13 @@ fn incident3_checks(f: &Value, dump: &str, by: &str) {
     );
     assert!(where_.contains(by), "{where_}");
     assert_eq!(v["dev"], "eth0");
-    let ev = v["evidence"].to_string();
+    let ev = evidence::text(f);
+    assert!(
+        evidence::of_kind(f, "tc_redirect")
+            .iter()
+            .any(|e| e["ingress_dev"] == "lxc0" && e["egress_dev"] == "eth0"),
+        "{ev}"
+    );
     assert!(ev.contains("the IP stack never saw it"), "{ev}");
     assert!(
         v["hint"].as_str().unwrap().contains("hostLegacyRouting"),
@@ -194,10 +226,9 @@ fn incident1_vip_flapping_between_two_nodes() {
             && w.contains("-client"),
         "{w}"
     );
+    assert!(evidence::has(neigh, "host_unreachable_inferred"), "{neigh}");
     assert!(
-        neigh["verdict"]["evidence"]
-            .to_string()
-            .contains("host-unreachable"),
+        evidence::text(neigh).contains("host-unreachable"),
         "{neigh}"
     );
     // Step 3: node1 lost the VIP but still got the SYN: forwarded back out
@@ -205,20 +236,41 @@ fn incident1_vip_flapping_between_two_nodes() {
     let redirected = flows
         .iter()
         .find(|f| {
-            f["verdict"]["evidence"]
-                .to_string()
-                .contains("redirect host sent by netns")
+            // ICMP redirect (5), for the host (1).
+            evidence::of_kind(f, "icmp_sent")
+                .iter()
+                .any(|e| e["icmp_type"] == 5 && e["icmp_code"] == 1)
         })
         .unwrap_or_else(|| panic!("no ICMP redirect: {dump}"));
-    let ev = redirected["verdict"]["evidence"].to_string();
+    let ev = evidence::text(redirected);
+    assert!(ev.contains("redirect host sent by netns"), "{ev}");
+    assert!(
+        evidence::of_kind(redirected, "forwarded_back")
+            .iter()
+            .any(|e| evidence::field(e, "netns").ends_with("-node1") && e["dev"] == "eth0"),
+        "{ev}"
+    );
     assert!(
         ev.contains("-node1 forwarded it back out of eth0, the interface it came in on"),
         "{ev}"
     );
     // Every flow to the VIP says it changed owner and was answered by two MACs.
     for f in &flows {
-        let ev = f["verdict"]["evidence"].to_string();
+        let ev = evidence::text(f);
+        let owner = evidence::of_kind(f, "owner_changed");
+        assert!(
+            owner.len() == 1
+                && owner[0]["addr"] == "10.227.0.99"
+                && owner[0]["changes"] == 3
+                && owner[0]["first"].as_array().unwrap().len() == 3,
+            "{ev}"
+        );
         assert!(ev.contains("10.227.0.99 changed owner 3 times"), "{ev}");
+        let macs = evidence::of_kind(f, "several_macs");
+        assert!(
+            macs.len() == 1 && macs[0]["macs"].as_array().unwrap().len() == 2,
+            "{ev}"
+        );
         assert!(ev.contains("answered by 2 MACs"), "{ev}");
         assert!(
             f["verdict"]["hint"]

@@ -6,7 +6,8 @@
 
 use serde_json::Value;
 use tracer_tests::{
-    ipvs::ipvs_unavailable, require_kernel_feature, require_privileges, trace_scenario_out,
+    evidence as ev_items, ipvs::ipvs_unavailable, require_kernel_feature, require_privileges,
+    trace_scenario_out,
 };
 
 fn ready(test: &str) -> bool {
@@ -34,8 +35,16 @@ fn backend(out: &tracer_tests::tracer::TracerOutput, hook: &str) -> String {
         .unwrap_or_else(|| "none".into())
 }
 
+/// The evidence sentences, one a line.
 fn evidence(f: &Value) -> String {
-    f["verdict"]["evidence"].to_string()
+    ev_items::text(f)
+}
+
+/// The `ipvs_service` item of the flow's verdict.
+fn service(f: &Value) -> &Value {
+    let s = ev_items::of_kind(f, "ipvs_service");
+    assert_eq!(s.len(), 1, "{}", evidence(f));
+    s[0]
 }
 
 #[test]
@@ -62,8 +71,20 @@ fn incident2_ipvs_names_the_virtual_service_without_real_server() {
         "{w}"
     );
     let ev = evidence(f);
+    let vs = service(f);
+    assert_eq!(
+        (&vs["service"], &vs["scheduler"], &vs["real_servers"]),
+        (&"TCP 10.16.232.1:80".into(), &"rr".into(), &0.into()),
+        "{ev}"
+    );
     assert!(
         ev.contains("IPVS virtual service TCP 10.16.232.1:80 (rr) has 0 real servers"),
+        "{ev}"
+    );
+    assert!(
+        ev_items::of_kind(f, "ipvs_local_address")
+            .iter()
+            .any(|e| e["dev"] == "kube-ipvs0" && e["addr"] == "10.16.232.1"),
         "{ev}"
     );
     assert!(ev.contains("local address on kube-ipvs0"), "{ev}");
@@ -83,6 +104,12 @@ fn incident2_ipvs_names_the_virtual_service_without_real_server() {
         assert_eq!(v["incomplete"], true, "{v}");
     } else {
         assert_eq!(b, "kprobe", "module functions are served by kprobes");
+        assert!(
+            ev_items::of_kind(f, "ipvs_no_destination")
+                .iter()
+                .any(|e| e["backend"] == "kprobe"),
+            "{ev}"
+        );
         assert!(
             ev.contains("ip_vs_schedule() found no destination") && ev.contains("[kprobe]"),
             "{ev}"
@@ -117,7 +144,15 @@ fn incident2_ipvs_same_verdict_with_tracepoints_only() {
     );
     assert_eq!(v["incomplete"], true, "{v}");
     let ev = evidence(f);
+    assert_eq!(service(f)["real_servers"], 0, "{ev}");
     assert!(ev.contains("has 0 real servers"), "{ev}");
+    assert!(ev_items::has(f, "ipvs_hooks_silent"), "{ev}");
+    assert!(
+        ev_items::of_kind(f, "func_hook_unavailable")
+            .iter()
+            .any(|e| e["hook"] == "ipvs_schedule"),
+        "{ev}"
+    );
     assert!(ev.contains("hook ipvs_schedule unavailable"), "{ev}");
     assert_eq!(backend(&out, "ipvs_schedule"), "none");
 }
@@ -142,6 +177,13 @@ fn ipvs_nat_is_followed_to_the_real_server() {
     }
     assert_eq!(f["nat_by"], "ipvs", "{dump}");
     let ev = evidence(f);
+    assert!(
+        ev_items::of_kind(f, "ipvs_scheduled").iter().any(|e| {
+            e["service"] == serde_json::json!({"addr": "10.96.233.1", "port": 80})
+                && e["real_server"] == serde_json::json!({"addr": "10.233.2.2", "port": 8080})
+        }),
+        "{ev}"
+    );
     assert!(
         ev.contains("IPVS scheduled 10.96.233.1:80 to real server 10.233.2.2:8080"),
         "{ev}"

@@ -8,6 +8,7 @@ use std::{
 };
 
 use tracer_tests::{
+    evidence,
     netns::Netns,
     require_privileges, scenarios,
     tracer::{TracerRun, netprobe_bin},
@@ -126,9 +127,12 @@ fn lost_events_are_counted_and_mark_verdicts_incomplete() {
     for f in out.final_flows() {
         assert_eq!(f["verdict"]["incomplete"], true, "{f}");
         assert!(
-            f["verdict"]["evidence"].to_string().contains("events lost"),
+            evidence::of_kind(f, "events_lost")
+                .iter()
+                .any(|e| e["events"].as_u64().unwrap() > 0),
             "{f}"
         );
+        assert!(evidence::text(f).contains("events lost"), "{f}");
     }
 }
 
@@ -321,11 +325,19 @@ fn unavailable_hook_is_reported_and_marks_verdicts_incomplete() {
     let f = out.flow_to(8081);
     assert_eq!(f["verdict"]["reason"], "NO_SOCKET");
     assert_eq!(f["verdict"]["incomplete"], true, "{f}");
-    let ev = f["verdict"]["evidence"].to_string();
+    let gone = evidence::of_kind(f, "hooks_unavailable");
+    assert_eq!(gone.len(), 1, "{f}");
+    let hooks: Vec<&str> = gone[0]["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h.as_str().unwrap())
+        .collect();
     assert!(
-        ev.contains("hooks unavailable:") && ev.contains("fib_lookup") && ev.contains("tcp_reset"),
+        hooks.contains(&"fib_lookup") && hooks.contains(&"tcp_reset"),
         "{f}"
     );
+    assert!(evidence::text(f).contains("hooks unavailable:"), "{f}");
     let probes = out.summary().unwrap()["probes"].as_array().unwrap().clone();
     assert!(
         probes

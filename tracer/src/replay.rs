@@ -44,7 +44,7 @@ impl Env for ReplayEnv {
         self.inventory.tc_filters(netns, dev)
     }
 
-    fn dst_facts(&self, dst: std::net::IpAddr) -> Vec<String> {
+    fn dst_facts(&self, dst: std::net::IpAddr) -> Vec<crate::verdict::Evidence> {
         self.vip.evidence(dst)
     }
 

@@ -16,7 +16,7 @@ use crate::{
     model::event::{Event, Tuple, ip_from},
     model::frozen::{self, Codec},
     model::hop::{
-        Dir, DropData, FibData, Hop, HopData, NeighData, SockData, icmp_desc, nud_state, tcp_state,
+        Dir, DropData, FibData, Hop, HopData, NeighData, Nud, SockData, icmp_desc, tcp_state,
     },
     node::names::Names,
 };
@@ -753,9 +753,9 @@ impl FlowTable {
                     skb: 0,
                     data: HopData::Neigh(Box::new(NeighData {
                         addr,
-                        state: names.intern(&nud_state(n.old_state)),
+                        state: Nud(n.old_state),
                         new_state: (Hook::from_u8(n.hdr.hook) == Some(Hook::NeighUpdate))
-                            .then(|| names.intern(&nud_state(n.new_state))),
+                            .then_some(Nud(n.new_state)),
                         lladdr,
                         err: n.err,
                         event: names.intern(event),

@@ -25,7 +25,7 @@ use tracer_common::Hook;
 use crate::{
     model::event::Tuple,
     model::flow::{Flow, NatBy},
-    model::hop::{DropData, FibData, FuncData, Hop, HopData, NeighData, SockData},
+    model::hop::{DropData, FibData, FuncData, Hop, HopData, NeighData, Nud, SockData},
     model::intern::Name,
 };
 
@@ -372,14 +372,15 @@ impl Codec {
             HopData::Neigh(n) => {
                 w.push(10);
                 put_ip(w, &n.addr);
-                let v = [
-                    self.name(&n.state),
-                    self.opt_name(&n.new_state),
-                    self.name(&n.event),
-                ];
-                for x in v {
-                    put(w, x);
+                w.push(n.state.0);
+                match n.new_state {
+                    Some(s) => {
+                        w.push(1);
+                        w.push(s.0);
+                    }
+                    None => w.push(0),
                 }
+                put(w, self.name(&n.event));
                 match &n.lladdr {
                     Some(l) => {
                         w.push(1);
@@ -598,8 +599,8 @@ impl Codec {
             }
             _ => {
                 let addr = r.ip();
-                let state = self.name_of(r.get());
-                let new_state = self.opt_name_of(r.get());
+                let state = Nud(r.byte());
+                let new_state = (r.byte() == 1).then(|| Nud(r.byte()));
                 let event = self.name_of(r.get());
                 let lladdr = (r.byte() == 1).then(|| r.string());
                 HopData::Neigh(Box::new(NeighData {
@@ -934,8 +935,8 @@ mod tests {
                     0,
                     HopData::Neigh(Box::new(NeighData {
                         addr: dst,
-                        state: "INCOMPLETE".into(),
-                        new_state: Some("FAILED".into()),
+                        state: Nud::INCOMPLETE,
+                        new_state: Some(Nud::FAILED),
                         lladdr: Some("02:00:00:00:00:01".into()),
                         err: -113,
                         event: "update".into(),
@@ -949,7 +950,7 @@ mod tests {
                     0,
                     HopData::Neigh(Box::new(NeighData {
                         addr: dst,
-                        state: "FAILED".into(),
+                        state: Nud::FAILED,
                         new_state: None,
                         lladdr: None,
                         err: 0,

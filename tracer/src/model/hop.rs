@@ -88,19 +88,21 @@ pub fn tcp_state(s: u32) -> &'static str {
     }
 }
 
-/// NUD_* neighbour states (include/uapi/linux/neighbour.h), a bit set.
+/// NUD_* neighbour states (include/uapi/linux/neighbour.h), by bit.
+const NUD: [(u8, &str); 8] = [
+    (0x01, "INCOMPLETE"),
+    (0x02, "REACHABLE"),
+    (0x04, "STALE"),
+    (0x08, "DELAY"),
+    (0x10, "PROBE"),
+    (0x20, "FAILED"),
+    (0x40, "NOARP"),
+    (0x80, "PERMANENT"),
+];
+
+/// NUD_* neighbour states, a bit set; as text the set names joined by `|`.
 pub fn nud_state(s: u8) -> String {
-    const N: [(u8, &str); 8] = [
-        (0x01, "INCOMPLETE"),
-        (0x02, "REACHABLE"),
-        (0x04, "STALE"),
-        (0x08, "DELAY"),
-        (0x10, "PROBE"),
-        (0x20, "FAILED"),
-        (0x40, "NOARP"),
-        (0x80, "PERMANENT"),
-    ];
-    let v: Vec<&str> = N
+    let v: Vec<&str> = NUD
         .iter()
         .filter(|(b, _)| s & b != 0)
         .map(|(_, n)| *n)
@@ -109,6 +111,54 @@ pub fn nud_state(s: u8) -> String {
         "NONE".into()
     } else {
         v.join("|")
+    }
+}
+
+/// A neighbour entry's NUD_* state bits (the kernel's `nud_state`).
+/// Serialised as its names (`"FAILED"`, `"INCOMPLETE|FAILED"`, `"NONE"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Nud(pub u8);
+
+impl Nud {
+    pub const INCOMPLETE: Nud = Nud(0x01);
+    pub const REACHABLE: Nud = Nud(0x02);
+    pub const FAILED: Nud = Nud(0x20);
+
+    /// Are all of `other`'s bits set?
+    pub fn contains(self, other: Nud) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Inverse of the text form: every `|`-separated name must be known.
+    pub fn from_names(s: &str) -> Option<Nud> {
+        if s == "NONE" {
+            return Some(Nud(0));
+        }
+        s.split('|').try_fold(Nud(0), |acc, n| {
+            NUD.iter()
+                .find(|(_, name)| *name == n)
+                .map(|(b, _)| Nud(acc.0 | b))
+        })
+    }
+}
+
+impl std::fmt::Display for Nud {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&nud_state(self.0))
+    }
+}
+
+impl Serialize for Nud {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Nud {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Nud, D::Error> {
+        let s = String::deserialize(d)?;
+        Nud::from_names(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown NUD state {s:?}")))
     }
 }
 
@@ -230,8 +280,10 @@ pub struct FuncData {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NeighData {
     pub addr: IpAddr,
-    pub state: Name,
-    pub new_state: Option<Name>,
+    /// The state before the event.
+    pub state: Nud,
+    /// The state after it (neigh_update only).
+    pub new_state: Option<Nud>,
     pub lladdr: Option<String>,
     pub err: i32,
     pub event: Name,
@@ -370,6 +422,15 @@ mod tests {
         assert_eq!(tcp_state(10), "LISTEN");
         assert_eq!(nud_state(0x20), "FAILED");
         assert_eq!(nud_state(0x0), "NONE");
+        for bits in [0x00, 0x01, 0x20, 0x21, 0x82, 0xff] {
+            let n = Nud(bits);
+            assert_eq!(Nud::from_names(&n.to_string()), Some(n));
+            let j = serde_json::to_string(&n).unwrap();
+            assert_eq!(serde_json::from_str::<Nud>(&j).unwrap(), n);
+        }
+        assert_eq!(serde_json::to_string(&Nud::FAILED).unwrap(), "\"FAILED\"");
+        assert!(Nud(0x21).contains(Nud::FAILED) && !Nud::INCOMPLETE.contains(Nud::FAILED));
+        assert_eq!(Nud::from_names("FAILED|BOGUS"), None);
         assert_eq!(icmp_desc(false, 3, 0), "dest-unreachable net-unreachable");
         assert_eq!(icmp_desc(false, 5, 1), "redirect host");
     }

@@ -23,7 +23,7 @@ use crate::{
     node::netns::{NetnsRef, addresses_in},
     node::vip::VipWatch,
     pipeline::PreparedEnv,
-    verdict::{Env, IfAddr, Inventory},
+    verdict::{Env, Evidence, IfAddr, Inventory},
 };
 
 struct NetnsFacts {
@@ -186,7 +186,7 @@ impl Env for LiveEnv {
             .unwrap_or(&[])
     }
 
-    fn dst_facts(&self, dst: IpAddr) -> Vec<String> {
+    fn dst_facts(&self, dst: IpAddr) -> Vec<Evidence> {
         self.vip.evidence(dst)
     }
 

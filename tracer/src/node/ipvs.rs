@@ -50,22 +50,21 @@ impl VirtualService {
         self.servers.iter().filter(|s| s.weight > 0).count()
     }
 
+    /// The fact for a verdict; as text "IPVS virtual service TCP
+    /// 10.16.0.1:80 (rr) has 0 real servers".
+    pub fn evidence(&self) -> crate::verdict::Evidence {
+        crate::verdict::Evidence::IpvsService {
+            service: self.name(),
+            scheduler: self.scheduler.clone(),
+            real_servers: self.servers.len(),
+            usable: self.usable(),
+        }
+    }
+
     /// One line for a verdict: "virtual service TCP 10.16.0.1:80 (rr) has 0
     /// real servers".
     pub fn describe(&self) -> String {
-        let n = self.servers.len();
-        let u = self.usable();
-        let base = format!(
-            "IPVS virtual service {} ({}) has {n} real server{}",
-            self.name(),
-            self.scheduler,
-            if n == 1 { "" } else { "s" }
-        );
-        if n > 0 && u < n {
-            format!("{base}, {u} with weight > 0")
-        } else {
-            base
-        }
+        self.evidence().to_string()
     }
 }
 

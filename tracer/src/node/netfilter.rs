@@ -27,6 +27,13 @@ impl NfRule {
     fn key(&self) -> (&str, &str, &str) {
         (&self.table, &self.chain, &self.text)
     }
+
+    /// kube-proxy's rule for a Service with externalTrafficPolicy: Local and
+    /// no endpoint on this node: its comment says "<ns>/<svc> has no local
+    /// endpoints" (iptables mode, KUBE-EXTERNAL-SERVICES and friends).
+    pub fn drops_without_local_endpoints(&self) -> bool {
+        self.text.contains("no local endpoints")
+    }
 }
 
 /// Parse `iptables-save -c` output, keeping rules that drop or reject.

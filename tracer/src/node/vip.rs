@@ -5,19 +5,36 @@
 
 use std::{collections::BTreeSet, net::IpAddr, path::PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::{model::target::Target, node::netns::addresses_in};
+use crate::{model::target::Target, node::netns::addresses_in, verdict::Evidence};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+/// Whether an owner change added or removed the address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OwnerEvent {
+    Added,
+    Removed,
+}
+
+impl std::fmt::Display for OwnerEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            OwnerEvent::Added => "added",
+            OwnerEvent::Removed => "removed",
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OwnerChange {
     /// Milliseconds since tracing started.
     pub t_ms: u64,
     pub netns: String,
     pub dev: String,
     pub addr: IpAddr,
-    /// "added" or "removed".
-    pub event: String,
+    /// `added` or `removed`.
+    pub event: OwnerEvent,
 }
 
 /// (namespace label, device, address)
@@ -88,49 +105,46 @@ impl VipWatch {
     }
 
     /// Facts for a flow to `dst`.
-    pub fn evidence(&self, dst: IpAddr) -> Vec<String> {
+    pub fn evidence(&self, dst: IpAddr) -> Vec<Evidence> {
         let mut ev = Vec::new();
         let changes: Vec<&OwnerChange> = self.changes.iter().filter(|c| c.addr == dst).collect();
         if !changes.is_empty() {
-            let list: Vec<String> = changes
-                .iter()
-                .take(6)
-                .map(|c| format!("{} on {} in {} at +{} ms", c.event, c.dev, c.netns, c.t_ms))
-                .collect();
-            ev.push(format!(
-                "{dst} changed owner {} times during the trace ({}{})",
-                changes.len(),
-                list.join("; "),
-                if changes.len() > 6 { "; ..." } else { "" }
-            ));
+            ev.push(Evidence::OwnerChanged {
+                addr: dst,
+                changes: changes.len(),
+                first: changes
+                    .iter()
+                    .take(Evidence::OWNER_CHANGES_LISTED)
+                    .map(|c| (*c).clone())
+                    .collect(),
+            });
         }
-        let macs: Vec<&str> = self
+        let macs: Vec<String> = self
             .macs
             .iter()
             .filter(|(a, _)| *a == dst)
-            .map(|(_, m)| m.as_str())
+            .map(|(_, m)| m.clone())
             .collect();
         if macs.len() > 1 {
-            ev.push(format!(
-                "{dst} was answered by {} MACs: {}",
-                macs.len(),
-                macs.join(", ")
-            ));
+            ev.push(Evidence::SeveralMacs { addr: dst, macs });
         }
         ev
     }
 }
 
 pub fn diff(before: &BTreeSet<Owner>, now: &BTreeSet<Owner>, t_ms: u64) -> Vec<OwnerChange> {
-    let mk = |(n, d, a): &Owner, event: &str| OwnerChange {
+    let mk = |(n, d, a): &Owner, event| OwnerChange {
         t_ms,
         netns: n.clone(),
         dev: d.clone(),
         addr: *a,
-        event: event.to_string(),
+        event,
     };
-    let mut v: Vec<OwnerChange> = before.difference(now).map(|o| mk(o, "removed")).collect();
-    v.extend(now.difference(before).map(|o| mk(o, "added")));
+    let mut v: Vec<OwnerChange> = before
+        .difference(now)
+        .map(|o| mk(o, OwnerEvent::Removed))
+        .collect();
+    v.extend(now.difference(before).map(|o| mk(o, OwnerEvent::Added)));
     v
 }
 
@@ -151,17 +165,42 @@ mod tests {
         w.changes.extend(diff(&a, &b, 100));
         w.changes.extend(diff(&b, &a, 300));
         assert_eq!(w.changes.len(), 4);
-        assert_eq!(w.changes[0].event, "removed");
-        assert_eq!(w.changes[1].event, "added");
+        assert_eq!(w.changes[0].event, OwnerEvent::Removed);
+        assert_eq!(w.changes[1].event, OwnerEvent::Added);
         w.note_mac(vip, "aa:aa:aa:aa:aa:01");
         w.note_mac(vip, "aa:aa:aa:aa:aa:02");
         w.note_mac(vip, "00:00:00:00:00:00");
         let ev = w.evidence(vip);
         assert!(
-            ev[0].starts_with("10.0.0.99 changed owner 4 times"),
+            matches!(&ev[0], Evidence::OwnerChanged { addr, changes: 4, first } if *addr == vip && first.len() == 4),
             "{ev:?}"
         );
-        assert!(ev[1].contains("answered by 2 MACs"), "{ev:?}");
+        assert_eq!(
+            ev[0].to_string(),
+            "10.0.0.99 changed owner 4 times during the trace (removed on eth0 in node1 at +100 ms; \
+             added on eth0 in node2 at +100 ms; removed on eth0 in node2 at +300 ms; \
+             added on eth0 in node1 at +300 ms)"
+        );
+        assert_eq!(
+            ev[1],
+            Evidence::SeveralMacs {
+                addr: vip,
+                macs: vec!["aa:aa:aa:aa:aa:01".into(), "aa:aa:aa:aa:aa:02".into()]
+            }
+        );
+        assert_eq!(
+            ev[1].to_string(),
+            "10.0.0.99 was answered by 2 MACs: aa:aa:aa:aa:aa:01, aa:aa:aa:aa:aa:02"
+        );
+        // Past six changes the list ends with "...", the count stays whole.
+        for t in 0..3 {
+            w.changes.extend(diff(&a, &b, 400 + t));
+        }
+        let ev = w.evidence(vip);
+        assert!(
+            matches!(&ev[0], Evidence::OwnerChanged { changes: 10, first, .. } if first.len() == 6)
+        );
+        assert!(ev[0].to_string().ends_with("at +400 ms; ...)"), "{}", ev[0]);
         assert!(w.evidence("10.0.0.1".parse().unwrap()).is_empty());
         assert!(diff(&a, &a, 5).is_empty());
     }

@@ -1,7 +1,10 @@
 //! Verdicts: small rules over a flow's hop timeline, tried in order.
 
+pub mod evidence;
 pub mod hints;
 pub mod rules;
+
+pub use evidence::{Endpoint, Evidence, EvidenceKind, Item};
 
 use std::{collections::HashMap, net::IpAddr};
 
@@ -41,11 +44,28 @@ pub struct Verdict {
     pub netns: String,
     pub dev: Option<String>,
     pub incomplete: bool,
-    pub evidence: Vec<String>,
+    /// Facts that led to the verdict, collapsed (see [`evidence::collapse`]).
+    pub evidence: Vec<Item>,
     /// True when the fate is settled (a drop, a delivery, a misroute); false
     /// when more events could still change it (forwarded, no reply yet).
     #[serde(skip)]
     pub settled: bool,
+}
+
+impl Verdict {
+    /// Add a fact (seen once).
+    pub fn add(&mut self, fact: Evidence) {
+        self.evidence.push(Item::once(fact));
+    }
+
+    pub fn add_all(&mut self, facts: impl IntoIterator<Item = Evidence>) {
+        self.evidence.extend(facts.into_iter().map(Item::once));
+    }
+
+    /// Is there a fact of this kind?
+    pub fn has(&self, kind: EvidenceKind) -> bool {
+        self.evidence.iter().any(|e| e.fact.kind() == kind)
+    }
 }
 
 /// An address on an interface of a namespace.
@@ -71,7 +91,7 @@ pub trait Env {
     }
     /// Facts about a destination address seen while tracing (VIP owner
     /// changes, several MACs answering for it).
-    fn dst_facts(&self, _dst: IpAddr) -> Vec<String> {
+    fn dst_facts(&self, _dst: IpAddr) -> Vec<Evidence> {
         Vec::new()
     }
     /// The IPVS table of that namespace (empty without IPVS).
@@ -86,7 +106,7 @@ pub struct Inventory {
     pub by_netns: HashMap<u32, Vec<IfAddr>>,
     pub nf: HashMap<u32, Vec<(NfRule, u64)>>,
     pub tc: HashMap<(u32, String), Vec<String>>,
-    pub facts: HashMap<IpAddr, Vec<String>>,
+    pub facts: HashMap<IpAddr, Vec<Evidence>>,
     pub ipvs: HashMap<u32, Vec<crate::node::ipvs::VirtualService>>,
 }
 
@@ -106,7 +126,7 @@ impl Env for Inventory {
             .unwrap_or_default()
     }
 
-    fn dst_facts(&self, dst: IpAddr) -> Vec<String> {
+    fn dst_facts(&self, dst: IpAddr) -> Vec<Evidence> {
         self.facts.get(&dst).cloned().unwrap_or_default()
     }
 
@@ -146,27 +166,26 @@ pub fn evaluate(flow: &Flow, env: &dyn Env, c: &Completeness) -> Verdict {
         .find_map(|rule| rule(flow, env))
         .unwrap_or_else(|| rules::fallback(flow));
     for dst in flow.dsts() {
-        v.evidence.extend(env.dst_facts(dst));
+        v.add_all(env.dst_facts(dst));
     }
-    v.hint = hints::hint(v.kind, &v.reason, &v.where_, &v.evidence);
+    v.hint = hints::hint(v.kind, &v.reason, &v.evidence);
     if c.lost_events > 0 {
         v.incomplete = true;
-        v.evidence.push(format!(
-            "{} events lost (ring buffer full): timeline may be incomplete",
-            c.lost_events
-        ));
+        v.add(Evidence::EventsLost {
+            events: c.lost_events,
+        });
     }
     if c.map_failures > 0 {
         v.incomplete = true;
-        v.evidence.push(format!(
-            "{} kernel map inserts failed (maps full): some packets could not be followed",
-            c.map_failures
-        ));
+        v.add(Evidence::MapInsertsFailed {
+            inserts: c.map_failures,
+        });
     }
     if !c.missing_hooks.is_empty() {
         v.incomplete = true;
-        v.evidence
-            .push(format!("hooks unavailable: {}", c.missing_hooks.join(", ")));
+        v.add(Evidence::HooksUnavailable {
+            hooks: c.missing_hooks.clone(),
+        });
     }
     for (hook, why) in &c.missing_func_hooks {
         if func_hook_feeds(hook, &v) {
@@ -175,49 +194,64 @@ pub fn evaluate(flow: &Flow, env: &dyn Env, c: &Completeness) -> Verdict {
             if hook.starts_with("ipvs") {
                 v.incomplete = true;
             }
-            v.evidence.push(format!(
-                "hook {hook} unavailable ({why}): its evidence is missing"
-            ));
+            v.add(Evidence::FuncHookUnavailable {
+                hook: hook.clone(),
+                why: why.clone(),
+            });
         }
     }
     if flow.hops_truncated > 0 {
-        v.evidence
-            .push(format!("{} further hops not kept", flow.hops_truncated));
+        v.add(Evidence::HopsNotKept {
+            hops: flow.hops_truncated,
+        });
     }
     if flow.counted > 0 {
-        v.evidence.push(format!(
-            "{} more hook passages were counted in the kernel, not recorded one by one",
-            flow.counted
-        ));
+        v.add(Evidence::CountedInKernel {
+            passages: flow.counted,
+        });
     }
-    v.evidence = collapse(std::mem::take(&mut v.evidence));
+    v.evidence = evidence::collapse(std::mem::take(&mut v.evidence));
     v
-}
-
-/// The same line from several hops (one per recorded drop of a bulk flow)
-/// once, with how many times, in order of first appearance.
-fn collapse(lines: Vec<String>) -> Vec<String> {
-    let mut out: Vec<(String, usize)> = Vec::with_capacity(lines.len());
-    for l in lines {
-        match out.iter_mut().find(|(o, _)| *o == l) {
-            Some((_, n)) => *n += 1,
-            None => out.push((l, 1)),
-        }
-    }
-    out.into_iter()
-        .map(|(l, n)| if n > 1 { format!("{l} ({n} times)") } else { l })
-        .collect()
 }
 
 #[cfg(test)]
 mod collapse_tests {
+    use super::{Evidence, Item, evidence::collapse};
+
+    fn lost(n: u64) -> Item {
+        Item::once(Evidence::EventsLost { events: n })
+    }
+
     #[test]
     fn repeated_evidence_is_collapsed() {
-        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let out = collapse(vec![lost(1), lost(2), lost(1), lost(3), lost(1)]);
         assert_eq!(
-            super::collapse(v(&["a", "b", "a", "c", "a"])),
-            v(&["a (3 times)", "b", "c"])
+            out,
+            vec![
+                Item {
+                    fact: Evidence::EventsLost { events: 1 },
+                    count: 3
+                },
+                lost(2),
+                lost(3)
+            ]
         );
-        assert_eq!(super::collapse(v(&["x"])), v(&["x"]));
+        assert_eq!(
+            out[0].to_string(),
+            "1 events lost (ring buffer full): timeline may be incomplete (3 times)"
+        );
+        assert_eq!(out[1].to_string(), out[1].fact.to_string());
+        let j = serde_json::to_value(&out[0]).unwrap();
+        assert_eq!(j["kind"], "events_lost");
+        assert_eq!(j["count"], 3);
+        assert_eq!(j["text"], out[0].to_string());
+        // Seen once: no count field.
+        assert!(
+            serde_json::to_value(&out[1])
+                .unwrap()
+                .get("count")
+                .is_none()
+        );
+        assert_eq!(collapse(vec![lost(7)]), vec![lost(7)]);
     }
 }

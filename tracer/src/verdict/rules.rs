@@ -5,11 +5,11 @@ use std::net::IpAddr;
 
 use tracer_common::Hook;
 
-use super::{Env, Kind, Verdict};
+use super::{Endpoint, Env, Evidence, Kind, Verdict};
 use crate::node::netfilter::NfRule;
 use crate::{
     model::flow::Flow,
-    model::hop::{Dir, Hop, HopData},
+    model::hop::{Dir, Hop, HopData, Nud},
     node::names::func_of,
 };
 
@@ -65,28 +65,39 @@ fn contains(addr: IpAddr, net: IpAddr, prefix: u8) -> bool {
 }
 
 /// Facts every verdict may carry: what the kernel answered.
-fn side_evidence(flow: &Flow) -> Vec<String> {
+fn side_evidence(flow: &Flow) -> Vec<Evidence> {
     let mut ev = Vec::new();
     for h in &flow.hops {
         match &h.data {
-            HopData::TcpReset { reason } => ev.push(format!(
-                "tcp reset sent in netns {}{}",
-                h.netns,
-                reason
-                    .as_ref()
-                    .map(|r| format!(" ({r})"))
-                    .unwrap_or_default()
-            )),
-            HopData::IcmpSend { desc, .. } => {
-                ev.push(format!("icmp {desc} sent by netns {}", h.netns))
+            HopData::TcpReset { reason } => ev.push(Evidence::TcpResetSent {
+                netns: h.netns.to_string(),
+                reason: reason.as_ref().map(|r| r.to_string()),
+            }),
+            HopData::IcmpSend {
+                icmp_type,
+                icmp_code,
+                desc,
+            } => ev.push(Evidence::IcmpSent {
+                netns: h.netns.to_string(),
+                icmp_type: *icmp_type,
+                icmp_code: *icmp_code,
+                desc: desc.to_string(),
+            }),
+            HopData::Func(f) => ev.push(Evidence::FunctionHook {
+                func: f.func.to_string(),
+                backend: f.backend.to_string(),
+                netns: h.netns.to_string(),
+                detail: f.detail.clone(),
+            }),
+            HopData::Neigh(n) if n.state.contains(Nud::FAILED) => {
+                ev.push(Evidence::NeighbourState {
+                    addr: n.addr,
+                    dev: h.dev.to_string(),
+                    netns: h.netns.to_string(),
+                    state: n.state,
+                    event: n.event.to_string(),
+                })
             }
-            HopData::Func(f) => {
-                ev.push(format!("{} in netns {} [{}]", f.detail, h.netns, f.backend))
-            }
-            HopData::Neigh(n) if n.state.contains("FAILED") => ev.push(format!(
-                "neighbour {} on {} in netns {}: {} ({})",
-                n.addr, h.dev, h.netns, n.state, n.event
-            )),
             _ => {}
         }
         // A namespace that sent the request back out of the interface it
@@ -103,10 +114,10 @@ fn side_evidence(flow: &Flow) -> Vec<String> {
                     && g.ts_ns < h.ts_ns
             })
         {
-            ev.push(format!(
-                "netns {} forwarded it back out of {}, the interface it came in on",
-                h.netns, h.dev
-            ));
+            ev.push(Evidence::ForwardedBack {
+                netns: h.netns.to_string(),
+                dev: h.dev.to_string(),
+            });
         }
     }
     dedup(&mut ev);
@@ -116,7 +127,7 @@ fn side_evidence(flow: &Flow) -> Vec<String> {
 /// What IPVS did with the flow, from its function hooks: the real server it
 /// was scheduled to (the translated destination), connection reuse, the
 /// forwarding method.
-fn ipvs_evidence(flow: &Flow) -> Vec<String> {
+fn ipvs_evidence(flow: &Flow) -> Vec<Evidence> {
     let mut ev = Vec::new();
     for h in &flow.hops {
         if let HopData::Func(fd) = &h.data
@@ -130,17 +141,19 @@ fn ipvs_evidence(flow: &Flow) -> Vec<String> {
                 ..
             } = &**fd;
             if func == "ip_vs_schedule" && ret.is_some_and(|r| r != 0) {
-                let to = flow
-                    .translated
-                    .map(|t| format!(" {}", endpoint(t.dst, t.dport)))
-                    .unwrap_or_default();
-                ev.push(format!(
-                    "IPVS scheduled {} to real server{to} in netns {} [{backend}]",
-                    endpoint(flow.key.dst, flow.key.dport),
-                    h.netns
-                ));
+                ev.push(Evidence::IpvsScheduled {
+                    service: Endpoint::new(flow.key.dst, flow.key.dport),
+                    real_server: flow.translated.map(|t| Endpoint::new(t.dst, t.dport)),
+                    netns: h.netns.to_string(),
+                    backend: backend.to_string(),
+                });
             } else {
-                ev.push(format!("{detail} in netns {} [{backend}]", h.netns));
+                ev.push(Evidence::FunctionHook {
+                    func: func.to_string(),
+                    backend: backend.to_string(),
+                    netns: h.netns.to_string(),
+                    detail: detail.clone(),
+                });
             }
         }
     }
@@ -149,9 +162,14 @@ fn ipvs_evidence(flow: &Flow) -> Vec<String> {
 }
 
 /// Remove repeated facts, keeping first occurrences in order.
-pub fn dedup(v: &mut Vec<String>) {
-    let mut seen = std::collections::HashSet::new();
-    v.retain(|s| seen.insert(s.clone()));
+pub fn dedup(v: &mut Vec<Evidence>) {
+    let mut out: Vec<Evidence> = Vec::with_capacity(v.len());
+    for e in v.drain(..) {
+        if !out.contains(&e) {
+            out.push(e);
+        }
+    }
+    *v = out;
 }
 
 /// Incident 5: a route lookup for the flow's destination hit a LOCAL route
@@ -174,9 +192,13 @@ pub fn misrouted_local_shadow(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         }
         let addrs = env.addrs(h.netns_inode)?;
         let full = if dst.is_ipv4() { 32 } else { 128 };
-        let owner = addrs
-            .iter()
-            .find(|a| a.dev != *nh_dev && a.dev != "lo" && a.prefix < full && a.addr != dst && contains(dst, a.addr, a.prefix))?;
+        let owner = addrs.iter().find(|a| {
+            a.dev != *nh_dev
+                && a.dev != "lo"
+                && a.prefix < full
+                && a.addr != dst
+                && contains(dst, a.addr, a.prefix)
+        })?;
         let mut v = verdict(
             Kind::Misrouted,
             "local_route_shadows_host",
@@ -187,14 +209,17 @@ pub fn misrouted_local_shadow(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             &h.netns,
             Some(nh_dev.to_string()),
         );
-        v.evidence.push(format!(
-            "route lookup for {dst} matched a LOCAL route via {nh_dev}: delivered to this node itself"
-        ));
-        v.evidence.push(format!(
-            "{dst} lies in {}/{} on {}: it is another host's address",
-            owner.addr, owner.prefix, owner.dev
-        ));
-        v.evidence.extend(side_evidence(flow));
+        v.add(Evidence::LocalRoute {
+            dst,
+            dev: nh_dev.to_string(),
+        });
+        v.add(Evidence::OtherHostsSubnet {
+            dst,
+            net: owner.addr,
+            prefix: owner.prefix,
+            dev: owner.dev.clone(),
+        });
+        v.add_all(side_evidence(flow));
         Some(v)
     })
 }
@@ -239,25 +264,25 @@ pub fn misrouted_local_transmitted(flow: &Flow, env: &dyn Env) -> Option<Verdict
         "netns {}: {} is local (on {}) but left via {}",
         out.netns, owner.addr, owner.dev, out.dev
     );
-    let mut evidence = vec![format!(
-        "the request was transmitted on {} in netns {} although {} is an address of that namespace",
-        out.dev, out.netns, owner.addr
-    )];
+    let mut evidence = vec![Evidence::LocalAddressTransmitted {
+        dev: out.dev.to_string(),
+        netns: out.netns.to_string(),
+        addr: owner.addr,
+    }];
     if let Some(ing) = bypass {
         let filters = env.tc_filters(ing.netns_inode, &ing.dev);
         where_.push_str(&format!(", redirected at tc ingress of {}", ing.dev));
         if !filters.is_empty() {
             where_.push_str(&format!(" by {}", filters.join(", ")));
         }
-        evidence.push(format!(
-            "no routing decision between {} ingress and {} egress: the IP stack never saw it (tc redirect)",
-            ing.dev, out.dev
-        ));
-        evidence.extend(
-            filters
-                .iter()
-                .map(|f| format!("on {} ingress: {f}", ing.dev)),
-        );
+        evidence.push(Evidence::TcRedirect {
+            ingress_dev: ing.dev.to_string(),
+            egress_dev: out.dev.to_string(),
+        });
+        evidence.extend(filters.iter().map(|f| Evidence::TcFilter {
+            dev: ing.dev.to_string(),
+            filter: f.clone(),
+        }));
     }
     let mut v = verdict(
         Kind::Misrouted,
@@ -266,8 +291,8 @@ pub fn misrouted_local_transmitted(flow: &Flow, env: &dyn Env) -> Option<Verdict
         &out.netns,
         Some(out.dev.to_string()),
     );
-    v.evidence = evidence;
-    v.evidence.extend(side_evidence(flow));
+    v.add_all(evidence);
+    v.add_all(side_evidence(flow));
     Some(v)
 }
 
@@ -299,10 +324,7 @@ pub fn misrouted_nat_source(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
                 && h.tuple.dst == flow.key.dst
                 && f.nh_dev == owner.dev =>
         {
-            Some(
-                f.gw.map(|g| format!("{} via {g}", f.nh_dev))
-                    .unwrap_or(f.nh_dev.to_string()),
-            )
+            Some((f.nh_dev.to_string(), f.gw))
         }
         _ => None,
     });
@@ -321,29 +343,31 @@ pub fn misrouted_nat_source(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         &out.netns,
         Some(out.dev.to_string()),
     );
-    if let Some(route) = pre {
-        v.evidence.push(format!(
-            "route lookup for {} (before DNAT) chose {route}, so the source became {src}",
-            flow.key.dst
-        ));
+    if let Some((dev, gw)) = pre {
+        v.add(Evidence::PreNatRoute {
+            dst: flow.key.dst,
+            dev,
+            gw,
+            src,
+        });
     }
-    v.evidence.push(format!(
-        "after DNAT to {} the packet left via {} with source {src}, an address of {}",
-        endpoint(t.dst, t.dport),
-        out.dev,
-        owner.dev
-    ));
+    v.add(Evidence::NatSourceMismatch {
+        dst: Endpoint::new(t.dst, t.dport),
+        dev: out.dev.to_string(),
+        src,
+        src_dev: owner.dev.clone(),
+    });
     if flow.replies == 0 {
-        v.evidence.push("no reply came back".into());
+        v.add(Evidence::NoReply);
     }
-    v.evidence.extend(reply_route_failures(flow));
-    v.evidence.extend(side_evidence(flow));
+    v.add_all(reply_route_failures(flow));
+    v.add_all(side_evidence(flow));
     Some(v)
 }
 
 /// Reply-direction route lookups that found nothing, per namespace.
-fn reply_route_failures(flow: &Flow) -> Vec<String> {
-    let mut out: Vec<String> = flow
+fn reply_route_failures(flow: &Flow) -> Vec<Evidence> {
+    let mut out: Vec<Evidence> = flow
         .hops
         .iter()
         .filter(|h| h.dir == Dir::Reply && matches!(&h.data, HopData::Fib(f) if f.err != 0))
@@ -356,7 +380,10 @@ fn reply_route_failures(flow: &Flow) -> Vec<String> {
                     && matches!(&g.data, HopData::Fib(f) if f.err == 0)
             })
         })
-        .map(|h| format!("netns {} has no route back to {}", h.netns, h.tuple.dst))
+        .map(|h| Evidence::NoRouteBack {
+            netns: h.netns.to_string(),
+            dst: h.tuple.dst,
+        })
         .collect();
     dedup(&mut out);
     out
@@ -388,40 +415,60 @@ pub fn reply_unroutable(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
         &fail_hop.netns,
         None,
     );
-    v.evidence.push(first.clone());
-    v.evidence.extend(
+    v.add(first.clone());
+    v.add_all(
         delivery_evidence(flow)
             .into_iter()
-            .map(|(h, s)| format!("{s} (netns {})", h.netns)),
+            .map(|(h, d)| d.at(&h.netns)),
     );
-    v.evidence.extend(side_evidence(flow));
+    v.add_all(side_evidence(flow));
     Some(v)
 }
 
-fn delivery_evidence(flow: &Flow) -> Vec<(&Hop, String)> {
+/// A sign that the flow was delivered, at a hop.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Delivery {
+    Read,
+    Queued,
+    ServerState(String),
+    ClientHandshake,
+    Consumed(String),
+    Answered,
+}
+
+impl Delivery {
+    fn at(self, netns: &str) -> Evidence {
+        let netns = netns.to_string();
+        match self {
+            Delivery::Read => Evidence::SocketRead { netns },
+            Delivery::Queued => Evidence::SocketQueued { netns },
+            Delivery::ServerState(state) => Evidence::ServerSocketState { state, netns },
+            Delivery::ClientHandshake => Evidence::ClientHandshake { netns },
+            Delivery::Consumed(func) => Evidence::SocketConsumed { func, netns },
+            Delivery::Answered => Evidence::DestinationAnswered { netns },
+        }
+    }
+}
+
+fn delivery_evidence(flow: &Flow) -> Vec<(&Hop, Delivery)> {
     let mut out = Vec::new();
     for h in &flow.hops {
         match &h.data {
-            HopData::SockRecv => out.push((h, "data read by a local socket".to_string())),
-            HopData::SockQueue if h.dir == Dir::Request => {
-                out.push((h, "queued to a local socket".to_string()))
-            }
+            HopData::SockRecv => out.push((h, Delivery::Read)),
+            HopData::SockQueue if h.dir == Dir::Request => out.push((h, Delivery::Queued)),
             HopData::Sock(s)
                 if h.dir == Dir::Reply
                     && matches!(s.new_state.as_str(), "SYN_RECV" | "ESTABLISHED") =>
             {
-                out.push((h, format!("server socket reached {}", s.new_state)))
+                out.push((h, Delivery::ServerState(s.new_state.to_string())))
             }
             HopData::Sock(s) if h.dir == Dir::Request && s.new_state == "ESTABLISHED" => {
-                out.push((h, "client handshake completed".to_string()))
+                out.push((h, Delivery::ClientHandshake))
             }
             HopData::Consume { location }
                 if h.dir == Dir::Request && is_socket_fn(func_of(location)) =>
             {
-                out.push((
-                    h,
-                    format!("consumed by the socket layer at {}", func_of(location)),
-                ))
+                out.push((h, Delivery::Consumed(func_of(location).to_string())))
             }
             // A reply leaving the namespace it was born in (not one it was
             // only forwarded through), and not a reset.
@@ -436,7 +483,7 @@ fn delivery_evidence(flow: &Flow) -> Vec<(&Hop, String)> {
                             && g.ts_ns <= h.ts_ns
                     }) =>
             {
-                out.push((h, "the destination answered".to_string()))
+                out.push((h, Delivery::Answered))
             }
             _ => {}
         }
@@ -500,28 +547,43 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             let seen = nf_func_hops(flow, drop);
             let hook = match seen.hook {
                 Some(h) => {
-                    evidence.push(format!(
-                        "nf_hook_slow returned DROP at netfilter hook {h} [{}]",
-                        seen.backend
-                    ));
+                    evidence.push(Evidence::NfHookDrop {
+                        hook: h.clone(),
+                        backend: seen.backend.clone(),
+                    });
                     // "ipv4 INPUT" -> "INPUT", as the inferred name.
                     h.rsplit(' ').next().unwrap_or(&h).to_string()
                 }
                 None => {
                     let h = infer_nf_hook(flow, drop).to_string();
-                    evidence.push(format!(
-                        "netfilter hook {h} inferred from the packet's path (no nf_hook_slow function hook here)"
-                    ));
+                    evidence.push(Evidence::NfHookInferred { hook: h.clone() });
                     h
                 }
             };
             evidence.extend(seen.chains);
             match blame_rule(flow, env, drop.netns_inode) {
                 Some((rule, delta)) => {
-                    evidence.push(format!(
-                        "rule counter moved by {delta} while tracing: table {} chain {}",
-                        rule.table, rule.chain
-                    ));
+                    let (table, chain, text, delta) = (
+                        rule.table.clone(),
+                        rule.chain.clone(),
+                        rule.text.clone(),
+                        *delta,
+                    );
+                    evidence.push(if rule.drops_without_local_endpoints() {
+                        Evidence::NoLocalEndpointsRuleMoved {
+                            table,
+                            chain,
+                            rule: text,
+                            delta,
+                        }
+                    } else {
+                        Evidence::NfRuleMoved {
+                            table,
+                            chain,
+                            rule: text,
+                            delta,
+                        }
+                    });
                     format!(
                         "netfilter {hook}{fn_part} in netns {}: rule `{}` (table {}, chain {})",
                         drop.netns, rule.text, rule.table, rule.chain
@@ -539,10 +601,7 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
                     _ => None,
                 })
                 .unwrap_or(drop.tuple.dst);
-            evidence.push(
-                "a failed resolution is reported to the sender as ICMP host-unreachable (ipv4_link_failure()); a local client gets EHOSTUNREACH, \"No route to host\" (errno 113) [inferred from the drop reason]"
-                    .to_string(),
-            );
+            evidence.push(Evidence::HostUnreachableInferred);
             format!(
                 "neighbour resolution (ARP/NDP) for {neigh} failed on {} in netns {}",
                 if drop.dev.is_empty() { "-" } else { &drop.dev },
@@ -587,22 +646,17 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         &drop.netns,
         Some(drop.dev.to_string()),
     );
-    v.evidence.push(format!(
-        "{} packet dropped at {} on {} in netns {}",
-        if drop.dir == Dir::Request {
-            "request"
-        } else {
-            "reply"
-        },
-        if location.is_empty() { "?" } else { location },
-        if drop.dev.is_empty() { "-" } else { &drop.dev },
-        drop.netns
-    ));
-    v.evidence.extend(evidence);
+    v.add(Evidence::PacketDropped {
+        dir: drop.dir,
+        location: location.to_string(),
+        dev: drop.dev.to_string(),
+        netns: drop.netns.to_string(),
+    });
+    v.add_all(evidence);
     if reason == "NETFILTER_DROP" {
-        v.evidence.extend(local_target_evidence(flow, env, drop));
+        v.add_all(local_target_evidence(flow, env, drop));
     }
-    v.evidence.extend(side_evidence(flow));
+    v.add_all(side_evidence(flow));
     Some(v)
 }
 
@@ -612,7 +666,7 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
 struct NfSeen {
     hook: Option<String>,
     backend: String,
-    chains: Vec<String>,
+    chains: Vec<Evidence>,
 }
 
 fn nf_func_hops(flow: &Flow, drop: &Hop) -> NfSeen {
@@ -640,9 +694,11 @@ fn nf_func_hops(flow: &Flow, drop: &Hop) -> NfSeen {
                     seen.hook = nf_hook.as_ref().map(|n| n.to_string());
                     seen.backend = backend.to_string();
                 }
-                "nft_do_chain" | "ipt_do_table" => {
-                    seen.chains.push(format!("{detail} [{backend}]"))
-                }
+                "nft_do_chain" | "ipt_do_table" => seen.chains.push(Evidence::NfChainVerdict {
+                    func: func.to_string(),
+                    backend: backend.to_string(),
+                    detail: detail.clone(),
+                }),
                 _ => {}
             }
         }
@@ -664,16 +720,17 @@ fn blame_rule<'a>(flow: &Flow, env: &'a dyn Env, netns: u32) -> Option<&'a (NfRu
 /// The destination is an address of the namespace that dropped it (a
 /// Service/LB IP on kube-ipvs0): the node answers ICMP echo for it itself,
 /// which is why ping works while the flow does not (incident 2).
-fn local_target_evidence(flow: &Flow, env: &dyn Env, drop: &Hop) -> Option<String> {
+fn local_target_evidence(flow: &Flow, env: &dyn Env, drop: &Hop) -> Option<Evidence> {
     let dsts = flow.dsts();
     let a = env
         .addrs(drop.netns_inode)?
         .iter()
         .find(|a| dsts.contains(&a.addr) && a.dev != "lo")?;
-    Some(format!(
-        "{} is a local address on {} in netns {}: ICMP echo to it is answered by this node itself, which is why ping works while this flow is dropped",
-        a.addr, a.dev, drop.netns
-    ))
+    Some(Evidence::LocalDestination {
+        addr: a.addr,
+        dev: a.dev.clone(),
+        netns: drop.netns.to_string(),
+    })
 }
 
 /// Incident 2: the packet hit an IPVS virtual service that had no usable
@@ -718,51 +775,50 @@ pub fn ipvs_no_destination(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         &at.netns,
         Some(at.dev.to_string()),
     );
+    let mut ev = Vec::new();
     if let Some(h) = sched
         && let HopData::Func(f) = &h.data
     {
-        let backend = &f.backend;
-        v.evidence.push(format!(
-            "ip_vs_schedule() found no destination for the request in netns {} [{backend}]",
-            h.netns
-        ));
+        ev.push(Evidence::IpvsNoDestination {
+            netns: h.netns.to_string(),
+            backend: f.backend.to_string(),
+        });
     } else {
-        v.evidence.push(
-            "IPVS hooks did not report (unavailable here): inferred from the drop and the IPVS table"
-                .into(),
-        );
+        ev.push(Evidence::IpvsHooksSilent);
     }
-    match vs {
-        Some(vs) => v.evidence.push(vs.describe()),
-        None => v.evidence.push(format!(
-            "no virtual service for it in the IPVS table of netns {}",
-            at.netns
-        )),
-    }
+    ev.push(match vs {
+        Some(vs) => vs.evidence(),
+        None => Evidence::IpvsNoService {
+            netns: at.netns.to_string(),
+        },
+    });
     if let Some(a) = env
         .addrs(at.netns_inode)
         .and_then(|a| a.iter().find(|a| a.addr == flow.key.dst && a.dev != "lo"))
     {
-        v.evidence.push(format!(
-            "{} is a local address on {} in netns {} (as kube-proxy binds Service IPs in IPVS mode): the node answers ICMP echo itself, which is why ping works",
-            a.addr, a.dev, at.netns
-        ));
+        ev.push(Evidence::IpvsLocalAddress {
+            addr: a.addr,
+            dev: a.dev.clone(),
+            netns: at.netns.to_string(),
+        });
     }
     if let Some(d) = drop {
-        v.evidence.push(format!(
-            "request dropped at {} in netns {}",
-            match &d.data {
-                HopData::Drop(dd) => format!("{} ({})", dd.location, dd.reason),
-                _ => "?".into(),
-            },
-            d.netns
-        ));
+        let dd = match &d.data {
+            HopData::Drop(dd) => Some(dd),
+            _ => None,
+        };
+        ev.push(Evidence::RequestDropped {
+            location: dd.map(|dd| dd.location.to_string()),
+            reason: dd.map(|dd| dd.reason.to_string()),
+            netns: d.netns.to_string(),
+        });
     }
     if !flow.hops.iter().any(|h| h.dir == Dir::Reply) {
-        v.evidence.push("no reply ever left (no SYN-ACK)".into());
+        ev.push(Evidence::NoReplyLeft);
     }
-    v.evidence.extend(side_evidence(flow));
-    dedup(&mut v.evidence);
+    ev.extend(side_evidence(flow));
+    dedup(&mut ev);
+    v.add_all(ev);
     Some(v)
 }
 
@@ -806,32 +862,28 @@ pub fn delivered(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
     let mut v = verdict(Kind::Delivered, reason, where_, &at.netns, None);
     // One line per kind of fact, at the first place it was seen.
     let mut kinds = std::collections::HashSet::new();
-    v.evidence = ev
-        .iter()
-        .filter(|(_, s)| kinds.insert(s.clone()))
-        .map(|(h, s)| format!("{s} (netns {})", h.netns))
-        .collect();
-    v.evidence.extend(ipvs_evidence(flow));
+    v.add_all(
+        ev.iter()
+            .filter(|(_, d)| kinds.insert(d.clone()))
+            .map(|(h, d)| d.clone().at(&h.netns)),
+    );
+    v.add_all(ipvs_evidence(flow));
     for h in flow.hops.iter().filter(|h| h.hook == Hook::Drop) {
         // NOT_SPECIFIED frees after delivery are TCP housekeeping, not loss.
         if let HopData::Drop(dd) = &h.data
             && dd.reason != "NOT_SPECIFIED"
         {
-            v.evidence.push(format!(
-                "a later packet was dropped: {} at {}",
-                dd.reason, dd.location
-            ));
+            v.add(Evidence::LaterDrop {
+                reason: dd.reason.to_string(),
+                location: dd.location.to_string(),
+            });
         }
     }
     Some(v)
 }
 
 fn endpoint(a: IpAddr, p: u16) -> String {
-    match (a, p) {
-        (_, 0) => a.to_string(),
-        (IpAddr::V6(_), p) => format!("[{a}]:{p}"),
-        (_, p) => format!("{a}:{p}"),
-    }
+    Endpoint::new(a, p).to_string()
 }
 
 /// In some namespace the request came in on one device and left on another,
@@ -869,17 +921,17 @@ pub fn forwarded(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
         Some(format!("{} -> {}", ingress.dev, last.dev)),
     );
     v.settled = false;
-    v.evidence.push(format!(
-        "received on {}, transmitted on {}",
-        ingress.dev, last.dev
-    ));
+    v.add(Evidence::Forwarded {
+        in_dev: ingress.dev.to_string(),
+        out_dev: last.dev.to_string(),
+    });
     if flow.replies > 0 {
-        v.evidence.push(format!(
-            "{} reply packets came back through netns {}",
-            flow.replies, last.netns
-        ));
+        v.add(Evidence::RepliesCameBack {
+            replies: flow.replies,
+            netns: last.netns.to_string(),
+        });
     }
-    v.evidence.extend(side_evidence(flow));
+    v.add_all(side_evidence(flow));
     Some(v)
 }
 
@@ -906,12 +958,11 @@ pub fn fallback(flow: &Flow) -> Verdict {
     };
     let mut v = verdict(Kind::NoReply, "no_reply_seen", where_, &netns, dev);
     v.settled = false;
-    v.evidence.push(format!(
-        "{} request packets, {} replies seen",
-        flow.packets - flow.replies,
-        flow.replies
-    ));
-    v.evidence.extend(side_evidence(flow));
+    v.add(Evidence::PacketsSeen {
+        requests: flow.packets - flow.replies,
+        replies: flow.replies,
+    });
+    v.add_all(side_evidence(flow));
     v
 }
 

@@ -9,7 +9,7 @@ use crate::{
     model::event::Tuple,
     model::flow::Flow,
     model::hop::{Hop, hook_from_name},
-    verdict::{Completeness, IfAddr, Inventory, evaluate},
+    verdict::{Completeness, EvidenceKind, IfAddr, Inventory, evaluate},
 };
 
 fn proto_num(p: &str) -> u8 {
@@ -176,6 +176,20 @@ fn judge(flow: &Flow, env: &Inventory) -> Verdict {
     evaluate(flow, env, &Completeness::default())
 }
 
+/// The verdict's facts.
+fn facts(v: &Verdict) -> impl Iterator<Item = &Evidence> {
+    v.evidence.iter().map(|e| &e.fact)
+}
+
+/// The evidence as text output shows it, one line each.
+fn text(v: &Verdict) -> String {
+    v.evidence
+        .iter()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[test]
 fn delivered_tcp() {
     let (f, env) = load("tcp_delivered");
@@ -185,13 +199,22 @@ fn delivered_tcp() {
         (Kind::Delivered, "local_socket")
     );
     assert!(v.where_.contains("in netns s"), "{}", v.where_);
+    assert!(v.has(EvidenceKind::ServerSocketState));
     assert!(
-        v.evidence
-            .iter()
-            .any(|e| e.contains("server socket reached"))
+        facts(&v).any(|e| matches!(e, Evidence::ServerSocketState { state, netns }
+            if state == "ESTABLISHED" && netns == "s"))
     );
     // The NOT_SPECIFIED free during teardown is not reported as loss.
-    assert!(!v.evidence.iter().any(|e| e.contains("NOT_SPECIFIED")));
+    assert!(
+        !facts(&v).any(|e| matches!(e, Evidence::LaterDrop { reason, .. }
+        if reason == "NOT_SPECIFIED"))
+    );
+    assert!(!text(&v).contains("NOT_SPECIFIED"));
+    // Teardown's QUEUE_PURGE is.
+    assert!(
+        facts(&v).any(|e| matches!(e, Evidence::LaterDrop { reason, .. }
+        if reason == "QUEUE_PURGE"))
+    );
     assert!(v.settled);
 }
 
@@ -201,7 +224,11 @@ fn closed_port_is_no_socket_with_reset() {
     let v = judge(&f, &env);
     assert_eq!((v.kind, v.reason.as_str()), (Kind::Dropped, "NO_SOCKET"));
     assert_eq!(v.where_, "tcp_v4_rcv in netns s");
-    assert!(v.evidence.iter().any(|e| e.contains("tcp reset sent")));
+    assert!(
+        facts(&v).any(|e| matches!(e, Evidence::TcpResetSent { netns, reason }
+        if netns == "s" && reason.as_deref() == Some("NO_SOCKET")))
+    );
+    assert!(text(&v).contains("tcp reset sent in netns s (NO_SOCKET)"));
     assert!(v.hint.contains("RST"));
 }
 
@@ -253,7 +280,11 @@ fn no_route_names_the_routing_decision_and_icmp() {
         v.where_
     );
     assert!(v.where_.contains("no route to 10.209.9.9"));
-    assert!(v.evidence.iter().any(|e| e.contains("net-unreachable")));
+    assert!(facts(&v).any(
+        |e| matches!(e, Evidence::IcmpSent { icmp_type: 3, icmp_code: 0, netns, .. }
+        if netns == "r")
+    ));
+    assert!(text(&v).contains("icmp dest-unreachable net-unreachable sent by netns r"));
 }
 
 #[test]
@@ -282,6 +313,16 @@ fn incident5_is_misrouted_only_with_the_subnet_evidence() {
     assert_eq!(v.dev.as_deref(), Some("kube-ipvs0"));
     assert!(v.where_.contains("kube-ipvs0"));
     assert!(v.hint.contains("externalIP"));
+    let dst = f.key.dst;
+    assert!(facts(&v).any(|e| *e
+        == Evidence::LocalRoute {
+            dst,
+            dev: "kube-ipvs0".into()
+        }));
+    assert!(facts(&v).any(
+        |e| matches!(e, Evidence::OtherHostsSubnet { dst: d, dev, .. }
+        if *d == dst && dev == "e1")
+    ));
     // Without knowing the namespace's addresses, no misroute is claimed:
     // the kernel's own fate (RST, NO_SOCKET) is reported instead.
     let v = judge(&f, &Inventory::default());
@@ -334,17 +375,23 @@ fn incident4_nat_source_from_the_default_route_nic() {
     );
     assert_eq!(v.dev.as_deref(), Some("priv"));
     assert!(
-        v.evidence
-            .iter()
-            .any(|e| e.contains("chose glob via 10.224.9.1")),
+        facts(&v).any(
+            |e| matches!(e, Evidence::PreNatRoute { dev, gw: Some(gw), src, .. }
+            if dev == "glob" && gw.to_string() == "10.224.9.1" && src.to_string() == "10.224.9.2")
+        ),
         "{:?}",
         v.evidence
     );
     assert!(
-        v.evidence
-            .iter()
-            .any(|e| e.contains("has no route back to 10.224.9.2"))
+        text(&v).contains("chose glob via 10.224.9.1"),
+        "{}",
+        text(&v)
     );
+    assert!(
+        facts(&v).any(|e| matches!(e, Evidence::NoRouteBack { dst, .. }
+            if dst.to_string() == "10.224.9.2"))
+    );
+    assert!(text(&v).contains("has no route back to 10.224.9.2"));
     assert!(v.hint.contains("Add a route for the Service range"));
 }
 
@@ -403,6 +450,11 @@ fn incident3_local_address_redirected_out() {
         )
     );
     assert!(v.hint.contains("hostLegacyRouting"));
+    assert!(v.has(EvidenceKind::TcRedirect));
+    assert!(
+        facts(&v).any(|e| matches!(e, Evidence::TcFilter { dev, filter }
+        if dev == "lxc0" && filter.contains("hostroute_redir")))
+    );
 }
 
 #[test]
@@ -437,6 +489,7 @@ fn incident3_boundaries() {
     let v = judge(&g, &env);
     assert_eq!(v.kind, Kind::Misrouted);
     assert!(!v.where_.contains("redirected"), "{}", v.where_);
+    assert!(!v.has(EvidenceKind::TcRedirect));
     assert!(!v.hint.contains("hostLegacyRouting"));
 }
 
@@ -456,16 +509,31 @@ fn incident2_names_the_kube_proxy_rule_and_why_ping_works() {
             .ends_with("(table filter, chain KUBE-EXTERNAL-SERVICES)")
     );
     assert!(
-        v.evidence
-            .iter()
-            .any(|e| e.contains("local address on kube-ipvs0") && e.contains("ping works"))
+        facts(&v).any(|e| matches!(e, Evidence::LocalDestination { dev, .. }
+        if dev == "kube-ipvs0"))
     );
+    assert!(text(&v).contains("local address on kube-ipvs0"));
+    assert!(text(&v).contains("ping works"));
+    assert!(facts(&v).any(
+        |e| matches!(e, Evidence::NoLocalEndpointsRuleMoved { chain, delta: 1, .. }
+        if chain == "KUBE-EXTERNAL-SERVICES")
+    ));
+    assert!(!v.has(EvidenceKind::NfRuleMoved));
     assert!(v.hint.contains("externalTrafficPolicy: Local"));
     // Without counters, the hook is still named, and the generic hint used.
     let mut env2 = env.clone();
     env2.nf.clear();
     let v = judge(&f, &env2);
     assert!(v.where_.starts_with("netfilter INPUT") && !v.where_.contains("rule `"));
+    assert!(!v.has(EvidenceKind::NoLocalEndpointsRuleMoved));
+    assert!(v.hint.contains("iptables-save"));
+    // Another rule's counter: the generic hint.
+    let mut env3 = env.clone();
+    for rules in env3.nf.values_mut() {
+        rules.retain(|(r, _)| !r.drops_without_local_endpoints());
+    }
+    let v = judge(&f, &env3);
+    assert!(v.has(EvidenceKind::NfRuleMoved), "{v:?}");
     assert!(v.hint.contains("iptables-save"));
 }
 
@@ -480,30 +548,71 @@ fn incident1_neighbour_failure_and_redirect() {
         "{}",
         v.where_
     );
-    assert!(v.evidence.iter().any(|e| e.contains("EHOSTUNREACH")));
+    assert!(v.has(EvidenceKind::HostUnreachableInferred));
+    assert!(text(&v).contains("EHOSTUNREACH"));
+    assert!(facts(&v).any(
+        |e| matches!(e, Evidence::NeighbourState { state, event, dev, .. }
+        if state.contains(crate::model::hop::Nud::FAILED) && event == "timer" && dev == "eth0")
+    ));
+    assert!(
+        text(&v)
+            .contains("neighbour 10.227.0.99 on eth0 in netns tt28666x0-client: FAILED (timer)")
+    );
     assert!(v.hint.contains("Neighbour (ARP/NDP) resolution failed"));
     let (f, env) = load("incident1_redirect");
     let v = judge(&f, &env);
     assert!(
-        v.evidence
-            .iter()
-            .any(|e| e.contains("forwarded it back out of eth0, the interface it came in on")),
+        facts(&v).any(|e| matches!(e, Evidence::ForwardedBack { dev, .. } if dev == "eth0")),
         "{:?}",
         v.evidence
     );
-    assert!(
-        v.evidence
-            .iter()
-            .any(|e| e.contains("icmp redirect host sent by netns"))
-    );
+    assert!(text(&v).contains("forwarded it back out of eth0, the interface it came in on"));
+    assert!(facts(&v).any(|e| matches!(
+        e,
+        Evidence::IcmpSent {
+            icmp_type: 5,
+            icmp_code: 1,
+            ..
+        }
+    )));
+    assert!(text(&v).contains("icmp redirect host sent by netns"));
+    assert!(!v.hint.contains("Two controllers"), "{}", v.hint);
     // VIP facts from the environment turn the hint to the two controllers.
+    let vip: std::net::IpAddr = "10.227.0.99".parse().unwrap();
+    let change = |t_ms, netns: &str, event| crate::node::vip::OwnerChange {
+        t_ms,
+        netns: netns.into(),
+        dev: "eth0".into(),
+        addr: vip,
+        event,
+    };
+    let owner = Evidence::OwnerChanged {
+        addr: vip,
+        changes: 2,
+        first: vec![
+            change(991, "node1", crate::node::vip::OwnerEvent::Removed),
+            change(1741, "node2", crate::node::vip::OwnerEvent::Added),
+        ],
+    };
+    let macs = Evidence::SeveralMacs {
+        addr: vip,
+        macs: vec!["12:ec:96:e7:d5:bc".into(), "2e:fc:82:06:db:44".into()],
+    };
+    for facts_here in [vec![owner.clone()], vec![macs.clone()]] {
+        let mut env2 = env.clone();
+        env2.facts.insert(vip, facts_here);
+        let v = judge(&f, &env2);
+        assert!(v.hint.contains("Two controllers"), "{}", v.hint);
+    }
     let mut env2 = env.clone();
-    env2.facts.insert(
-        "10.227.0.99".parse().unwrap(),
-        vec!["10.227.0.99 changed owner 3 times during the trace (...)".into()],
-    );
+    env2.facts.insert(vip, vec![owner, macs]);
     let v = judge(&f, &env2);
-    assert!(v.hint.contains("Two controllers"), "{}", v.hint);
+    let t = text(&v);
+    assert!(
+        t.contains("10.227.0.99 changed owner 2 times during the trace (removed on eth0 in node1 at +991 ms; added on eth0 in node2 at +1741 ms)"),
+        "{t}"
+    );
+    assert!(t.contains("10.227.0.99 was answered by 2 MACs: 12:ec:96:e7:d5:bc, 2e:fc:82:06:db:44"));
 }
 
 #[test]
@@ -521,10 +630,10 @@ fn drop_after_delivery_keeps_delivered() {
     let v = judge(&f, &env);
     assert_eq!(v.kind, Kind::Delivered);
     assert!(
-        v.evidence
-            .iter()
-            .any(|e| e.contains("later packet was dropped: NETFILTER_DROP"))
+        facts(&v).any(|e| matches!(e, Evidence::LaterDrop { reason, .. }
+        if reason == "NETFILTER_DROP"))
     );
+    assert!(text(&v).contains("later packet was dropped: NETFILTER_DROP"));
 }
 
 #[test]
@@ -557,13 +666,16 @@ fn lost_events_mark_incomplete() {
     };
     let v = evaluate(&f, &env, &c);
     assert!(v.incomplete);
-    assert!(v.evidence.iter().any(|e| e.contains("3 events lost")));
-    assert!(v.evidence.iter().any(|e| e.contains("fib_lookup")));
-    assert!(
-        v.evidence
-            .iter()
-            .any(|e| e.contains("2 kernel map inserts failed"))
-    );
+    assert!(facts(&v).any(|e| *e == Evidence::EventsLost { events: 3 }));
+    assert!(facts(&v).any(|e| *e == Evidence::MapInsertsFailed { inserts: 2 }));
+    assert!(facts(&v).any(|e| *e
+        == Evidence::HooksUnavailable {
+            hooks: vec!["fib_lookup".into()]
+        }));
+    let t = text(&v);
+    assert!(t.contains("3 events lost"));
+    assert!(t.contains("hooks unavailable: fib_lookup"));
+    assert!(t.contains("2 kernel map inserts failed"));
 }
 
 #[test]
@@ -626,11 +738,15 @@ fn ipvs_nat_is_delivered_at_the_real_server_not_misrouted() {
         v.where_
     );
     assert!(v.where_.ends_with("-backend"), "{}", v.where_);
-    let ev = v.evidence.join("\n");
+    let ev = text(&v);
     assert!(
         ev.contains("IPVS scheduled 10.96.233.1:80 to real server 10.233.2.2:8080 in netns"),
         "{ev}"
     );
+    assert!(facts(&v).any(
+        |e| matches!(e, Evidence::IpvsScheduled { service, real_server: Some(r), .. }
+        if service.to_string() == "10.96.233.1:80" && r.to_string() == "10.233.2.2:8080")
+    ));
     assert!(
         ev.contains("IPVS forwards with NAT (masquerade) (ip_vs_nat_xmit)"),
         "{ev}"
@@ -676,8 +792,13 @@ fn ipvs_schedule_without_destination_names_the_empty_service() {
         "{}",
         v.where_
     );
-    let ev = v.evidence.join("\n");
+    let ev = text(&v);
     assert!(ev.contains("ip_vs_schedule() found no destination"), "{ev}");
+    assert!(v.has(EvidenceKind::IpvsNoDestination));
+    assert!(facts(&v).any(
+        |e| matches!(e, Evidence::IpvsService { real_servers: 0, usable: 0, service, .. }
+        if service == "TCP 10.96.233.1:80")
+    ));
     assert!(
         ev.contains("IPVS virtual service TCP 10.96.233.1:80 (rr) has 0 real servers"),
         "{ev}"
@@ -709,7 +830,8 @@ fn ipvs_empty_service_is_found_from_the_table_without_function_hooks() {
         (Kind::Dropped, "ipvs_no_destination"),
         "{v:?}"
     );
-    let ev = v.evidence.join("\n");
+    let ev = text(&v);
+    assert!(v.has(EvidenceKind::IpvsHooksSilent));
     assert!(ev.contains("IPVS hooks did not report"), "{ev}");
     assert!(ev.contains("has 0 real servers"), "{ev}");
     // Missing IPVS hooks make it incomplete; they say which.
@@ -720,10 +842,10 @@ fn ipvs_empty_service_is_found_from_the_table_without_function_hooks() {
     let v = evaluate(&f, &env, &c);
     assert!(v.incomplete);
     assert!(
-        v.evidence
-            .iter()
-            .any(|e| e.contains("hook ipvs_schedule unavailable"))
+        facts(&v).any(|e| matches!(e, Evidence::FuncHookUnavailable { hook, .. }
+        if hook == "ipvs_schedule"))
     );
+    assert!(text(&v).contains("hook ipvs_schedule unavailable (kprobe: no kprobe PMU)"));
     // With real servers in the table the drop is not IPVS's to explain.
     let (_, full) = load("ipvs_nat");
     let v = judge(&f, &full);
@@ -802,4 +924,182 @@ fn packed_flows_keep_their_timeline_and_verdict() {
             b.len()
         );
     }
+}
+
+/// The verdicts of every recorded timeline, judged with and without its
+/// environment, as tc alone sees it, with every completeness fact, with its
+/// hops twice (facts collapse) and the IPVS cut: kind, reason, where, hint
+/// and evidence text as they were before evidence was typed
+/// (fixtures/golden_text.json, written by the string rules). Text output
+/// must not change; `TRACER_BLESS=1` rewrites the file when it should.
+#[test]
+fn text_output_is_unchanged() {
+    let c = Completeness {
+        lost_events: 3,
+        missing_hooks: vec!["fib_lookup".into()],
+        missing_func_hooks: vec![
+            ("ipvs_schedule".into(), "kprobe: no PMU".into()),
+            ("nf_verdict".into(), "x".into()),
+        ],
+        map_failures: 2,
+    };
+    let mut out = Vec::new();
+    let mut dump = |name: String, v: &Verdict| {
+        out.push(serde_json::json!({
+            "case": name,
+            "kind": v.kind,
+            "reason": v.reason,
+            "where": v.where_,
+            "hint": v.hint,
+            "dev": v.dev,
+            "incomplete": v.incomplete,
+            "evidence": v.evidence.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+        }));
+    };
+    for n in RECORDED_ON_6_18.iter().copied().chain(["ipvs_nat"]) {
+        let (mut f, env) = load(n);
+        dump(format!("{n}/env"), &judge(&f, &env));
+        dump(format!("{n}/none"), &judge(&f, &Inventory::default()));
+        dump(format!("{n}/tc"), &judge(&tc_only(&f), &env));
+        dump(format!("{n}/c"), &evaluate(&f, &env, &c));
+        f.hops_truncated = 5;
+        f.counted = 7;
+        let mut g = f.clone();
+        g.hops.extend(f.hops.clone());
+        dump(format!("{n}/double"), &judge(&g, &env));
+        dump(format!("{n}/trunc"), &judge(&f, &env));
+    }
+    let (f, env) = ipvs_without_destination();
+    dump("ipvs_without".into(), &judge(&f, &env));
+    dump("ipvs_without/c".into(), &evaluate(&f, &env, &c));
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/verdict/fixtures/golden_text.json"
+    );
+    if std::env::var_os("TRACER_BLESS").is_some() {
+        std::fs::write(path, serde_json::to_string_pretty(&out).unwrap()).unwrap();
+    }
+    let want: Vec<Value> =
+        serde_json::from_str(include_str!("../fixtures/golden_text.json")).unwrap();
+    assert_eq!(want.len(), out.len());
+    for (w, o) in want.iter().zip(&out) {
+        assert_eq!(w, o, "{}", w["case"]);
+    }
+    // The collapse is exercised: some fact was seen several times.
+    assert!(
+        out.iter()
+            .any(|v| v["evidence"].to_string().contains(" times)"))
+    );
+}
+
+/// The evidence as `-o json` prints it (schema v2), read the way the
+/// integration tests read it: objects with `kind`, fields and `text`.
+#[test]
+fn json_evidence_items_have_kind_fields_and_text() {
+    let items = |f: &Flow, v: &Verdict| -> Vec<Value> {
+        let j: Value =
+            serde_json::from_str(&crate::output::render::flow_json_line(f, v, true)).unwrap();
+        let a = j["verdict"]["evidence"].as_array().unwrap().clone();
+        assert_eq!(a.len(), v.evidence.len());
+        for (e, it) in a.iter().zip(&v.evidence) {
+            assert_eq!(e["kind"], it.fact.kind_name(), "{e}");
+            assert_eq!(e["text"], it.to_string(), "{e}");
+        }
+        a
+    };
+    let of = |a: &[Value], kind: &str| -> Vec<Value> {
+        a.iter().filter(|e| e["kind"] == kind).cloned().collect()
+    };
+    // IPVS NAT (as the ipvs_nat integration test reads it).
+    let (f, env) = load("ipvs_nat");
+    let a = items(&f, &judge(&f, &env));
+    let s = of(&a, "ipvs_scheduled");
+    assert_eq!(s.len(), 1, "{a:?}");
+    assert_eq!(
+        s[0]["service"],
+        serde_json::json!({"addr": "10.96.233.1", "port": 80})
+    );
+    assert_eq!(
+        s[0]["real_server"],
+        serde_json::json!({"addr": "10.233.2.2", "port": 8080})
+    );
+    assert!(!of(&a, "function_hook").is_empty());
+    // The IPVS service without real servers.
+    let (f, env) = ipvs_without_destination();
+    let a = items(&f, &judge(&f, &env));
+    let s = of(&a, "ipvs_service");
+    assert_eq!(s.len(), 1, "{a:?}");
+    assert_eq!(s[0]["service"], "TCP 10.96.233.1:80");
+    assert_eq!(s[0]["scheduler"], "rr");
+    assert_eq!(s[0]["real_servers"], 0);
+    assert_eq!(s[0]["usable"], 0);
+    let l = of(&a, "ipvs_local_address");
+    assert_eq!(l.len(), 1, "{a:?}");
+    assert_eq!(
+        (&l[0]["addr"], &l[0]["dev"]),
+        (&"10.96.233.1".into(), &"kube-ipvs0".into())
+    );
+    assert_eq!(of(&a, "ipvs_no_destination")[0]["backend"], "kprobe");
+    // incident 2 with iptables: the rule and the local address.
+    let (f, env) = load("incident2_no_local_endpoint");
+    let a = items(&f, &judge(&f, &env));
+    let r = of(&a, "no_local_endpoints_rule_moved");
+    assert_eq!(r.len(), 1, "{a:?}");
+    assert_eq!(
+        (&r[0]["table"], &r[0]["chain"], &r[0]["delta"]),
+        (
+            &"filter".into(),
+            &"KUBE-EXTERNAL-SERVICES".into(),
+            &1.into()
+        )
+    );
+    assert!(
+        r[0]["rule"]
+            .as_str()
+            .unwrap()
+            .contains("has no local endpoints")
+    );
+    let d = of(&a, "local_destination");
+    assert_eq!(d[0]["addr"], f.key.dst.to_string());
+    assert_eq!(d[0]["dev"], "kube-ipvs0");
+    // incident 4: the route before DNAT, no route back.
+    let (f, env) = load("incident4_nat_source");
+    let a = items(&f, &judge(&f, &env));
+    let p = of(&a, "pre_nat_route");
+    assert_eq!(
+        (&p[0]["dev"], &p[0]["gw"], &p[0]["src"], &p[0]["dst"]),
+        (
+            &"glob".into(),
+            &"10.224.9.1".into(),
+            &"10.224.9.2".into(),
+            &"10.43.0.1".into()
+        )
+    );
+    assert_eq!(of(&a, "no_route_back")[0]["dst"], "10.224.9.2");
+    // incident 1: the redirect, the neighbour; a fact seen twice counts.
+    let (f, env) = load("incident1_redirect");
+    let a = items(&f, &judge(&f, &env));
+    assert!(
+        of(&a, "icmp_sent")
+            .iter()
+            .any(|e| e["icmp_type"] == 5 && e["icmp_code"] == 1),
+        "{a:?}"
+    );
+    assert_eq!(of(&a, "forwarded_back")[0]["dev"], "eth0");
+    let (f, env) = load("incident1_neigh_failed");
+    let a = items(&f, &judge(&f, &env));
+    let n = of(&a, "neighbour_state");
+    assert_eq!(
+        (&n[0]["state"], &n[0]["event"]),
+        (&"FAILED".into(), &"timer".into())
+    );
+    assert!(!of(&a, "host_unreachable_inferred").is_empty());
+    let mut v = judge(&f, &env);
+    let first = v.evidence[0].clone();
+    v.evidence.push(first);
+    v.evidence = crate::verdict::evidence::collapse(v.evidence);
+    let a = items(&f, &v);
+    assert_eq!(a[0]["count"], 2, "{a:?}");
+    assert!(a[0]["text"].as_str().unwrap().ends_with(" (2 times)"));
+    assert!(a[1].get("count").is_none());
 }

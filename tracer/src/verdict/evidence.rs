@@ -1,0 +1,929 @@
+//! Typed evidence: the facts a verdict rests on, one variant per kind of
+//! fact. `Display` gives the sentence shown to people (text output, and the
+//! `text` field of the JSON object); rules and hints look at the fields.
+//!
+//! As JSON each fact is an object tagged by its kind, with its fields and
+//! the sentence: `{"kind": "tcp_reset_sent", "netns": "s", "reason":
+//! "NO_SOCKET", "text": "tcp reset sent in netns s (NO_SOCKET)"}`. Reading
+//! one back ignores `text` (and `count`).
+
+use std::{fmt, net::IpAddr};
+
+use serde::{Deserialize, Serialize, Serializer};
+use strum::{EnumDiscriminants, EnumIter, IntoStaticStr};
+
+use crate::{
+    model::hop::{Dir, Nud},
+    node::vip::OwnerChange,
+};
+
+/// An address and port; shown as `10.0.0.1:80`, `[fd00::1]:80`, or the
+/// address alone when the port is 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    pub addr: IpAddr,
+    pub port: u16,
+}
+
+impl Endpoint {
+    pub fn new(addr: IpAddr, port: u16) -> Endpoint {
+        Endpoint { addr, port }
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.addr, self.port) {
+            (a, 0) => write!(f, "{a}"),
+            (a @ IpAddr::V6(_), p) => write!(f, "[{a}]:{p}"),
+            (a, p) => write!(f, "{a}:{p}"),
+        }
+    }
+}
+
+/// One fact behind a verdict. Namespaces are their labels (`netns` of a
+/// hop), devices their names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, EnumDiscriminants, IntoStaticStr)]
+#[serde(remote = "Self", tag = "kind", rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[strum_discriminants(
+    name(EvidenceKind),
+    derive(Hash, IntoStaticStr, Serialize, EnumIter),
+    strum(serialize_all = "snake_case"),
+    serde(rename_all = "snake_case")
+)]
+pub enum Evidence {
+    // What the kernel answered (any verdict).
+    /// tcp:tcp_send_reset fired.
+    TcpResetSent {
+        netns: String,
+        reason: Option<String>,
+    },
+    /// icmp:icmp_send fired.
+    IcmpSent {
+        netns: String,
+        icmp_type: u8,
+        icmp_code: u8,
+        /// `dest-unreachable net-unreachable`, `redirect host`, ...
+        desc: String,
+    },
+    /// A kernel function seen by a function hook (IPVS, netfilter, ...).
+    FunctionHook {
+        func: String,
+        /// fentry or kprobe.
+        backend: String,
+        netns: String,
+        detail: String,
+    },
+    /// A neighbour entry of the flow in a FAILED state.
+    NeighbourState {
+        addr: IpAddr,
+        dev: String,
+        netns: String,
+        state: Nud,
+        /// `update`, `timer`, `send to failed entry`, `created`.
+        event: String,
+    },
+    /// The request left a namespace by the device it came in on.
+    ForwardedBack { netns: String, dev: String },
+
+    // Misroutes.
+    /// A route lookup for the destination hit a LOCAL route.
+    LocalRoute { dst: IpAddr, dev: String },
+    /// The destination lies in the subnet of another interface.
+    OtherHostsSubnet {
+        dst: IpAddr,
+        net: IpAddr,
+        prefix: u8,
+        dev: String,
+    },
+    /// The request left by a device although its destination is local.
+    LocalAddressTransmitted {
+        dev: String,
+        netns: String,
+        addr: IpAddr,
+    },
+    /// From a device's ingress to another's egress with no route lookup.
+    TcRedirect {
+        ingress_dev: String,
+        egress_dev: String,
+    },
+    /// A tc ingress filter on that device (not tracer's own).
+    TcFilter { dev: String, filter: String },
+    /// The route lookup before DNAT, which chose the source address.
+    PreNatRoute {
+        dst: IpAddr,
+        dev: String,
+        gw: Option<IpAddr>,
+        src: IpAddr,
+    },
+    /// After DNAT the packet left with another device's address as source.
+    NatSourceMismatch {
+        dst: Endpoint,
+        dev: String,
+        src: IpAddr,
+        src_dev: String,
+    },
+    /// No reply packet was seen.
+    NoReply,
+    /// Reply route lookups in that namespace all failed.
+    NoRouteBack { netns: String, dst: IpAddr },
+
+    // Delivery.
+    /// A reply left the namespace the flow's destination is in.
+    DestinationAnswered { netns: String },
+    /// A socket-layer function consumed the request.
+    SocketConsumed { func: String, netns: String },
+    /// The client's socket became ESTABLISHED.
+    ClientHandshake { netns: String },
+    /// The server's socket reached SYN_RECV or ESTABLISHED.
+    ServerSocketState { state: String, netns: String },
+    /// A local socket read the data.
+    SocketRead { netns: String },
+    /// The request was queued to a local socket.
+    SocketQueued { netns: String },
+    /// A packet of the flow dropped after it was delivered.
+    LaterDrop { reason: String, location: String },
+
+    // Drops.
+    /// Where the drop happened (skb:kfree_skb).
+    PacketDropped {
+        dir: Dir,
+        /// Code location ("" when unknown).
+        location: String,
+        /// Device ("" when none).
+        dev: String,
+        netns: String,
+    },
+    /// nf_hook_slow() returned a drop at this netfilter hook.
+    NfHookDrop { hook: String, backend: String },
+    /// The netfilter hook inferred from the packet's path.
+    NfHookInferred { hook: String },
+    /// nft_do_chain()/ipt_do_table() returned a non-ACCEPT verdict.
+    NfChainVerdict {
+        func: String,
+        backend: String,
+        detail: String,
+    },
+    /// A DROP/REJECT rule's packet counter moved while tracing.
+    NfRuleMoved {
+        table: String,
+        chain: String,
+        rule: String,
+        delta: u64,
+    },
+    /// As `nf_rule_moved`, for kube-proxy's rule dropping traffic to a
+    /// Service without local endpoints (externalTrafficPolicy: Local).
+    NoLocalEndpointsRuleMoved {
+        table: String,
+        chain: String,
+        rule: String,
+        delta: u64,
+    },
+    /// A NEIGH_* drop: what the sender is told.
+    HostUnreachableInferred,
+    /// The dropped flow's destination is an address of that namespace.
+    LocalDestination {
+        addr: IpAddr,
+        dev: String,
+        netns: String,
+    },
+
+    // IPVS.
+    /// ip_vs_schedule() chose a real server.
+    IpvsScheduled {
+        service: Endpoint,
+        real_server: Option<Endpoint>,
+        netns: String,
+        backend: String,
+    },
+    /// ip_vs_schedule() found no destination.
+    IpvsNoDestination { netns: String, backend: String },
+    /// The IPVS hooks said nothing: inferred from the drop and the table.
+    IpvsHooksSilent,
+    /// The virtual service in the namespace's IPVS table.
+    IpvsService {
+        /// `TCP 10.16.0.1:80`.
+        service: String,
+        scheduler: String,
+        real_servers: usize,
+        /// Real servers with weight > 0.
+        usable: usize,
+    },
+    /// The IPVS table has no virtual service for the flow.
+    IpvsNoService { netns: String },
+    /// The Service IP is bound locally, as kube-proxy does in IPVS mode.
+    IpvsLocalAddress {
+        addr: IpAddr,
+        dev: String,
+        netns: String,
+    },
+    /// The request was dropped there.
+    RequestDropped {
+        location: Option<String>,
+        reason: Option<String>,
+        netns: String,
+    },
+    /// No reply direction event at all.
+    NoReplyLeft,
+
+    // Forwarding and the rest.
+    /// Received on one device, transmitted on another.
+    Forwarded { in_dev: String, out_dev: String },
+    /// Reply packets seen.
+    RepliesCameBack { replies: u32, netns: String },
+    /// Packet counts when nothing conclusive was seen.
+    PacketsSeen { requests: u32, replies: u32 },
+
+    // The destination address (the VIP watch).
+    /// The address was added to or removed from interfaces while tracing;
+    /// `first` holds the first six of the `changes`.
+    OwnerChanged {
+        addr: IpAddr,
+        changes: usize,
+        first: Vec<OwnerChange>,
+    },
+    /// Several link-layer addresses answered for the address.
+    SeveralMacs { addr: IpAddr, macs: Vec<String> },
+
+    // Completeness.
+    /// Events lost (ring buffer full).
+    EventsLost { events: u64 },
+    /// Kernel map inserts failed (maps full).
+    MapInsertsFailed { inserts: u64 },
+    /// Core hooks that could not be attached.
+    HooksUnavailable { hooks: Vec<String> },
+    /// A function hook that feeds this verdict could not be attached.
+    FuncHookUnavailable { hook: String, why: String },
+    /// Hops past the per-flow limit.
+    HopsNotKept { hops: u32 },
+    /// Hook passages counted in the kernel, not recorded.
+    CountedInKernel { passages: u32 },
+}
+
+impl Evidence {
+    /// Owner changes listed in `owner_changed` (and its sentence).
+    pub const OWNER_CHANGES_LISTED: usize = 6;
+
+    pub fn kind(&self) -> EvidenceKind {
+        self.into()
+    }
+
+    /// The snake_case kind name (the JSON `kind`).
+    pub fn kind_name(&self) -> &'static str {
+        self.into()
+    }
+}
+
+impl EvidenceKind {
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+}
+
+impl fmt::Display for Evidence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use Evidence::*;
+        let or = |s: &str, dflt: &'static str| -> String {
+            if s.is_empty() {
+                dflt.to_string()
+            } else {
+                s.to_string()
+            }
+        };
+        match self {
+            TcpResetSent { netns, reason } => {
+                write!(f, "tcp reset sent in netns {netns}")?;
+                if let Some(r) = reason {
+                    write!(f, " ({r})")?;
+                }
+                Ok(())
+            }
+            IcmpSent { netns, desc, .. } => write!(f, "icmp {desc} sent by netns {netns}"),
+            FunctionHook {
+                backend,
+                netns,
+                detail,
+                ..
+            } => write!(f, "{detail} in netns {netns} [{backend}]"),
+            NeighbourState {
+                addr,
+                dev,
+                netns,
+                state,
+                event,
+            } => write!(
+                f,
+                "neighbour {addr} on {dev} in netns {netns}: {state} ({event})"
+            ),
+            ForwardedBack { netns, dev } => write!(
+                f,
+                "netns {netns} forwarded it back out of {dev}, the interface it came in on"
+            ),
+            LocalRoute { dst, dev } => write!(
+                f,
+                "route lookup for {dst} matched a LOCAL route via {dev}: delivered to this node itself"
+            ),
+            OtherHostsSubnet {
+                dst,
+                net,
+                prefix,
+                dev,
+            } => write!(
+                f,
+                "{dst} lies in {net}/{prefix} on {dev}: it is another host's address"
+            ),
+            LocalAddressTransmitted { dev, netns, addr } => write!(
+                f,
+                "the request was transmitted on {dev} in netns {netns} although {addr} is an address of that namespace"
+            ),
+            TcRedirect {
+                ingress_dev,
+                egress_dev,
+            } => write!(
+                f,
+                "no routing decision between {ingress_dev} ingress and {egress_dev} egress: the IP stack never saw it (tc redirect)"
+            ),
+            TcFilter { dev, filter } => write!(f, "on {dev} ingress: {filter}"),
+            PreNatRoute { dst, dev, gw, src } => {
+                write!(f, "route lookup for {dst} (before DNAT) chose {dev}")?;
+                if let Some(g) = gw {
+                    write!(f, " via {g}")?;
+                }
+                write!(f, ", so the source became {src}")
+            }
+            NatSourceMismatch {
+                dst,
+                dev,
+                src,
+                src_dev,
+            } => write!(
+                f,
+                "after DNAT to {dst} the packet left via {dev} with source {src}, an address of {src_dev}"
+            ),
+            NoReply => f.write_str("no reply came back"),
+            NoRouteBack { netns, dst } => write!(f, "netns {netns} has no route back to {dst}"),
+            DestinationAnswered { netns } => write!(f, "the destination answered (netns {netns})"),
+            SocketConsumed { func, netns } => {
+                write!(f, "consumed by the socket layer at {func} (netns {netns})")
+            }
+            ClientHandshake { netns } => write!(f, "client handshake completed (netns {netns})"),
+            ServerSocketState { state, netns } => {
+                write!(f, "server socket reached {state} (netns {netns})")
+            }
+            SocketRead { netns } => write!(f, "data read by a local socket (netns {netns})"),
+            SocketQueued { netns } => write!(f, "queued to a local socket (netns {netns})"),
+            LaterDrop { reason, location } => {
+                write!(f, "a later packet was dropped: {reason} at {location}")
+            }
+            PacketDropped {
+                dir,
+                location,
+                dev,
+                netns,
+            } => write!(
+                f,
+                "{} packet dropped at {} on {} in netns {netns}",
+                match dir {
+                    Dir::Request => "request",
+                    Dir::Reply => "reply",
+                },
+                or(location, "?"),
+                or(dev, "-"),
+            ),
+            NfHookDrop { hook, backend } => write!(
+                f,
+                "nf_hook_slow returned DROP at netfilter hook {hook} [{backend}]"
+            ),
+            NfHookInferred { hook } => write!(
+                f,
+                "netfilter hook {hook} inferred from the packet's path (no nf_hook_slow function hook here)"
+            ),
+            NfChainVerdict {
+                backend, detail, ..
+            } => write!(f, "{detail} [{backend}]"),
+            NfRuleMoved {
+                table,
+                chain,
+                delta,
+                ..
+            }
+            | NoLocalEndpointsRuleMoved {
+                table,
+                chain,
+                delta,
+                ..
+            } => write!(
+                f,
+                "rule counter moved by {delta} while tracing: table {table} chain {chain}"
+            ),
+            HostUnreachableInferred => f.write_str(
+                "a failed resolution is reported to the sender as ICMP host-unreachable (ipv4_link_failure()); a local client gets EHOSTUNREACH, \"No route to host\" (errno 113) [inferred from the drop reason]",
+            ),
+            LocalDestination { addr, dev, netns } => write!(
+                f,
+                "{addr} is a local address on {dev} in netns {netns}: ICMP echo to it is answered by this node itself, which is why ping works while this flow is dropped"
+            ),
+            IpvsScheduled {
+                service,
+                real_server,
+                netns,
+                backend,
+            } => {
+                write!(f, "IPVS scheduled {service} to real server")?;
+                if let Some(r) = real_server {
+                    write!(f, " {r}")?;
+                }
+                write!(f, " in netns {netns} [{backend}]")
+            }
+            IpvsNoDestination { netns, backend } => write!(
+                f,
+                "ip_vs_schedule() found no destination for the request in netns {netns} [{backend}]"
+            ),
+            IpvsHooksSilent => f.write_str(
+                "IPVS hooks did not report (unavailable here): inferred from the drop and the IPVS table",
+            ),
+            IpvsService {
+                service,
+                scheduler,
+                real_servers: n,
+                usable: u,
+            } => {
+                write!(
+                    f,
+                    "IPVS virtual service {service} ({scheduler}) has {n} real server{}",
+                    if *n == 1 { "" } else { "s" }
+                )?;
+                if *n > 0 && u < n {
+                    write!(f, ", {u} with weight > 0")?;
+                }
+                Ok(())
+            }
+            IpvsNoService { netns } => write!(
+                f,
+                "no virtual service for it in the IPVS table of netns {netns}"
+            ),
+            IpvsLocalAddress { addr, dev, netns } => write!(
+                f,
+                "{addr} is a local address on {dev} in netns {netns} (as kube-proxy binds Service IPs in IPVS mode): the node answers ICMP echo itself, which is why ping works"
+            ),
+            RequestDropped {
+                location,
+                reason,
+                netns,
+            } => match (location, reason) {
+                (Some(l), Some(r)) => write!(f, "request dropped at {l} ({r}) in netns {netns}"),
+                _ => write!(f, "request dropped at ? in netns {netns}"),
+            },
+            NoReplyLeft => f.write_str("no reply ever left (no SYN-ACK)"),
+            Forwarded { in_dev, out_dev } => {
+                write!(f, "received on {in_dev}, transmitted on {out_dev}")
+            }
+            RepliesCameBack { replies, netns } => {
+                write!(f, "{replies} reply packets came back through netns {netns}")
+            }
+            PacketsSeen { requests, replies } => {
+                write!(f, "{requests} request packets, {replies} replies seen")
+            }
+            OwnerChanged {
+                addr,
+                changes,
+                first,
+            } => {
+                let list: Vec<String> = first
+                    .iter()
+                    .map(|c| format!("{} on {} in {} at +{} ms", c.event, c.dev, c.netns, c.t_ms))
+                    .collect();
+                write!(
+                    f,
+                    "{addr} changed owner {changes} times during the trace ({}{})",
+                    list.join("; "),
+                    if *changes > first.len() { "; ..." } else { "" }
+                )
+            }
+            SeveralMacs { addr, macs } => write!(
+                f,
+                "{addr} was answered by {} MACs: {}",
+                macs.len(),
+                macs.join(", ")
+            ),
+            EventsLost { events } => write!(
+                f,
+                "{events} events lost (ring buffer full): timeline may be incomplete"
+            ),
+            MapInsertsFailed { inserts } => write!(
+                f,
+                "{inserts} kernel map inserts failed (maps full): some packets could not be followed"
+            ),
+            HooksUnavailable { hooks } => write!(f, "hooks unavailable: {}", hooks.join(", ")),
+            FuncHookUnavailable { hook, why } => write!(
+                f,
+                "hook {hook} unavailable ({why}): its evidence is missing"
+            ),
+            HopsNotKept { hops } => write!(f, "{hops} further hops not kept"),
+            CountedInKernel { passages } => write!(
+                f,
+                "{passages} more hook passages were counted in the kernel, not recorded one by one"
+            ),
+        }
+    }
+}
+
+/// The tagged fields of a fact, without its sentence.
+struct Tagged<'a>(&'a Evidence);
+
+impl Serialize for Tagged<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // The derived (remote = "Self") serialiser.
+        Evidence::serialize(self.0, s)
+    }
+}
+
+#[derive(Serialize)]
+struct WithText<'a> {
+    #[serde(flatten)]
+    fact: Tagged<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    count: Option<u32>,
+    text: String,
+}
+
+/// `{"kind": ..., fields..., "text": "<sentence>"}`.
+impl Serialize for Evidence {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        WithText {
+            fact: Tagged(self),
+            count: None,
+            text: self.to_string(),
+        }
+        .serialize(s)
+    }
+}
+
+/// From the tagged fields; `text` and any other field are ignored.
+impl<'de> Deserialize<'de> for Evidence {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Evidence, D::Error> {
+        Evidence::deserialize(d)
+    }
+}
+
+/// A fact of a verdict with how many times it was seen (equal facts from
+/// several hops are collapsed into one item).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    pub fact: Evidence,
+    pub count: u32,
+}
+
+impl Item {
+    pub fn once(fact: Evidence) -> Item {
+        Item { fact, count: 1 }
+    }
+}
+
+impl From<Evidence> for Item {
+    fn from(fact: Evidence) -> Item {
+        Item::once(fact)
+    }
+}
+
+/// The fact's sentence, with " (N times)" when seen more than once.
+impl fmt::Display for Item {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.fact)?;
+        if self.count > 1 {
+            write!(f, " ({} times)", self.count)?;
+        }
+        Ok(())
+    }
+}
+
+/// As its fact, with `count` when more than 1 and the counted sentence as
+/// `text`.
+impl Serialize for Item {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        WithText {
+            fact: Tagged(&self.fact),
+            count: (self.count > 1).then_some(self.count),
+            text: self.to_string(),
+        }
+        .serialize(s)
+    }
+}
+
+/// Equal facts once each, in order of first appearance, with how many times.
+pub fn collapse(items: Vec<Item>) -> Vec<Item> {
+    let mut out: Vec<Item> = Vec::with_capacity(items.len());
+    for it in items {
+        match out.iter_mut().find(|o| o.fact == it.fact) {
+            Some(o) => o.count += it.count,
+            None => out.push(it),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use strum::IntoEnumIterator;
+
+    use super::*;
+    use crate::node::vip::OwnerEvent;
+
+    /// One fact of every kind.
+    fn samples() -> Vec<Evidence> {
+        use Evidence::*;
+        let a: IpAddr = "10.0.0.9".parse().unwrap();
+        let b: IpAddr = "fd00::2".parse().unwrap();
+        let s = |x: &str| x.to_string();
+        vec![
+            TcpResetSent {
+                netns: s("s"),
+                reason: Some(s("NO_SOCKET")),
+            },
+            TcpResetSent {
+                netns: s("s"),
+                reason: None,
+            },
+            IcmpSent {
+                netns: s("r"),
+                icmp_type: 3,
+                icmp_code: 0,
+                desc: s("dest-unreachable net-unreachable"),
+            },
+            FunctionHook {
+                func: s("ip_vs_conn_in_get_proto"),
+                backend: s("kprobe"),
+                netns: s("n"),
+                detail: s("IPVS: existing connection reused"),
+            },
+            NeighbourState {
+                addr: a,
+                dev: s("eth0"),
+                netns: s("c"),
+                state: Nud(0x21),
+                event: s("timer"),
+            },
+            ForwardedBack {
+                netns: s("node1"),
+                dev: s("eth0"),
+            },
+            LocalRoute {
+                dst: a,
+                dev: s("kube-ipvs0"),
+            },
+            OtherHostsSubnet {
+                dst: a,
+                net: "10.0.0.1".parse().unwrap(),
+                prefix: 24,
+                dev: s("e1"),
+            },
+            LocalAddressTransmitted {
+                dev: s("eth0"),
+                netns: s("host"),
+                addr: a,
+            },
+            TcRedirect {
+                ingress_dev: s("lxc0"),
+                egress_dev: s("eth0"),
+            },
+            TcFilter {
+                dev: s("lxc0"),
+                filter: s("tc BPF program x (id 1)"),
+            },
+            PreNatRoute {
+                dst: a,
+                dev: s("glob"),
+                gw: Some(b),
+                src: a,
+            },
+            PreNatRoute {
+                dst: a,
+                dev: s("glob"),
+                gw: None,
+                src: a,
+            },
+            NatSourceMismatch {
+                dst: Endpoint::new(b, 443),
+                dev: s("priv"),
+                src: a,
+                src_dev: s("glob"),
+            },
+            NoReply,
+            NoRouteBack {
+                netns: s("m"),
+                dst: b,
+            },
+            DestinationAnswered { netns: s("s") },
+            SocketConsumed {
+                func: s("tcp_rcv_state_process"),
+                netns: s("s"),
+            },
+            ClientHandshake { netns: s("c") },
+            ServerSocketState {
+                state: s("SYN_RECV"),
+                netns: s("s"),
+            },
+            SocketRead { netns: s("s") },
+            SocketQueued { netns: s("s") },
+            LaterDrop {
+                reason: s("QUEUE_PURGE"),
+                location: s("sk_stream_kill_queues+0x57"),
+            },
+            PacketDropped {
+                dir: Dir::Reply,
+                location: s(""),
+                dev: s(""),
+                netns: s("r"),
+            },
+            NfHookDrop {
+                hook: s("ipv4 INPUT"),
+                backend: s("fentry"),
+            },
+            NfHookInferred { hook: s("FORWARD") },
+            NfChainVerdict {
+                func: s("nft_do_chain"),
+                backend: s("fentry"),
+                detail: s("nft table filter chain input: DROP"),
+            },
+            NfRuleMoved {
+                table: s("filter"),
+                chain: s("INPUT"),
+                rule: s("-A INPUT -j DROP"),
+                delta: 3,
+            },
+            NoLocalEndpointsRuleMoved {
+                table: s("filter"),
+                chain: s("KUBE-EXTERNAL-SERVICES"),
+                rule: s("-A KUBE-EXTERNAL-SERVICES ... has no local endpoints"),
+                delta: 1,
+            },
+            HostUnreachableInferred,
+            LocalDestination {
+                addr: a,
+                dev: s("kube-ipvs0"),
+                netns: s("master"),
+            },
+            IpvsScheduled {
+                service: Endpoint::new(a, 80),
+                real_server: Some(Endpoint::new(b, 8080)),
+                netns: s("node"),
+                backend: s("kprobe"),
+            },
+            IpvsScheduled {
+                service: Endpoint::new(a, 80),
+                real_server: None,
+                netns: s("node"),
+                backend: s("kprobe"),
+            },
+            IpvsNoDestination {
+                netns: s("node"),
+                backend: s("kprobe"),
+            },
+            IpvsHooksSilent,
+            IpvsService {
+                service: s("TCP 10.0.0.9:80"),
+                scheduler: s("rr"),
+                real_servers: 2,
+                usable: 1,
+            },
+            IpvsNoService { netns: s("node") },
+            IpvsLocalAddress {
+                addr: a,
+                dev: s("kube-ipvs0"),
+                netns: s("node"),
+            },
+            RequestDropped {
+                location: Some(s("nf_hook_slow+0xa1")),
+                reason: Some(s("NETFILTER_DROP")),
+                netns: s("node"),
+            },
+            RequestDropped {
+                location: None,
+                reason: None,
+                netns: s("node"),
+            },
+            NoReplyLeft,
+            Forwarded {
+                in_dev: s("r0"),
+                out_dev: s("r1"),
+            },
+            RepliesCameBack {
+                replies: 4,
+                netns: s("r"),
+            },
+            PacketsSeen {
+                requests: 1,
+                replies: 0,
+            },
+            OwnerChanged {
+                addr: a,
+                changes: 7,
+                first: vec![crate::node::vip::OwnerChange {
+                    t_ms: 5,
+                    netns: s("node1"),
+                    dev: s("eth0"),
+                    addr: a,
+                    event: OwnerEvent::Added,
+                }],
+            },
+            SeveralMacs {
+                addr: a,
+                macs: vec![s("aa:aa:aa:aa:aa:01"), s("aa:aa:aa:aa:aa:02")],
+            },
+            EventsLost { events: 3 },
+            MapInsertsFailed { inserts: 2 },
+            HooksUnavailable {
+                hooks: vec![s("fib_lookup"), s("tcp_reset")],
+            },
+            FuncHookUnavailable {
+                hook: s("ipvs_schedule"),
+                why: s("kprobe: no PMU"),
+            },
+            HopsNotKept { hops: 5 },
+            CountedInKernel { passages: 7 },
+        ]
+    }
+
+    #[test]
+    fn every_kind_has_a_sample() {
+        let have: HashSet<EvidenceKind> = samples().iter().map(Evidence::kind).collect();
+        for k in EvidenceKind::iter() {
+            assert!(have.contains(&k), "no sample of {k:?}");
+        }
+    }
+
+    #[test]
+    fn round_trips_through_json_with_kind_and_text() {
+        for e in samples() {
+            let j = serde_json::to_value(&e).unwrap();
+            assert_eq!(j["kind"], e.kind_name(), "{j}");
+            assert_eq!(j["kind"], e.kind().name(), "{j}");
+            assert_eq!(j["text"], e.to_string(), "{j}");
+            // `count` and `text` belong to the evidence item: no fact has
+            // fields of those names.
+            assert!(j.get("count").is_none(), "{j}");
+            let back: Evidence = serde_json::from_value(j.clone()).unwrap();
+            assert_eq!(back, e, "{j}");
+            // Without the text too (it is only read, never trusted).
+            let mut bare = j.clone();
+            bare.as_object_mut().unwrap().remove("text");
+            assert_eq!(serde_json::from_value::<Evidence>(bare).unwrap(), e);
+            let s = serde_json::to_string(&e).unwrap();
+            assert_eq!(serde_json::from_str::<Evidence>(&s).unwrap(), e);
+        }
+        let bad = serde_json::json!({"kind": "no_such_fact"});
+        assert!(serde_json::from_value::<Evidence>(bad).is_err());
+    }
+
+    #[test]
+    fn json_shape() {
+        let e = Evidence::TcpResetSent {
+            netns: "s".into(),
+            reason: Some("NO_SOCKET".into()),
+        };
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"kind":"tcp_reset_sent","netns":"s","reason":"NO_SOCKET","text":"tcp reset sent in netns s (NO_SOCKET)"}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&Evidence::NoReply).unwrap(),
+            r#"{"kind":"no_reply","text":"no reply came back"}"#
+        );
+        let it = Item {
+            fact: Evidence::HopsNotKept { hops: 5 },
+            count: 2,
+        };
+        assert_eq!(
+            serde_json::to_string(&it).unwrap(),
+            r#"{"kind":"hops_not_kept","hops":5,"count":2,"text":"5 further hops not kept (2 times)"}"#
+        );
+    }
+
+    #[test]
+    fn sentences() {
+        let t: Vec<String> = samples().iter().map(|e| e.to_string()).collect();
+        let has = |s: &str| assert!(t.iter().any(|x| x == s), "{s:?} not in {t:#?}");
+        has("tcp reset sent in netns s");
+        has("neighbour 10.0.0.9 on eth0 in netns c: INCOMPLETE|FAILED (timer)");
+        has(
+            "route lookup for 10.0.0.9 (before DNAT) chose glob via fd00::2, so the source became 10.0.0.9",
+        );
+        has("route lookup for 10.0.0.9 (before DNAT) chose glob, so the source became 10.0.0.9");
+        has(
+            "after DNAT to [fd00::2]:443 the packet left via priv with source 10.0.0.9, an address of glob",
+        );
+        has("reply packet dropped at ? on - in netns r");
+        has("IPVS scheduled 10.0.0.9:80 to real server [fd00::2]:8080 in netns node [kprobe]");
+        has("IPVS scheduled 10.0.0.9:80 to real server in netns node [kprobe]");
+        has("IPVS virtual service TCP 10.0.0.9:80 (rr) has 2 real servers, 1 with weight > 0");
+        has("request dropped at nf_hook_slow+0xa1 (NETFILTER_DROP) in netns node");
+        has("request dropped at ? in netns node");
+        has(
+            "10.0.0.9 changed owner 7 times during the trace (added on eth0 in node1 at +5 ms; ...)",
+        );
+        has("hooks unavailable: fib_lookup, tcp_reset");
+    }
+}
