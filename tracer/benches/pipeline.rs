@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use tracer::{model::event::decode, model::flow::FlowTable, node::names::Names};
+use tracer::{model::event::decode, model::names::Names, model::table::FlowTable};
 use tracer_common::{CtTuple, EventHeader, Hook, PacketEvent, PacketInfo, kind};
 
 fn record(flow: u32, hop: u32) -> Vec<u8> {

@@ -1,19 +1,22 @@
-//! tracer as a library, in layers (each uses only those above it):
-//! - `kernel`: BTF, loading and attaching the programs, the live [`kernel::session::Session`];
-//! - `model`: ring records decoded, hops, flows, packing;
-//! - `node`: facts of the node (namespaces, netfilter, IPVS, the followed
-//!   address's owners, names);
-//! - `verdict`: the rules and hints;
-//! - `pipeline`, `record`, `live`, `replay`: records in, verdicts out;
-//! - `output`: everything printed; `cli`: arguments and wiring.
+//! tracer as a library, in layers; each uses only the layers before it
+//! (tracer/tests/layers.rs checks):
+//! 1. `node`: facts of the node read on demand (namespaces and their
+//!    addresses, netfilter rules and counters, IPVS tables, who owns the
+//!    followed address, the helper commands still run);
+//! 2. `model`: the target, ring records decoded, names of kernel numbers,
+//!    hops, flows, the flow table and packing, counted packets;
+//! 3. `kernel`: BTF, the probe registry, loading and attaching the
+//!    programs, tc, and the live [`kernel::session::Session`];
+//! 4. `verdict`: evidence, rules and hints;
+//! 5. `output`: everything printed (sinks, summary, diagnostics);
+//! 6. `run`: records in, verdicts out: the pure pipeline, recordings, the
+//!    live run and its node facts, replay;
+//! 7. `cli`: arguments and wiring.
 
 pub mod cli;
 pub mod kernel;
-pub mod live;
 pub mod model;
 pub mod node;
 pub mod output;
-pub mod pipeline;
-pub mod record;
-pub mod replay;
+pub mod run;
 pub mod verdict;

@@ -5,8 +5,8 @@ use proptest::prelude::*;
 use tracer::{
     cli::parse_duration,
     model::event::decode,
+    model::names::Kallsyms,
     model::target::Target,
-    node::names::Kallsyms,
     node::netfilter::{parse_save, parse_tc_filters},
 };
 

@@ -1,5 +1,5 @@
 //! `tracer follow`: parse the arguments and wire a live session to a sink
-//! (the work is in crate::live).
+//! (the work is in crate::run::live).
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
@@ -10,10 +10,10 @@ use super::{Output, TcAttach, check_privileges, parse_duration};
 use crate::{
     kernel::loader::tc::TcMode,
     kernel::session::SessionOptions,
-    live::{FollowOptions, follow},
     model::target::Target,
     node::netns::resolve_netns,
     output::stdout_sink,
+    run::live::{FollowOptions, follow},
 };
 #[derive(Debug, Args)]
 pub struct FollowArgs {

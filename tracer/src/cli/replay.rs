@@ -24,7 +24,7 @@ pub struct ReplayArgs {
 
 pub fn run(args: ReplayArgs) -> Result<ExitCode> {
     let mut sink = stdout_sink(args.output == Output::Json);
-    let r = crate::replay::replay(&args.file, sink.as_mut())?;
+    let r = crate::run::replay::replay(&args.file, sink.as_mut())?;
     if !args.check {
         return Ok(ExitCode::SUCCESS);
     }

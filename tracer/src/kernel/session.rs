@@ -21,8 +21,8 @@ use crate::{
         self, Counters, counters, probes,
         tc::{TcManager, TcMode, TcScope},
     },
+    model::names::{Kallsyms, Names},
     model::target::Target,
-    node::names::{Kallsyms, Names},
     node::netns::NetnsRef,
 };
 

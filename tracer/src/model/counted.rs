@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use tracer_common::{AggKey, Hook};
 
-use crate::{model::event::Tuple, model::flow::FlowTable, model::hop::Dir};
+use crate::{model::event::Tuple, model::hop::Dir, model::table::FlowTable};
 
 #[derive(Debug, Default)]
 pub struct Counted {
@@ -71,7 +71,7 @@ impl Counted {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{model::event::tests::v4, model::flow::tests::pkt, node::names::Names};
+    use crate::{model::event::tests::v4, model::names::Names, model::table::tests::pkt};
     use tracer_common::{CtTuple, PacketInfo};
 
     /// A table with one DNS flow recorded once at xmit: (table, flow id,

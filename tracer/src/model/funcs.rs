@@ -5,7 +5,7 @@ use tracer_common::{FuncEvent, Hook, backend, func};
 use crate::{
     model::event::cname,
     model::hop::{FuncData, HopData, icmp_desc},
-    node::names::Names,
+    model::names::Names,
 };
 
 /// Kernel function name of a [`func`] id (IPVS xmit: the symbol at the

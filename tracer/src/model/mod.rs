@@ -8,4 +8,6 @@ pub mod frozen;
 pub mod funcs;
 pub mod hop;
 pub mod intern;
+pub mod names;
+pub mod table;
 pub mod target;

@@ -3,9 +3,7 @@
 //! address, names of kernel numbers, and the helper commands still run.
 
 pub mod command;
-pub mod facts;
 pub mod ipvs;
-pub mod names;
 pub mod netfilter;
 pub mod netns;
 pub mod procstat;

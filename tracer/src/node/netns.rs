@@ -4,13 +4,26 @@ use std::{
     fs::File,
     net::IpAddr,
     os::fd::AsFd,
+    os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
 };
 
 use anyhow::{Context, Result, bail};
 use nix::sched::{CloneFlags, setns};
 
-use crate::{node::names::netns_inode, verdict::IfAddr};
+/// The inode that identifies a network namespace (what the kernel
+/// programs report as `netns`).
+pub fn netns_inode(path: &Path) -> Option<u32> {
+    std::fs::metadata(path).ok().map(|m| m.ino() as u32)
+}
+
+/// An address on an interface of a namespace.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct IfAddr {
+    pub dev: String,
+    pub addr: IpAddr,
+    pub prefix: u8,
+}
 
 /// A namespace the user asked for: a name under /run/netns, a path, or a PID.
 #[derive(Debug, Clone)]

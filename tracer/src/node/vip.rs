@@ -7,7 +7,7 @@ use std::{collections::BTreeSet, net::IpAddr, path::PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{model::target::Target, node::netns::addresses_in, verdict::Evidence};
+use crate::node::netns::addresses_in;
 
 /// Whether an owner change added or removed the address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,7 +38,7 @@ pub struct OwnerChange {
 }
 
 /// (namespace label, device, address)
-type Owner = (String, String, IpAddr);
+pub type Owner = (String, String, IpAddr);
 
 #[derive(Debug, Default)]
 pub struct VipWatch {
@@ -57,11 +57,11 @@ impl VipWatch {
         }
     }
 
-    fn current(&self, target: &Target) -> BTreeSet<Owner> {
+    fn current(&self, followed: &dyn Fn(IpAddr) -> bool) -> BTreeSet<Owner> {
         let mut now = BTreeSet::new();
         for (label, path) in &self.watched {
             for a in addresses_in(path).unwrap_or_default() {
-                if target.contains(a.addr) {
+                if followed(a.addr) {
                     now.insert((label.clone(), a.dev, a.addr));
                 }
             }
@@ -70,13 +70,13 @@ impl VipWatch {
     }
 
     /// First look: who owns it when tracing starts (not a change).
-    pub fn start(&mut self, target: &Target) {
-        self.owners = self.current(target);
+    pub fn start(&mut self, followed: &dyn Fn(IpAddr) -> bool) {
+        self.owners = self.current(followed);
     }
 
     /// Poll again and record what was added or removed.
-    pub fn poll(&mut self, target: &Target, t_ms: u64) {
-        let now = self.current(target);
+    pub fn poll(&mut self, followed: &dyn Fn(IpAddr) -> bool, t_ms: u64) {
+        let now = self.current(followed);
         self.changes.extend(diff(&self.owners, &now, t_ms));
         self.owners = now;
     }
@@ -102,33 +102,6 @@ impl VipWatch {
         if mac != "00:00:00:00:00:00" {
             self.macs.insert((addr, mac.to_string()));
         }
-    }
-
-    /// Facts for a flow to `dst`.
-    pub fn evidence(&self, dst: IpAddr) -> Vec<Evidence> {
-        let mut ev = Vec::new();
-        let changes: Vec<&OwnerChange> = self.changes.iter().filter(|c| c.addr == dst).collect();
-        if !changes.is_empty() {
-            ev.push(Evidence::OwnerChanged {
-                addr: dst,
-                changes: changes.len(),
-                first: changes
-                    .iter()
-                    .take(Evidence::OWNER_CHANGES_LISTED)
-                    .map(|c| (*c).clone())
-                    .collect(),
-            });
-        }
-        let macs: Vec<String> = self
-            .macs
-            .iter()
-            .filter(|(a, _)| *a == dst)
-            .map(|(_, m)| m.clone())
-            .collect();
-        if macs.len() > 1 {
-            ev.push(Evidence::SeveralMacs { addr: dst, macs });
-        }
-        ev
     }
 }
 
@@ -157,8 +130,7 @@ mod tests {
     }
 
     #[test]
-    fn owner_changes_and_macs() {
-        let vip: IpAddr = "10.0.0.99".parse().unwrap();
+    fn owner_changes_are_the_difference() {
         let a: BTreeSet<Owner> = [o("node1", "10.0.0.99")].into();
         let b: BTreeSet<Owner> = [o("node2", "10.0.0.99")].into();
         let mut w = VipWatch::default();
@@ -167,41 +139,15 @@ mod tests {
         assert_eq!(w.changes.len(), 4);
         assert_eq!(w.changes[0].event, OwnerEvent::Removed);
         assert_eq!(w.changes[1].event, OwnerEvent::Added);
-        w.note_mac(vip, "aa:aa:aa:aa:aa:01");
-        w.note_mac(vip, "aa:aa:aa:aa:aa:02");
-        w.note_mac(vip, "00:00:00:00:00:00");
-        let ev = w.evidence(vip);
-        assert!(
-            matches!(&ev[0], Evidence::OwnerChanged { addr, changes: 4, first } if *addr == vip && first.len() == 4),
-            "{ev:?}"
-        );
-        assert_eq!(
-            ev[0].to_string(),
-            "10.0.0.99 changed owner 4 times during the trace (removed on eth0 in node1 at +100 ms; \
-             added on eth0 in node2 at +100 ms; removed on eth0 in node2 at +300 ms; \
-             added on eth0 in node1 at +300 ms)"
-        );
-        assert_eq!(
-            ev[1],
-            Evidence::SeveralMacs {
-                addr: vip,
-                macs: vec!["aa:aa:aa:aa:aa:01".into(), "aa:aa:aa:aa:aa:02".into()]
-            }
-        );
-        assert_eq!(
-            ev[1].to_string(),
-            "10.0.0.99 was answered by 2 MACs: aa:aa:aa:aa:aa:01, aa:aa:aa:aa:aa:02"
-        );
-        // Past six changes the list ends with "...", the count stays whole.
-        for t in 0..3 {
-            w.changes.extend(diff(&a, &b, 400 + t));
-        }
-        let ev = w.evidence(vip);
-        assert!(
-            matches!(&ev[0], Evidence::OwnerChanged { changes: 10, first, .. } if first.len() == 6)
-        );
-        assert!(ev[0].to_string().ends_with("at +400 ms; ...)"), "{}", ev[0]);
-        assert!(w.evidence("10.0.0.1".parse().unwrap()).is_empty());
         assert!(diff(&a, &a, 5).is_empty());
+    }
+
+    #[test]
+    fn the_null_mac_is_not_kept() {
+        let vip: IpAddr = "10.0.0.99".parse().unwrap();
+        let mut w = VipWatch::default();
+        w.note_mac(vip, "aa:aa:aa:aa:aa:01");
+        w.note_mac(vip, "00:00:00:00:00:00");
+        assert_eq!(w.macs.len(), 1);
     }
 }

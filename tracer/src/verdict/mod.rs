@@ -2,6 +2,7 @@
 
 pub mod evidence;
 pub mod hints;
+pub mod node_facts;
 pub mod rules;
 
 pub use evidence::{Endpoint, Evidence, EvidenceKind, Item};
@@ -68,13 +69,7 @@ impl Verdict {
     }
 }
 
-/// An address on an interface of a namespace.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct IfAddr {
-    pub dev: String,
-    pub addr: IpAddr,
-    pub prefix: u8,
-}
+pub use crate::node::netns::IfAddr;
 
 /// What the rules may know about the node beyond the events.
 pub trait Env {

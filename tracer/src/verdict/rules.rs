@@ -10,7 +10,7 @@ use crate::node::netfilter::NfRule;
 use crate::{
     model::flow::Flow,
     model::hop::{Dir, Hop, HopData, Nud},
-    node::names::func_of,
+    model::names::func_of,
 };
 
 pub type Rule = fn(&Flow, &dyn Env) -> Option<Verdict>;
@@ -787,7 +787,7 @@ pub fn ipvs_no_destination(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         ev.push(Evidence::IpvsHooksSilent);
     }
     ev.push(match vs {
-        Some(vs) => vs.evidence(),
+        Some(vs) => super::node_facts::ipvs_service(vs),
         None => Evidence::IpvsNoService {
             netns: at.netns.to_string(),
         },

@@ -5,7 +5,6 @@
 use std::{
     cell::RefCell,
     collections::{BTreeMap, HashMap},
-    os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
@@ -143,10 +142,6 @@ impl Default for NetnsNames {
     }
 }
 
-pub fn netns_inode(path: &Path) -> Option<u32> {
-    std::fs::metadata(path).ok().map(|m| m.ino() as u32)
-}
-
 impl NetnsNames {
     /// Names from a recording, by inode; nothing is read from the node.
     pub fn fixed(names: BTreeMap<u32, String>) -> NetnsNames {
@@ -177,13 +172,13 @@ impl NetnsNames {
         self.last_scan = Some(Instant::now());
         // The namespace tracer runs in, and PID 1's, are "host".
         for p in ["/proc/self/ns/net", "/proc/1/ns/net"] {
-            if let Some(ino) = netns_inode(Path::new(p)) {
+            if let Some(ino) = crate::node::netns::netns_inode(Path::new(p)) {
                 self.names.entry(ino).or_insert_with(|| "host".into());
                 self.paths.entry(ino).or_insert_with(|| p.into());
             }
         }
         for (name, path) in crate::node::netns::named() {
-            if let Some(ino) = netns_inode(&path) {
+            if let Some(ino) = crate::node::netns::netns_inode(&path) {
                 self.names.insert(ino, name.as_str().into());
                 self.paths.insert(ino, path);
             }
@@ -198,7 +193,7 @@ impl NetnsNames {
                     continue;
                 };
                 let p = e.path().join("ns/net");
-                if let Some(ino) = netns_inode(&p) {
+                if let Some(ino) = crate::node::netns::netns_inode(&p) {
                     self.paths.entry(ino).or_insert_with(|| p.clone());
                     self.names.entry(ino).or_insert_with(|| {
                         let comm =

@@ -13,14 +13,14 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::{
     kernel::loader::{self, probes},
     kernel::session::{Session, SessionOptions, trim_heap},
-    node::facts::{LiveEnv, nf_baseline, watched_netns},
     node::vip::VipWatch,
     output::{
         Sink, Summary, diag,
         summary::{MacSeen, TcSummary, VipSummary},
     },
-    pipeline::Pipeline,
-    record::{Header, RecordedVerdict, Recorder, Trailer},
+    run::facts::{LiveEnv, nf_baseline, watched_netns},
+    run::pipeline::Pipeline,
+    run::record::{Header, RecordedVerdict, Recorder, Trailer},
     verdict::Completeness,
 };
 
@@ -164,7 +164,7 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
     sink.probe_errors(session.plan());
     let target = opts.session.target;
     let mut vip = VipWatch::new(watched_netns(&opts.session.netns));
-    vip.start(&target);
+    vip.start(&|a| target.contains(a));
     let env = LiveEnv::new(vip, baseline.join().unwrap_or_default());
     let _ready = opts
         .ready_file
@@ -278,7 +278,8 @@ impl Live<'_> {
     /// and the counted packets; then the flows that settled.
     fn tick(&mut self) {
         let t = self.since_start_ms();
-        self.env.vip.poll(self.pipeline.target(), t);
+        let target = *self.pipeline.target();
+        self.env.vip.poll(&|a| target.contains(a), t);
         if let Some(warnings) = self.session.maintain() {
             for w in &warnings {
                 diag::warn(w);
@@ -324,7 +325,8 @@ impl Live<'_> {
         self.drain();
         // Owner changes since the last tick.
         let t = self.since_start_ms();
-        self.env.vip.poll(self.pipeline.target(), t);
+        let target = *self.pipeline.target();
+        self.env.vip.poll(&|a| target.contains(a), t);
         // Packets counted in the kernel since the last poll (the maps go
         // with the programs).
         self.poll_counted();

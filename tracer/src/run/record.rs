@@ -2,7 +2,7 @@
 //! and the kernel's counted totals as they arrive, then, at the end, what
 //! replaying them needs (name tables, the node facts the verdicts read,
 //! the run's completeness and summary) and the verdicts it printed.
-//! `tracer replay FILE` runs the same [`crate::pipeline::Pipeline`] over
+//! `tracer replay FILE` runs the same [`crate::run::pipeline::Pipeline`] over
 //! it without root, BTF or a kernel.
 //!
 //! Layout: the magic `TRACEREC`, a u16 format version (little endian),

@@ -12,9 +12,9 @@ use tracer_common::AggKey;
 use crate::{
     model::counted::Counted,
     model::event::{Event, decode, ip_from},
-    model::flow::{Flow, FlowTable},
+    model::names::Names,
     model::target::Target,
-    node::names::Names,
+    model::{flow::Flow, table::FlowTable},
     verdict::{Completeness, Env, Verdict, evaluate},
 };
 

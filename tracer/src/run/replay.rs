@@ -7,12 +7,12 @@ use std::path::Path;
 use anyhow::Result;
 
 use crate::{
+    model::names::{Kallsyms, Names, NetnsNames},
     model::target::Target,
-    node::names::{Kallsyms, Names, NetnsNames},
     node::vip::VipWatch,
     output::{Sink, summary::ReplayInfo},
-    pipeline::{Pipeline, PreparedEnv},
-    record::{Frame, RecordedVerdict, Recording},
+    run::pipeline::{Pipeline, PreparedEnv},
+    run::record::{Frame, RecordedVerdict, Recording},
     verdict::{Env, IfAddr, Inventory},
 };
 
@@ -45,7 +45,7 @@ impl Env for ReplayEnv {
     }
 
     fn dst_facts(&self, dst: std::net::IpAddr) -> Vec<crate::verdict::Evidence> {
-        self.vip.evidence(dst)
+        crate::verdict::node_facts::owner_facts(&self.vip, dst)
     }
 
     fn ipvs(&self, netns: u32) -> &[crate::node::ipvs::VirtualService] {

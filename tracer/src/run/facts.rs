@@ -17,12 +17,12 @@ use std::{
 use crate::{
     model::flow::Flow,
     model::hop::HopData,
+    model::names::Names,
     node::ipvs::VirtualService,
-    node::names::Names,
     node::netfilter::{self, NfRule},
     node::netns::{NetnsRef, addresses_in},
     node::vip::VipWatch,
-    pipeline::PreparedEnv,
+    run::pipeline::PreparedEnv,
     verdict::{Env, Evidence, IfAddr, Inventory},
 };
 
@@ -187,7 +187,7 @@ impl Env for LiveEnv {
     }
 
     fn dst_facts(&self, dst: IpAddr) -> Vec<Evidence> {
-        self.vip.evidence(dst)
+        crate::verdict::node_facts::owner_facts(&self.vip, dst)
     }
 
     fn tc_filters(&self, netns: u32, dev: &str) -> Vec<String> {
@@ -228,7 +228,7 @@ pub fn nf_baseline(extra: Vec<PathBuf>) -> HashMap<u32, Vec<NfRule>> {
         .into_iter()
         .filter_map(|p| {
             Some((
-                crate::node::names::netns_inode(&p)?,
+                crate::node::netns::netns_inode(&p)?,
                 netfilter::snapshot(&p),
             ))
         })

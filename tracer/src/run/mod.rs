@@ -1,0 +1,9 @@
+//! Records in, verdicts out: the pure [`pipeline::Pipeline`], recordings
+//! ([`record`]), the live run on the node ([`live`], with its node facts in
+//! [`facts`]) and the replay of a recording ([`replay`]).
+
+pub mod facts;
+pub mod live;
+pub mod pipeline;
+pub mod record;
+pub mod replay;
