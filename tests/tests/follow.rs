@@ -172,3 +172,51 @@ fn udp_query_to_a_listening_socket_is_delivered() {
     assert_eq!((kind, reason), ("delivered", "local_socket"), "{dump}");
     assert!(hooks(&f).contains(&"sock_queue"), "{dump}");
 }
+
+/// `--debug-bpf`: the kernel programs say, through aya-log, why they
+/// followed the packet; the verdict is the same. Without it they say
+/// nothing (the log calls are dead code to the verifier).
+#[test]
+fn debug_bpf_shows_why_packets_are_followed() {
+    if !tracer_tests::require_privileges("debug_bpf") {
+        return;
+    }
+    let sc = tracer_tests::scenarios::build("nat_output").expect("build");
+    let mut args = sc.arg_refs();
+    args.push("--debug-bpf");
+    let run = tracer_tests::tracer::TracerRun::start(&sc.target, &args).expect("start tracer");
+    sc.traffic().expect("traffic");
+    let out = run.stop().expect("stop");
+    assert!(out.status.is_some_and(|s| s.success()), "{}", out.dump());
+    let f = out.flow_to(443);
+    assert_eq!(verdict(f).0, "delivered", "{}", out.dump());
+    let debug: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("tracer_ebpf"))
+        .collect();
+    assert!(
+        debug
+            .iter()
+            .any(|l| l.contains("headers match the target as request")),
+        "no match decision logged: {debug:#?}\n{}",
+        out.dump()
+    );
+    // OUTPUT's DNAT rewrote the packet: followed by its tracked address or
+    // its conntrack entry, and said so.
+    assert!(
+        debug
+            .iter()
+            .any(|l| l.contains("(NAT)") || l.contains("conntrack original tuple")),
+        "no NAT decision logged: {debug:#?}"
+    );
+
+    let run = tracer_tests::tracer::TracerRun::start(&sc.target, &sc.arg_refs()).expect("start");
+    sc.traffic().expect("traffic");
+    let out = run.stop().expect("stop");
+    assert!(
+        !out.stderr.contains("tracer_ebpf"),
+        "kernel debug output without --debug-bpf: {}",
+        out.stderr
+    );
+}

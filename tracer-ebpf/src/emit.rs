@@ -232,6 +232,7 @@ pub fn follow_by_conntrack(skb: u64, pkt: &PacketInfo, ct: &mut CtScratch) -> u8
     if crate::filter::match_tuple(o, false) != crate::filter::DIR_REQUEST {
         return 0;
     }
+    crate::debug::by_conntrack(pkt);
     crate::filter::DIR_REQUEST
 }
 
@@ -283,6 +284,7 @@ pub fn fill_skb_event(ev: &mut PacketEvent, skb: u64, dev: u64, ct: &mut CtScrat
         netns: ev.hdr.netns,
     };
     if !netns_allowed(d.netns) {
+        crate::debug::other_netns(d.netns);
         return false;
     }
     ev.mark = crate::kread::read(skb, offsets().skb_mark).unwrap_or(0);

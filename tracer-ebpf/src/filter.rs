@@ -219,14 +219,19 @@ pub fn classify_matched(skb: u64, pkt: &PacketInfo, d: u8) -> (u8, bool) {
         return (t.dir, false);
     }
     if d != 0 {
+        if t.dir != d {
+            crate::debug::matched(d, pkt);
+        }
         return (d, t.dir != d);
     }
     if t.dir == 0 {
         return (0, false);
     }
     if t.proto == pkt.proto && (t.sport == pkt.sport || t.dport == pkt.dport) {
+        crate::debug::rewritten(pkt);
         return (t.dir, false);
     }
+    crate::debug::reused(pkt);
     bump(stat::STALE);
     untrack(skb);
     (0, false)

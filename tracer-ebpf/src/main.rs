@@ -14,6 +14,7 @@
 #![allow(clippy::needless_borrows_for_generic_args)]
 
 mod agg;
+mod debug;
 mod emit;
 mod fentry;
 mod filter;

@@ -17,9 +17,12 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
-        .format_timestamp(None)
-        .init();
+    let mut logger =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"));
+    if matches!(&args.cmd, cli::Cmd::Follow(f) if f.debug_bpf) {
+        logger.filter_module("tracer_ebpf", log::LevelFilter::Debug);
+    }
+    logger.format_timestamp(None).init();
     match cli::run(args) {
         Ok(code) => code,
         Err(e) => {

@@ -62,6 +62,11 @@ pub struct FollowArgs {
     /// anywhere, without root).
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// Show on stderr why the kernel programs followed a packet or not
+    /// (also with RUST_LOG=tracer_ebpf=debug). Off by default: the log
+    /// calls are then dead code to the verifier.
+    #[arg(long)]
+    pub debug_bpf: bool,
 }
 
 fn parse_ring_bytes(s: &str) -> Result<u32, String> {
@@ -108,6 +113,8 @@ pub fn run(args: FollowArgs) -> Result<ExitCode> {
             tc_mode: tc_mode(args.tc_attach),
             ring_bytes: args.ring_bytes,
             device_tracepoints: args.device_tracepoints,
+            debug_bpf: args.debug_bpf
+                || log::log_enabled!(target: "tracer_ebpf", log::Level::Debug),
         },
         target_arg: args.target,
         proto_arg: args.proto,

@@ -38,6 +38,9 @@ pub struct SessionOptions {
     pub ring_bytes: u32,
     /// Keep the device tracepoints where tc covers every interface.
     pub device_tracepoints: bool,
+    /// The kernel programs log why packets are (not) followed (aya-log,
+    /// target `tracer_ebpf`, level debug).
+    pub debug_bpf: bool,
 }
 
 /// What start-up found, for the operator.
@@ -57,6 +60,8 @@ pub struct Session {
     plan: Vec<probes::ProbeStatus>,
     caps: probes::KernelCaps,
     last_sync: Instant,
+    /// The kernel programs' debug log (`--debug-bpf`).
+    bpf_log: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
 }
 
 /// The kernel's name tables and symbols, read while the session starts.
@@ -132,7 +137,13 @@ impl Session {
             &inodes,
             &aya_btf,
             opts.ring_bytes,
+            opts.debug_bpf,
         )?;
+        let bpf_log = if opts.debug_bpf {
+            Some(aya_log::EbpfLogger::init(&mut ebpf).context("read the kernel programs' log")?)
+        } else {
+            None
+        };
         loader::load_programs(&mut ebpf, &mut plan, &mut caps, &aya_btf)?;
         log::debug!("object loaded: {:?}", started.elapsed());
 
@@ -197,6 +208,7 @@ impl Session {
             plan,
             caps,
             last_sync: Instant::now(),
+            bpf_log,
         };
         let report = StartReport {
             ready_ms: started.elapsed().as_millis(),
@@ -229,6 +241,9 @@ impl Session {
     /// Hand every record waiting now to `each` (below the wake-up
     /// threshold the kernel does not wake us).
     pub fn drain(&mut self, each: &mut dyn FnMut(&[u8])) {
+        if let Some(l) = self.bpf_log.as_mut() {
+            l.flush();
+        }
         let rb = self.ring.get_mut();
         while let Some(item) = rb.next() {
             each(&item);

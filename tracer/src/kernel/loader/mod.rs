@@ -25,12 +25,19 @@ pub fn empty_programs() -> bool {
     std::env::var_os("TRACER_EMPTY_PROGRAMS").is_some_and(|v| v == "1")
 }
 
+/// AYA_LOG_LEVEL for the kernel programs (aya_log_common::Level: Off is 0,
+/// Debug is 4).
+fn debug_level(on: bool) -> u8 {
+    if on { 4 } else { 0 }
+}
+
 pub fn load(
     filter: &FilterConfig,
     offsets: &KernelOffsets,
     netns: &[u32],
     btf: &aya::Btf,
     ring_bytes: u32,
+    debug_bpf: bool,
 ) -> Result<Ebpf> {
     let mut ebpf = EbpfLoader::new()
         .btf(Some(btf))
@@ -39,6 +46,9 @@ pub fn load(
         .override_global("FILTER", filter, true)
         .override_global("OFFSETS", offsets, true)
         .override_global("EMPTY_PROGRAMS", &u8::from(empty_programs()), true)
+        // aya-log-ebpf's level: Off unless --debug-bpf (debug.rs in
+        // tracer-ebpf); Off makes every log call dead code to the verifier.
+        .override_global("AYA_LOG_LEVEL", &debug_level(debug_bpf), true)
         .load(EBPF_OBJECT)
         .map_err(|e| anyhow!("load eBPF object: {e}"))?;
     if filter.netns_filter != 0 {
@@ -64,7 +74,11 @@ pub fn fentry_trial() -> Option<String> {
         Ok(b) => b,
         Err(e) => return Some(format!("read BTF: {e}")),
     };
-    let mut ebpf = match EbpfLoader::new().btf(Some(&btf)).load(EBPF_OBJECT) {
+    let mut ebpf = match EbpfLoader::new()
+        .btf(Some(&btf))
+        .override_global("AYA_LOG_LEVEL", &debug_level(false), true)
+        .load(EBPF_OBJECT)
+    {
         Ok(e) => e,
         Err(e) => return Some(format!("load object: {e}")),
     };
