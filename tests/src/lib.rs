@@ -3,6 +3,7 @@
 
 pub mod ipvs;
 pub mod netns;
+pub mod pods;
 pub mod redirect;
 pub mod scenarios;
 pub mod tracer;

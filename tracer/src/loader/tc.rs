@@ -13,7 +13,7 @@ use std::{
     process::Command,
     sync::{
         Arc,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
         mpsc::{self, Receiver, RecvTimeoutError, Sender},
     },
     thread::JoinHandle,
@@ -110,6 +110,9 @@ struct Attacher {
     scan_tx: Option<Sender<u64>>,
     events: Receiver<Event>,
     stop: Arc<AtomicBool>,
+    /// Interfaces the thread has hooked (and not seen vanish), collected
+    /// by `sync` or not.
+    live: Arc<AtomicUsize>,
     handle: Option<JoinHandle<()>>,
     /// Scans asked for, and the last one reported done.
     scans: u64,
@@ -170,8 +173,13 @@ impl TcManager {
         self.mode
     }
 
+    /// Interfaces with tracer's tc programs: in tcx mode, those the
+    /// attacher thread hooked, whether or not `sync` collected them yet.
     pub fn attached_count(&self) -> usize {
-        self.attached.len()
+        match &self.attacher {
+            Some(a) => a.live.load(Ordering::SeqCst),
+            None => self.attached.len(),
+        }
     }
 
     /// Whether the attacher thread had not finished the scan that the last
@@ -304,12 +312,14 @@ impl TcManager {
         let (scan_tx, scan_rx) = mpsc::channel();
         let (ev_tx, events) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
+        let live = Arc::new(AtomicUsize::new(0));
         let mut worker = Worker {
+            live: live.clone(),
             scopes: self.scopes.clone(),
             only: self.only.clone(),
             ingress,
             egress,
-            known: HashSet::new(),
+            known: HashMap::new(),
             scope_failed: HashSet::new(),
             stop: stop.clone(),
             events: ev_tx,
@@ -322,6 +332,7 @@ impl TcManager {
             scan_tx: Some(scan_tx),
             events,
             stop,
+            live,
             handle: Some(handle),
             scans: 0,
             done: 0,
@@ -516,8 +527,10 @@ struct Worker {
     only: Vec<String>,
     ingress: OwnedFd,
     egress: OwnedFd,
-    /// Interfaces attached or failed (not retried), by (scope, ifindex).
-    known: HashSet<(usize, u32)>,
+    /// Interfaces attached (true) or failed (false, not retried), by
+    /// (scope, ifindex).
+    known: HashMap<(usize, u32), bool>,
+    live: Arc<AtomicUsize>,
     /// Scopes whose namespace could not be entered (reported once).
     scope_failed: HashSet<usize>,
     stop: Arc<AtomicBool>,
@@ -573,12 +586,14 @@ impl Worker {
             let present = interfaces();
             let gone: Vec<(usize, u32)> = self
                 .known
-                .iter()
+                .keys()
                 .filter(|(s, idx)| *s == si && !present.iter().any(|(_, i)| i == idx))
                 .copied()
                 .collect();
             for (scope, ifindex) in gone {
-                self.known.remove(&(scope, ifindex));
+                if self.known.remove(&(scope, ifindex)) == Some(true) {
+                    self.live.fetch_sub(1, Ordering::SeqCst);
+                }
                 if self.events.send(Event::Gone { scope, ifindex }).is_err() {
                     return false;
                 }
@@ -587,7 +602,7 @@ impl Worker {
                 if self.stop.load(Ordering::SeqCst) {
                     return false;
                 }
-                if self.known.contains(&(si, ifindex))
+                if self.known.contains_key(&(si, ifindex))
                     || (!self.only.is_empty() && !self.only.contains(&iface))
                 {
                     continue;
@@ -607,7 +622,11 @@ impl Worker {
                         error: e.to_string(),
                     },
                 };
-                self.known.insert((si, ifindex));
+                let ok = matches!(ev, Event::Attached { .. });
+                self.known.insert((si, ifindex), ok);
+                if ok {
+                    self.live.fetch_add(1, Ordering::SeqCst);
+                }
                 if self.events.send(ev).is_err() {
                     // Nobody to hand the links to: dropping them detaches.
                     return false;
