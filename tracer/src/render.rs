@@ -190,6 +190,19 @@ pub fn summary_json(s: &Summary) -> Value {
     })
 }
 
+/// A list for a line of text: the items joined with ", ", or "none" when
+/// there are none, so that no line ends in a dangling "MACs seen: ".
+pub fn list_or_none<S: AsRef<str>>(items: &[S]) -> String {
+    if items.is_empty() {
+        return "none".into();
+    }
+    items
+        .iter()
+        .map(AsRef::as_ref)
+        .collect::<Vec<&str>>()
+        .join(", ")
+}
+
 pub fn summary_text(s: &Summary) -> String {
     let mut out = format!(
         "summary: {} flows, {} events, {} lost, {} ms",
@@ -214,7 +227,7 @@ pub fn summary_text(s: &Summary) -> String {
         .map(|p| p.hook.as_str())
         .collect();
     if !missing.is_empty() {
-        out.push_str(&format!("\nhooks not attached: {}", missing.join(", ")));
+        out.push_str(&format!("\nhooks not attached: {}", list_or_none(&missing)));
     }
     out
 }
@@ -223,4 +236,36 @@ pub fn emit(out: &mut impl Write, line: &str) {
     // A closed stdout (e.g. `| head`) must not kill the run before cleanup.
     let _ = writeln!(out, "{line}");
     let _ = out.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_lists_say_none() {
+        assert_eq!(list_or_none::<&str>(&[]), "none");
+        assert_eq!(list_or_none(&["a", "b"]), "a, b");
+        assert_eq!(list_or_none(&[String::from("x")]), "x");
+    }
+
+    #[test]
+    fn no_summary_line_ends_in_a_colon() {
+        let empty = Summary {
+            flows: 0,
+            counters: Counters::default(),
+            counted: (0, 0),
+            evicted: 0,
+            duration_ms: 5,
+            probes: &[],
+            tc: Value::Null,
+            verdicts: vec![],
+            netns: vec![],
+            peak_rss_kib: Some(1024),
+        };
+        let text = summary_text(&empty);
+        for line in text.lines() {
+            assert!(!line.trim_end().ends_with(':'), "{line:?} in {text}");
+        }
+    }
 }
