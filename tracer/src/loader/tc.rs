@@ -7,7 +7,7 @@
 //! their namespace (netlink talks to the caller's namespace).
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::{HashMap, HashSet, VecDeque},
     os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd},
     path::PathBuf,
     process::Command,
@@ -320,6 +320,7 @@ impl TcManager {
             ingress,
             egress,
             known: HashMap::new(),
+            queue: VecDeque::new(),
             scope_failed: HashSet::new(),
             stop: stop.clone(),
             events: ev_tx,
@@ -520,8 +521,12 @@ fn del_clsact(iface: &str) {
     );
 }
 
-/// The attacher thread (tcx mode): scans the scopes, attaches to new
-/// interfaces, reports vanished ones.
+/// The attacher thread (tcx mode): lists the scopes' interfaces every
+/// [`SCAN_EVERY`] (and when `sync` asks), attaches to new ones one at a
+/// time, reports vanished ones. Interfaces found by a later listing go to
+/// the front of the queue: a pod created while the start-up backlog of a
+/// large node is still being worked through is hooked within a listing and
+/// an attach, not after the backlog.
 struct Worker {
     scopes: Vec<TcScope>,
     only: Vec<String>,
@@ -530,6 +535,8 @@ struct Worker {
     /// Interfaces attached (true) or failed (false, not retried), by
     /// (scope, ifindex).
     known: HashMap<(usize, u32), bool>,
+    /// Found, not yet attached: (scope, ifindex, name).
+    queue: VecDeque<(usize, u32, String)>,
     live: Arc<AtomicUsize>,
     /// Scopes whose namespace could not be entered (reported once).
     scope_failed: HashSet<usize>,
@@ -539,20 +546,43 @@ struct Worker {
 
 impl Worker {
     fn run(&mut self, scans: Receiver<u64>) {
+        let mut last_list: Option<Instant> = None;
+        // A scan asked for, answered once the queue it filled is drained.
+        let mut to_answer: Option<u64> = None;
         loop {
-            let mut asked = match scans.recv_timeout(SCAN_EVERY) {
+            let due = last_list.map_or(Duration::ZERO, |t| SCAN_EVERY.saturating_sub(t.elapsed()));
+            let wait = if self.queue.is_empty() {
+                due
+            } else {
+                Duration::ZERO
+            };
+            let mut asked = match scans.recv_timeout(wait) {
                 Ok(n) => Some(n),
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => return,
             };
-            // Requests that queued up meanwhile: one scan answers them all.
             while let Ok(n) = scans.try_recv() {
                 asked = Some(n);
             }
-            if self.stop.load(Ordering::SeqCst) || !self.scan() {
+            if self.stop.load(Ordering::SeqCst) {
                 return;
             }
-            if let Some(n) = asked
+            if asked.is_some() || last_list.is_none_or(|t| t.elapsed() >= SCAN_EVERY) {
+                if !self.list(last_list.is_none()) {
+                    return;
+                }
+                last_list = Some(Instant::now());
+                if asked.is_some() {
+                    to_answer = asked;
+                }
+            }
+            if let Some((si, ifindex, iface)) = self.queue.pop_front()
+                && !self.attach(si, ifindex, iface)
+            {
+                return;
+            }
+            if self.queue.is_empty()
+                && let Some(n) = to_answer.take()
                 && self.events.send(Event::ScanDone(n)).is_err()
             {
                 return;
@@ -560,34 +590,26 @@ impl Worker {
         }
     }
 
-    /// One pass over every scope; false when told to stop (or nobody
-    /// listens any more).
-    fn scan(&mut self) -> bool {
+    /// List every scope: queue new interfaces (at the back on the first
+    /// listing, at the front later), forget vanished ones. False when
+    /// nobody listens any more.
+    fn list(&mut self, first: bool) -> bool {
         for si in 0..self.scopes.len() {
-            let _guard = match &self.scopes[si].netns {
-                Some(p) => match NetnsGuard::enter(p) {
-                    Ok(g) => Some(g),
-                    Err(e) => {
-                        if self.scope_failed.insert(si) {
-                            let error = format!("{e:#}");
-                            if self
-                                .events
-                                .send(Event::ScopeError { scope: si, error })
-                                .is_err()
-                            {
-                                return false;
-                            }
-                        }
+            let _guard = match self.enter(si) {
+                Ok(g) => g,
+                Err(alive) => {
+                    if alive {
                         continue;
                     }
-                },
-                None => None,
+                    return false;
+                }
             };
             let present = interfaces();
+            let is_present = |idx: &u32| present.iter().any(|(_, i)| i == idx);
             let gone: Vec<(usize, u32)> = self
                 .known
                 .keys()
-                .filter(|(s, idx)| *s == si && !present.iter().any(|(_, i)| i == idx))
+                .filter(|(s, idx)| *s == si && !is_present(idx))
                 .copied()
                 .collect();
             for (scope, ifindex) in gone {
@@ -598,42 +620,76 @@ impl Worker {
                     return false;
                 }
             }
+            self.queue.retain(|(s, idx, _)| *s != si || is_present(idx));
             for (iface, ifindex) in present {
-                if self.stop.load(Ordering::SeqCst) {
-                    return false;
-                }
                 if self.known.contains_key(&(si, ifindex))
+                    || self.queue.iter().any(|(s, i, _)| *s == si && *i == ifindex)
                     || (!self.only.is_empty() && !self.only.contains(&iface))
                 {
                     continue;
                 }
-                let ev = match attach_tcx(self.ingress.as_fd(), self.egress.as_fd(), ifindex) {
-                    Ok(links) => Event::Attached {
-                        scope: si,
-                        ifindex,
-                        iface,
-                        links,
-                    },
-                    // Gone since the scan: the next one forgets it.
-                    Err(e) if e.raw_os_error() == Some(libc::ENODEV) => continue,
-                    Err(e) => Event::Failed {
-                        scope: si,
-                        iface,
-                        error: e.to_string(),
-                    },
-                };
-                let ok = matches!(ev, Event::Attached { .. });
-                self.known.insert((si, ifindex), ok);
-                if ok {
-                    self.live.fetch_add(1, Ordering::SeqCst);
-                }
-                if self.events.send(ev).is_err() {
-                    // Nobody to hand the links to: dropping them detaches.
-                    return false;
+                if first {
+                    self.queue.push_back((si, ifindex, iface));
+                } else {
+                    self.queue.push_front((si, ifindex, iface));
                 }
             }
         }
         true
+    }
+
+    /// Enter scope `si`'s namespace on this thread. Err(true): it cannot
+    /// be entered (reported once), Err(false): nobody listens any more.
+    fn enter(&mut self, si: usize) -> std::result::Result<Option<NetnsGuard>, bool> {
+        let Some(p) = &self.scopes[si].netns else {
+            return Ok(None);
+        };
+        match NetnsGuard::enter(p) {
+            Ok(g) => Ok(Some(g)),
+            Err(e) => {
+                if self.scope_failed.insert(si) {
+                    let error = format!("{e:#}");
+                    if self
+                        .events
+                        .send(Event::ScopeError { scope: si, error })
+                        .is_err()
+                    {
+                        return Err(false);
+                    }
+                }
+                Err(true)
+            }
+        }
+    }
+
+    /// Hook one interface and report it; false when nobody listens.
+    fn attach(&mut self, si: usize, ifindex: u32, iface: String) -> bool {
+        let _guard = match self.enter(si) {
+            Ok(g) => g,
+            Err(alive) => return alive,
+        };
+        let ev = match attach_tcx(self.ingress.as_fd(), self.egress.as_fd(), ifindex) {
+            Ok(links) => Event::Attached {
+                scope: si,
+                ifindex,
+                iface,
+                links,
+            },
+            // Gone since the listing: the next one forgets it.
+            Err(e) if e.raw_os_error() == Some(libc::ENODEV) => return true,
+            Err(e) => Event::Failed {
+                scope: si,
+                iface,
+                error: e.to_string(),
+            },
+        };
+        let ok = matches!(ev, Event::Attached { .. });
+        self.known.insert((si, ifindex), ok);
+        if ok {
+            self.live.fetch_add(1, Ordering::SeqCst);
+        }
+        // Nobody to hand the links to: dropping them detaches.
+        self.events.send(ev).is_ok()
     }
 }
 
