@@ -232,10 +232,7 @@ impl TcManager {
             let ev = match left {
                 None => att.events.recv().ok(),
                 Some(d) if d.is_zero() => att.events.try_recv().ok(),
-                Some(d) => match att.events.recv_timeout(d) {
-                    Ok(e) => Some(e),
-                    Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
-                },
+                Some(d) => att.events.recv_timeout(d).ok(),
             };
             let Some(ev) = ev else { break };
             match ev {
