@@ -14,6 +14,14 @@ fn main() -> anyhow::Result<()> {
         "cargo:rerun-if-changed={}",
         manifest.join("../tracer-common/src").display()
     );
+    // aya-build runs a cargo of its own for the eBPF crate and hands every
+    // line of its stderr to us as a `cargo:warning`, so its "Compiling
+    // ..." status lines became a wall of "warning: tracer@0.1.0:" in every
+    // build. That cargo inherits this environment: quiet, it prints only
+    // what matters (compiler warnings and errors, still shown).
+    // SAFETY: the build script is single-threaded here; nothing else reads
+    // the environment concurrently.
+    unsafe { std::env::set_var("CARGO_TERM_QUIET", "true") };
     aya_build::build_ebpf(
         [aya_build::Package {
             name: "tracer-ebpf",

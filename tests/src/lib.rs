@@ -4,6 +4,7 @@
 pub mod evidence;
 pub mod ipvs;
 pub mod netns;
+pub mod pods;
 pub mod redirect;
 pub mod replay;
 pub mod scenarios;

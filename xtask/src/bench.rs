@@ -1,6 +1,7 @@
-//! `cargo xtask bench`: the userspace pipeline bench and the netns traffic
-//! benchmark (iperf3, tracer vs tcpdump); the traffic figures replace their
-//! section of BENCHMARKS.md.
+//! `cargo xtask bench`: the userspace pipeline bench, the netns traffic
+//! benchmark (iperf3, tracer vs tcpdump) and the node-scale case (N pods on
+//! a bridge); the traffic and node-scale figures replace their sections of
+//! BENCHMARKS.md.
 
 use std::process::{Command, ExitCode};
 
@@ -17,6 +18,10 @@ pub struct BenchArgs {
     /// Seconds per iperf3 run.
     #[arg(long, default_value_t = 4)]
     secs: u32,
+    /// Only the node-scale case (N pods on a bridge: ready time, start-up
+    /// RSS, late pod hooked), replacing its section alone.
+    #[arg(long)]
+    pods_only: bool,
 }
 
 pub fn run(a: BenchArgs) -> Result<ExitCode> {
@@ -26,18 +31,25 @@ pub fn run(a: BenchArgs) -> Result<ExitCode> {
     crate::setup::ensure()?;
     crate::build::release()?;
     let r = root();
-    sh(Command::new("cargo")
-        .current_dir(&r)
-        .args(["bench", "-p", "tracer", "--bench", "pipeline"]))?;
-    sh(Command::new(r.join("target/release/tracer-bench"))
+    if !a.pods_only {
+        sh(Command::new("cargo")
+            .current_dir(&r)
+            .args(["bench", "-p", "tracer", "--bench", "pipeline"]))?;
+    }
+    let mut bench = Command::new(r.join("target/release/tracer-bench"));
+    bench
         .env("TRACER_BIN", r.join("target/release/tracer"))
         .args([
             "--reps",
             &a.reps.to_string(),
+            "--pods-reps",
+            &a.reps.to_string(),
             "--secs",
             &a.secs.to_string(),
-            "--write",
-        ])
-        .arg(r.join("BENCHMARKS.md")))?;
+        ]);
+    if a.pods_only {
+        bench.arg("--pods-only");
+    }
+    sh(bench.arg("--write").arg(r.join("BENCHMARKS.md")))?;
     Ok(ExitCode::SUCCESS)
 }

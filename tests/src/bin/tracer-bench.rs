@@ -15,6 +15,7 @@ use clap::Parser;
 use serde_json::Value;
 use tracer_tests::{
     netns::{Child, Netns, unique_prefix, veth},
+    pods::{Node, Pods, tracer_hooked},
     require_privileges,
     tracer::{Keep, TracerRun},
 };
@@ -37,6 +38,15 @@ struct Args {
     /// Their rate, flows/s.
     #[arg(long, default_value_t = 10_000)]
     flow_rate: u32,
+    /// Pod counts of the node-scale case (comma-separated); empty skips it.
+    #[arg(long, default_value = "0,50,250", value_delimiter = ',')]
+    pods: Vec<usize>,
+    /// Repetitions per pod count.
+    #[arg(long, default_value_t = 3)]
+    pods_reps: usize,
+    /// Only the node-scale case (replaces its section alone with --write).
+    #[arg(long)]
+    pods_only: bool,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -315,6 +325,140 @@ fn memory_case(a: &Netns, b: &Netns, flows: u32, rate: u32) -> Result<String> {
     ))
 }
 
+/// One run of the node-scale case.
+struct PodRun {
+    /// From spawning tracer to its ready file.
+    wall_ready_ms: f64,
+    /// tracer's own figure (summary tc.ready_ms).
+    ready_ms: Option<u64>,
+    /// VmHWM right after the ready file: the start-up peak.
+    start_hwm_kib: Option<u64>,
+    /// VmHWM at exit (summary).
+    peak_kib: Option<u64>,
+    interfaces: Option<u64>,
+    /// From starting to add a pod to tracer's programs on its veth.
+    late_ms: Option<f64>,
+    detach_ms: Option<u64>,
+}
+
+/// tracer without `--netns` (tc on every interface of the host namespace)
+/// on a node with `pods` (already made), following an address nothing
+/// sends to; then one more pod is added and its veth watched until tracer's
+/// tc programs are on it.
+fn pods_run(pods: &mut Pods, mode: &str) -> Result<PodRun> {
+    let t0 = std::time::Instant::now();
+    let run = TracerRun::start_keep(
+        "10.99.99.99",
+        "json",
+        &[
+            "--tc-attach",
+            mode,
+            "--max-flows",
+            "1000",
+            "--duration",
+            "10m",
+        ],
+        &[],
+        Keep::All,
+    )?;
+    let wall_ready_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let start_hwm_kib = status_kib(run.pid(), "VmHWM:");
+    let t1 = std::time::Instant::now();
+    let new = pods.add(1)?;
+    let mut late_ms = None;
+    while t1.elapsed() < Duration::from_secs(10) {
+        if tracer_hooked(None, &new[0]) {
+            late_ms = Some(t1.elapsed().as_secs_f64() * 1e3);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = run.stop()?;
+    let sum = out.summary().context("summary")?;
+    Ok(PodRun {
+        wall_ready_ms,
+        ready_ms: sum["tc"]["ready_ms"].as_u64(),
+        start_hwm_kib,
+        peak_kib: sum["peak_rss_kib"].as_u64(),
+        interfaces: sum["tc"]["interfaces"].as_u64(),
+        late_ms,
+        detach_ms: sum["tc"]["detach_ms"].as_u64(),
+    })
+}
+
+/// The node-scale section: ready time, start-up RSS and late hooking for
+/// each pod count, tcx and netlink.
+fn pods_section(counts: &[usize], reps: usize) -> Result<String> {
+    let mut md = format!(
+        "<!-- pods:begin -->\n## Node scale: N pods on a bridge\n\n\
+         N network namespaces, each joined by a veth pair to a bridge in the host namespace (the node side \
+         enslaved and up, the pod side addressed and up); `tracer follow 10.99.99.99` without `--netns` \
+         (tc on every interface of the host namespace, the host's own interfaces included). \
+         {reps} runs per case, median [min-max]. Ready (wall): from spawning tracer to its ready file; \
+         ready (tracer): its own `ready_ms`. Start RSS: VmHWM right after the ready file. \
+         Late pod: from starting to create one more pod to tracer's two tc programs on its veth \
+         (bpftool, polled every 10 ms). Made by `tracer-bench --pods-only` (in `cargo xtask bench`).\n\n\
+         | pods | tc | interfaces hooked | ready ms (wall) | ready ms (tracer) | start RSS MiB | peak RSS MiB | late pod hooked ms | detach ms |\n\
+         |---|---|---|---|---|---|---|---|---|\n"
+    );
+    let fmt = |v: Vec<f64>, prec: usize| -> String {
+        if v.is_empty() {
+            return "-".into();
+        }
+        let mut v = v;
+        let m = median(&mut v);
+        format!("{m:.prec$} [{:.prec$}-{:.prec$}]", v[0], v[v.len() - 1])
+    };
+    for &n in counts {
+        let mut pods = Pods::new(n, Node::Host)?;
+        for mode in ["tcx", "netlink"] {
+            let mut runs = Vec::new();
+            for _ in 0..reps {
+                let r = pods_run(&mut pods, mode)?;
+                eprintln!(
+                    "pods {n} {mode}: ready {:.0} ms (tracer {:?}), start RSS {:?} KiB, {:?} interfaces, late {:?} ms, detach {:?} ms",
+                    r.wall_ready_ms,
+                    r.ready_ms,
+                    r.start_hwm_kib,
+                    r.interfaces,
+                    r.late_ms,
+                    r.detach_ms
+                );
+                runs.push(r);
+            }
+            let col = |f: &dyn Fn(&PodRun) -> Option<f64>, prec: usize| {
+                fmt(runs.iter().filter_map(f).collect(), prec)
+            };
+            let mib = |k: Option<u64>| k.map(|k| k as f64 / 1024.0);
+            md += &format!(
+                "| {n} | {mode} | {} | {} | {} | {} | {} | {} | {} |\n",
+                col(&|r| r.interfaces.map(|i| i as f64), 0),
+                col(&|r| Some(r.wall_ready_ms), 0),
+                col(&|r| r.ready_ms.map(|x| x as f64), 0),
+                col(&|r| mib(r.start_hwm_kib), 1),
+                col(&|r| mib(r.peak_kib), 1),
+                col(&|r| r.late_ms, 0),
+                col(&|r| r.detach_ms.map(|x| x as f64), 0),
+            );
+        }
+    }
+    md += "\n<!-- pods:end -->\n";
+    Ok(md)
+}
+
+/// Replace the text between `begin` and `end` (markers included) in
+/// `path` with `md`, or append it.
+fn replace_section(path: &std::path::Path, begin: &str, end: &str, md: &str) -> Result<()> {
+    let old = std::fs::read_to_string(path).unwrap_or_default();
+    let end_line = format!("{end}\n");
+    let new = match (old.find(begin), old.find(&end_line)) {
+        (Some(i), Some(j)) => format!("{}{}{}", &old[..i], md, &old[j + end_line.len()..]),
+        _ => format!("{old}\n{md}"),
+    };
+    std::fs::write(path, new)?;
+    Ok(())
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -323,6 +467,16 @@ fn median(v: &mut [f64]) -> f64 {
 fn main() -> Result<()> {
     let args = Args::parse();
     if !require_privileges("tracer-bench") {
+        return Ok(());
+    }
+    if !args.pods.is_empty() {
+        let md = pods_section(&args.pods, args.pods_reps)?;
+        println!("{md}");
+        if let Some(path) = &args.write {
+            replace_section(path, "<!-- pods:begin -->", "<!-- pods:end -->", &md)?;
+        }
+    }
+    if args.pods_only {
         return Ok(());
     }
     let p = unique_prefix();
@@ -459,20 +613,7 @@ fn main() -> Result<()> {
     md += "<!-- traffic:end -->\n";
     println!("{md}");
     if let Some(path) = args.write {
-        let old = std::fs::read_to_string(&path).unwrap_or_default();
-        let new = match (
-            old.find("<!-- traffic:begin -->"),
-            old.find("<!-- traffic:end -->"),
-        ) {
-            (Some(i), Some(j)) => format!(
-                "{}{}{}",
-                &old[..i],
-                md,
-                &old[j + "<!-- traffic:end -->\n".len()..]
-            ),
-            _ => format!("{old}\n{md}"),
-        };
-        std::fs::write(&path, new)?;
+        replace_section(&path, "<!-- traffic:begin -->", "<!-- traffic:end -->", &md)?;
     }
     Ok(())
 }

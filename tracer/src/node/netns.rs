@@ -93,7 +93,16 @@ pub fn interfaces() -> Vec<(String, u32)> {
 }
 
 /// Addresses of the current namespace.
+///
+/// Read with one RTM_GETADDR dump per family: getifaddrs() dumps every
+/// link first, which on a node of 250 pods is most of the work (and the
+/// address dumps run without RTNL on recent kernels, while a tcx attach
+/// holds it for two grace periods). getifaddrs() remains the fallback.
 pub fn addresses() -> Vec<IfAddr> {
+    rtnl_addresses().unwrap_or_else(getifaddrs_addresses)
+}
+
+fn getifaddrs_addresses() -> Vec<IfAddr> {
     let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
         return Vec::new();
     };
@@ -117,6 +126,128 @@ pub fn addresses() -> Vec<IfAddr> {
         });
     }
     out
+}
+
+/// The addresses of this thread's namespace by rtnetlink; None on any
+/// error.
+fn rtnl_addresses() -> Option<Vec<IfAddr>> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    const IFA_ADDRESS: u16 = 1;
+    const IFA_LOCAL: u16 = 2;
+    const IFA_LABEL: u16 = 3;
+    // SAFETY: plain socket(2); the fd is owned below.
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        )
+    };
+    if raw < 0 {
+        return None;
+    }
+    // SAFETY: a new fd nothing else owns.
+    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+    let mut out = Vec::new();
+    let mut names: std::collections::HashMap<u32, String> = Default::default();
+    let mut buf = vec![0u8; 32 * 1024];
+    for (seq, family) in [(1u32, libc::AF_INET as u8), (2, libc::AF_INET6 as u8)] {
+        // nlmsghdr + ifaddrmsg (family, prefixlen, flags, scope, index).
+        let mut req = [0u8; 24];
+        req[0..4].copy_from_slice(&24u32.to_ne_bytes());
+        req[4..6].copy_from_slice(&libc::RTM_GETADDR.to_ne_bytes());
+        req[6..8].copy_from_slice(&((libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16).to_ne_bytes());
+        req[8..12].copy_from_slice(&seq.to_ne_bytes());
+        req[16] = family;
+        // SAFETY: sending a buffer we own, of its length.
+        let sent = unsafe { libc::send(sock.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) };
+        if sent != req.len() as isize {
+            return None;
+        }
+        'dump: loop {
+            // SAFETY: receiving into a buffer we own, of its length.
+            let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+            if n <= 0 {
+                return None;
+            }
+            let mut msgs = &buf[..n as usize];
+            while msgs.len() >= 16 {
+                let len = u32::from_ne_bytes(msgs[0..4].try_into().ok()?) as usize;
+                let ty = u16::from_ne_bytes(msgs[4..6].try_into().ok()?);
+                if len < 16 || len > msgs.len() {
+                    return None;
+                }
+                let msg = &msgs[..len];
+                match ty {
+                    t if t == libc::NLMSG_DONE as u16 => break 'dump,
+                    t if t == libc::NLMSG_ERROR as u16 => return None,
+                    t if t == libc::RTM_NEWADDR => {
+                        if let Some(a) = parse_newaddr(msg, &mut names) {
+                            out.push(a);
+                        }
+                    }
+                    _ => {}
+                }
+                msgs = msgs.get((len + 3) & !3..).unwrap_or(&[]);
+            }
+        }
+    }
+    return Some(out);
+
+    /// One RTM_NEWADDR: nlmsghdr, ifaddrmsg, then attributes.
+    fn parse_newaddr(
+        msg: &[u8],
+        names: &mut std::collections::HashMap<u32, String>,
+    ) -> Option<IfAddr> {
+        let family = *msg.get(16)?;
+        let prefix = *msg.get(17)?;
+        let index = u32::from_ne_bytes(msg.get(20..24)?.try_into().ok()?);
+        let (mut address, mut local, mut label) = (None, None, None);
+        let mut attrs = msg.get(24..)?;
+        while attrs.len() >= 4 {
+            let alen = u16::from_ne_bytes(attrs[0..2].try_into().ok()?) as usize;
+            let aty = u16::from_ne_bytes(attrs[2..4].try_into().ok()?);
+            if alen < 4 || alen > attrs.len() {
+                break;
+            }
+            let data = &attrs[4..alen];
+            match aty {
+                IFA_ADDRESS => address = Some(data),
+                IFA_LOCAL => local = Some(data),
+                IFA_LABEL => {
+                    let end = data.iter().position(|&b| b == 0).unwrap_or(data.len());
+                    label = Some(String::from_utf8_lossy(&data[..end]).into_owned());
+                }
+                _ => {}
+            }
+            attrs = attrs.get((alen + 3) & !3..).unwrap_or(&[]);
+        }
+        let addr: IpAddr = match family as i32 {
+            // getifaddrs() too: IFA_LOCAL is the interface's own address
+            // (IFA_ADDRESS the peer's on a point-to-point link).
+            libc::AF_INET => {
+                let b: [u8; 4] = local.or(address)?.try_into().ok()?;
+                IpAddr::from(b)
+            }
+            libc::AF_INET6 => {
+                let b: [u8; 16] = address.or(local)?.try_into().ok()?;
+                IpAddr::from(b)
+            }
+            _ => return None,
+        };
+        let dev = match label {
+            Some(l) => l,
+            None => names
+                .entry(index)
+                .or_insert_with(|| {
+                    nix::net::if_::if_indextoname(index)
+                        .map(|c| c.to_string_lossy().into_owned())
+                        .unwrap_or_default()
+                })
+                .clone(),
+        };
+        Some(IfAddr { dev, addr, prefix })
+    }
 }
 
 /// Addresses of another namespace, read by entering it on this thread.
@@ -149,6 +280,23 @@ mod tests {
         assert!(e.to_string().contains("not found"), "{e}");
         let e = resolve_netns("999999999").unwrap_err();
         assert!(e.to_string().contains("/proc/999999999/ns/net"), "{e}");
+    }
+
+    #[test]
+    fn rtnetlink_addresses_match_getifaddrs() {
+        let key = |v: Vec<IfAddr>| {
+            let mut k: Vec<(String, IpAddr, u8)> =
+                v.into_iter().map(|a| (a.dev, a.addr, a.prefix)).collect();
+            k.sort();
+            k
+        };
+        let ours = rtnl_addresses().expect("RTM_GETADDR dump");
+        assert!(
+            ours.iter()
+                .any(|a| a.addr == IpAddr::from([127, 0, 0, 1]) && a.dev == "lo"),
+            "{ours:?}"
+        );
+        assert_eq!(key(ours), key(getifaddrs_addresses()));
     }
 
     #[test]
