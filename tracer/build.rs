@@ -22,6 +22,17 @@ fn main() -> anyhow::Result<()> {
     // SAFETY: the build script is single-threaded here; nothing else reads
     // the environment concurrently.
     unsafe { std::env::set_var("CARGO_TERM_QUIET", "true") };
+    println!("cargo::rustc-check-cfg=cfg(tracer_no_ebpf)");
+    println!("cargo:rerun-if-env-changed=AYA_BUILD_SKIP");
+    if std::env::var("AYA_BUILD_SKIP").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true")) {
+        // The pure crates' tests with the stable toolchain alone (no
+        // nightly, no bpf-linker): an empty object, and a binary that says
+        // it cannot trace (loader::EBPF_OBJECT).
+        let out = PathBuf::from(std::env::var("OUT_DIR")?);
+        std::fs::write(out.join("tracer"), [])?;
+        println!("cargo:rustc-cfg=tracer_no_ebpf");
+        return Ok(());
+    }
     aya_build::build_ebpf(
         [aya_build::Package {
             name: "tracer-ebpf",

@@ -129,6 +129,20 @@ pub fn run(a: TestArgs) -> Result<ExitCode> {
     ]))?;
     t.cargo_results(&out);
     t.stage("unit and property tests", ok && ok2);
+    // The same unit tests of tracer with the stable toolchain alone: no
+    // nightly, no bpf-linker (AYA_BUILD_SKIP=1 builds without the kernel
+    // object), so that they stay runnable for anyone; its own target dir,
+    // not to rebuild the main one.
+    let mut stable = cargo(&["+stable", "test", "-p", "tracer", "--lib", "--tests"]);
+    stable
+        .env("AYA_BUILD_SKIP", "1")
+        .env("CARGO_TARGET_DIR", root().join("target/no-ebpf"));
+    // rustup's proxy picks the toolchain from "+stable" only when cargo
+    // is started through it.
+    stable.env_remove("RUSTUP_TOOLCHAIN");
+    let (ok, out) = run_tee(&mut stable)?;
+    t.cargo_results(&out);
+    t.stage("unit tests on stable without the eBPF toolchain", ok);
 
     if !a.unit_only {
         let built = crate::build::release().is_ok();
