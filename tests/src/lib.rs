@@ -1,5 +1,10 @@
 //! Test support for tracer: network namespaces a test creates and removes,
 //! bounded traffic, and running the real `tracer` binary against them.
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "tests and their tools report on the terminal"
+)]
 
 pub mod evidence;
 pub mod ipvs;
@@ -62,9 +67,10 @@ pub fn require_kernel_feature(test: &str, missing: Option<String>) -> bool {
     let Some(why) = missing else {
         return true;
     };
-    if std::env::var("TRACER_REQUIRE_KERNEL_FEATURES").as_deref() == Ok("1") {
-        panic!("{test}: {why} (required here: TRACER_REQUIRE_KERNEL_FEATURES=1)");
-    }
+    assert!(
+        std::env::var("TRACER_REQUIRE_KERNEL_FEATURES").as_deref() != Ok("1"),
+        "{test}: {why} (required here: TRACER_REQUIRE_KERNEL_FEATURES=1)"
+    );
     eprintln!(
         "\n!!!!! SKIPPED (kernel feature) {test}: {why}; it runs in `cargo xtask vm` (Debian 6.1 and 6.12) !!!!!\n"
     );
@@ -128,7 +134,11 @@ fn trace_scenario_run(
         return None;
     }
     let sc = scenarios::build(name).expect("build scenario");
-    let mut args: Vec<String> = sc.arg_refs().iter().map(|s| s.to_string()).collect();
+    let mut args: Vec<String> = sc
+        .arg_refs()
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect();
     if netns_scope && !args.iter().any(|a| a == "--netns") {
         for n in &sc.nss {
             args.push("--netns".into());

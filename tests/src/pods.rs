@@ -112,7 +112,7 @@ impl Pods {
 
     /// `ip netns exec` argument for the node (None: the host).
     pub fn node_netns_path(&self) -> Option<String> {
-        self.node.as_ref().map(|n| n.path())
+        self.node.as_ref().map(super::netns::Netns::path)
     }
 
     /// Add `n` more pods; returns the node-side veth names of the new ones.
@@ -175,6 +175,7 @@ impl Pods {
 }
 
 impl Drop for Pods {
+    #[expect(clippy::format_collect, reason = "a few lines of `ip -batch`, once")]
     fn drop(&mut self) {
         // The node-side ends (deleting one end of a veth deletes both)
         // and the bridge, then the pod namespaces; -force goes on past the
@@ -319,7 +320,7 @@ fn tcx_prog_ids(netns_path: Option<&str>, dev: &str, attach_type: u32) -> Vec<u3
             libc::syscall(
                 libc::SYS_bpf,
                 BPF_PROG_QUERY,
-                &mut q as *mut ProgQuery,
+                &raw mut q,
                 std::mem::size_of::<ProgQuery>(),
             )
         };

@@ -88,7 +88,7 @@ pub(crate) fn tcp_connect(addr: &str) -> Vec<String> {
     let t = crate::scaled_arg(1000);
     ["tcp-connect", addr, "--timeout-ms", &t, "--count", "1"]
         .iter()
-        .map(|s| s.to_string())
+        .map(std::string::ToString::to_string)
         .collect()
 }
 
@@ -321,7 +321,7 @@ pub fn udp_delivered() -> Result<Scenario> {
             "1",
         ]
         .iter()
-        .map(|s| s.to_string())
+        .map(std::string::ToString::to_string)
         .collect(),
     );
     sc.servers.push(srv);
@@ -536,7 +536,7 @@ pub fn incident3(mirred: bool) -> Result<Scenario> {
             "1",
         ]
         .iter()
-        .map(|s| s.to_string())
+        .map(std::string::ToString::to_string)
         .collect(),
     );
     sc.args = vec!["--netns".into(), node_name, "--netns".into(), pod_name];

@@ -84,8 +84,7 @@ fn thread_stacks(pid: u32) -> String {
         // The state letter follows the ")" that closes the command name.
         let state = stat
             .rsplit_once(')')
-            .map(|(_, r)| r.trim().chars().next().unwrap_or('?'))
-            .unwrap_or('?');
+            .map_or('?', |(_, r)| r.trim().chars().next().unwrap_or('?'));
         s += &format!(
             "thread {} ({}) state {state} wchan {}\n{}",
             t.file_name().to_string_lossy(),
@@ -221,7 +220,7 @@ impl TracerRun {
     }
 
     pub fn pid(&self) -> i32 {
-        self.child.as_ref().map(|c| c.id() as i32).unwrap_or(0)
+        self.child.as_ref().map_or(0, |c| c.id() as i32)
     }
 
     pub fn signal(&self, sig: i32) {

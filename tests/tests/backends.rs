@@ -5,6 +5,11 @@
 //! for that hook alone. A backend this kernel does not offer is skipped
 //! loudly; in the kernel-matrix VMs (TRACER_REQUIRE_KERNEL_FEATURES=1)
 //! fentry and kprobe must be offered.
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "tests and their tools report on the terminal"
+)]
 
 use serde_json::Value;
 use tracer_tests::{evidence, require_kernel_feature, require_privileges, trace_scenario_out};
@@ -38,8 +43,10 @@ fn served_by(out: &tracer_tests::tracer::TracerOutput, hook: &str) -> String {
         .unwrap()
         .iter()
         .find(|p| p["hook"] == hook && p["attached"] == true)
-        .map(|p| p["backend"].as_str().unwrap().to_string())
-        .unwrap_or_else(|| "none".into())
+        .map_or_else(
+            || "none".into(),
+            |p| p["backend"].as_str().unwrap().to_string(),
+        )
 }
 
 /// Run `scenario` once per backend set; the verdicts (kind, reason, where,

@@ -2,6 +2,11 @@
 //! card describes, traced with the real binary; asserts kind, reason, where
 //! and the key words of the hint. Runs on this machine's kernel (tc,
 //! tracepoints, tp_btf).
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "tests and their tools report on the terminal"
+)]
 
 use serde_json::Value;
 use tracer_tests::{

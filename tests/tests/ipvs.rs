@@ -3,6 +3,11 @@
 //! kube-ipvs0). This machine's kernel has no IPVS: these tests say so loudly
 //! here and run in the kernel-matrix VMs (`cargo xtask vm`), where
 //! TRACER_REQUIRE_KERNEL_FEATURES=1 makes a missing feature a failure.
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "tests and their tools report on the terminal"
+)]
 
 use serde_json::Value;
 use tracer_tests::{
@@ -25,14 +30,16 @@ fn backend(out: &tracer_tests::tracer::TracerOutput, hook: &str) -> String {
         .unwrap()
         .iter()
         .find(|p| p["hook"] == hook)
-        .map(|p| {
-            if p["attached"] == true {
-                p["backend"].as_str().unwrap().to_string()
-            } else {
-                "none".to_string()
-            }
-        })
-        .unwrap_or_else(|| "none".into())
+        .map_or_else(
+            || "none".into(),
+            |p| {
+                if p["attached"] == true {
+                    p["backend"].as_str().unwrap().to_string()
+                } else {
+                    "none".to_string()
+                }
+            },
+        )
 }
 
 /// The evidence sentences, one a line.

@@ -1,6 +1,11 @@
 //! tracer is safe on a production node: it never alters traffic, several
 //! instances coexist, losses are counted and shown, and long runs with many
 //! flows keep memory bounded.
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "tests and their tools report on the terminal"
+)]
 
 use std::{
     process::{Command, Stdio},
@@ -427,7 +432,7 @@ fn bulk_flow_is_counted_in_kernel_and_counts_stay_exact() {
             ))
             .or_default() += 1;
     }
-    let cpus = std::thread::available_parallelism().map_or(1, |c| c.get()) as u64;
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as u64;
     for ((hook, dev), k) in &per_site {
         if ["tc_ingress", "tc_egress", "netif_receive", "xmit"].contains(&hook.as_str()) {
             assert!(*k <= cpus * 12, "{k} records at {hook} on {dev}: {f}");

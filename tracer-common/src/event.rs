@@ -317,7 +317,9 @@ pub struct FuncEvent {
 
 #[cfg(feature = "user")]
 mod pod {
-    use super::*;
+    use super::{
+        CtTuple, EventHeader, FibEvent, FuncEvent, NeighEvent, PacketEvent, PacketInfo, SockEvent,
+    };
     unsafe impl aya::Pod for EventHeader {}
     unsafe impl aya::Pod for PacketInfo {}
     unsafe impl aya::Pod for PacketEvent {}

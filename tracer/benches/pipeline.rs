@@ -2,6 +2,11 @@
 //! the flow table, on one core, and the memory 100k flows take.
 //! `cargo bench -p tracer --bench pipeline` prints figures (no timing
 //! assertions: goals are judged from these numbers, in BENCHMARKS.md).
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "tests and their tools report on the terminal"
+)]
 
 use std::time::Instant;
 
@@ -41,7 +46,7 @@ fn record(flow: u32, hop: u32) -> Vec<u8> {
     // SAFETY: viewing a repr(C) plain struct as bytes, as the ring buffer does.
     unsafe {
         std::slice::from_raw_parts(
-            &ev as *const _ as *const u8,
+            (&raw const ev).cast::<u8>(),
             std::mem::size_of::<PacketEvent>(),
         )
     }

@@ -11,7 +11,7 @@ use clap::Args;
 use crate::cmd::{is_root, root, run as sh};
 
 #[derive(Args)]
-pub struct BenchArgs {
+pub(crate) struct BenchArgs {
     /// Repetitions per case.
     #[arg(long, default_value_t = 3)]
     reps: usize,
@@ -24,7 +24,7 @@ pub struct BenchArgs {
     pods_only: bool,
 }
 
-pub fn run(a: BenchArgs) -> Result<ExitCode> {
+pub(crate) fn run(a: BenchArgs) -> Result<ExitCode> {
     if !is_root() {
         bail!("the benchmark creates network namespaces and loads eBPF: run it as root");
     }

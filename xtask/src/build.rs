@@ -6,7 +6,7 @@ use anyhow::Result;
 
 use crate::cmd::{root, run as sh};
 
-pub fn release() -> Result<()> {
+pub(crate) fn release() -> Result<()> {
     sh(Command::new("cargo").current_dir(root()).args([
         "build",
         "--release",
@@ -18,7 +18,7 @@ pub fn release() -> Result<()> {
     ]))
 }
 
-pub fn run() -> Result<ExitCode> {
+pub(crate) fn run() -> Result<ExitCode> {
     crate::setup::ensure()?;
     release()?;
     eprintln!("built {}", root().join("target/release/tracer").display());

@@ -9,14 +9,14 @@ use std::{
 use anyhow::{Context, Result, bail};
 
 /// The workspace root (xtask lives one level below it).
-pub fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("workspace root")
         .to_path_buf()
 }
 
-pub fn show(c: &Command) -> String {
+pub(crate) fn show(c: &Command) -> String {
     let mut s = c.get_program().to_string_lossy().into_owned();
     for a in c.get_args() {
         s.push(' ');
@@ -26,7 +26,7 @@ pub fn show(c: &Command) -> String {
 }
 
 /// Run with inherited stdio; fail with the command line.
-pub fn run(c: &mut Command) -> Result<()> {
+pub(crate) fn run(c: &mut Command) -> Result<()> {
     eprintln!("+ {}", show(c));
     let st = c.status().with_context(|| format!("spawn {}", show(c)))?;
     if !st.success() {
@@ -36,7 +36,7 @@ pub fn run(c: &mut Command) -> Result<()> {
 }
 
 /// Run, echoing stdout and stderr, and return stdout for parsing.
-pub fn run_tee(c: &mut Command) -> Result<(bool, String)> {
+pub(crate) fn run_tee(c: &mut Command) -> Result<(bool, String)> {
     eprintln!("+ {}", show(c));
     let mut child = c
         .stdout(Stdio::piped())
@@ -53,20 +53,19 @@ pub fn run_tee(c: &mut Command) -> Result<(bool, String)> {
 }
 
 /// Does the command run and succeed (output discarded)?
-pub fn ok(c: &mut Command) -> bool {
+pub(crate) fn ok(c: &mut Command) -> bool {
     c.stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
+        .is_ok_and(|s| s.success())
 }
 
-pub fn output(c: &mut Command) -> String {
+pub(crate) fn output(c: &mut Command) -> String {
     c.output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default()
 }
 
-pub fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     output(Command::new("id").arg("-u")).trim() == "0"
 }

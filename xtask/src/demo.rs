@@ -10,7 +10,7 @@ use clap::Args;
 use crate::cmd::{is_root, root, run as sh};
 
 #[derive(Args)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// Another scenario (see `--list`).
     #[arg(long)]
     scenario: Option<String>,
@@ -22,7 +22,7 @@ pub struct DemoArgs {
     list: bool,
 }
 
-pub fn run_demo(a: DemoArgs) -> Result<ExitCode> {
+pub(crate) fn run_demo(a: DemoArgs) -> Result<ExitCode> {
     if !is_root() {
         bail!(
             "the demo creates network namespaces and loads eBPF: run it as root (sudo -E cargo xtask demo)"
@@ -46,6 +46,6 @@ pub fn run_demo(a: DemoArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn run(a: DemoArgs) -> Result<ExitCode> {
+pub(crate) fn run(a: DemoArgs) -> Result<ExitCode> {
     run_demo(a)
 }

@@ -1,5 +1,10 @@
 //! Project chores: `cargo xtask setup | build | demo | test | bench | vm`.
 //! xtask only orchestrates; tracer/build.rs builds the kernel programs.
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a developer tool: the terminal is its output"
+)]
 
 mod bench;
 mod build;

@@ -11,7 +11,7 @@ use crate::cmd::{is_root, ok, output, run as sh};
 
 /// Debian packages: LLVM 22 for bpf-linker, and the network tools the
 /// tests and demo drive (iproute2, iptables/nft, bpftool, tc).
-pub const APT: &[&str] = &[
+pub(crate) const APT: &[&str] = &[
     "llvm-22-dev",
     "libclang-cpp22-dev",
     "libpolly-22-dev",
@@ -126,8 +126,7 @@ fn bpf_linker() -> Result<()> {
 
 fn mounted(path: &str) -> bool {
     std::fs::read_to_string("/proc/mounts")
-        .map(|m| m.lines().any(|l| l.split_whitespace().nth(1) == Some(path)))
-        .unwrap_or(false)
+        .is_ok_and(|m| m.lines().any(|l| l.split_whitespace().nth(1) == Some(path)))
 }
 
 fn mounts() {
@@ -150,7 +149,7 @@ fn mounts() {
     }
 }
 
-pub fn ensure() -> Result<()> {
+pub(crate) fn ensure() -> Result<()> {
     apt()?;
     rust()?;
     bpf_linker()?;
@@ -158,13 +157,13 @@ pub fn ensure() -> Result<()> {
     Ok(())
 }
 
-pub fn run_setup() -> Result<()> {
+pub(crate) fn run_setup() -> Result<()> {
     ensure()?;
     eprintln!("setup: done");
     Ok(())
 }
 
-pub fn run() -> Result<ExitCode> {
+pub(crate) fn run() -> Result<ExitCode> {
     run_setup()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -10,7 +10,7 @@ use clap::Args;
 use crate::cmd::{is_root, root, run as sh, run_tee};
 
 #[derive(Args)]
-pub struct TestArgs {
+pub(crate) struct TestArgs {
     /// Skip `setup` (tools already installed).
     #[arg(long)]
     no_setup: bool,
@@ -62,7 +62,11 @@ fn cargo(args: &[&str]) -> Command {
     c
 }
 
-pub fn run(a: TestArgs) -> Result<ExitCode> {
+#[expect(
+    clippy::too_many_lines,
+    reason = "the CI stages in order, each a few lines"
+)]
+pub(crate) fn run(a: TestArgs) -> Result<ExitCode> {
     let mut t = Tally::default();
     if !a.no_setup {
         let r = crate::setup::ensure();

@@ -54,7 +54,7 @@ const KERNELS: &[(&str, &str)] = &[
 const SUITES: &[&str] = &["incidents", "follow", "ipvs", "backends"];
 
 #[derive(Args, Clone)]
-pub struct VmArgs {
+pub(crate) struct VmArgs {
     /// Kernels to run: 6.1, 6.12 (default: both).
     #[arg(long = "kernel")]
     pub kernels: Vec<String>,
@@ -63,7 +63,7 @@ pub struct VmArgs {
     pub filter: Option<String>,
 }
 
-pub struct KernelResult {
+pub(crate) struct KernelResult {
     pub kernel: String,
     pub passed: Vec<String>,
     pub failed: Vec<String>,
@@ -116,7 +116,7 @@ fn kernel(pattern: &str) -> Result<(PathBuf, String)> {
             .args(["download", &pkg])
             .current_dir(CACHE))?;
         let deb = fs::read_dir(CACHE)?
-            .filter_map(|e| e.ok())
+            .filter_map(std::result::Result::ok)
             .map(|e| e.path())
             .find(|p| {
                 let n = p.file_name().unwrap_or_default().to_string_lossy();
@@ -390,7 +390,9 @@ fn keep_recording(kernel: &str, line: &str) {
     ) else {
         return;
     };
-    let file = Path::new(file).file_name().map(|f| f.to_owned());
+    let file = Path::new(file)
+        .file_name()
+        .map(std::borrow::ToOwned::to_owned);
     match (
         file,
         base64::engine::general_purpose::STANDARD.decode(data.trim()),
@@ -428,7 +430,7 @@ fn strip_ansi(s: &str) -> String {
 }
 
 /// Run the matrix; returns one result per kernel.
-pub fn matrix(a: &VmArgs) -> Result<Vec<KernelResult>> {
+pub(crate) fn matrix(a: &VmArgs) -> Result<Vec<KernelResult>> {
     if !is_root() {
         bail!("the VM tier needs root (apt, /var/cache, qemu)");
     }
@@ -466,7 +468,7 @@ pub fn matrix(a: &VmArgs) -> Result<Vec<KernelResult>> {
     Ok(results)
 }
 
-pub fn report(results: &[KernelResult]) -> (u64, u64) {
+pub(crate) fn report(results: &[KernelResult]) -> (u64, u64) {
     let (mut p, mut f) = (0u64, 0u64);
     eprintln!("\n==== kernel matrix (qemu TCG) ====");
     for r in results {
@@ -494,7 +496,7 @@ pub fn report(results: &[KernelResult]) -> (u64, u64) {
     (p, f)
 }
 
-pub fn run(a: VmArgs) -> Result<ExitCode> {
+pub(crate) fn run(a: VmArgs) -> Result<ExitCode> {
     let results = matrix(&a)?;
     let (p, f) = report(&results);
     println!("vm tests: {p} passed, {f} failed");

@@ -1,5 +1,10 @@
 //! Bounded traffic for tests, run inside a namespace with `ip netns exec`.
 //! Every mode stops by itself; results go to stdout, one line per attempt.
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "tests and their tools report on the terminal"
+)]
 
 use std::{
     io::{Read, Write},
@@ -264,6 +269,10 @@ fn tcp_listen(addr: SocketAddr, dur: Duration) -> Result<()> {
     Ok(())
 }
 
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "every mode has the same signature (main dispatches on it)"
+)]
 fn udp_spray(
     addr: SocketAddr,
     src: &[std::net::IpAddr],

@@ -4,6 +4,11 @@
 //! does not match, tracer following the flow, and tcpdump with the
 //! equivalent filter. Prints a Markdown section (median and spread, ratio to
 //! the baseline) and, with --write, replaces it in BENCHMARKS.md.
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "tests and their tools report on the terminal"
+)]
 
 use std::{
     process::{Command, Stdio},
@@ -96,7 +101,7 @@ struct Sample {
 /// veth pair runs on the sender's CPU) landed differently from run to run:
 /// the baseline alone spread over 15%.
 fn cpus() -> (String, String) {
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let n = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     ("0".into(), (n - 1).to_string())
 }
 
@@ -464,6 +469,10 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "the bench cases in order, each a few lines of setup and a table row"
+)]
 fn main() -> Result<()> {
     let args = Args::parse();
     if !require_privileges("tracer-bench") {

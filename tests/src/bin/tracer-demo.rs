@@ -1,5 +1,10 @@
 //! The built-in demo: rebuild an incident in network namespaces, run the
 //! real tracer against it, send its traffic, and print tracer's verdicts.
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "tests and their tools report on the terminal"
+)]
 
 use anyhow::{Context, Result};
 use clap::Parser;

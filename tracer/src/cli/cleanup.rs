@@ -39,8 +39,7 @@ fn qdisc_empty(iface: &str) -> bool {
         Command::new("tc")
             .args(["filter", "show", "dev", iface, *dir])
             .output()
-            .map(|o| o.stdout.is_empty())
-            .unwrap_or(false)
+            .is_ok_and(|o| o.stdout.is_empty())
     })
 }
 
@@ -52,7 +51,7 @@ pub fn run(_args: CleanupArgs) -> Result<ExitCode> {
             Some(p) => match NetnsGuard::enter(p) {
                 Ok(g) => Some(g),
                 Err(e) => {
-                    eprintln!("tracer: skip netns {label}: {e:#}");
+                    crate::output::diag::info(&format!("skip netns {label}: {e:#}"));
                     continue;
                 }
             },
@@ -71,7 +70,10 @@ pub fn run(_args: CleanupArgs) -> Result<ExitCode> {
             }
             if here > 0 {
                 removed += here;
-                println!("removed {here} tracer tc filter(s) from {iface} in netns {label}");
+                crate::output::emit(
+                    &mut std::io::stdout(),
+                    &format!("removed {here} tracer tc filter(s) from {iface} in netns {label}"),
+                );
                 if qdisc_empty(&iface) {
                     let _ = Command::new("tc")
                         .args(["qdisc", "del", "dev", &iface, "clsact"])
@@ -80,8 +82,11 @@ pub fn run(_args: CleanupArgs) -> Result<ExitCode> {
             }
         }
     }
-    println!(
-        "cleanup done: {removed} filter(s) removed; tcx links need no cleanup (they close with the process)"
+    crate::output::emit(
+        &mut std::io::stdout(),
+        &format!(
+            "cleanup done: {removed} filter(s) removed; tcx links need no cleanup (they close with the process)"
+        ),
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -23,15 +23,13 @@ pub struct DoctorArgs {
 }
 
 fn mounted(fs: &str, path: &str) -> bool {
-    std::fs::read_to_string("/proc/mounts")
-        .map(|m| {
-            m.lines().any(|l| {
-                let mut it = l.split_whitespace();
-                let _src = it.next();
-                it.next() == Some(path) && it.next() == Some(fs)
-            })
+    std::fs::read_to_string("/proc/mounts").is_ok_and(|m| {
+        m.lines().any(|l| {
+            let mut it = l.split_whitespace();
+            let _src = it.next();
+            it.next() == Some(path) && it.next() == Some(fs)
         })
-        .unwrap_or(false)
+    })
 }
 
 fn lockdown() -> Check {
@@ -185,8 +183,7 @@ fn btf_checks() -> (Vec<Check>, Vec<ProbeStatus>) {
 
 fn tc_check() -> Check {
     let tcx = aya::util::KernelVersion::current()
-        .map(|v| v >= aya::util::KernelVersion::new(6, 6, 0))
-        .unwrap_or(false);
+        .is_ok_and(|v| v >= aya::util::KernelVersion::new(6, 6, 0));
     check(
         "tc",
         true,

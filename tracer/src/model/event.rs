@@ -60,7 +60,7 @@ fn read<T: Copy>(buf: &[u8], k: u8) -> Result<T, DecodeError> {
     }
     // SAFETY: T is a plain-old-data ABI struct (repr(C), no invalid bit
     // patterns) and the slice holds at least size_of::<T>() bytes.
-    Ok(unsafe { std::ptr::read_unaligned(buf.as_ptr() as *const T) })
+    Ok(unsafe { std::ptr::read_unaligned(buf.as_ptr().cast::<T>()) })
 }
 
 pub fn decode(buf: &[u8]) -> Result<Event, DecodeError> {
@@ -91,7 +91,7 @@ pub fn cname(b: &[u8]) -> String {
 pub fn cname_str(b: &[u8]) -> &str {
     let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
     let s = &b[..end];
-    if s.iter().all(|c| c.is_ascii_graphic()) {
+    if s.iter().all(u8::is_ascii_graphic) {
         std::str::from_utf8(s).unwrap_or("")
     } else {
         // skb->dev reused as scratch (UDP dev_scratch): not a name.
@@ -143,6 +143,7 @@ impl Tuple {
         })
     }
 
+    #[must_use]
     pub fn reversed(&self) -> Tuple {
         Tuple {
             src: self.dst,
@@ -204,7 +205,7 @@ pub(crate) mod tests {
     use super::*;
     use tracer_common::{EventHeader, PacketInfo};
 
-    pub fn header(k: u8, hook: Hook) -> EventHeader {
+    pub(crate) fn header(k: u8, hook: Hook) -> EventHeader {
         EventHeader {
             kind: k,
             hook: hook as u8,
@@ -218,7 +219,7 @@ pub(crate) mod tests {
         }
     }
 
-    pub fn v4(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16, proto: u8) -> PacketInfo {
+    pub(crate) fn v4(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16, proto: u8) -> PacketInfo {
         let mut p = PacketInfo::zeroed();
         p.family = 4;
         p.proto = proto;
@@ -231,8 +232,13 @@ pub(crate) mod tests {
 
     fn bytes<T>(v: &T) -> Vec<u8> {
         // SAFETY: test-only view of a repr(C) struct as bytes.
-        unsafe { std::slice::from_raw_parts(v as *const T as *const u8, std::mem::size_of::<T>()) }
-            .to_vec()
+        unsafe {
+            std::slice::from_raw_parts(
+                std::ptr::from_ref::<T>(v).cast::<u8>(),
+                std::mem::size_of::<T>(),
+            )
+        }
+        .to_vec()
     }
 
     #[test]

@@ -84,8 +84,7 @@ impl Flow {
             .rev()
             .take(8)
             .find(|h| *h.tuple == t)
-            .map(|h| h.tuple.clone())
-            .unwrap_or_else(|| Arc::new(t))
+            .map_or_else(|| Arc::new(t), |h| h.tuple.clone())
     }
 
     /// Index of the first hop whose tuple differs from the original (NAT).

@@ -169,6 +169,7 @@ impl Codec {
         self.names.id(n)
     }
 
+    #[expect(clippy::ref_option, reason = "called on the field as the hop holds it")]
     fn opt_name(&mut self, n: &Option<Name>) -> u64 {
         n.as_ref().map_or(0, |n| self.name(n) + 1)
     }
@@ -646,6 +647,7 @@ fn put_ip(w: &mut Vec<u8>, a: &IpAddr) {
     }
 }
 
+#[expect(clippy::ref_option, reason = "called on the field as the hop holds it")]
 fn put_opt_ip(w: &mut Vec<u8>, a: &Option<IpAddr>) {
     match a {
         Some(a) => put_ip(w, a),
@@ -767,6 +769,10 @@ mod tests {
     /// Every kind of hop data, tuple and place comes back as it went in,
     /// IPv4 and IPv6.
     #[test]
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one hop of every kind, built in place, then the round trip"
+    )]
     fn every_kind_of_hop_round_trips() {
         let v6: IpAddr = "fd00::1".parse().unwrap();
         for (src, dst, other) in [

@@ -308,6 +308,10 @@ pub struct Hop {
     pub data: HopData,
 }
 
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's serialize_with signature"
+)]
 fn ser_hook<S: serde::Serializer>(h: &Hook, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(hook_name(*h))
 }
@@ -316,6 +320,10 @@ fn ser_tuple<S: serde::Serializer>(t: &Arc<Tuple>, s: S) -> Result<S::Ok, S::Err
     t.as_ref().serialize(s)
 }
 
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's serialize_with signature"
+)]
 fn ser_hex<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&format!("{v:#x}"))
 }

@@ -515,6 +515,10 @@ impl FlowTable {
         Some(id)
     }
 
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one match over the event kinds, each arm building its hop"
+    )]
     fn ingest_event(&mut self, ev: &Event, names: &mut Names) -> Option<u64> {
         match ev {
             Event::Packet(p) => self.ingest_packet(p, names, None),
@@ -575,20 +579,17 @@ impl FlowTable {
                         }),
                     )
                     .or_else(|| self.find_fib_flow(&hop.tuple, dir, hop.netns_inode));
-                match id {
-                    Some(id) => {
-                        self.get_mut(id)?.push(hop);
-                        Some(id)
+                if let Some(id) = id {
+                    self.get_mut(id)?.push(hop);
+                    Some(id)
+                } else {
+                    let now = hop.ts_ns;
+                    self.pending_fib
+                        .retain(|h| now.saturating_sub(h.ts_ns) < PENDING_NS);
+                    if self.pending_fib.len() < 1024 {
+                        self.pending_fib.push(hop);
                     }
-                    None => {
-                        let now = hop.ts_ns;
-                        self.pending_fib
-                            .retain(|h| now.saturating_sub(h.ts_ns) < PENDING_NS);
-                        if self.pending_fib.len() < 1024 {
-                            self.pending_fib.push(hop);
-                        }
-                        None
-                    }
+                    None
                 }
             }
             Event::Sock(s) => {
@@ -747,6 +748,10 @@ impl FlowTable {
     }
 
     /// `data`: the hop data when the caller has it (function hooks).
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the packet path of the flow lookup in its documented order (conntrack tuple, skb address, tuple, translated tuple), kept in one place"
+    )]
     fn ingest_packet(
         &mut self,
         p: &PacketEvent,

@@ -190,10 +190,7 @@ impl Target {
             f.mask[(bit / 8) as usize] |= 0x80 >> (bit % 8);
         }
         f.family = if self.addr.is_ipv4() { 4 } else { 6 };
-        f.proto = self
-            .proto
-            .map(|p| p.number(self.addr.is_ipv6()))
-            .unwrap_or(0);
+        f.proto = self.proto.map_or(0, |p| p.number(self.addr.is_ipv6()));
         if let Some(p) = self.port {
             f.has_port = 1;
             f.port = p;

@@ -40,7 +40,7 @@ impl VirtualService {
         };
         let ep = match self.addr {
             IpAddr::V6(a) => format!("[{a}]:{}", self.port),
-            a => format!("{a}:{}", self.port),
+            a @ IpAddr::V4(_) => format!("{a}:{}", self.port),
         };
         format!("{p} {ep}")
     }

@@ -206,8 +206,7 @@ pub fn moved(before: Option<&[NfRule]>, now: &[NfRule]) -> Vec<(NfRule, u64)> {
         .filter_map(|r| {
             let base = before
                 .and_then(|b| b.iter().find(|x| x.key() == r.key()))
-                .map(|x| x.packets)
-                .unwrap_or(0);
+                .map_or(0, |x| x.packets);
             let d = r.packets.saturating_sub(base);
             (d > 0).then(|| (r.clone(), d))
         })

@@ -41,12 +41,11 @@ pub fn resolve_netns(spec: &str) -> Result<NetnsRef> {
     } else {
         PathBuf::from(format!("/run/netns/{spec}"))
     };
-    let inode = match netns_inode(&path) {
-        Some(i) => i,
-        None => bail!(
+    let Some(inode) = netns_inode(&path) else {
+        bail!(
             "network namespace '{spec}' not found ({} does not exist); give a name under /run/netns, a path, or a PID",
             path.display()
-        ),
+        );
     };
     // It must really be a network namespace.
     File::open(&path).with_context(|| format!("cannot open {}", path.display()))?;

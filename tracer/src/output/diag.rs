@@ -1,5 +1,6 @@
 //! One-line messages on stderr: progress, notes, warnings. stdout carries
 //! only flows and the summary.
+#![allow(clippy::print_stderr, reason = "the one place that writes diagnostics")]
 
 /// `tracer: MSG`
 pub fn info(msg: &str) {

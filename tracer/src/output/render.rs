@@ -51,7 +51,7 @@ struct HopOut<'a> {
 }
 
 fn flow_out<'a>(flow: &'a Flow, v: &'a Verdict, final_: bool) -> FlowOut<'a> {
-    let first = flow.hops.first().map(|h| h.ts_ns).unwrap_or(flow.first_ns);
+    let first = flow.hops.first().map_or(flow.first_ns, |h| h.ts_ns);
     FlowOut {
         type_: "flow",
         id: flow.id,
@@ -112,7 +112,7 @@ pub fn flow_text(flow: &Flow, v: &Verdict) -> String {
     for e in &v.evidence {
         s.push_str(&format!("  - {e}\n"));
     }
-    let first = flow.hops.first().map(|h| h.ts_ns).unwrap_or(0);
+    let first = flow.hops.first().map_or(0, |h| h.ts_ns);
     for h in &flow.hops {
         s.push_str(&format!(
             "    {:>9.3}ms  {:<18} {:<12} {:<13} {:<3} {}  {}\n",

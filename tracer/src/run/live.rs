@@ -118,8 +118,7 @@ fn header(opts: &FollowOptions) -> Header {
         max_flows: opts.max_flows,
         started_unix_ms: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0),
+            .map_or(0, |d| d.as_millis() as u64),
     }
 }
 
@@ -195,7 +194,7 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
         tokio::select! {
             _ = sigint.recv() => break "interrupted",
             _ = sigterm.recv() => break "terminated",
-            _ = sleep_deadline => break "duration reached",
+            () = sleep_deadline => break "duration reached",
             r = live.session.readable() => {
                 r?;
                 live.drain();

@@ -254,7 +254,12 @@ fn agg_key_bytes(k: &AggKey) -> &[u8] {
     // SAFETY: AggKey is #[repr(C)] plain data with explicit padding
     // fields (tracer-common's layout tests), so all its bytes are
     // initialised.
-    unsafe { std::slice::from_raw_parts((k as *const AggKey).cast::<u8>(), size_of::<AggKey>()) }
+    unsafe {
+        std::slice::from_raw_parts(
+            std::ptr::from_ref::<AggKey>(k).cast::<u8>(),
+            size_of::<AggKey>(),
+        )
+    }
 }
 
 /// What a recording feeds the pipeline, in the order it arrived.

@@ -282,8 +282,20 @@ impl EvidenceKind {
 }
 
 impl fmt::Display for Evidence {
+    #[expect(clippy::too_many_lines, reason = "one arm per evidence kind")]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use Evidence::*;
+        use Evidence::{
+            ClientHandshake, CountedInKernel, DestinationAnswered, EventsLost, Forwarded,
+            ForwardedBack, FuncHookUnavailable, FunctionHook, HooksUnavailable, HopsNotKept,
+            HostUnreachableInferred, IcmpSent, IpvsHooksSilent, IpvsLocalAddress,
+            IpvsNoDestination, IpvsNoService, IpvsScheduled, IpvsService, LaterDrop,
+            LocalAddressTransmitted, LocalDestination, LocalRoute, MapInsertsFailed,
+            NatSourceMismatch, NeighbourState, NfChainVerdict, NfHookDrop, NfHookInferred,
+            NfRuleMoved, NoLocalEndpointsRuleMoved, NoReply, NoReplyLeft, NoRouteBack,
+            OtherHostsSubnet, OwnerChanged, PacketDropped, PacketsSeen, PreNatRoute,
+            RepliesCameBack, RequestDropped, ServerSocketState, SeveralMacs, SocketConsumed,
+            SocketQueued, SocketRead, TcFilter, TcRedirect, TcpResetSent,
+        };
         let or = |s: &str, dflt: &'static str| -> String {
             if s.is_empty() {
                 dflt.to_string()
@@ -633,6 +645,7 @@ mod tests {
     use crate::node::vip::OwnerEvent;
 
     /// One fact of every kind.
+    #[expect(clippy::too_many_lines, reason = "one arm per evidence kind")]
     fn samples() -> Vec<Evidence> {
         use Evidence::*;
         let a: IpAddr = "10.0.0.9".parse().unwrap();
@@ -904,7 +917,10 @@ mod tests {
 
     #[test]
     fn sentences() {
-        let t: Vec<String> = samples().iter().map(|e| e.to_string()).collect();
+        let t: Vec<String> = samples()
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect();
         let has = |s: &str| assert!(t.iter().any(|x| x == s), "{s:?} not in {t:#?}");
         has("tcp reset sent in netns s");
         has("neighbour 10.0.0.9 on eth0 in netns c: INCOMPLETE|FAILED (timer)");

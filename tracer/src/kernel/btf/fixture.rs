@@ -3,14 +3,14 @@
 use super::kinds;
 
 #[derive(Default)]
-pub struct Writer {
+pub(crate) struct Writer {
     types: Vec<u8>,
     strs: Vec<u8>,
     next_id: u32,
 }
 
 impl Writer {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Writer {
             types: Vec::new(),
             strs: vec![0],
@@ -18,7 +18,7 @@ impl Writer {
         }
     }
 
-    pub fn s(&mut self, name: &str) -> u32 {
+    pub(crate) fn s(&mut self, name: &str) -> u32 {
         if name.is_empty() {
             return 0;
         }
@@ -45,24 +45,24 @@ impl Writer {
         }
     }
 
-    pub fn int(&mut self, name: &str, size: u32) -> u32 {
+    pub(crate) fn int(&mut self, name: &str, size: u32) -> u32 {
         let id = self.head(name, kinds::INT, 0, false, size);
         self.u32s(&[size * 8]);
         id
     }
 
-    pub fn ptr(&mut self, target: u32) -> u32 {
+    pub(crate) fn ptr(&mut self, target: u32) -> u32 {
         self.head("", kinds::PTR, 0, false, target)
     }
 
-    pub fn array(&mut self, elem: u32, index: u32, n: u32) -> u32 {
+    pub(crate) fn array(&mut self, elem: u32, index: u32, n: u32) -> u32 {
         let id = self.head("", kinds::ARRAY, 0, false, 0);
         self.u32s(&[elem, index, n]);
         id
     }
 
     /// members: (name, type, bit offset)
-    pub fn composite(
+    pub(crate) fn composite(
         &mut self,
         union: bool,
         name: &str,
@@ -78,7 +78,7 @@ impl Writer {
         id
     }
 
-    pub fn enumeration(&mut self, name: &str, values: &[(&str, u32)]) -> u32 {
+    pub(crate) fn enumeration(&mut self, name: &str, values: &[(&str, u32)]) -> u32 {
         let id = self.head(name, kinds::ENUM, values.len() as u32, false, 4);
         for (n, v) in values {
             let n = self.s(n);
@@ -87,11 +87,11 @@ impl Writer {
         id
     }
 
-    pub fn typedef(&mut self, name: &str, target: u32) -> u32 {
+    pub(crate) fn typedef(&mut self, name: &str, target: u32) -> u32 {
         self.head(name, kinds::TYPEDEF, 0, false, target)
     }
 
-    pub fn func_proto(&mut self, ret: u32, params: &[u32]) -> u32 {
+    pub(crate) fn func_proto(&mut self, ret: u32, params: &[u32]) -> u32 {
         let id = self.head("", kinds::FUNC_PROTO, params.len() as u32, false, ret);
         for p in params {
             self.u32s(&[0, *p]);
@@ -99,12 +99,12 @@ impl Writer {
         id
     }
 
-    pub fn func(&mut self, name: &str, proto: u32) -> u32 {
+    pub(crate) fn func(&mut self, name: &str, proto: u32) -> u32 {
         // vlen 1: global linkage.
         self.head(name, kinds::FUNC, 1, false, proto)
     }
 
-    pub fn finish(self) -> Vec<u8> {
+    pub(crate) fn finish(self) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend_from_slice(&0xeb9fu16.to_le_bytes());
         out.push(1); // version
@@ -130,7 +130,7 @@ impl Writer {
 /// enum skb_drop_reason { SKB_NOT_DROPPED_YET, SKB_CONSUMED, SKB_DROP_REASON_NO_SOCKET = 3 };
 /// typedef void (*btf_trace_kfree_skb)(void *, void *skb, void *loc, enum skb_drop_reason);
 /// int fib_validate_source(8 arguments); int ip_forward(void *skb);
-pub fn sample_btf() -> Vec<u8> {
+pub(crate) fn sample_btf() -> Vec<u8> {
     let mut w = Writer::new();
     let int = w.int("int", 4);
     let short = w.int("short", 2);

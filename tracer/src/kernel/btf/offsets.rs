@@ -26,12 +26,11 @@ pub fn resolve(btf: &Btf) -> Result<Resolved, BtfError> {
     }
     let mut missing = Vec::new();
     let mut get = |st: &str, path: &str| -> u32 {
-        match btf.member_offset(st, path) {
-            Ok(o) => o,
-            Err(_) => {
-                missing.push(format!("{st}.{path}"));
-                OFFSET_NONE
-            }
+        if let Ok(o) = btf.member_offset(st, path) {
+            o
+        } else {
+            missing.push(format!("{st}.{path}"));
+            OFFSET_NONE
         }
     };
     // nf_conn.tuplehash[IP_CT_DIR_ORIGINAL|IP_CT_DIR_REPLY].tuple

@@ -180,8 +180,7 @@ pub fn load_programs(
     };
     jobs.sort_by_key(|(n, _, _)| !heavy(n));
     let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
+        .map_or(1, std::num::NonZero::get)
         .clamp(1, 8);
     let queue = std::sync::Mutex::new(jobs.into_iter());
     let results: Vec<(String, Result<()>)> = std::thread::scope(|s| {
@@ -480,7 +479,7 @@ pub fn counters(ebpf: &Ebpf) -> Counters {
     let Ok(arr) = PerCpuArray::<&MapData, u64>::try_from(map) else {
         return Counters::default();
     };
-    let sum = |i: u32| -> u64 { arr.get(&i, 0).map(|v| v.iter().sum()).unwrap_or(0) };
+    let sum = |i: u32| -> u64 { arr.get(&i, 0).map_or(0, |v| v.iter().sum()) };
     Counters {
         events: sum(stat::EVENTS),
         lost: sum(stat::LOST),

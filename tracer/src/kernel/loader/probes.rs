@@ -69,6 +69,10 @@ const fn tp(
     }
 }
 
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "the registry's fields are Options; these build them"
+)]
 const fn ret(entry: &'static str, ret: &'static str) -> Option<FnProgs> {
     Some(FnProgs {
         entry,
@@ -76,6 +80,10 @@ const fn ret(entry: &'static str, ret: &'static str) -> Option<FnProgs> {
     })
 }
 
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "the registry's fields are Options; these build them"
+)]
 const fn entry(entry: &'static str) -> Option<FnProgs> {
     Some(FnProgs { entry, ret: None })
 }
@@ -460,6 +468,10 @@ pub fn registry_symbols(kallsyms: &str, wanted: &[&str]) -> Vec<String> {
 
 /// What was decided and what happened for one hook.
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "a status record: each flag is a fact reported as such"
+)]
 pub struct ProbeStatus {
     pub hook: String,
     pub backend: String,
@@ -515,17 +527,14 @@ impl ProbeStatus {
     /// Returns false when none is left.
     pub fn fall_back(&mut self, why: String) -> bool {
         self.fallbacks.push(format!("{}: {why}", self.backend));
-        match self.remaining.first().copied() {
-            Some(b) => {
-                self.remaining.remove(0);
-                self.set(b);
-                true
-            }
-            None => {
-                self.backend = Backend::None.name().into();
-                self.error = Some(why);
-                false
-            }
+        if let Some(b) = self.remaining.first().copied() {
+            self.remaining.remove(0);
+            self.set(b);
+            true
+        } else {
+            self.backend = Backend::None.name().into();
+            self.error = Some(why);
+            false
         }
     }
 
@@ -954,8 +963,7 @@ mod tests {
         let mut names: Vec<&str> = REGISTRY
             .iter()
             .flat_map(|p| {
-                let fp =
-                    |f: Option<FnProgs>| f.map(|f| [Some(f.entry), f.ret]).unwrap_or([None, None]);
+                let fp = |f: Option<FnProgs>| f.map_or([None, None], |f| [Some(f.entry), f.ret]);
                 fp(p.fentry)
                     .into_iter()
                     .chain(fp(p.kprobe))
@@ -964,11 +972,11 @@ mod tests {
             })
             .collect();
         let n = names.len();
-        names.sort();
+        names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), n);
         let mut hooks: Vec<_> = REGISTRY.iter().map(|p| p.hook).collect();
-        hooks.sort();
+        hooks.sort_unstable();
         hooks.dedup();
         assert_eq!(hooks.len(), REGISTRY.len());
     }

@@ -728,7 +728,7 @@ fn tcx_link_create(prog: BorrowedFd, ifindex: u32, attach_type: u32) -> std::io:
         libc::syscall(
             libc::SYS_bpf,
             BPF_LINK_CREATE,
-            &attr as *const LinkCreateTcx,
+            &raw const attr,
             std::mem::size_of::<LinkCreateTcx>(),
         )
     };

@@ -46,7 +46,7 @@ const RECORDED_ON_6_18: [&str; 13] = [
 ];
 
 /// Rebuild a Flow (and the namespace inventory, `_env`) from a record.
-pub fn load(name: &str) -> (Flow, Inventory) {
+pub(super) fn load(name: &str) -> (Flow, Inventory) {
     let text = match name {
         "tcp_delivered" => include_str!("../fixtures/tcp_delivered.json"),
         "tcp_closed_port" => include_str!("../fixtures/tcp_closed_port.json"),
@@ -104,8 +104,8 @@ pub fn load(name: &str) -> (Flow, Inventory) {
         packets: j["packets"].as_u64().unwrap() as u32,
         replies: j["replies"].as_u64().unwrap() as u32,
         counted: j["counted_in_kernel"].as_u64().unwrap_or(0) as u32,
-        first_ns: hops.first().map(|h| h.ts_ns).unwrap_or(0),
-        last_ns: hops.last().map(|h| h.ts_ns).unwrap_or(0),
+        first_ns: hops.first().map_or(0, |h| h.ts_ns),
+        last_ns: hops.last().map_or(0, |h| h.ts_ns),
         printed: 0,
         printed_at: 0,
         hops,
@@ -185,7 +185,7 @@ fn facts(v: &Verdict) -> impl Iterator<Item = &Evidence> {
 fn text(v: &Verdict) -> String {
     v.evidence
         .iter()
-        .map(|e| e.to_string())
+        .map(std::string::ToString::to_string)
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -296,7 +296,7 @@ fn forwarded_names_both_devices() {
     assert!(!v.settled);
     // If the packet had left by the device it came in on, it is not a forward.
     let mut g = f.clone();
-    for h in g.hops.iter_mut() {
+    for h in &mut g.hops {
         h.dev = "r0".into();
     }
     assert!(forwarded(&g, &Inventory::default()).is_none());
@@ -953,7 +953,7 @@ fn text_output_is_unchanged() {
             "hint": v.hint,
             "dev": v.dev,
             "incomplete": v.incomplete,
-            "evidence": v.evidence.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+            "evidence": v.evidence.iter().map(std::string::ToString::to_string).collect::<Vec<_>>(),
         }));
     };
     for n in RECORDED_ON_6_18.iter().copied().chain(["ipvs_nat"]) {
