@@ -343,6 +343,9 @@ struct PodRun {
     interfaces: Option<u64>,
     /// From starting to add a pod to tracer's programs on its veth.
     late_ms: Option<f64>,
+    /// From spawning tracer to tc on every interface of the host
+    /// namespace (tcx: its link fds; netlink attaches before ready).
+    all_hooked_ms: Option<f64>,
     detach_ms: Option<u64>,
 }
 
@@ -368,6 +371,20 @@ fn pods_run(pods: &mut Pods, mode: &str) -> Result<PodRun> {
     )?;
     let wall_ready_ms = t0.elapsed().as_secs_f64() * 1e3;
     let start_hwm_kib = status_kib(run.pid(), "VmHWM:");
+    let all_hooked_ms = if mode == "netlink" {
+        Some(wall_ready_ms)
+    } else {
+        let want = 2 * pods.node_interfaces()?.len();
+        let mut at = None;
+        while t0.elapsed() < Duration::from_secs(60) {
+            if tcx_links(run.pid()) >= want {
+                at = Some(t0.elapsed().as_secs_f64() * 1e3);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        at
+    };
     let t1 = std::time::Instant::now();
     let new = pods.add(1)?;
     let mut late_ms = None;
@@ -387,8 +404,31 @@ fn pods_run(pods: &mut Pods, mode: &str) -> Result<PodRun> {
         peak_kib: sum["peak_rss_kib"].as_u64(),
         interfaces: sum["tc"]["interfaces"].as_u64(),
         late_ms,
+        all_hooked_ms,
         detach_ms: sum["tc"]["detach_ms"].as_u64(),
     })
+}
+
+/// tcx links the process holds (its fds' fdinfo says `link_type: tcx`).
+fn tcx_links(pid: i32) -> usize {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return 0;
+    };
+    fds.flatten()
+        .filter(|e| {
+            std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy() == "anon_inode:bpf_link")
+        })
+        .filter(|e| {
+            std::fs::read_to_string(format!(
+                "/proc/{pid}/fdinfo/{}",
+                e.file_name().to_string_lossy()
+            ))
+            .is_ok_and(|i| {
+                i.lines()
+                    .any(|l| l.starts_with("link_type:") && l.ends_with("tcx"))
+            })
+        })
+        .count()
 }
 
 /// The node-scale section: ready time, start-up RSS and late hooking for
@@ -401,10 +441,12 @@ fn pods_section(counts: &[usize], reps: usize) -> Result<String> {
          (tc on every interface of the host namespace, the host's own interfaces included). \
          {reps} runs per case, median [min-max]. Ready (wall): from spawning tracer to its ready file; \
          ready (tracer): its own `ready_ms`. Start RSS: VmHWM right after the ready file. \
-         Late pod: from starting to create one more pod to tracer's two tc programs on its veth \
-         (bpftool, polled every 10 ms). Made by `tracer-bench --pods-only` (in `cargo xtask bench`).\n\n\
-         | pods | tc | interfaces hooked | ready ms (wall) | ready ms (tracer) | start RSS MiB | peak RSS MiB | late pod hooked ms | detach ms |\n\
-         |---|---|---|---|---|---|---|---|---|\n"
+         All hooked: from spawning tracer to tc on every interface of the host namespace (tcx: as many \
+         tcx links in its fds as two per interface; netlink attaches all before ready). \
+         Late pod: from starting to create one more pod (once all are hooked) to tracer's two tc programs on its veth \
+         (BPF_PROG_QUERY, polled every 10 ms). Interfaces hooked: the summary's count at exit. Made by `tracer-bench --pods-only` (in `cargo xtask bench`).\n\n\
+         | pods | tc | interfaces hooked | ready ms (wall) | ready ms (tracer) | all hooked ms | start RSS MiB | peak RSS MiB | late pod hooked ms | detach ms |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n"
     );
     let fmt = |v: Vec<f64>, prec: usize| -> String {
         if v.is_empty() {
@@ -421,9 +463,10 @@ fn pods_section(counts: &[usize], reps: usize) -> Result<String> {
             for _ in 0..reps {
                 let r = pods_run(&mut pods, mode)?;
                 eprintln!(
-                    "pods {n} {mode}: ready {:.0} ms (tracer {:?}), start RSS {:?} KiB, {:?} interfaces, late {:?} ms, detach {:?} ms",
+                    "pods {n} {mode}: ready {:.0} ms (tracer {:?}), all hooked {:?} ms, start RSS {:?} KiB, {:?} interfaces, late {:?} ms, detach {:?} ms",
                     r.wall_ready_ms,
                     r.ready_ms,
+                    r.all_hooked_ms,
                     r.start_hwm_kib,
                     r.interfaces,
                     r.late_ms,
@@ -436,10 +479,11 @@ fn pods_section(counts: &[usize], reps: usize) -> Result<String> {
             };
             let mib = |k: Option<u64>| k.map(|k| k as f64 / 1024.0);
             md += &format!(
-                "| {n} | {mode} | {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {n} | {mode} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 col(&|r| r.interfaces.map(|i| i as f64), 0),
                 col(&|r| Some(r.wall_ready_ms), 0),
                 col(&|r| r.ready_ms.map(|x| x as f64), 0),
+                col(&|r| r.all_hooked_ms, 0),
                 col(&|r| mib(r.start_hwm_kib), 1),
                 col(&|r| mib(r.peak_kib), 1),
                 col(&|r| r.late_ms, 0),

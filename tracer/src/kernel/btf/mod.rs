@@ -116,9 +116,68 @@ pub enum Type {
 #[derive(Debug, Default)]
 pub struct Btf {
     types: Vec<Type>,
-    by_name: HashMap<String, Vec<u32>>,
+    /// Type ids by a hash of their name (the names themselves are in
+    /// `types`; a second copy of each, with a Vec per name, was ~10 MiB
+    /// of the start-up peak). Lookups check the name.
+    by_name: HashMap<u64, Ids>,
     /// Types below this id are vmlinux's; the rest come from modules.
     vmlinux_types: usize,
+}
+
+impl Drop for Btf {
+    /// vmlinux's BTF parses into ~30 MiB of small blocks, which glibc
+    /// keeps resident once freed: the next big allocation phase of the
+    /// start (aya's own parse of the same BTF, right after) came on top of
+    /// them and made the start-up peak (55 MiB). Hand the pages back here.
+    fn drop(&mut self) {
+        let big = self.types.len() > 10_000;
+        self.types = Vec::new();
+        self.by_name = HashMap::new();
+        #[cfg(target_env = "gnu")]
+        if big {
+            // SAFETY: malloc_trim only releases free heap memory.
+            unsafe {
+                libc::malloc_trim(0);
+            }
+        }
+    }
+}
+
+/// The ids under one name hash: nearly always one, kept inline.
+#[derive(Debug)]
+enum Ids {
+    One(u32),
+    Many(Vec<u32>),
+}
+
+impl Default for Ids {
+    fn default() -> Ids {
+        Ids::Many(Vec::new())
+    }
+}
+
+impl Ids {
+    fn push(&mut self, id: u32) {
+        match self {
+            Ids::Many(v) if v.is_empty() => *self = Ids::One(id),
+            Ids::One(a) => *self = Ids::Many(vec![*a, id]),
+            Ids::Many(v) => v.push(id),
+        }
+    }
+
+    fn as_slice(&self) -> &[u32] {
+        match self {
+            Ids::One(a) => std::slice::from_ref(a),
+            Ids::Many(v) => v,
+        }
+    }
+}
+
+fn name_hash(name: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut h);
+    h.finish()
 }
 
 fn u32_at(b: &[u8], off: usize) -> Result<u32, BtfError> {
@@ -191,13 +250,13 @@ impl Btf {
         };
         m.parse_types(data, Some((base, base_strs)))?;
         let shift = (start - base_count) as u32;
-        for t in m.types {
+        for t in std::mem::take(&mut m.types) {
             let t = shift_ids(t, base_count as u32, shift);
             let id = self.types.len() as u32;
             if let Some(n) = type_name(&t)
                 && !n.is_empty()
             {
-                self.by_name.entry(n.to_string()).or_default().push(id);
+                self.by_name.entry(name_hash(n)).or_default().push(id);
             }
             self.types.push(t);
         }
@@ -360,7 +419,7 @@ impl Btf {
             if let Some(n) = type_name(&t)
                 && !n.is_empty()
             {
-                self.by_name.entry(n.to_string()).or_default().push(id);
+                self.by_name.entry(name_hash(n)).or_default().push(id);
             }
             self.types.push(t);
         }
@@ -390,9 +449,19 @@ impl Btf {
         None
     }
 
+    /// Ids of the types named `name`, in id order.
+    fn ids_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = u32> + 'a {
+        self.by_name
+            .get(&name_hash(name))
+            .map_or(&[][..], Ids::as_slice)
+            .iter()
+            .copied()
+            .filter(move |id| self.types.get(*id as usize).and_then(type_name) == Some(name))
+    }
+
     /// The first struct (or union) with this name that has members.
     pub fn find_struct(&self, name: &str) -> Option<u32> {
-        self.by_name.get(name)?.iter().copied().find(|id| {
+        self.ids_named(name).find(|id| {
             matches!(self.get(*id), Some(Type::Struct { members, .. } | Type::Union { members, .. }) if !members.is_empty())
         })
     }
@@ -471,13 +540,10 @@ impl Btf {
 
     /// Values of an enum by name.
     pub fn enum_values(&self, name: &str) -> Option<&[(String, i64)]> {
-        self.by_name
-            .get(name)?
-            .iter()
-            .find_map(|id| match self.get(*id) {
-                Some(Type::Enum { values, .. }) if !values.is_empty() => Some(values.as_slice()),
-                _ => None,
-            })
+        self.ids_named(name).find_map(|id| match self.get(id) {
+            Some(Type::Enum { values, .. }) if !values.is_empty() => Some(values.as_slice()),
+            _ => None,
+        })
     }
 
     /// Number of arguments of a tp_btf tracepoint (`btf_trace_<name>` is a
@@ -485,7 +551,7 @@ impl Btf {
     /// the leading `__data`.
     /// Is there a type (struct, function, ...) of this name?
     pub fn has_type(&self, name: &str) -> bool {
-        self.by_name.contains_key(name)
+        self.ids_named(name).next().is_some()
     }
 
     /// Where function `name` is described: `Some(true)` in vmlinux's own
@@ -493,11 +559,10 @@ impl Btf {
     /// None nowhere (not a traceable function on this kernel: absent, or
     /// inlined everywhere).
     pub fn func_in_vmlinux(&self, name: &str) -> Option<bool> {
-        let ids = self.by_name.get(name)?;
         let mut found = None;
-        for id in ids {
-            if let Some(Type::Func { .. }) = self.types.get(*id as usize) {
-                if (*id as usize) < self.vmlinux_types {
+        for id in self.ids_named(name) {
+            if let Some(Type::Func { .. }) = self.types.get(id as usize) {
+                if (id as usize) < self.vmlinux_types {
                     return Some(true);
                 }
                 found = Some(false);
@@ -509,8 +574,8 @@ impl Btf {
     /// How many arguments function `name` takes (its first FUNC in BTF).
     /// The fentry trampoline has a limit (see KernelCaps::fentry_max_args).
     pub fn func_arg_count(&self, name: &str) -> Option<usize> {
-        self.by_name.get(name)?.iter().find_map(|id| {
-            let Some(Type::Func { proto, .. }) = self.types.get(*id as usize) else {
+        self.ids_named(name).find_map(|id| {
+            let Some(Type::Func { proto, .. }) = self.types.get(id as usize) else {
                 return None;
             };
             match self.resolve(*proto)?.1 {
@@ -521,7 +586,8 @@ impl Btf {
     }
 
     pub fn tracepoint_arity(&self, tp: &str) -> Option<usize> {
-        let id = *self.by_name.get(&format!("btf_trace_{tp}"))?.first()?;
+        let key = format!("btf_trace_{tp}");
+        let id = self.ids_named(&key).next()?;
         let (_, t) = self.resolve(id)?;
         let Type::Ptr { target } = t else {
             return None;
