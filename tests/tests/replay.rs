@@ -1,6 +1,7 @@
 //! Record and replay, without root: the recordings of real runs in
 //! tests/recordings (each scenario of the suites, on Linux 6.18 here and
-//! on the kernel-matrix VMs' Debian kernels) replayed by the real binary.
+//! on the kernel-matrix VMs' Debian 6.1 and 6.12) replayed by the real
+//! binary.
 //! Each replay must print the verdicts its run printed (`replay --check`),
 //! and each scenario's verdict must be the one it exists for.
 //!
@@ -86,15 +87,49 @@ fn every_recording_replays_as_recorded_with_its_scenarios_verdict() {
         let summary = lines.iter().find(|l| l["type"] == "summary").unwrap();
         assert_eq!(summary["flows"], flows.len(), "{scenario} on {kernel}");
     }
-    // The five incidents are all there on this machine's kernel.
-    for i in 1..=5 {
-        let name = format!("incident{i}");
-        assert!(
-            recs.iter()
-                .any(|p| scenario_and_kernel(p) == (name.clone(), "6.18".into())),
-            "no recording of {name} on 6.18"
-        );
+    // The five incidents are all there on each kernel.
+    for kernel in ["6.18", "6.12", "6.1"] {
+        for i in 1..=5 {
+            let name = format!("incident{i}");
+            assert!(
+                recs.iter()
+                    .any(|p| scenario_and_kernel(p) == (name.clone(), kernel.into())),
+                "no recording of {name} on {kernel}"
+            );
+        }
     }
+}
+
+/// Every line the recordings replay to (flows of every scenario, with the
+/// evidence kinds of all of them, and their summaries) is valid against
+/// docs/json-schema.json, the schema generated from the output types.
+#[test]
+fn replayed_lines_match_the_generated_schema() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/json-schema.json");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("docs/json-schema.json"))
+            .expect("schema JSON");
+    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+    let mut checked = 0;
+    for p in recordings() {
+        for line in replay_json(&p) {
+            let errors: Vec<String> = validator
+                .iter_errors(&line)
+                .map(|e| format!("{} at {}", e, e.instance_path()))
+                .take(5)
+                .collect();
+            assert!(
+                errors.is_empty(),
+                "{}: a line does not match the schema: {errors:#?}\n{line}",
+                p.display()
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 40, "{checked} lines checked");
+    // And the schema can fail: a flow without its verdict does not match.
+    let bad = serde_json::json!({"type": "flow", "id": 1});
+    assert!(!validator.is_valid(&bad));
 }
 
 #[test]

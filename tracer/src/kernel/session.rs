@@ -46,7 +46,6 @@ pub struct SessionOptions {
 /// What start-up found, for the operator.
 #[derive(Debug)]
 pub struct StartReport {
-    pub ready_ms: u128,
     /// Problems worth a warning line (tc errors, ...).
     pub warnings: Vec<String>,
 }
@@ -210,10 +209,8 @@ impl Session {
             last_sync: Instant::now(),
             bpf_log,
         };
-        let report = StartReport {
-            ready_ms: started.elapsed().as_millis(),
-            warnings,
-        };
+        log::debug!("session started: {:?}", started.elapsed());
+        let report = StartReport { warnings };
         Ok((session, names, report))
     }
 
@@ -223,6 +220,12 @@ impl Session {
 
     pub fn tc_mode(&self) -> TcMode {
         self.tc.mode()
+    }
+
+    /// Interfaces still being hooked in the background (a large node
+    /// without --netns/--iface: loader/tc.rs).
+    pub fn tc_pending(&self) -> bool {
+        self.tc.pending()
     }
 
     pub fn tc_interfaces(&self) -> usize {

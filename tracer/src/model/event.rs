@@ -108,7 +108,19 @@ pub fn ip_from(family: u8, b: &[u8; 16]) -> IpAddr {
 }
 
 /// A flow tuple in userspace form.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 pub struct Tuple {
     pub src: IpAddr,
     pub sport: u16,

@@ -32,7 +32,7 @@ pub fn hook_name(h: Hook) -> &'static str {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Dir {
     Request,
@@ -154,6 +154,24 @@ impl Serialize for Nud {
     }
 }
 
+/// NUD states by name, `|`-joined: `REACHABLE`, `INCOMPLETE|FAILED`.
+impl schemars::JsonSchema for Nud {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Nud".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "NUD states by name, |-joined (include/uapi/linux/neighbour.h)"
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Nud {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Nud, D::Error> {
         let s = String::deserialize(d)?;
@@ -199,7 +217,7 @@ pub fn icmp_desc(family_v6: bool, ty: u8, code: u8) -> String {
 /// Hook-specific facts of a hop. Kept small (the common `Packet` variant is
 /// 12 bytes): every hop of every flow pays the size of the largest variant,
 /// so the rare large ones are boxed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum HopData {
     Packet {
@@ -228,20 +246,20 @@ pub enum HopData {
     Neigh(Box<NeighData>),
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DropData {
     pub reason: Name,
     pub reason_code: u32,
     pub location: Name,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SockData {
     pub old_state: Name,
     pub new_state: Name,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FibData {
     pub table: u32,
     pub err: i32,
@@ -256,7 +274,7 @@ pub struct FibData {
     pub rtype: u8,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FuncData {
     /// Kernel function name.
     pub func: Name,
@@ -277,7 +295,7 @@ pub struct FuncData {
     pub detail: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NeighData {
     pub addr: IpAddr,
     /// The state before the event.

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::node::netns::addresses_in;
 
 /// Whether an owner change added or removed the address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum OwnerEvent {
     Added,
@@ -26,7 +26,7 @@ impl std::fmt::Display for OwnerEvent {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OwnerChange {
     /// Milliseconds since tracing started.
     pub t_ms: u64,

@@ -68,13 +68,16 @@ impl<W: Write> Sink for TextSink<W> {
 impl<W: Write> Sink for JsonSink<W> {
     fn probe_errors(&mut self, plan: &[ProbeStatus]) {
         for p in plan.iter().filter(|p| p.missing()) {
-            let line = serde_json::json!({
-                "type": "probe_error",
-                "hook": p.hook,
-                "core": p.core,
-                "error": p.error,
-            });
-            emit(&mut self.out, &line.to_string());
+            let line = ProbeErrorOut {
+                type_: "probe_error",
+                hook: &p.hook,
+                core: p.core,
+                error: p.error.as_deref(),
+            };
+            emit(
+                &mut self.out,
+                &serde_json::to_string(&line).expect("a probe error serializes"),
+            );
         }
     }
 
@@ -96,5 +99,58 @@ pub fn stdout_sink(json: bool) -> Box<dyn Sink> {
         Box::new(JsonSink::new(std::io::stdout()))
     } else {
         Box::new(TextSink::new(std::io::stdout()))
+    }
+}
+
+/// A `{"type":"probe_error", ...}` line: a hook that could not be attached.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub(crate) struct ProbeErrorOut<'a> {
+    #[serde(rename = "type")]
+    type_: &'static str,
+    hook: &'a str,
+    /// Part of the timeline every verdict relies on.
+    core: bool,
+    error: Option<&'a str>,
+}
+
+/// The JSON schema of `-o json`'s lines (`flow`, `summary`,
+/// `probe_error`), generated from the types that write them
+/// (docs/json-schema.json; docs/json-schema.md says what the fields mean).
+pub fn json_schema() -> serde_json::Value {
+    let mut g = schemars::generate::SchemaSettings::draft2020_12().into_generator();
+    let lines = [
+        ("flow", g.subschema_for::<render::FlowOut<'static>>()),
+        ("summary", g.subschema_for::<Summary>()),
+        ("probe_error", g.subschema_for::<ProbeErrorOut<'static>>()),
+    ];
+    let defs = g.take_definitions(true);
+    serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "tracer follow -o json: one object per line",
+        "oneOf": lines.iter().map(|(_, s)| s).collect::<Vec<_>>(),
+        "$defs": defs,
+    })
+}
+
+#[cfg(test)]
+mod schema_tests {
+    /// docs/json-schema.json is what the types generate now. After a change
+    /// to an output type: `TRACER_BLESS=1 cargo test -p tracer schema` rewrites
+    /// it (and docs/json-schema.md should say what changed).
+    #[test]
+    fn schema_file_is_generated_from_the_types() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/json-schema.json");
+        let now = serde_json::to_string_pretty(&super::json_schema()).unwrap() + "\n";
+        if std::env::var_os("TRACER_BLESS").is_some() {
+            std::fs::write(path, &now).unwrap();
+        }
+        let file = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            file == now,
+            "docs/json-schema.json is not what the output types generate: run TRACER_BLESS=1 cargo test -p tracer schema"
+        );
+        for line in ["flow", "summary", "probe_error"] {
+            assert!(now.contains(&format!("\"const\": \"{line}\"")) || now.contains(line));
+        }
     }
 }

@@ -15,8 +15,8 @@ use crate::{
 /// `serde_json::Value` (a BTreeMap per object, a String per key) made
 /// printing 20 000 settled flows take the loop away from the ring buffer
 /// long enough to lose events.
-#[derive(Serialize)]
-struct FlowOut<'a> {
+#[derive(Serialize, schemars::JsonSchema)]
+pub(crate) struct FlowOut<'a> {
     #[serde(rename = "type")]
     type_: &'static str,
     id: u64,
@@ -34,7 +34,7 @@ struct FlowOut<'a> {
     hops: Vec<HopOut<'a>>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct HopOut<'a> {
     t_us: f64,
     ts_ns: u64,

@@ -9,7 +9,7 @@ use crate::{
     kernel::loader::Counters, kernel::loader::probes::ProbeStatus, node::vip::OwnerChange,
 };
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     /// Always "summary".
     #[serde(rename = "type")]
@@ -45,7 +45,7 @@ pub struct Summary {
     pub replay: Option<ReplayInfo>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TcSummary {
     /// "tcx" or "netlink".
     pub mode: String,
@@ -54,7 +54,7 @@ pub struct TcSummary {
     pub ready_ms: u64,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VipSummary {
     /// Who holds the target at the end ("ADDR on DEV in netns NS").
     pub owners: Vec<String>,
@@ -62,13 +62,13 @@ pub struct VipSummary {
     pub macs: Vec<MacSeen>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MacSeen {
     pub addr: IpAddr,
     pub mac: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReplayInfo {
     pub file: String,
     /// The kernel release the recording was made on.

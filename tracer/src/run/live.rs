@@ -62,6 +62,12 @@ fn started_banner(opts: &FollowOptions, session: &Session, ready_ms: u128) {
         session.tc_mode(),
         opts.session.netns.len().max(1),
     ));
+    if session.tc_pending() {
+        diag::info(
+            "tc: the other interfaces are being hooked in the background \
+             (each tcx link waits for the kernel; the device tracepoints see them meanwhile)",
+        );
+    }
     diag::info(&format!("backends: {}", probes::backend_summary(plan)));
     for p in plan.iter().filter(|p| p.missing() && p.core) {
         diag::warn(&format!(
@@ -156,20 +162,22 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
         }
         None => None,
     };
-    started_banner(&opts, &session, start.ready_ms);
-    for w in &start.warnings {
-        diag::warn(w);
-    }
-    sink.probe_errors(session.plan());
     let target = opts.session.target;
     let mut vip = VipWatch::new(watched_netns(&opts.session.netns));
     vip.start(&|a| target.contains(a));
     let env = LiveEnv::new(vip, baseline.join().unwrap_or_default());
+    // Ready as the ready file says it: everything above is done.
+    let ready_ms = started.elapsed().as_millis();
     let _ready = opts
         .ready_file
         .as_deref()
         .map(ReadyFile::create)
         .transpose()?;
+    started_banner(&opts, &session, ready_ms);
+    for w in &start.warnings {
+        diag::warn(w);
+    }
+    sink.probe_errors(session.plan());
     let mut live = Live {
         base: completeness_base(session.plan()),
         session,
@@ -217,7 +225,7 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
             }
         }
     };
-    live.finish(&opts, stop, start.ready_ms);
+    live.finish(&opts, stop, ready_ms);
     Ok(())
 }
 

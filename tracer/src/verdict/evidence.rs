@@ -19,7 +19,7 @@ use crate::{
 
 /// An address and port; shown as `10.0.0.1:80`, `[fd00::1]:80`, or the
 /// address alone when the port is 0.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Endpoint {
     pub addr: IpAddr,
     pub port: u16,
@@ -43,7 +43,17 @@ impl fmt::Display for Endpoint {
 
 /// One fact behind a verdict. Namespaces are their labels (`netns` of a
 /// hop), devices their names.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, EnumDiscriminants, IntoStaticStr)]
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    EnumDiscriminants,
+    IntoStaticStr,
+    schemars::JsonSchema,
+)]
 #[serde(remote = "Self", tag = "kind", rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 #[strum_discriminants(
@@ -607,6 +617,31 @@ impl fmt::Display for Item {
             write!(f, " ({} times)", self.count)?;
         }
         Ok(())
+    }
+}
+
+/// A fact's object: its kind's fields, `text`, and `count` when seen more
+/// than once.
+impl schemars::JsonSchema for Item {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "EvidenceItem".into()
+    }
+
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let fact = g.subschema_for::<Evidence>();
+        schemars::json_schema!({
+            "allOf": [
+                fact,
+                {
+                    "type": "object",
+                    "properties": {
+                        "text": {"type": "string", "description": "the fact as a sentence, with \" (N times)\" when counted"},
+                        "count": {"type": "integer", "minimum": 2, "description": "how many hops gave this fact, when more than one"}
+                    },
+                    "required": ["text"]
+                }
+            ]
+        })
     }
 }
 

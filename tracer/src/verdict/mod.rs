@@ -13,7 +13,9 @@ use serde::Serialize;
 
 use crate::{model::flow::Flow, node::netfilter::NfRule};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     Delivered,
@@ -35,7 +37,7 @@ impl Kind {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Verdict {
     pub kind: Kind,
     pub reason: String,

@@ -467,7 +467,7 @@ pub fn registry_symbols(kallsyms: &str, wanted: &[&str]) -> Vec<String> {
 }
 
 /// What was decided and what happened for one hook.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[expect(
     clippy::struct_excessive_bools,
     reason = "a status record: each flag is a fact reported as such"
