@@ -5,6 +5,7 @@
 pub mod command;
 pub mod ipvs;
 pub mod netfilter;
+pub mod netlink;
 pub mod netns;
 pub mod procstat;
 pub mod vip;

@@ -135,67 +135,24 @@ const NFPROTO_IPV6: u8 = 10;
 /// NFT_MSG_GETTABLE dump. None on any error (the caller then asks
 /// iptables-save anyway).
 fn nft_table_families() -> Option<Vec<u8>> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     const NFNL_SUBSYS_NFTABLES: u16 = 10;
     const NFT_MSG_NEWTABLE: u16 = 0;
     const NFT_MSG_GETTABLE: u16 = 1;
-    // SAFETY: plain socket(2); the fd is owned below.
-    let raw = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            libc::NETLINK_NETFILTER,
-        )
-    };
-    if raw < 0 {
-        return None;
-    }
-    // SAFETY: a new fd nothing else owns.
-    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
-    // nlmsghdr (16 bytes) + nfgenmsg (family AF_UNSPEC, version 0, res_id 0).
-    let mut req = [0u8; 20];
-    req[0..4].copy_from_slice(&20u32.to_ne_bytes());
-    req[4..6].copy_from_slice(&((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETTABLE).to_ne_bytes());
-    req[6..8].copy_from_slice(&((libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16).to_ne_bytes());
-    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
-    // SAFETY: sending a buffer we own, of its length.
-    let sent = unsafe { libc::send(sock.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) };
-    if sent != req.len() as isize {
-        return None;
-    }
     let mut families = Vec::new();
-    let mut buf = vec![0u8; 32 * 1024];
-    loop {
-        // SAFETY: receiving into a buffer we own, of its length.
-        let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n <= 0 {
-            return None;
-        }
-        let mut msgs = &buf[..n as usize];
-        while msgs.len() >= 16 {
-            let len = u32::from_ne_bytes(msgs[0..4].try_into().ok()?) as usize;
-            let ty = u16::from_ne_bytes(msgs[4..6].try_into().ok()?);
-            if len < 16 || len > msgs.len() {
-                return None;
+    // nfgenmsg: family AF_UNSPEC, version 0, res_id 0.
+    super::netlink::dump(
+        libc::NETLINK_NETFILTER,
+        (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETTABLE,
+        &[0u8; 4],
+        &mut |ty, msg| {
+            if ty == (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWTABLE
+                && let Some(f) = msg.get(16)
+            {
+                families.push(*f);
             }
-            match ty {
-                t if t == libc::NLMSG_DONE as u16 => return Some(families),
-                t if t == libc::NLMSG_ERROR as u16 => {
-                    let err = i32::from_ne_bytes(msgs.get(16..20)?.try_into().ok()?);
-                    if err != 0 {
-                        return None;
-                    }
-                }
-                t if t == (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWTABLE => {
-                    families.push(*msgs.get(16)?);
-                }
-                _ => {}
-            }
-            // Messages are 4-byte aligned.
-            let next = (len + 3) & !3;
-            msgs = msgs.get(next..).unwrap_or(&[]);
-        }
-    }
+        },
+    )?;
+    Some(families)
 }
 
 /// Rules whose counter moved since `before` (all rules with packets when

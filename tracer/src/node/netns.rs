@@ -130,66 +130,26 @@ fn getifaddrs_addresses() -> Vec<IfAddr> {
 /// The addresses of this thread's namespace by rtnetlink; None on any
 /// error.
 fn rtnl_addresses() -> Option<Vec<IfAddr>> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     const IFA_ADDRESS: u16 = 1;
     const IFA_LOCAL: u16 = 2;
     const IFA_LABEL: u16 = 3;
-    // SAFETY: plain socket(2); the fd is owned below.
-    let raw = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            libc::NETLINK_ROUTE,
-        )
-    };
-    if raw < 0 {
-        return None;
-    }
-    // SAFETY: a new fd nothing else owns.
-    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
     let mut out = Vec::new();
     let mut names: std::collections::HashMap<u32, String> = Default::default();
-    let mut buf = vec![0u8; 32 * 1024];
-    for (seq, family) in [(1u32, libc::AF_INET as u8), (2, libc::AF_INET6 as u8)] {
-        // nlmsghdr + ifaddrmsg (family, prefixlen, flags, scope, index).
-        let mut req = [0u8; 24];
-        req[0..4].copy_from_slice(&24u32.to_ne_bytes());
-        req[4..6].copy_from_slice(&libc::RTM_GETADDR.to_ne_bytes());
-        req[6..8].copy_from_slice(&((libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16).to_ne_bytes());
-        req[8..12].copy_from_slice(&seq.to_ne_bytes());
-        req[16] = family;
-        // SAFETY: sending a buffer we own, of its length.
-        let sent = unsafe { libc::send(sock.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) };
-        if sent != req.len() as isize {
-            return None;
-        }
-        'dump: loop {
-            // SAFETY: receiving into a buffer we own, of its length.
-            let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-            if n <= 0 {
-                return None;
-            }
-            let mut msgs = &buf[..n as usize];
-            while msgs.len() >= 16 {
-                let len = u32::from_ne_bytes(msgs[0..4].try_into().ok()?) as usize;
-                let ty = u16::from_ne_bytes(msgs[4..6].try_into().ok()?);
-                if len < 16 || len > msgs.len() {
-                    return None;
+    for family in [libc::AF_INET as u8, libc::AF_INET6 as u8] {
+        // ifaddrmsg: family, prefixlen, flags, scope, index.
+        let body = [family, 0, 0, 0, 0, 0, 0, 0];
+        super::netlink::dump(
+            libc::NETLINK_ROUTE,
+            libc::RTM_GETADDR,
+            &body,
+            &mut |ty, msg| {
+                if ty == libc::RTM_NEWADDR
+                    && let Some(a) = parse_newaddr(msg, &mut names)
+                {
+                    out.push(a);
                 }
-                let msg = &msgs[..len];
-                match ty {
-                    t if t == libc::NLMSG_DONE as u16 => break 'dump,
-                    t if t == libc::NLMSG_ERROR as u16 => return None,
-                    t if t == libc::RTM_NEWADDR => {
-                        if let Some(a) = parse_newaddr(msg, &mut names) {
-                            out.push(a);
-                        }
-                    }
-                    _ => {}
-                }
-                msgs = msgs.get((len + 3) & !3..).unwrap_or(&[]);
-            }
-        }
+            },
+        )?;
     }
     return Some(out);
 
