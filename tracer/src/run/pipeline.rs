@@ -70,10 +70,6 @@ impl Pipeline {
         self.flows.len()
     }
 
-    pub fn names_mut(&mut self) -> &mut Names {
-        &mut self.names
-    }
-
     pub fn names(&self) -> &Names {
         &self.names
     }
