@@ -212,14 +212,6 @@ pub trait PreparedEnv {
     fn env(&self) -> &dyn Env;
 }
 
-impl PreparedEnv for crate::verdict::Inventory {
-    fn prepare(&mut self, _names: &mut Names, _flow: &Flow) {}
-
-    fn env(&self) -> &dyn Env {
-        self
-    }
-}
-
 /// What a flow's printed verdict is compared on: (kind, reason), hashed;
 /// never 0 (0 means "not printed").
 fn verdict_key(v: &Verdict) -> u64 {
