@@ -2,7 +2,12 @@
 //! linked by bpf-linker) and leaves the object in OUT_DIR for
 //! `include_bytes_aligned!`.
 
-use std::path::PathBuf;
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use sha2::{Digest, Sha256};
 
 fn main() -> anyhow::Result<()> {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?);
@@ -31,7 +36,7 @@ fn main() -> anyhow::Result<()> {
         let out = PathBuf::from(std::env::var("OUT_DIR")?);
         std::fs::write(out.join("tracer"), [])?;
         println!("cargo:rustc-cfg=tracer_no_ebpf");
-        return Ok(());
+        return version_line(&manifest);
     }
     aya_build::build_ebpf(
         [aya_build::Package {
@@ -40,5 +45,63 @@ fn main() -> anyhow::Result<()> {
             ..Default::default()
         }],
         aya_build::Toolchain::default(),
-    )
+    )?;
+    version_line(&manifest)
+}
+
+/// `tracer --version`: the crate version, the commit it was built from
+/// ($TRACER_COMMIT when there is no git checkout), the aya it links
+/// (from Cargo.lock), the first 16 hex digits of the SHA-256 of the
+/// embedded eBPF object (which build of the kernel programs this is) and
+/// the target. Passed to the crate as TRACER_VERSION_LINE.
+fn version_line(manifest: &Path) -> anyhow::Result<()> {
+    let root = manifest.join("..");
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .current_dir(&root)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    println!("cargo:rerun-if-env-changed=TRACER_COMMIT");
+    let commit = match std::env::var("TRACER_COMMIT") {
+        Ok(c) => c,
+        Err(_) => {
+            // Rebuild when HEAD moves: HEAD itself, the branch it names,
+            // and packed-refs.
+            let mut watch = vec!["HEAD".to_string(), "packed-refs".to_string()];
+            watch.extend(git(&["symbolic-ref", "-q", "HEAD"]));
+            for w in watch {
+                if let Some(p) = git(&["rev-parse", "--git-path", &w]) {
+                    println!("cargo:rerun-if-changed={}", root.join(p).display());
+                }
+            }
+            git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into())
+        }
+    };
+    let lock = std::fs::read_to_string(root.join("Cargo.lock")).unwrap_or_default();
+    println!("cargo:rerun-if-changed={}", root.join("Cargo.lock").display());
+    let aya = lock
+        .split("[[package]]")
+        .find(|p| p.lines().any(|l| l.trim() == "name = \"aya\""))
+        .and_then(|p| p.lines().find_map(|l| l.trim().strip_prefix("version = ")))
+        .map_or_else(|| "unknown".to_string(), |v| v.trim_matches('"').to_string());
+    let out = PathBuf::from(std::env::var("OUT_DIR")?);
+    let object = std::fs::read(out.join("tracer"))?;
+    let id: String = if object.is_empty() {
+        "none".into()
+    } else {
+        Sha256::digest(&object)[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let target = std::env::var("TARGET")?;
+    println!(
+        "cargo:rustc-env=TRACER_VERSION_LINE={} (commit {commit}, aya {aya}, ebpf {id}, {target})",
+        std::env::var("CARGO_PKG_VERSION")?
+    );
+    Ok(())
 }

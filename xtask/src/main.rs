@@ -1,4 +1,4 @@
-//! Project chores: `cargo xtask setup | build | demo | test | bench | vm`.
+//! Project chores: `cargo xtask setup | build | dist | demo | test | bench | vm`.
 //! xtask only orchestrates; tracer/build.rs builds the kernel programs.
 #![allow(
     clippy::print_stdout,
@@ -10,6 +10,7 @@ mod bench;
 mod build;
 mod cmd;
 mod demo;
+mod dist;
 mod setup;
 mod test;
 mod vm;
@@ -31,6 +32,8 @@ enum Task {
     Setup,
     /// Build the release tracer (and the test helpers).
     Build,
+    /// Static release binaries (musl, x86_64 and aarch64) and SHA256SUMS in dist/.
+    Dist(dist::DistArgs),
     /// Set up, build, and run the built-in demo incident.
     Demo(demo::DemoArgs),
     /// Set up and run every check and test (what CI runs).
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
     let result = match Cli::parse().task {
         Task::Setup => setup::run(),
         Task::Build => build::run(),
+        Task::Dist(a) => dist::run(a),
         Task::Demo(a) => demo::run(a),
         Task::Test(a) => test::run(a),
         Task::Bench(a) => bench::run(a),

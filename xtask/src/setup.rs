@@ -94,6 +94,14 @@ fn rust() -> Result<()> {
     if !nightly_tools.lines().any(|l| l.starts_with("clippy")) {
         sh(Command::new("rustup").args(["component", "add", "clippy", "--toolchain", "nightly"]))?;
     }
+    // The static release binaries (`cargo xtask dist`): musl std for both
+    // architectures; aarch64 links with rustup's rust-lld.
+    let targets = output(Command::new("rustup").args(["target", "list", "--installed"]));
+    for (t, _) in crate::dist::TARGETS {
+        if !targets.lines().any(|l| l.trim() == *t) {
+            sh(Command::new("rustup").args(["target", "add", t]))?;
+        }
+    }
     eprintln!("setup: rust toolchains ready");
     Ok(())
 }

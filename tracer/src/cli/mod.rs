@@ -13,7 +13,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 #[derive(Debug, Parser)]
 #[command(
     name = "tracer",
-    version,
+    version = env!("TRACER_VERSION_LINE"),
     about = "Follow packets to a Service ClusterIP, VIP or link-local address through this node and say where they were dropped or misrouted, and why."
 )]
 pub struct Cli {

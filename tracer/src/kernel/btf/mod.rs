@@ -130,6 +130,7 @@ impl Drop for Btf {
     /// start (aya's own parse of the same BTF, right after) came on top of
     /// them and made the start-up peak (55 MiB). Hand the pages back here.
     fn drop(&mut self) {
+        #[cfg(target_env = "gnu")]
         let big = self.types.len() > 10_000;
         self.types = Vec::new();
         self.by_name = HashMap::new();
