@@ -66,9 +66,10 @@ fn version_line(manifest: &Path) -> anyhow::Result<()> {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
     println!("cargo:rerun-if-env-changed=TRACER_COMMIT");
-    let commit = match std::env::var("TRACER_COMMIT") {
-        Ok(c) => c,
-        Err(_) => {
+    let commit = if let Ok(c) = std::env::var("TRACER_COMMIT") {
+        c
+    } else {
+        {
             // Rebuild when HEAD moves: HEAD itself, the branch it names,
             // and packed-refs.
             let mut watch = vec!["HEAD".to_string(), "packed-refs".to_string()];
@@ -82,12 +83,18 @@ fn version_line(manifest: &Path) -> anyhow::Result<()> {
         }
     };
     let lock = std::fs::read_to_string(root.join("Cargo.lock")).unwrap_or_default();
-    println!("cargo:rerun-if-changed={}", root.join("Cargo.lock").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        root.join("Cargo.lock").display()
+    );
     let aya = lock
         .split("[[package]]")
         .find(|p| p.lines().any(|l| l.trim() == "name = \"aya\""))
         .and_then(|p| p.lines().find_map(|l| l.trim().strip_prefix("version = ")))
-        .map_or_else(|| "unknown".to_string(), |v| v.trim_matches('"').to_string());
+        .map_or_else(
+            || "unknown".to_string(),
+            |v| v.trim_matches('"').to_string(),
+        );
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
     let object = std::fs::read(out.join("tracer"))?;
     let id: String = if object.is_empty() {
@@ -95,8 +102,11 @@ fn version_line(manifest: &Path) -> anyhow::Result<()> {
     } else {
         Sha256::digest(&object)[..8]
             .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+            .fold(String::new(), |mut s, b| {
+                use std::fmt::Write;
+                let _ = write!(s, "{b:02x}");
+                s
+            })
     };
     let target = std::env::var("TARGET")?;
     println!(

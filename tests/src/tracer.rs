@@ -24,6 +24,40 @@ pub fn tracer_bin() -> PathBuf {
     panic!("tracer binary not found: build it (cargo xtask build) or set TRACER_BIN");
 }
 
+thread_local! {
+    /// A command line that runs tracer instead of [`tracer_bin`] on this
+    /// thread (each test runs on its own): e.g. `podman run ... IMAGE
+    /// tracer`, to which tracer's arguments are appended.
+    static LAUNCHER: std::cell::RefCell<Option<Vec<String>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Run `f` with tracer started through `launcher` (see [`LAUNCHER`]).
+pub fn with_launcher<T>(launcher: Vec<String>, f: impl FnOnce() -> T) -> T {
+    LAUNCHER.with(|l| *l.borrow_mut() = Some(launcher));
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            LAUNCHER.with(|l| *l.borrow_mut() = None);
+        }
+    }
+    let _reset = Reset;
+    f()
+}
+
+/// The command that starts tracer: the launcher of this thread, if any,
+/// else the binary.
+pub fn tracer_command() -> Command {
+    LAUNCHER.with(|l| match l.borrow().as_deref() {
+        Some([program, args @ ..]) => {
+            let mut c = Command::new(program);
+            c.args(args);
+            c
+        }
+        _ => Command::new(tracer_bin()),
+    })
+}
+
 /// The netprobe helper built next to this test binary.
 pub fn netprobe_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("NETPROBE_BIN") {
@@ -162,7 +196,7 @@ impl TracerRun {
             crate::netns::unique_prefix()
         ));
         let _ = std::fs::remove_file(&ready);
-        let mut cmd = Command::new(tracer_bin());
+        let mut cmd = tracer_command();
         cmd.args(["follow", target, "-o", format, "--ready-file"])
             .arg(&ready)
             .args(extra)

@@ -12,7 +12,6 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use sha2::{Digest, Sha256};
 
 use crate::cmd::{root, run as sh};
 
@@ -31,7 +30,9 @@ pub(crate) struct DistArgs {
 
 /// The artifact's path for an architecture.
 pub(crate) fn artifact(arch: &str) -> PathBuf {
-    root().join("dist").join(format!("tracer-{arch}-linux-musl"))
+    root()
+        .join("dist")
+        .join(format!("tracer-{arch}-linux-musl"))
 }
 
 /// Build the static binary of one target into dist/ and return its path.
@@ -92,10 +93,7 @@ fn write_sums() -> Result<String> {
     for (_, arch) in TARGETS {
         let p = artifact(arch);
         if let Ok(bytes) = std::fs::read(&p) {
-            let hex: String = Sha256::digest(&bytes)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
+            let hex = crate::image::sha256_hex(&bytes);
             let name = p.file_name().expect("file name").to_string_lossy();
             sums.push_str(&format!("{hex}  {name}\n"));
         }

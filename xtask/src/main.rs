@@ -1,4 +1,4 @@
-//! Project chores: `cargo xtask setup | build | dist | demo | test | bench | vm`.
+//! Project chores: `cargo xtask setup | build | dist | image | demo | test | bench | vm`.
 //! xtask only orchestrates; tracer/build.rs builds the kernel programs.
 #![allow(
     clippy::print_stdout,
@@ -11,6 +11,7 @@ mod build;
 mod cmd;
 mod demo;
 mod dist;
+mod image;
 mod setup;
 mod test;
 mod vm;
@@ -34,6 +35,8 @@ enum Task {
     Build,
     /// Static release binaries (musl, x86_64 and aarch64) and SHA256SUMS in dist/.
     Dist(dist::DistArgs),
+    /// Container images (OCI archives of the static binaries) in dist/.
+    Image(image::ImageArgs),
     /// Set up, build, and run the built-in demo incident.
     Demo(demo::DemoArgs),
     /// Set up and run every check and test (what CI runs).
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
         Task::Setup => setup::run(),
         Task::Build => build::run(),
         Task::Dist(a) => dist::run(a),
+        Task::Image(a) => image::run(a),
         Task::Demo(a) => demo::run(a),
         Task::Test(a) => test::run(a),
         Task::Bench(a) => bench::run(a),

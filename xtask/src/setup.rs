@@ -24,6 +24,10 @@ pub(crate) const APT: &[&str] = &[
     "tcpdump",
     "iperf3",
     "util-linux",
+    // The image test: podman loads and runs `cargo xtask image`'s archive
+    // (runc: crun refuses this machine's hybrid cgroups).
+    "podman",
+    "runc",
 ];
 
 const BPF_LINKER: &str = "0.13.0";

@@ -151,6 +151,13 @@ pub(crate) fn run(a: TestArgs) -> Result<ExitCode> {
     if !a.unit_only {
         let built = crate::build::release().is_ok();
         t.stage("release build", built);
+        // The release artifacts the dist tests check (static binaries,
+        // images); their failure shows in those tests too.
+        let dist = crate::image::build(&[]);
+        if let Err(e) = &dist {
+            eprintln!("dist: {e:#}");
+        }
+        t.stage("static binaries and images (dist/)", dist.is_ok());
         if built {
             if !is_root() {
                 eprintln!(

@@ -94,6 +94,13 @@ fn host_checks() -> Vec<Check> {
             },
         ),
         check("kernel", true, Status::Ok, kernel.trim()),
+        check(
+            "host root",
+            true,
+            Status::Ok,
+            crate::node::hostroot::get().describe(),
+        ),
+        named_netns(),
         lockdown(),
         check(
             "bpffs",
@@ -111,6 +118,25 @@ fn host_checks() -> Vec<Check> {
     ]
 }
 
+/// The node's named namespaces, where tracer looks for them.
+fn named_netns() -> Check {
+    let dir = crate::node::netns::named_dir();
+    let n = crate::node::netns::named().len();
+    check(
+        "named netns",
+        true,
+        Status::Ok,
+        if dir.is_dir() {
+            format!("{n} in {}", dir.display())
+        } else {
+            format!(
+                "none ({} does not exist; pods are still found by their processes)",
+                dir.display()
+            )
+        },
+    )
+}
+
 /// BTF, the offsets and names read from it, and the hook plan.
 fn btf_checks() -> (Vec<Check>, Vec<ProbeStatus>) {
     let btf_path = vmlinux_path();
@@ -124,7 +150,7 @@ fn btf_checks() -> (Vec<Check>, Vec<ProbeStatus>) {
         btf.is_some(),
         Status::Fail,
         match &btf {
-            Some(b) => format!("{} types", b.len()),
+            Some(b) => format!("{} types in {}", b.len(), btf_path.display()),
             None => format!(
                 "missing {}: need CONFIG_DEBUG_INFO_BTF=y",
                 btf_path.display()

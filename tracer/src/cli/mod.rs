@@ -19,6 +19,11 @@ use clap::{Parser, Subcommand, ValueEnum};
 pub struct Cli {
     #[command(subcommand)]
     pub cmd: Cmd,
+    /// The node's root filesystem when tracer runs in a container (where
+    /// /run/netns is found). Default: detected (`/proc/1/root` with the
+    /// host's PID namespace, `/host` in `kubectl debug node`, else `/`).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub host_root: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -48,6 +53,7 @@ pub enum TcAttach {
 }
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
+    crate::node::hostroot::init(cli.host_root.as_deref())?;
     match cli.cmd {
         Cmd::Follow(a) => follow::run(a),
         Cmd::Doctor(a) => doctor::run(a),

@@ -39,12 +39,13 @@ pub fn resolve_netns(spec: &str) -> Result<NetnsRef> {
     } else if spec.contains('/') {
         PathBuf::from(spec)
     } else {
-        PathBuf::from(format!("/run/netns/{spec}"))
+        crate::node::hostroot::get().join(NAMED_DIR).join(spec)
     };
     let Some(inode) = netns_inode(&path) else {
         bail!(
-            "network namespace '{spec}' not found ({} does not exist); give a name under /run/netns, a path, or a PID",
-            path.display()
+            "network namespace '{spec}' not found ({} does not exist); give a name under {}, a path, or a PID",
+            path.display(),
+            named_dir().display()
         );
     };
     // It must really be a network namespace.
@@ -218,9 +219,15 @@ pub fn addresses_in(path: &Path) -> Result<Vec<IfAddr>> {
 /// Where named namespaces live (`ip netns add NAME`).
 pub const NAMED_DIR: &str = "/run/netns";
 
+/// The node's directory of named namespaces (under the host root when
+/// tracer runs in a container).
+pub fn named_dir() -> PathBuf {
+    crate::node::hostroot::get().join(NAMED_DIR)
+}
+
 /// Every named namespace: (name, path), in directory order.
 pub fn named() -> Vec<(String, PathBuf)> {
-    std::fs::read_dir(NAMED_DIR)
+    std::fs::read_dir(named_dir())
         .map(|rd| {
             rd.flatten()
                 .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))

@@ -27,9 +27,18 @@ const MAGIC: u16 = 0xeb9f;
 
 /// The kernel's BTF, `/sys/kernel/btf/vmlinux`, unless `TRACER_BTF` names
 /// another file (tests use it to check the no-BTF path; module BTF is then
-/// looked up beside it).
+/// looked up beside it). In a container whose /sys is not the host's, the
+/// host root's.
 pub fn vmlinux_path() -> std::path::PathBuf {
-    std::env::var_os("TRACER_BTF").map_or_else(|| "/sys/kernel/btf/vmlinux".into(), Into::into)
+    const SYS: &str = "/sys/kernel/btf/vmlinux";
+    if let Some(p) = std::env::var_os("TRACER_BTF") {
+        return p.into();
+    }
+    if Path::new(SYS).exists() {
+        return SYS.into();
+    }
+    let host = crate::node::hostroot::get().join(SYS);
+    if host.exists() { host } else { SYS.into() }
 }
 
 pub mod kinds {

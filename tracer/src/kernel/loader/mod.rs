@@ -81,7 +81,10 @@ pub fn fentry_trial() -> Option<String> {
     if unsafe { libc::geteuid() } != 0 {
         return Some("not root: fentry not tried".into());
     }
-    let btf = match aya::Btf::from_sys_fs() {
+    let btf = match aya::Btf::parse_file(
+        crate::kernel::btf::vmlinux_path(),
+        aya::Endianness::default(),
+    ) {
         Ok(b) => b,
         Err(e) => return Some(format!("read BTF: {e}")),
     };
