@@ -112,9 +112,9 @@ impl Session {
         // plan), then the table that names drop locations.
         let (caps_tx, caps_rx) = std::sync::mpsc::channel();
         let kallsyms = std::thread::spawn(move || {
-            let text = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
-            let _ = caps_tx.send(probes::KernelCaps::probe_with(&text));
-            Kallsyms::parse(&text)
+            let table = Kallsyms::read_proc();
+            let _ = caps_tx.send(probes::KernelCaps::probe_with(&table));
+            table
         });
         let btf = Btf::from_sys()?;
         log::debug!("btf parsed: {:?}", started.elapsed());
@@ -128,16 +128,17 @@ impl Session {
 
         let filter = opts.target.filter(!opts.netns.is_empty());
         let inodes: Vec<u32> = opts.netns.iter().map(|n| n.inode).collect();
-        let aya_btf = aya::Btf::parse_file(vmlinux, aya::Endianness::default())
-            .context("read kernel BTF for program loading")?;
         let mut ebpf = loader::load(
             &filter,
             &resolved.offsets,
             &inodes,
-            &aya_btf,
+            &vmlinux,
             opts.ring_bytes,
             opts.debug_bpf,
         )?;
+        // Parsed after the loader's own parse is gone (loader::load).
+        let aya_btf = aya::Btf::parse_file(&vmlinux, aya::Endianness::default())
+            .context("read kernel BTF for program loading")?;
         let bpf_log = if opts.debug_bpf {
             Some(aya_log::EbpfLogger::init(&mut ebpf).context("read the kernel programs' log")?)
         } else {

@@ -25,12 +25,14 @@ pub enum BtfError {
 
 const MAGIC: u16 = 0xeb9f;
 
+/// Where the kernel publishes its BTF (and where aya looks by itself).
+pub const SYS: &str = "/sys/kernel/btf/vmlinux";
+
 /// The kernel's BTF, `/sys/kernel/btf/vmlinux`, unless `TRACER_BTF` names
 /// another file (tests use it to check the no-BTF path; module BTF is then
 /// looked up beside it). In a container whose /sys is not the host's, the
 /// host root's.
 pub fn vmlinux_path() -> std::path::PathBuf {
-    const SYS: &str = "/sys/kernel/btf/vmlinux";
     if let Some(p) = std::env::var_os("TRACER_BTF") {
         return p.into();
     }

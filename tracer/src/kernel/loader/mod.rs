@@ -4,7 +4,7 @@
 pub mod probes;
 pub mod tc;
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
@@ -42,16 +42,36 @@ fn object() -> Result<&'static [u8]> {
     Ok(EBPF_OBJECT)
 }
 
+/// Load the object (maps created, globals set; programs not yet
+/// verified) against the kernel BTF at `vmlinux`.
+///
+/// aya's `EbpfLoader::new()` parses /sys/kernel/btf/vmlinux by itself:
+/// for that file its parse is used, and goes with the loader before the
+/// caller parses the BTF that program loads need. Passing our own parse
+/// as well kept two parses of vmlinux BTF alive at once (~12 MiB of the
+/// start-up peak). Another file (`TRACER_BTF`, a host root's) is parsed
+/// here and replaces aya's.
 pub fn load(
     filter: &FilterConfig,
     offsets: &KernelOffsets,
     netns: &[u32],
-    btf: &aya::Btf,
+    vmlinux: &std::path::Path,
     ring_bytes: u32,
     debug_bpf: bool,
 ) -> Result<Ebpf> {
-    let mut ebpf = EbpfLoader::new()
-        .btf(Some(btf))
+    let other = if vmlinux == std::path::Path::new(crate::kernel::btf::SYS) {
+        None
+    } else {
+        Some(
+            aya::Btf::parse_file(vmlinux, aya::Endianness::default())
+                .with_context(|| format!("read kernel BTF {}", vmlinux.display()))?,
+        )
+    };
+    let mut loader = EbpfLoader::new();
+    if let Some(b) = &other {
+        loader.btf(Some(b));
+    }
+    let mut ebpf = loader
         // A ring buffer map's max_entries is its size in bytes.
         .map_max_entries("EVENTS", ring_bytes)
         .override_global("FILTER", filter, true)

@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use crate::kernel::btf::Btf;
+use crate::{kernel::btf::Btf, model::names::Kallsyms};
 
 /// Program names of a function hook: the entry program and, when the
 /// return value matters, the return program.
@@ -413,13 +413,13 @@ pub fn fentry_max_args(arch: &str, release: &str) -> Option<usize> {
 impl KernelCaps {
     /// Read the kernel's facts (fentry is tried by the loader).
     pub fn probe() -> KernelCaps {
-        Self::probe_with(&std::fs::read_to_string("/proc/kallsyms").unwrap_or_default())
+        Self::probe_with(&Kallsyms::read_proc())
     }
 
     /// [`KernelCaps::probe`] with /proc/kallsyms already read (it takes
     /// ~50 ms of kernel time to format: `follow` reads it once for this and
     /// for naming drop locations).
-    pub fn probe_with(kallsyms: &str) -> KernelCaps {
+    pub fn probe_with(kallsyms: &Kallsyms) -> KernelCaps {
         let modules = std::fs::read_to_string("/proc/modules")
             .map(|s| {
                 s.lines()
@@ -431,7 +431,7 @@ impl KernelCaps {
             .iter()
             .flat_map(|p| p.funcs.iter().copied())
             .collect();
-        let symbols = registry_symbols(kallsyms, &wanted);
+        let symbols = registry_symbols(kallsyms.text_names(), &wanted);
         KernelCaps {
             // perf_kprobe PMU: perf_event_open() for a kprobe needs it
             // (kernel/trace/trace_event_perf.c, perf_kprobe_init()).
@@ -449,17 +449,14 @@ impl KernelCaps {
     }
 }
 
-/// The registry functions present as text symbols in kallsyms text.
-pub fn registry_symbols(kallsyms: &str, wanted: &[&str]) -> Vec<String> {
-    let mut out: Vec<String> = kallsyms
-        .lines()
-        .filter_map(|l| {
-            let mut it = l.split_whitespace();
-            let _addr = it.next()?;
-            let ty = it.next()?;
-            let name = it.next()?;
-            (matches!(ty, "t" | "T") && wanted.contains(&name)).then(|| name.to_string())
-        })
+/// The registry functions among the kernel's text symbols.
+pub fn registry_symbols<'a>(
+    text_symbols: impl Iterator<Item = &'a str>,
+    wanted: &[&str],
+) -> Vec<String> {
+    let mut out: Vec<String> = text_symbols
+        .filter(|name| wanted.contains(name))
+        .map(str::to_string)
         .collect();
     out.sort();
     out.dedup();
@@ -953,7 +950,10 @@ mod tests {
     fn kallsyms_filter_keeps_text_symbols_of_the_registry() {
         let ks = "ffffffff81000000 T __icmp_send\nffffffffc0000000 t ip_vs_schedule\t[ip_vs]\nffffffff82000000 D ip_forward\nffffffff81000100 T other\n";
         assert_eq!(
-            registry_symbols(ks, &["__icmp_send", "ip_vs_schedule", "ip_forward"]),
+            registry_symbols(
+                Kallsyms::parse(ks).text_names(),
+                &["__icmp_send", "ip_vs_schedule", "ip_forward"]
+            ),
             vec!["__icmp_send".to_string(), "ip_vs_schedule".to_string()]
         );
     }
