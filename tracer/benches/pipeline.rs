@@ -114,7 +114,9 @@ fn main() {
     let (packed, bytes) = table.packed_size();
     // The unpacked flows' memory goes back to the system (in the tracer,
     // the next live flows reuse it instead).
-    // SAFETY: malloc_trim only releases free heap memory.
+    // SAFETY: malloc_trim only releases free heap memory. (musl's
+    // allocator hands freed pages back by itself and has no malloc_trim.)
+    #[cfg(target_env = "gnu")]
     unsafe {
         libc::malloc_trim(0);
     }
