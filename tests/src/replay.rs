@@ -44,7 +44,8 @@ pub fn replay_json(recording: &Path) -> Vec<Value> {
 }
 
 /// The replay of `recording` prints the same final flows (id, verdict
-/// kind, reason, where, evidence, hops) and summary counts as `followed`.
+/// kind, reason, where, evidence, hops) and summary counts as `followed`,
+/// and the same flows as they settled.
 pub fn assert_replays_as_followed(recording: &Path, followed: &TracerOutput, name: &str) {
     let lines = replay_json(recording);
     let replayed: Vec<_> = lines
@@ -57,6 +58,21 @@ pub fn assert_replays_as_followed(recording: &Path, followed: &TracerOutput, nam
         replayed,
         original,
         "{name}: replay of {} differs from follow:\n{}",
+        recording.display(),
+        followed.dump()
+    );
+    // The flows printed as they settled: the same flows (their verdicts
+    // at a tick may differ, replay judging them with the run's final
+    // facts).
+    let settled = |ls: &mut dyn Iterator<Item = &Value>| {
+        ls.filter(|l| l["type"] == "flow" && l["final"] == false)
+            .filter_map(|l| l["id"].as_u64())
+            .collect::<std::collections::BTreeSet<u64>>()
+    };
+    assert_eq!(
+        settled(&mut lines.iter()),
+        settled(&mut followed.lines.iter()),
+        "{name}: replay of {} printed other flows as they settled:\n{}",
         recording.display(),
         followed.dump()
     );

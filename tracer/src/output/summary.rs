@@ -9,7 +9,7 @@ use crate::{
     kernel::loader::Counters, kernel::loader::probes::ProbeStatus, node::vip::OwnerChange,
 };
 
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     /// Always "summary".
     #[serde(rename = "type")]
@@ -45,7 +45,7 @@ pub struct Summary {
     pub replay: Option<ReplayInfo>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TcSummary {
     /// "tcx" or "netlink".
     pub mode: String,

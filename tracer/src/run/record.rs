@@ -8,7 +8,8 @@
 //! Layout: the magic `TRACEREC`, a u16 format version (little endian),
 //! then frames of `tag: u8, len: u32 LE, payload`: one header (JSON), ring
 //! records (raw bytes, as the kernel wrote them), counted polls (binary:
-//! see [`Recorder::counted`]), and one trailer (JSON) last. A recording
+//! see [`Recorder::counted`]), ticks (when `follow` looked for settled
+//! flows: [`Recorder::tick`]), and one trailer (JSON) last. A recording
 //! without its trailer was cut short (tracer killed).
 
 use std::{
@@ -31,12 +32,17 @@ use crate::{
 
 pub const MAGIC: &[u8; 8] = b"TRACEREC";
 /// Bumped when a reader of the previous version could not read it.
-pub const VERSION: u16 = 1;
+/// Version 2 added tick frames.
+pub const VERSION: u16 = 2;
+/// The oldest version this tracer still reads (version 1 has no ticks:
+/// its replay prints the final report only).
+pub const MIN_VERSION: u16 = 1;
 
 const TAG_HEADER: u8 = 1;
 const TAG_RING: u8 = 2;
 const TAG_COUNTED: u8 = 3;
 const TAG_TRAILER: u8 = 4;
+const TAG_TICK: u8 = 5;
 
 /// Bytes of one counted total: the key, the total (u64), the netns (u32).
 const COUNTED_ITEM: usize = size_of::<AggKey>() + 8 + 4;
@@ -56,7 +62,7 @@ pub enum RecordError {
     #[error("{0} is not a tracer recording (no TRACEREC magic)")]
     NotARecording(PathBuf),
     #[error(
-        "{path} is recording format version {found}; this tracer reads version {VERSION} (replay it with the tracer that recorded it)"
+        "{path} is recording format version {found}; this tracer reads versions {MIN_VERSION} to {VERSION} (replay it with the tracer that recorded it)"
     )]
     Version { path: PathBuf, found: u16 },
     #[error(
@@ -231,6 +237,17 @@ impl Recorder {
         self.frame(TAG_COUNTED, &payload);
     }
 
+    /// One look for settled flows: the monotonic time it judged quiet
+    /// flows by (u64 LE ns) and whether the target's owners had changed
+    /// (u8), so that replay prints the flows `follow` printed as they
+    /// settled, at the same points of the record stream.
+    pub fn tick(&mut self, now_ns: u64, recheck: bool) {
+        let mut b = [0u8; 9];
+        b[..8].copy_from_slice(&now_ns.to_le_bytes());
+        b[8] = u8::from(recheck);
+        self.frame(TAG_TICK, &b);
+    }
+
     /// Write the trailer and flush; the file is complete.
     pub fn finish(mut self, trailer: &Trailer) -> Result<u64, RecordError> {
         let json = serde_json::to_vec(trailer).expect("a trailer serializes");
@@ -267,6 +284,11 @@ fn agg_key_bytes(k: &AggKey) -> &[u8] {
 pub enum Frame {
     Ring(Bytes),
     Counted(Vec<(AggKey, u64, u32)>),
+    /// `follow` printed the flows settled by `now_ns`.
+    Tick {
+        now_ns: u64,
+        recheck: bool,
+    },
 }
 
 /// A recording read whole.
@@ -299,7 +321,7 @@ impl Recording {
             });
         }
         let found = data.get_u16_le();
-        if found != VERSION {
+        if !(MIN_VERSION..=VERSION).contains(&found) {
             return Err(RecordError::Version {
                 path: path.into(),
                 found,
@@ -340,6 +362,15 @@ impl Recording {
                 TAG_COUNTED => frames.push(Frame::Counted(
                     counted_items(&payload).map_err(|why| corrupt("counted poll", at, why))?,
                 )),
+                TAG_TICK => {
+                    let b: [u8; 9] = payload[..]
+                        .try_into()
+                        .map_err(|_| corrupt("tick", at, format!("{len} bytes, not 9")))?;
+                    frames.push(Frame::Tick {
+                        now_ns: u64::from_le_bytes(b[..8].try_into().expect("8 bytes")),
+                        recheck: b[8] != 0,
+                    });
+                }
                 TAG_TRAILER => {
                     trailer = Some(
                         serde_json::from_slice(&payload)
@@ -380,4 +411,68 @@ fn counted_items(mut b: &[u8]) -> Result<Vec<(AggKey, u64, u32)>, String> {
         v.push((k, total, netns));
     }
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trailer() -> Trailer {
+        Trailer {
+            drop_reasons: BTreeMap::new(),
+            rst_reasons: BTreeMap::new(),
+            netns_names: BTreeMap::from([(7, "pod".to_string())]),
+            locations: BTreeMap::new(),
+            facts: Facts::default(),
+            completeness: Completeness::default(),
+            summary: Summary::default(),
+            verdicts: Vec::new(),
+        }
+    }
+
+    /// Every frame kind comes back as written, in order; a version-1 file
+    /// (no ticks) is still read, a future version is refused.
+    #[test]
+    fn frames_round_trip() {
+        let path = std::env::temp_dir().join(format!("tracer-rec-unit-{}", std::process::id()));
+        let header = Header {
+            tracer_version: "t".into(),
+            kernel: "k".into(),
+            target: "10.0.0.1:53".into(),
+            proto: None,
+            max_flows: 10,
+            started_unix_ms: 1,
+        };
+        let mut r = Recorder::create(&path, &header).unwrap();
+        r.ring(&[1, 2, 3]);
+        r.tick(42, true);
+        r.counted(&[]);
+        r.tick(43, false);
+        r.finish(&trailer()).unwrap();
+        let mut data = std::fs::read(&path).unwrap();
+        let rec = Recording::parse(&path, Bytes::from(data.clone())).unwrap();
+        let kinds: Vec<String> = rec
+            .frames
+            .iter()
+            .map(|f| match f {
+                Frame::Ring(b) => format!("ring {b:?}"),
+                Frame::Counted(t) => format!("counted {}", t.len()),
+                Frame::Tick { now_ns, recheck } => format!("tick {now_ns} {recheck}"),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "ring b\"\\x01\\x02\\x03\"",
+                "tick 42 true",
+                "counted 0",
+                "tick 43 false"
+            ]
+        );
+        assert_eq!(rec.trailer.netns_names[&7], "pod");
+        data[8..10].copy_from_slice(&(VERSION + 1).to_le_bytes());
+        let e = Recording::parse(&path, Bytes::from(data)).unwrap_err();
+        assert!(matches!(e, RecordError::Version { .. }), "{e}");
+        let _ = std::fs::remove_file(&path);
+    }
 }

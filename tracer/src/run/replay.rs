@@ -1,6 +1,9 @@
 //! `tracer replay`: a recording through the same [`Pipeline`] as `follow`,
 //! with no root, BTF or kernel: the records in the order they arrived,
-//! then the final report against the node facts the run read.
+//! the flows `follow` printed as they settled at each of its ticks, then
+//! the final report against the node facts the run read. (Flows printed
+//! at a tick are judged against the facts read at the end: the run's
+//! facts at that moment are not kept.)
 
 use std::path::Path;
 
@@ -103,12 +106,6 @@ pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed> {
         interned: Default::default(),
     };
     let mut pipeline = Pipeline::new(target, names, header.max_flows);
-    for f in frames {
-        match f {
-            Frame::Ring(b) => pipeline.ingest(&b),
-            Frame::Counted(totals) => pipeline.fold_counted(totals),
-        }
-    }
     let mut summary = trailer.summary;
     let mut env = ReplayEnv {
         inventory: trailer.facts.into(),
@@ -122,6 +119,19 @@ pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed> {
                 .collect(),
         ),
     };
+    for f in frames {
+        match f {
+            Frame::Ring(b) => pipeline.ingest(&b),
+            Frame::Counted(totals) => pipeline.fold_counted(totals),
+            Frame::Tick { now_ns, recheck } => {
+                for id in pipeline.quiet_flows(now_ns, recheck) {
+                    if let Some((f, v)) = pipeline.judge(id, &mut env, &trailer.completeness) {
+                        sink.flow(&f, &v, false);
+                    }
+                }
+            }
+        }
+    }
     sink.report_start(pipeline.flow_count(), &target.to_string(), &summary.stop);
     let decode_errors = pipeline.decode_errors;
     let mut verdicts = Vec::new();
