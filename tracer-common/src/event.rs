@@ -14,8 +14,15 @@ pub mod kind {
 }
 
 /// Where an event was observed. Stable numbers: they appear in the ABI.
+/// Userspace names them (`user` feature): the neighbour events are all
+/// `neigh`.
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(
+    feature = "user",
+    derive(strum::IntoStaticStr),
+    strum(serialize_all = "snake_case")
+)]
 pub enum Hook {
     TcIngress = 1,
     TcEgress = 2,
@@ -38,12 +45,16 @@ pub enum Hook {
     /// tracepoint sock:inet_sock_set_state
     SockState = 11,
     /// tracepoint neigh:neigh_update
+    #[cfg_attr(feature = "user", strum(serialize = "neigh"))]
     NeighUpdate = 12,
     /// tracepoint neigh:neigh_timer_handler
+    #[cfg_attr(feature = "user", strum(serialize = "neigh"))]
     NeighTimer = 13,
     /// tracepoint neigh:neigh_event_send_dead
+    #[cfg_attr(feature = "user", strum(serialize = "neigh"))]
     NeighDead = 14,
     /// tracepoint neigh:neigh_create
+    #[cfg_attr(feature = "user", strum(serialize = "neigh"))]
     NeighCreate = 15,
     /// tracepoint sock:sk_data_ready while a followed skb is being queued
     /// to that socket (UDP delivery: udp_recvmsg() may copy without the

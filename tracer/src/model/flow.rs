@@ -12,7 +12,8 @@ use crate::model::{
 pub const MAX_HOPS: usize = 256;
 
 /// What translated a flow's request tuple.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum NatBy {
     /// The skb's conntrack entry holds both tuples.
     Netfilter,
@@ -24,11 +25,7 @@ pub enum NatBy {
 
 impl NatBy {
     pub fn as_str(self) -> &'static str {
-        match self {
-            NatBy::Netfilter => "netfilter",
-            NatBy::Ipvs => "ipvs",
-            NatBy::Bpf => "bpf",
-        }
+        self.into()
     }
 }
 

@@ -13,23 +13,10 @@ pub fn hook_from_name(n: &str) -> Option<Hook> {
     Hook::ALL.iter().copied().find(|h| hook_name(*h) == n)
 }
 
+/// The hook's name in output (derived in tracer-common: snake case, the
+/// neighbour events all `neigh`).
 pub fn hook_name(h: Hook) -> &'static str {
-    match h {
-        Hook::TcIngress => "tc_ingress",
-        Hook::TcEgress => "tc_egress",
-        Hook::NetifReceive => "netif_receive",
-        Hook::Xmit => "xmit",
-        Hook::Drop => "drop",
-        Hook::Consume => "consume",
-        Hook::SockRecv => "sock_recv",
-        Hook::SockQueue => "sock_queue",
-        Hook::IcmpSend => "icmp_send",
-        Hook::TcpReset => "tcp_reset",
-        Hook::FibLookup => "fib_lookup",
-        Hook::SockState => "sock_state",
-        Hook::NeighUpdate | Hook::NeighTimer | Hook::NeighDead | Hook::NeighCreate => "neigh",
-        Hook::Func => "func",
-    }
+    h.into()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

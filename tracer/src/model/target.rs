@@ -28,7 +28,8 @@ pub enum TargetError {
     PortWithoutL4(&'static str),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum Proto {
     Tcp,
     Udp,
@@ -45,11 +46,7 @@ impl Proto {
         }
     }
     fn name(self) -> &'static str {
-        match self {
-            Proto::Tcp => "tcp",
-            Proto::Udp => "udp",
-            Proto::Icmp => "icmp",
-        }
+        self.into()
     }
 }
 

@@ -4,21 +4,20 @@ use std::fmt::Write;
 
 use crate::kernel::loader::probes::{self, ProbeStatus};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A check's outcome; a failure shouts (`FAIL`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum Status {
     Ok,
     /// Worth knowing, does not stop `follow` on this kernel.
     Warn,
+    #[strum(serialize = "FAIL")]
     Fail,
 }
 
 impl Status {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::Warn => "warn",
-            Status::Fail => "FAIL",
-        }
+        self.into()
     }
 }
 

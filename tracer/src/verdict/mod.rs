@@ -14,9 +14,20 @@ use serde::Serialize;
 use crate::{model::flow::Flow, node::netfilter::NfRule};
 
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord, schemars::JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    PartialOrd,
+    Ord,
+    schemars::JsonSchema,
+    strum::IntoStaticStr,
 )]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Kind {
     Delivered,
     Forwarded,
@@ -27,13 +38,7 @@ pub enum Kind {
 
 impl Kind {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Delivered => "delivered",
-            Kind::Forwarded => "forwarded",
-            Kind::Dropped => "dropped",
-            Kind::Misrouted => "misrouted",
-            Kind::NoReply => "no_reply",
-        }
+        self.into()
     }
 }
 

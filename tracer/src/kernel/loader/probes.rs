@@ -346,8 +346,9 @@ pub fn spec(hook: &str) -> Option<&'static ProbeSpec> {
 }
 
 /// A backend of the registry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Backend {
     Fentry,
     Kprobe,
@@ -357,12 +358,7 @@ pub enum Backend {
 
 impl Backend {
     pub fn name(self) -> &'static str {
-        match self {
-            Backend::Fentry => "fentry",
-            Backend::Kprobe => "kprobe",
-            Backend::TpBtf => "tp_btf",
-            Backend::None => "none",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Backend> {
