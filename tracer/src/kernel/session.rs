@@ -92,6 +92,13 @@ pub struct Teardown {
     pub errors: Vec<String>,
 }
 
+/// How often [`Session::maintain`] runs (with the 250 ms tick: every
+/// second tick). In netlink mode it is what hooks a pod created after the
+/// start: a new interface waits at most this plus a tick (it was 1 s, at
+/// the limit of issue 16's "hooked within a second"). tcx mode has its
+/// attacher thread's own 200 ms listing.
+const MAINTAIN_EVERY: Duration = Duration::from_millis(500);
+
 impl Session {
     /// Parse BTF, load and attach every program, put tc on the interfaces
     /// in scope. Errors after the first attachment detach what was made
@@ -254,11 +261,11 @@ impl Session {
         }
     }
 
-    /// Once a second: hook interfaces that appeared, and attach the device
-    /// tracepoints after all where tc failed. `None` when not due yet,
-    /// else the warnings.
+    /// Every [`MAINTAIN_EVERY`]: hook interfaces that appeared, and attach
+    /// the device tracepoints after all where tc failed. `None` when not
+    /// due yet, else the warnings.
     pub fn maintain(&mut self) -> Option<Vec<String>> {
-        if self.last_sync.elapsed() < Duration::from_secs(1) {
+        if self.last_sync.elapsed() < MAINTAIN_EVERY {
             return None;
         }
         self.last_sync = Instant::now();

@@ -281,7 +281,7 @@ impl Live<'_> {
         self.started.elapsed().as_millis() as u64
     }
 
-    /// Every 250 ms: owners of the target; once a second new interfaces
+    /// Every 250 ms: owners of the target; every 500 ms new interfaces
     /// and the counted packets; then the flows that settled.
     fn tick(&mut self) {
         let t = self.since_start_ms();
