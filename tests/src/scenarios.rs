@@ -107,6 +107,8 @@ pub const NAMES: &[&str] = &[
     "incident3",
     "incident3_mirred",
     "incident1",
+    "forwarding_disabled",
+    "mtu_black_hole",
 ];
 
 pub fn build(name: &str) -> Result<Scenario> {
@@ -117,6 +119,8 @@ pub fn build(name: &str) -> Result<Scenario> {
         "netfilter_input_drop" => netfilter_input_drop(),
         "no_route" => no_route(),
         "forwarded" => forwarded(),
+        "forwarding_disabled" => forwarding_disabled(),
+        "mtu_black_hole" => mtu_black_hole(),
         "incident5" => incident5(),
         "nat_output" => nat_output(),
         "udp_delivered" => udp_delivered(),
@@ -228,6 +232,56 @@ pub fn forwarded() -> Result<Scenario> {
         tcp_connect("10.216.2.2:8080"),
     );
     sc.args = vec!["--netns".into(), router];
+    sc.servers.push(srv);
+    Ok(sc)
+}
+
+/// IP forwarding switched off on the router's client-side device (a node
+/// whose sysctls were reset): the router drops what it should route.
+pub fn forwarding_disabled() -> Result<Scenario> {
+    let nss = routed(228)?;
+    nss[1].sysctl("net.ipv4.conf.r0.forwarding", "0")?;
+    Ok(simple(
+        "forwarding_disabled",
+        "IP forwarding is off on the router's client-side device",
+        nss,
+        "10.228.2.2:8080".into(),
+        tcp_connect("10.228.2.2:8080"),
+    ))
+}
+
+/// A path-MTU black hole: the router's server-side link has MTU 1280, the
+/// client's 1500, and the router's ICMP "fragmentation needed" is
+/// dropped by its own firewall, so the client keeps sending full-size
+/// segments. The handshake passes (small packets); the data does not.
+pub fn mtu_black_hole() -> Result<Scenario> {
+    let nss = routed(229)?;
+    let srv = listen(&nss[2], "10.229.2.2:8080", 15)?;
+    nss[1].ip(&["link", "set", "r1", "mtu", "1280"])?;
+    nss[1].exec(&[
+        "iptables",
+        "-w",
+        "-A",
+        "OUTPUT",
+        "-p",
+        "icmp",
+        "--icmp-type",
+        "fragmentation-needed",
+        "-j",
+        "DROP",
+    ])?;
+    let mut sc = simple(
+        "mtu_black_hole",
+        "the router's next link has a smaller MTU and its ICMP frag-needed is firewalled",
+        nss,
+        "10.229.2.2:8080".into(),
+        // 20 kB: more than one full-size segment; the kernel keeps
+        // retransmitting after netprobe exits, until the scene goes.
+        ["tcp-source", "10.229.2.2:8080", "--bytes", "20000"]
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect(),
+    );
     sc.servers.push(srv);
     Ok(sc)
 }

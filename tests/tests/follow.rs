@@ -220,3 +220,64 @@ fn debug_bpf_shows_why_packets_are_followed() {
         out.stderr
     );
 }
+
+/// Forwarding switched off on the router's ingress device: the verdict
+/// names the sysctl, not just the kernel's reason.
+#[test]
+fn forwarding_disabled_names_the_sysctl() {
+    let Some((f, dump)) = trace("forwarding_disabled", 8080) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "IP_INADDRERRORS"), "{dump}");
+    assert!(
+        where_.contains("-router: forwarding is disabled on r0 (net.ipv4.conf.r0.forwarding = 0)"),
+        "{where_}"
+    );
+    assert!(
+        evidence::of_kind(&f, "forwarding_disabled")
+            .iter()
+            .any(|e| e["dev"] == "r0" && e["family"] == "ipv4"),
+        "{dump}"
+    );
+    assert!(
+        f["verdict"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("sysctl -w net.ipv4.conf.<dev>.forwarding=1"),
+        "{dump}"
+    );
+}
+
+/// A path-MTU black hole: the handshake is delivered, the data is not;
+/// the verdict is the drop, with both MTUs and the ICMP that never got
+/// back.
+#[test]
+fn mtu_black_hole_names_the_link_and_its_mtu() {
+    let Some((f, dump)) = trace("mtu_black_hole", 8080) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "PKT_TOO_BIG"), "{dump}");
+    assert!(
+        where_.contains("-router: packets larger than the MTU 1280 of r1 (DF set)"),
+        "{where_}"
+    );
+    let mtu = evidence::of_kind(&f, "mtu_exceeded");
+    assert!(
+        mtu.iter().any(|e| e["dev"] == "r1"
+            && e["mtu"] == 1280
+            && e["in_dev"] == "r0"
+            && e["in_mtu"] == 1500
+            && e["drops"].as_u64().unwrap() >= 2
+            && e["icmp_sent"].as_u64().unwrap() >= 1),
+        "{dump}"
+    );
+    assert!(
+        f["verdict"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("path-MTU black hole"),
+        "{dump}"
+    );
+}

@@ -5,6 +5,7 @@
 pub mod command;
 pub mod hostroot;
 pub mod ipvs;
+pub mod link;
 pub mod netfilter;
 pub mod netlink;
 pub mod netns;

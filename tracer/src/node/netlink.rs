@@ -72,3 +72,40 @@ pub fn dump(
         }
     }
 }
+
+/// The attributes (`struct rtattr` / `struct nlattr`: u16 length, u16
+/// type, payload, 4-byte aligned) in `b`, as (type without the nested and
+/// byte-order flags, payload); stops at a malformed one.
+pub fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    std::iter::from_fn(move || {
+        if b.len() < 4 {
+            return None;
+        }
+        let len = usize::from(u16::from_ne_bytes([b[0], b[1]]));
+        let ty = u16::from_ne_bytes([b[2], b[3]]) & 0x3fff;
+        if len < 4 || len > b.len() {
+            return None;
+        }
+        let data = &b[4..len];
+        b = b.get((len + 3) & !3..).unwrap_or(&[]);
+        Some((ty, data))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attrs_walks_aligned_and_stops_at_garbage() {
+        // (len 5, type 3, "a\0" padded), (len 8, type 4, u32 1500), then a
+        // length past the end.
+        let mut b = vec![5, 0, 3, 0, b'a', 0, 0, 0, 8, 0, 4, 0];
+        b.extend_from_slice(&1500u32.to_ne_bytes());
+        b.extend_from_slice(&[200, 0, 1, 0]);
+        let v: Vec<(u16, Vec<u8>)> = attrs(&b).map(|(t, d)| (t, d.to_vec())).collect();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0], (3, vec![b'a']));
+        assert_eq!(v[1], (4, 1500u32.to_ne_bytes().to_vec()));
+    }
+}

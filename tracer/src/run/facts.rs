@@ -19,6 +19,7 @@ use crate::{
     model::hop::HopData,
     model::names::Names,
     node::ipvs::VirtualService,
+    node::link::{LinkConf, links_in},
     node::netfilter::{self, NfRule},
     node::netns::{NetnsRef, addresses_in},
     node::vip::VipWatch,
@@ -32,6 +33,9 @@ struct NetnsFacts {
     ipvs: Vec<VirtualService>,
     /// When read, and the DROP/REJECT rules whose counters moved.
     nf: Option<(Instant, Vec<(NfRule, u64)>)>,
+    /// Devices' MTU and sysctls, read for a namespace where a followed
+    /// packet was dropped.
+    links: Option<Vec<LinkConf>>,
 }
 
 /// How often netfilter counters of a namespace are read again while
@@ -96,6 +100,12 @@ impl LiveEnv {
                 .filter(|(_, f)| !f.ipvs.is_empty())
                 .map(|(ino, f)| (*ino, f.ipvs.clone()))
                 .collect(),
+            links: self
+                .cache
+                .iter()
+                .filter_map(|(ino, f)| Some((*ino, f.links.clone()?)))
+                .filter(|(_, v)| !v.is_empty())
+                .collect(),
         }
     }
 }
@@ -105,6 +115,12 @@ impl PreparedEnv for LiveEnv {
     /// with its netfilter counters where a followed packet was dropped by
     /// netfilter.
     fn prepare(&mut self, names: &mut Names, flow: &Flow) {
+        let drops_in: Vec<u32> = flow
+            .hops
+            .iter()
+            .filter(|h| matches!(h.data, HopData::Drop(_)))
+            .map(|h| h.netns_inode)
+            .collect();
         for h in &flow.hops {
             let ino = h.netns_inode;
             if ino == 0 {
@@ -121,7 +137,9 @@ impl PreparedEnv for LiveEnv {
             // Every hop of every idle flow comes here each tick: the path
             // (a scan of /run/netns for an unknown inode) only when
             // something is to be read.
-            if !stale && !nf_due {
+            let links_due =
+                drops_in.contains(&ino) && (stale || cached.is_none_or(|f| f.links.is_none()));
+            if !stale && !nf_due && !links_due {
                 continue;
             }
             let path = names.netns.path(ino);
@@ -144,8 +162,15 @@ impl PreparedEnv for LiveEnv {
                         addrs,
                         ipvs,
                         nf,
+                        links: None,
                     },
                 );
+            }
+            if links_due
+                && let Some(p) = &path
+                && let Some(facts) = self.cache.get_mut(&ino)
+            {
+                facts.links = Some(links_in(Some(p)));
             }
             if nf_due
                 && let Some(p) = &path
@@ -183,6 +208,13 @@ impl Env for LiveEnv {
         self.cache
             .get(&netns)
             .map(|f| f.ipvs.as_slice())
+            .unwrap_or(&[])
+    }
+
+    fn links(&self, netns: u32) -> &[LinkConf] {
+        self.cache
+            .get(&netns)
+            .and_then(|f| f.links.as_deref())
             .unwrap_or(&[])
     }
 

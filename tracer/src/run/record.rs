@@ -25,6 +25,7 @@ use tracer_common::AggKey;
 
 use crate::{
     node::ipvs::VirtualService,
+    node::link::LinkConf,
     node::netfilter::NfRule,
     output::Summary,
     verdict::{Completeness, IfAddr, Inventory, Verdict},
@@ -116,6 +117,9 @@ pub struct Facts {
     pub nf_moved: BTreeMap<u32, Vec<(NfRule, u64)>>,
     pub tc_filters: Vec<(u32, String, Vec<String>)>,
     pub ipvs: BTreeMap<u32, Vec<VirtualService>>,
+    /// Devices' MTU and sysctls where packets were dropped (format 2).
+    #[serde(default)]
+    pub links: BTreeMap<u32, Vec<LinkConf>>,
 }
 
 impl From<Inventory> for Facts {
@@ -127,6 +131,7 @@ impl From<Inventory> for Facts {
             nf_moved: i.nf.into_iter().collect(),
             tc_filters,
             ipvs: i.ipvs.into_iter().collect(),
+            links: i.links.into_iter().collect(),
         }
     }
 }
@@ -143,6 +148,7 @@ impl From<Facts> for Inventory {
                 .collect(),
             facts: Default::default(),
             ipvs: f.ipvs.into_iter().collect(),
+            links: f.links.into_iter().collect(),
         }
     }
 }

@@ -54,6 +54,10 @@ impl Env for ReplayEnv {
     fn ipvs(&self, netns: u32) -> &[crate::node::ipvs::VirtualService] {
         self.inventory.ipvs(netns)
     }
+
+    fn links(&self, netns: u32) -> &[crate::node::link::LinkConf] {
+        self.inventory.links(netns)
+    }
 }
 
 /// What replay found.

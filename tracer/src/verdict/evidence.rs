@@ -155,6 +155,32 @@ pub enum Evidence {
     /// A packet of the flow dropped after it was delivered.
     LaterDrop { reason: String, location: String },
 
+    // Drops: the node configuration behind them.
+    /// IP forwarding is off on the device the packet came in by (the
+    /// `forwarding` sysctl of that device, net/ipv4/route.c ip_error()).
+    ForwardingDisabled {
+        netns: String,
+        dev: String,
+        /// `ipv4` or `ipv6`.
+        family: String,
+    },
+    /// Packets larger than the egress device's MTU (with DF) were dropped
+    /// on forwarding, again and again: the sender never lowered its size
+    /// (the ICMP "fragmentation needed" did not reach it, or was not
+    /// sent).
+    MtuExceeded {
+        netns: String,
+        /// The device the packets would have left by, and its MTU.
+        dev: String,
+        mtu: u32,
+        /// The device they came in by, and its MTU (larger).
+        in_dev: String,
+        in_mtu: Option<u32>,
+        drops: u32,
+        /// ICMP errors the kernel built about them (icmp_send hops).
+        icmp_sent: u32,
+    },
+
     // Drops.
     /// Where the drop happened (skb:kfree_skb).
     PacketDropped {
@@ -296,10 +322,10 @@ impl fmt::Display for Evidence {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use Evidence::{
             ClientHandshake, CountedInKernel, DestinationAnswered, EventsLost, Forwarded,
-            ForwardedBack, FuncHookUnavailable, FunctionHook, HooksUnavailable, HopsNotKept,
-            HostUnreachableInferred, IcmpSent, IpvsHooksSilent, IpvsLocalAddress,
+            ForwardedBack, ForwardingDisabled, FuncHookUnavailable, FunctionHook, HooksUnavailable,
+            HopsNotKept, HostUnreachableInferred, IcmpSent, IpvsHooksSilent, IpvsLocalAddress,
             IpvsNoDestination, IpvsNoService, IpvsScheduled, IpvsService, LaterDrop,
-            LocalAddressTransmitted, LocalDestination, LocalRoute, MapInsertsFailed,
+            LocalAddressTransmitted, LocalDestination, LocalRoute, MapInsertsFailed, MtuExceeded,
             NatSourceMismatch, NeighbourState, NfChainVerdict, NfHookDrop, NfHookInferred,
             NfRuleMoved, NoLocalEndpointsRuleMoved, NoReply, NoReplyLeft, NoRouteBack,
             OtherHostsSubnet, OwnerChanged, PacketDropped, PacketsSeen, PreNatRoute,
@@ -397,6 +423,38 @@ impl fmt::Display for Evidence {
             SocketQueued { netns } => write!(f, "queued to a local socket (netns {netns})"),
             LaterDrop { reason, location } => {
                 write!(f, "a later packet was dropped: {reason} at {location}")
+            }
+            ForwardingDisabled { netns, dev, family } => {
+                let v = if family == "ipv6" { "ipv6" } else { "ipv4" };
+                write!(
+                    f,
+                    "forwarding is disabled on {dev} in netns {netns} (net.{v}.conf.{dev}.forwarding = 0): a packet for another host that arrives there is dropped"
+                )
+            }
+            MtuExceeded {
+                netns,
+                dev,
+                mtu,
+                in_dev,
+                in_mtu,
+                drops,
+                icmp_sent,
+            } => {
+                write!(
+                    f,
+                    "{drops} packets larger than the MTU {mtu} of {dev} dropped in netns {netns}"
+                )?;
+                if let Some(m) = in_mtu {
+                    write!(f, " (they came in by {in_dev}, MTU {m})")?;
+                }
+                if *icmp_sent > 0 {
+                    write!(
+                        f,
+                        "; {icmp_sent} ICMP \"fragmentation needed\" built, yet the sender kept sending full-size packets: it never got them (PMTU black hole)"
+                    )
+                } else {
+                    write!(f, "; no ICMP \"fragmentation needed\" was sent back")
+                }
             }
             PacketDropped {
                 dir,
@@ -779,6 +837,20 @@ mod tests {
             LaterDrop {
                 reason: s("QUEUE_PURGE"),
                 location: s("sk_stream_kill_queues+0x57"),
+            },
+            ForwardingDisabled {
+                netns: s("r"),
+                dev: s("r0"),
+                family: s("ipv4"),
+            },
+            MtuExceeded {
+                netns: s("r"),
+                dev: s("r1"),
+                mtu: 1280,
+                in_dev: s("r0"),
+                in_mtu: Some(1500),
+                drops: 5,
+                icmp_sent: 5,
             },
             PacketDropped {
                 dir: Dir::Reply,

@@ -73,6 +73,18 @@ pub const HINTS: &[Hint] = &[
     ),
     row(
         Some(Kind::Dropped),
+        None,
+        &[E::ForwardingDisabled],
+        "IP forwarding is off on the device the packet came in by, so this namespace will not route it on: enable it (sysctl -w net.ipv4.conf.<dev>.forwarding=1, or net.ipv4.ip_forward=1 for every device; net.ipv6.conf.<dev>.forwarding for IPv6) and persist it in /etc/sysctl.d; on a Kubernetes node the CNI or kube-proxy expect it on.",
+    ),
+    row(
+        Some(Kind::Dropped),
+        Some("PKT_TOO_BIG"),
+        &[E::MtuExceeded],
+        "A path-MTU black hole: the next link's MTU is smaller than the sender's packets and the ICMP \"fragmentation needed\" (ICMPv6 \"packet too big\") that would make it send smaller ones never reaches it. Let ICMP type 3 code 4 (ICMPv6 type 2) through every firewall on the way back, make the MTUs agree along the path (overlay/tunnel MTU = underlay MTU minus its overhead), or clamp TCP MSS on the router (nft: tcp flags syn tcp option maxseg size set rt mtu).",
+    ),
+    row(
+        Some(Kind::Dropped),
         Some("NETFILTER_DROP"),
         &[E::NoLocalEndpointsRuleMoved],
         "kube-proxy drops it because this node has no local endpoint for a Service with externalTrafficPolicy: Local, yet traffic for the LB IP is routed here (BGP/L2 announcement pointing at a node without endpoints). Announce only from nodes with endpoints, or use externalTrafficPolicy: Cluster.",

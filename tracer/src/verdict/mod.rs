@@ -11,7 +11,7 @@ use std::{collections::HashMap, net::IpAddr};
 
 use serde::Serialize;
 
-use crate::{model::flow::Flow, node::netfilter::NfRule};
+use crate::{model::flow::Flow, node::link::LinkConf, node::netfilter::NfRule};
 
 #[derive(
     Debug,
@@ -100,6 +100,10 @@ pub trait Env {
     fn ipvs(&self, _netns: u32) -> &[crate::node::ipvs::VirtualService] {
         &[]
     }
+    /// Its devices' MTU and sysctls (read where a packet was dropped).
+    fn links(&self, _netns: u32) -> &[LinkConf] {
+        &[]
+    }
 }
 
 /// A fixed inventory (tests, and a snapshot taken by the loader).
@@ -110,6 +114,7 @@ pub struct Inventory {
     pub tc: HashMap<(u32, String), Vec<String>>,
     pub facts: HashMap<IpAddr, Vec<Evidence>>,
     pub ipvs: HashMap<u32, Vec<crate::node::ipvs::VirtualService>>,
+    pub links: HashMap<u32, Vec<LinkConf>>,
 }
 
 impl Env for Inventory {
@@ -134,6 +139,10 @@ impl Env for Inventory {
 
     fn ipvs(&self, netns: u32) -> &[crate::node::ipvs::VirtualService] {
         self.ipvs.get(&netns).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    fn links(&self, netns: u32) -> &[LinkConf] {
+        self.links.get(&netns).map(Vec::as_slice).unwrap_or(&[])
     }
 }
 

@@ -24,6 +24,7 @@ pub const RULES: &[Rule] = &[
     misrouted_nat_source,
     dropped,
     reply_unroutable,
+    mtu_black_hole,
     delivered,
     forwarded,
 ];
@@ -545,7 +546,28 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         format!(" ({func})")
     };
     let mut evidence = Vec::new();
+    // ip_error() drops a packet for another host that came in by a
+    // device with forwarding off (IP_INADDRERRORS or IP_INNOROUTES, no
+    // ICMP sent): the device's sysctl says so.
+    let forwarding_off = (func == "ip_error")
+        .then(|| {
+            env.links(drop.netns_inode)
+                .iter()
+                .find(|l| l.dev == drop.dev.as_str() && l.forwarding_v4 == Some(false))
+        })
+        .flatten();
     let where_ = match reason.as_str() {
+        _ if forwarding_off.is_some() => {
+            evidence.push(Evidence::ForwardingDisabled {
+                netns: drop.netns.to_string(),
+                dev: drop.dev.to_string(),
+                family: "ipv4".into(),
+            });
+            format!(
+                "ip_error in netns {}: forwarding is disabled on {} (net.ipv4.conf.{}.forwarding = 0)",
+                drop.netns, drop.dev, drop.dev
+            )
+        }
         "NETFILTER_DROP" => {
             // nf_hook_slow's own word (function hooks), else inferred.
             let seen = nf_func_hops(flow, drop);
@@ -827,6 +849,92 @@ pub fn ipvs_no_destination(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
 }
 
 /// A local socket took the packet, or the destination answered.
+/// Packets too big for the egress device (DF set) dropped on forwarding
+/// again and again (PKT_TOO_BIG, ip_forward() / ip6_forward()): the
+/// sender kept sending full-size packets, so the ICMP "fragmentation
+/// needed" / "packet too big" never reached it: a path-MTU black hole. The
+/// handshake may have succeeded (small packets pass), so this comes
+/// before `delivered`. One such drop followed by delivery is path-MTU
+/// discovery working, and stays a `delivered` with a later drop.
+pub fn mtu_black_hole(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
+    let too_big: Vec<&Hop> = flow
+        .hops
+        .iter()
+        .filter(|h| h.dir == Dir::Request)
+        .filter(|h| matches!(&h.data, HopData::Drop(d) if d.reason.as_str() == "PKT_TOO_BIG"))
+        .collect();
+    let last = *too_big.last()?;
+    let drops = too_big
+        .iter()
+        .filter(|h| h.netns_inode == last.netns_inode)
+        .count();
+    if drops < 2 {
+        return None;
+    }
+    let HopData::Drop(dd) = &last.data else {
+        return None;
+    };
+    // The egress device: the routing decision for the request in that
+    // namespace; the kernel's own hop tells the way out.
+    let out_dev = flow
+        .hops
+        .iter()
+        .filter(|h| h.netns_inode == last.netns_inode && h.dir == Dir::Request)
+        .find_map(|h| match &h.data {
+            HopData::Fib(f) if f.err == 0 && !f.nh_dev.as_str().is_empty() => {
+                Some(f.nh_dev.to_string())
+            }
+            _ => None,
+        })?;
+    let links = env.links(last.netns_inode);
+    let mtu_of = |d: &str| links.iter().find(|l| l.dev == d).map(|l| l.mtu);
+    let icmp_sent = flow
+        .hops
+        .iter()
+        .filter(|h| h.netns_inode == last.netns_inode)
+        .filter(|h| matches!(h.data, HopData::IcmpSend { .. }))
+        .count();
+    let mtu = mtu_of(&out_dev);
+    let where_ = match mtu {
+        Some(m) => format!(
+            "{} in netns {}: packets larger than the MTU {m} of {out_dev} (DF set) dropped {drops} times",
+            func_of(&dd.location),
+            last.netns
+        ),
+        None => format!(
+            "{} in netns {}: packets too big for {out_dev} (DF set) dropped {drops} times",
+            func_of(&dd.location),
+            last.netns
+        ),
+    };
+    let mut v = verdict(
+        Kind::Dropped,
+        "PKT_TOO_BIG",
+        where_,
+        &last.netns,
+        Some(out_dev.clone()),
+    );
+    v.add(Evidence::PacketDropped {
+        dir: last.dir,
+        location: dd.location.to_string(),
+        dev: last.dev.to_string(),
+        netns: last.netns.to_string(),
+    });
+    if let Some(mtu) = mtu {
+        v.add(Evidence::MtuExceeded {
+            netns: last.netns.to_string(),
+            dev: out_dev,
+            mtu,
+            in_dev: last.dev.to_string(),
+            in_mtu: mtu_of(last.dev.as_str()),
+            drops: u32::try_from(drops).unwrap_or(u32::MAX),
+            icmp_sent: u32::try_from(icmp_sent).unwrap_or(u32::MAX),
+        });
+    }
+    v.add_all(side_evidence(flow));
+    Some(v)
+}
+
 pub fn delivered(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
     let ev = delivery_evidence(flow);
     let (first, _) = ev.first()?;

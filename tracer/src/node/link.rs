@@ -1,0 +1,108 @@
+//! Per-device configuration of a namespace that explains drops: each
+//! link's MTU (RTM_GETLINK) and its forwarding and reverse-path sysctls
+//! (/proc/sys/net/ipv{4,6}/conf/DEV/..., which show the namespace of the
+//! reading thread).
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// One device's facts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkConf {
+    pub dev: String,
+    pub mtu: u32,
+    /// net.ipv4.conf.DEV.forwarding (None: unreadable, e.g. no IPv4).
+    #[serde(default)]
+    pub forwarding_v4: Option<bool>,
+    /// net.ipv6.conf.DEV.forwarding.
+    #[serde(default)]
+    pub forwarding_v6: Option<bool>,
+    /// net.ipv4.conf.DEV.rp_filter (the kernel applies the larger of it
+    /// and `all`'s).
+    #[serde(default)]
+    pub rp_filter: Option<u8>,
+}
+
+/// The links of the namespace at `path` (entered on this thread), or of
+/// this thread's namespace when None. Empty when nothing can be read.
+pub fn links_in(path: Option<&Path>) -> Vec<LinkConf> {
+    let _g = match path.map(crate::node::netns::NetnsGuard::enter) {
+        Some(Ok(g)) => Some(g),
+        Some(Err(_)) => return Vec::new(),
+        None => None,
+    };
+    let mut out = rtnl_mtus().unwrap_or_default();
+    for l in &mut out {
+        let read = |p: String| {
+            std::fs::read_to_string(p)
+                .ok()
+                .and_then(|s| s.trim().parse::<u8>().ok())
+        };
+        l.forwarding_v4 =
+            read(format!("/proc/sys/net/ipv4/conf/{}/forwarding", l.dev)).map(|v| v != 0);
+        l.forwarding_v6 =
+            read(format!("/proc/sys/net/ipv6/conf/{}/forwarding", l.dev)).map(|v| v != 0);
+        l.rp_filter = read(format!("/proc/sys/net/ipv4/conf/{}/rp_filter", l.dev));
+    }
+    out
+}
+
+/// Every link's name and MTU by one RTM_GETLINK dump of this thread's
+/// namespace.
+fn rtnl_mtus() -> Option<Vec<LinkConf>> {
+    // include/uapi/linux/if_link.h
+    const IFLA_IFNAME: u16 = 3;
+    const IFLA_MTU: u16 = 4;
+    let mut out = Vec::new();
+    // ifinfomsg: family, pad, type, index, flags, change (16 bytes).
+    let body = [0u8; 16];
+    super::netlink::dump(
+        libc::NETLINK_ROUTE,
+        libc::RTM_GETLINK,
+        &body,
+        &mut |ty, msg| {
+            if ty != libc::RTM_NEWLINK {
+                return;
+            }
+            let (mut name, mut mtu) = (None, None);
+            for (aty, data) in super::netlink::attrs(msg.get(32..).unwrap_or(&[])) {
+                match aty {
+                    IFLA_IFNAME => {
+                        let end = data.iter().position(|&b| b == 0).unwrap_or(data.len());
+                        name = Some(String::from_utf8_lossy(&data[..end]).into_owned());
+                    }
+                    IFLA_MTU => mtu = data.try_into().ok().map(u32::from_ne_bytes),
+                    _ => {}
+                }
+            }
+            if let (Some(dev), Some(mtu)) = (name, mtu) {
+                out.push(LinkConf {
+                    dev,
+                    mtu,
+                    forwarding_v4: None,
+                    forwarding_v6: None,
+                    rp_filter: None,
+                });
+            }
+        },
+    )?;
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This namespace's loopback is listed with its MTU and sysctls.
+    #[test]
+    fn own_links_have_mtus() {
+        let links = links_in(None);
+        let lo = links
+            .iter()
+            .find(|l| l.dev == "lo")
+            .unwrap_or_else(|| panic!("no lo in {links:?}"));
+        assert_eq!(lo.mtu, 65536);
+        assert!(lo.forwarding_v4.is_some(), "{lo:?}");
+    }
+}
