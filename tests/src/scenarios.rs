@@ -109,6 +109,7 @@ pub const NAMES: &[&str] = &[
     "incident1",
     "forwarding_disabled",
     "mtu_black_hole",
+    "rp_filter_strict",
 ];
 
 pub fn build(name: &str) -> Result<Scenario> {
@@ -121,6 +122,7 @@ pub fn build(name: &str) -> Result<Scenario> {
         "forwarded" => forwarded(),
         "forwarding_disabled" => forwarding_disabled(),
         "mtu_black_hole" => mtu_black_hole(),
+        "rp_filter_strict" => rp_filter_strict(),
         "incident5" => incident5(),
         "nat_output" => nat_output(),
         "udp_delivered" => udp_delivered(),
@@ -284,6 +286,42 @@ pub fn mtu_black_hole() -> Result<Scenario> {
     );
     sc.servers.push(srv);
     Ok(sc)
+}
+
+/// Strict reverse-path filtering on the router's client side, and a
+/// client that sends from an address the router routes back by its other
+/// side (asymmetric routing): the router drops it.
+pub fn rp_filter_strict() -> Result<Scenario> {
+    let nss = routed(230)?;
+    nss[1].sysctl("net.ipv4.conf.all.rp_filter", "0")?;
+    nss[1].sysctl("net.ipv4.conf.r0.rp_filter", "1")?;
+    nss[0].ip(&["addr", "add", "10.230.2.77/32", "dev", "c0"])?;
+    // arp_process() checks the sender's route too, so the router would not
+    // answer ARP from that source: a static entry for the gateway.
+    let link = nss[1].ip(&["-br", "link", "show", "r0"])?;
+    let mac = String::from_utf8_lossy(&link.stdout)
+        .split_whitespace()
+        .nth(2)
+        .unwrap_or_default()
+        .to_string();
+    nss[0].ip(&["neigh", "add", "10.230.1.1", "lladdr", &mac, "dev", "c0"])?;
+    Ok(simple(
+        "rp_filter_strict",
+        "strict rp_filter on the router; the client's source is routed back by the router's other side",
+        nss,
+        "10.230.2.2:53".into(),
+        [
+            "udp-spray",
+            "10.230.2.2:53",
+            "--src",
+            "10.230.2.77",
+            "--count",
+            "2",
+        ]
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect(),
+    ))
 }
 
 /// Incident 5: node2's address is bound on node1's kube-ipvs0 (a Service

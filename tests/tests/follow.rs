@@ -281,3 +281,29 @@ fn mtu_black_hole_names_the_link_and_its_mtu() {
         "{dump}"
     );
 }
+
+/// Strict rp_filter with asymmetric routing: the verdict names the mode
+/// and where the route back goes, and no "hook unavailable" line for the
+/// rp_filter hook (the fib tracepoint saw the lookup).
+#[test]
+fn rp_filter_names_the_route_back() {
+    let Some((f, dump)) = trace("rp_filter_strict", 53) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "IP_RPFILTER"), "{dump}");
+    assert!(
+        where_.contains("10.230.2.77 came in by r0 (rp_filter = 1, strict), but the route back to 10.230.2.77 leaves by r1"),
+        "{where_}"
+    );
+    assert!(
+        evidence::of_kind(&f, "rp_filter_mismatch")
+            .iter()
+            .any(|e| e["dev"] == "r0" && e["mode"] == 1 && e["back_dev"] == "r1"),
+        "{dump}"
+    );
+    assert!(
+        evidence::of_kind(&f, "func_hook_unavailable").is_empty(),
+        "{dump}"
+    );
+}

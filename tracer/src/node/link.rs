@@ -18,8 +18,10 @@ pub struct LinkConf {
     /// net.ipv6.conf.DEV.forwarding.
     #[serde(default)]
     pub forwarding_v6: Option<bool>,
-    /// net.ipv4.conf.DEV.rp_filter (the kernel applies the larger of it
-    /// and `all`'s).
+    /// The reverse-path filter mode that applies on DEV: the larger of
+    /// net.ipv4.conf.DEV.rp_filter and net.ipv4.conf.all.rp_filter
+    /// (IN_DEV_RPFILTER() is IN_DEV_MAXCONF(), include/linux/inetdevice.h);
+    /// 0 off, 1 strict, 2 loose.
     #[serde(default)]
     pub rp_filter: Option<u8>,
 }
@@ -33,17 +35,19 @@ pub fn links_in(path: Option<&Path>) -> Vec<LinkConf> {
         None => None,
     };
     let mut out = rtnl_mtus().unwrap_or_default();
+    let read = |p: String| {
+        std::fs::read_to_string(p)
+            .ok()
+            .and_then(|s| s.trim().parse::<u8>().ok())
+    };
+    let all_rp = read("/proc/sys/net/ipv4/conf/all/rp_filter".into()).unwrap_or(0);
     for l in &mut out {
-        let read = |p: String| {
-            std::fs::read_to_string(p)
-                .ok()
-                .and_then(|s| s.trim().parse::<u8>().ok())
-        };
         l.forwarding_v4 =
             read(format!("/proc/sys/net/ipv4/conf/{}/forwarding", l.dev)).map(|v| v != 0);
         l.forwarding_v6 =
             read(format!("/proc/sys/net/ipv6/conf/{}/forwarding", l.dev)).map(|v| v != 0);
-        l.rp_filter = read(format!("/proc/sys/net/ipv4/conf/{}/rp_filter", l.dev));
+        l.rp_filter =
+            read(format!("/proc/sys/net/ipv4/conf/{}/rp_filter", l.dev)).map(|v| v.max(all_rp));
     }
     out
 }

@@ -181,6 +181,19 @@ pub enum Evidence {
         icmp_sent: u32,
     },
 
+    /// The reverse-path filter of the device the packet came in by
+    /// refused it: the route back to its source leaves by another device
+    /// (fib_validate_source()'s lookup, seen by the fib tracepoint).
+    RpFilterMismatch {
+        netns: String,
+        dev: String,
+        /// 1 strict, 2 loose (the value that applied), None: unread.
+        mode: Option<u8>,
+        src: IpAddr,
+        /// Where the route back to `src` goes ("" when no route).
+        back_dev: String,
+    },
+
     // Drops.
     /// Where the drop happened (skb:kfree_skb).
     PacketDropped {
@@ -329,8 +342,8 @@ impl fmt::Display for Evidence {
             NatSourceMismatch, NeighbourState, NfChainVerdict, NfHookDrop, NfHookInferred,
             NfRuleMoved, NoLocalEndpointsRuleMoved, NoReply, NoReplyLeft, NoRouteBack,
             OtherHostsSubnet, OwnerChanged, PacketDropped, PacketsSeen, PreNatRoute,
-            RepliesCameBack, RequestDropped, ServerSocketState, SeveralMacs, SocketConsumed,
-            SocketQueued, SocketRead, TcFilter, TcRedirect, TcpResetSent,
+            RepliesCameBack, RequestDropped, RpFilterMismatch, ServerSocketState, SeveralMacs,
+            SocketConsumed, SocketQueued, SocketRead, TcFilter, TcRedirect, TcpResetSent,
         };
         let or = |s: &str, dflt: &'static str| -> String {
             if s.is_empty() {
@@ -430,6 +443,30 @@ impl fmt::Display for Evidence {
                     f,
                     "forwarding is disabled on {dev} in netns {netns} (net.{v}.conf.{dev}.forwarding = 0): a packet for another host that arrives there is dropped"
                 )
+            }
+            RpFilterMismatch {
+                netns,
+                dev,
+                mode,
+                src,
+                back_dev,
+            } => {
+                let m = match mode {
+                    Some(1) => "rp_filter = 1 (strict)",
+                    Some(2) => "rp_filter = 2 (loose)",
+                    _ => "the reverse-path filter",
+                };
+                if back_dev.is_empty() {
+                    write!(
+                        f,
+                        "{m} on {dev} in netns {netns}: there is no route back to the source {src}"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "{m} on {dev} in netns {netns}: the route back to the source {src} leaves by {back_dev}, not {dev}"
+                    )
+                }
             }
             MtuExceeded {
                 netns,
@@ -842,6 +879,13 @@ mod tests {
                 netns: s("r"),
                 dev: s("r0"),
                 family: s("ipv4"),
+            },
+            RpFilterMismatch {
+                netns: s("r"),
+                dev: s("r0"),
+                mode: Some(1),
+                src: a,
+                back_dev: s("r1"),
             },
             MtuExceeded {
                 netns: s("r"),

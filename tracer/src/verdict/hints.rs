@@ -79,6 +79,12 @@ pub const HINTS: &[Hint] = &[
     ),
     row(
         Some(Kind::Dropped),
+        Some("IP_RPFILTER"),
+        &[E::RpFilterMismatch],
+        "Strict reverse-path filtering drops packets whose source is routed back by another device (asymmetric routing: several NICs, a pod or VIP source reached via another interface). Make the route back go by the device they arrive on (a route or policy rule for that source), or set rp_filter to 2 (loose) on that device and on `all` (the kernel applies the larger of the two).",
+    ),
+    row(
+        Some(Kind::Dropped),
         Some("PKT_TOO_BIG"),
         &[E::MtuExceeded],
         "A path-MTU black hole: the next link's MTU is smaller than the sender's packets and the ICMP \"fragmentation needed\" (ICMPv6 \"packet too big\") that would make it send smaller ones never reaches it. Let ICMP type 3 code 4 (ICMPv6 type 2) through every firewall on the way back, make the MTUs agree along the path (overlay/tunnel MTU = underlay MTU minus its overhead), or clamp TCP MSS on the router (nft: tcp flags syn tcp option maxseg size set rt mtu).",

@@ -166,7 +166,9 @@ pub fn func_hook_feeds(hook: &str, v: &Verdict) -> bool {
     match hook {
         "ipvs_schedule" | "ipvs_conn" | "ipvs_xmit" => v.reason.starts_with("ipvs"),
         "nf_verdict" | "nft_chain" | "ipt_table" => v.reason == "NETFILTER_DROP",
-        "rp_filter" => v.reason == "IP_RPFILTER",
+        // The fib tracepoint saw fib_validate_source()'s lookup: what the
+        // hook would add is already there.
+        "rp_filter" => v.reason == "IP_RPFILTER" && !v.has(EvidenceKind::RpFilterMismatch),
         _ => false,
     }
 }

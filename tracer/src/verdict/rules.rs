@@ -568,6 +568,58 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
                 drop.netns, drop.dev, drop.dev
             )
         }
+        "IP_RPFILTER" => {
+            // fib_validate_source() looks the source up as a destination
+            // (the fib tracepoint sees it: the reply direction, in the
+            // drop's namespace).
+            let back = flow.hops.iter().rev().find_map(|h| match &h.data {
+                HopData::Fib(f)
+                    if h.netns_inode == drop.netns_inode
+                        && h.dir == Dir::Reply
+                        && h.tuple.dst == drop.tuple.src =>
+                {
+                    Some(if f.err == 0 {
+                        f.nh_dev.to_string()
+                    } else {
+                        String::new()
+                    })
+                }
+                _ => None,
+            });
+            let mode = env
+                .links(drop.netns_inode)
+                .iter()
+                .find(|l| l.dev == drop.dev.as_str())
+                .and_then(|l| l.rp_filter);
+            match back {
+                Some(back_dev) => {
+                    let said = if back_dev.is_empty() {
+                        format!("no route back to {}", drop.tuple.src)
+                    } else {
+                        format!("the route back to {} leaves by {back_dev}", drop.tuple.src)
+                    };
+                    evidence.push(Evidence::RpFilterMismatch {
+                        netns: drop.netns.to_string(),
+                        dev: drop.dev.to_string(),
+                        mode,
+                        src: drop.tuple.src,
+                        back_dev,
+                    });
+                    format!(
+                        "reverse-path filter{fn_part} in netns {}: {} came in by {}{}, but {said}",
+                        drop.netns,
+                        drop.tuple.src,
+                        drop.dev,
+                        match mode {
+                            Some(1) => " (rp_filter = 1, strict)",
+                            Some(2) => " (rp_filter = 2, loose)",
+                            _ => "",
+                        }
+                    )
+                }
+                None => format!("reverse-path filter{fn_part} in netns {}", drop.netns),
+            }
+        }
         "NETFILTER_DROP" => {
             // nf_hook_slow's own word (function hooks), else inferred.
             let seen = nf_func_hops(flow, drop);
