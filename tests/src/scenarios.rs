@@ -110,6 +110,7 @@ pub const NAMES: &[&str] = &[
     "forwarding_disabled",
     "mtu_black_hole",
     "rp_filter_strict",
+    "dns_bound_elsewhere",
 ];
 
 pub fn build(name: &str) -> Result<Scenario> {
@@ -123,6 +124,7 @@ pub fn build(name: &str) -> Result<Scenario> {
         "forwarding_disabled" => forwarding_disabled(),
         "mtu_black_hole" => mtu_black_hole(),
         "rp_filter_strict" => rp_filter_strict(),
+        "dns_bound_elsewhere" => dns_bound_elsewhere(),
         "incident5" => incident5(),
         "nat_output" => nat_output(),
         "udp_delivered" => udp_delivered(),
@@ -322,6 +324,34 @@ pub fn rp_filter_strict() -> Result<Scenario> {
         .map(std::string::ToString::to_string)
         .collect(),
     ))
+}
+
+/// A DNS server that listens on 127.0.0.1:53 only, queried on the
+/// server's own address: NO_SOCKET, with the port bound elsewhere.
+pub fn dns_bound_elsewhere() -> Result<Scenario> {
+    let nss = routed(231)?;
+    let probe = netprobe_bin();
+    let secs = (15.0 * crate::time_scale()).ceil().to_string();
+    let srv = nss[2].spawn(&[
+        probe.to_str().unwrap(),
+        "udp-echo",
+        "127.0.0.1:53",
+        "--for",
+        &secs,
+    ])?;
+    std::thread::sleep(crate::scaled_ms(300));
+    let mut sc = simple(
+        "dns_bound_elsewhere",
+        "a DNS server bound to 127.0.0.1:53 only, queried on the server's address",
+        nss,
+        "10.231.2.2:53".into(),
+        ["udp-send", "10.231.2.2:53", "--timeout-ms", "300"]
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect(),
+    );
+    sc.servers.push(srv);
+    Ok(sc)
 }
 
 /// Incident 5: node2's address is bound on node1's kube-ipvs0 (a Service

@@ -58,9 +58,11 @@ fn tcp_to_closed_port_is_dropped_no_socket_with_reset() {
     let (kind, reason, where_) = verdict(&f);
     assert_eq!((kind, reason), ("dropped", "NO_SOCKET"), "{dump}");
     assert!(
-        where_.starts_with("tcp_v4_rcv in netns") && where_.ends_with("-server"),
+        where_.starts_with("tcp_v4_rcv in netns")
+            && where_.contains("-server: nothing listens on tcp 10.212.2.2:8081"),
         "{where_}"
     );
+    assert_eq!(evidence::of_kind(&f, "no_listener").len(), 1, "{dump}");
     assert!(hooks(&f).contains(&"tcp_reset"), "{dump}");
     let resets = evidence::of_kind(&f, "tcp_reset_sent");
     assert!(
@@ -304,6 +306,34 @@ fn rp_filter_names_the_route_back() {
     );
     assert!(
         evidence::of_kind(&f, "func_hook_unavailable").is_empty(),
+        "{dump}"
+    );
+}
+
+/// A server bound to 127.0.0.1:53 only, queried on another address: the
+/// verdict says where the port is bound.
+#[test]
+fn no_socket_names_where_the_port_is_bound() {
+    let Some((f, dump)) = trace("dns_bound_elsewhere", 53) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "NO_SOCKET"), "{dump}");
+    assert!(
+        where_.contains("-server: nothing listens on udp 10.231.2.2:53 (port 53 is bound there on 127.0.0.1:53 only)"),
+        "{where_}"
+    );
+    assert!(
+        evidence::of_kind(&f, "listens_elsewhere")
+            .iter()
+            .any(|e| e["bound"][0]["addr"] == "127.0.0.1"),
+        "{dump}"
+    );
+    assert!(
+        f["verdict"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("not on the address the packet was sent to"),
         "{dump}"
     );
 }

@@ -10,4 +10,5 @@ pub mod netfilter;
 pub mod netlink;
 pub mod netns;
 pub mod procstat;
+pub mod sockets;
 pub mod vip;

@@ -22,6 +22,7 @@ use crate::{
     node::link::{LinkConf, links_in},
     node::netfilter::{self, NfRule},
     node::netns::{NetnsRef, addresses_in},
+    node::sockets::{Bound, bound_in},
     node::vip::VipWatch,
     run::pipeline::PreparedEnv,
     verdict::{Env, Evidence, IfAddr, Inventory},
@@ -36,6 +37,8 @@ struct NetnsFacts {
     /// Devices' MTU and sysctls, read for a namespace where a followed
     /// packet was dropped.
     links: Option<Vec<LinkConf>>,
+    /// Its bound sockets, read at the same time.
+    bound: Vec<Bound>,
 }
 
 /// How often netfilter counters of a namespace are read again while
@@ -106,6 +109,12 @@ impl LiveEnv {
                 .filter_map(|(ino, f)| Some((*ino, f.links.clone()?)))
                 .filter(|(_, v)| !v.is_empty())
                 .collect(),
+            bound: self
+                .cache
+                .iter()
+                .filter(|(_, f)| !f.bound.is_empty())
+                .map(|(ino, f)| (*ino, f.bound.clone()))
+                .collect(),
         }
     }
 }
@@ -163,6 +172,7 @@ impl PreparedEnv for LiveEnv {
                         ipvs,
                         nf,
                         links: None,
+                        bound: Vec::new(),
                     },
                 );
             }
@@ -171,6 +181,7 @@ impl PreparedEnv for LiveEnv {
                 && let Some(facts) = self.cache.get_mut(&ino)
             {
                 facts.links = Some(links_in(Some(p)));
+                facts.bound = bound_in(p);
             }
             if nf_due
                 && let Some(p) = &path
@@ -215,6 +226,13 @@ impl Env for LiveEnv {
         self.cache
             .get(&netns)
             .and_then(|f| f.links.as_deref())
+            .unwrap_or(&[])
+    }
+
+    fn bound(&self, netns: u32) -> &[Bound] {
+        self.cache
+            .get(&netns)
+            .map(|f| f.bound.as_slice())
             .unwrap_or(&[])
     }
 

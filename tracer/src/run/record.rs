@@ -27,6 +27,7 @@ use crate::{
     node::ipvs::VirtualService,
     node::link::LinkConf,
     node::netfilter::NfRule,
+    node::sockets::Bound,
     output::Summary,
     verdict::{Completeness, IfAddr, Inventory, Verdict},
 };
@@ -120,6 +121,9 @@ pub struct Facts {
     /// Devices' MTU and sysctls where packets were dropped (format 2).
     #[serde(default)]
     pub links: BTreeMap<u32, Vec<LinkConf>>,
+    /// Bound sockets where packets were dropped (format 2).
+    #[serde(default)]
+    pub bound: BTreeMap<u32, Vec<Bound>>,
 }
 
 impl From<Inventory> for Facts {
@@ -132,6 +136,7 @@ impl From<Inventory> for Facts {
             tc_filters,
             ipvs: i.ipvs.into_iter().collect(),
             links: i.links.into_iter().collect(),
+            bound: i.bound.into_iter().collect(),
         }
     }
 }
@@ -149,6 +154,7 @@ impl From<Facts> for Inventory {
             facts: Default::default(),
             ipvs: f.ipvs.into_iter().collect(),
             links: f.links.into_iter().collect(),
+            bound: f.bound.into_iter().collect(),
         }
     }
 }

@@ -58,6 +58,10 @@ impl Env for ReplayEnv {
     fn links(&self, netns: u32) -> &[crate::node::link::LinkConf] {
         self.inventory.links(netns)
     }
+
+    fn bound(&self, netns: u32) -> &[crate::node::sockets::Bound] {
+        self.inventory.bound(netns)
+    }
 }
 
 /// What replay found.

@@ -194,6 +194,23 @@ pub enum Evidence {
         back_dev: String,
     },
 
+    /// No socket at all on the port the packet was for, in the namespace
+    /// that received it (its /proc/net/{tcp,udp}).
+    NoListener {
+        netns: String,
+        /// `tcp` or `udp`.
+        proto: String,
+        endpoint: Endpoint,
+    },
+    /// The port is bound in that namespace, but only on other addresses
+    /// than the packet's destination (a server on 127.0.0.1 or another IP).
+    ListensElsewhere {
+        netns: String,
+        proto: String,
+        endpoint: Endpoint,
+        bound: Vec<Endpoint>,
+    },
+
     // Drops.
     /// Where the drop happened (skb:kfree_skb).
     PacketDropped {
@@ -338,12 +355,13 @@ impl fmt::Display for Evidence {
             ForwardedBack, ForwardingDisabled, FuncHookUnavailable, FunctionHook, HooksUnavailable,
             HopsNotKept, HostUnreachableInferred, IcmpSent, IpvsHooksSilent, IpvsLocalAddress,
             IpvsNoDestination, IpvsNoService, IpvsScheduled, IpvsService, LaterDrop,
-            LocalAddressTransmitted, LocalDestination, LocalRoute, MapInsertsFailed, MtuExceeded,
-            NatSourceMismatch, NeighbourState, NfChainVerdict, NfHookDrop, NfHookInferred,
-            NfRuleMoved, NoLocalEndpointsRuleMoved, NoReply, NoReplyLeft, NoRouteBack,
-            OtherHostsSubnet, OwnerChanged, PacketDropped, PacketsSeen, PreNatRoute,
-            RepliesCameBack, RequestDropped, RpFilterMismatch, ServerSocketState, SeveralMacs,
-            SocketConsumed, SocketQueued, SocketRead, TcFilter, TcRedirect, TcpResetSent,
+            ListensElsewhere, LocalAddressTransmitted, LocalDestination, LocalRoute,
+            MapInsertsFailed, MtuExceeded, NatSourceMismatch, NeighbourState, NfChainVerdict,
+            NfHookDrop, NfHookInferred, NfRuleMoved, NoListener, NoLocalEndpointsRuleMoved,
+            NoReply, NoReplyLeft, NoRouteBack, OtherHostsSubnet, OwnerChanged, PacketDropped,
+            PacketsSeen, PreNatRoute, RepliesCameBack, RequestDropped, RpFilterMismatch,
+            ServerSocketState, SeveralMacs, SocketConsumed, SocketQueued, SocketRead, TcFilter,
+            TcRedirect, TcpResetSent,
         };
         let or = |s: &str, dflt: &'static str| -> String {
             if s.is_empty() {
@@ -442,6 +460,29 @@ impl fmt::Display for Evidence {
                 write!(
                     f,
                     "forwarding is disabled on {dev} in netns {netns} (net.{v}.conf.{dev}.forwarding = 0): a packet for another host that arrives there is dropped"
+                )
+            }
+            NoListener {
+                netns,
+                proto,
+                endpoint,
+            } => write!(
+                f,
+                "nothing listens on {proto} {endpoint} in netns {netns}: no {proto} socket on port {} at all",
+                endpoint.port
+            ),
+            ListensElsewhere {
+                netns,
+                proto,
+                endpoint,
+                bound,
+            } => {
+                let b: Vec<String> = bound.iter().map(ToString::to_string).collect();
+                write!(
+                    f,
+                    "nothing listens on {proto} {endpoint} in netns {netns}: {proto} port {} is bound there on {} only",
+                    endpoint.port,
+                    b.join(", ")
                 )
             }
             RpFilterMismatch {
@@ -886,6 +927,17 @@ mod tests {
                 mode: Some(1),
                 src: a,
                 back_dev: s("r1"),
+            },
+            NoListener {
+                netns: s("s"),
+                proto: s("udp"),
+                endpoint: Endpoint::new(a, 53),
+            },
+            ListensElsewhere {
+                netns: s("s"),
+                proto: s("udp"),
+                endpoint: Endpoint::new(a, 53),
+                bound: vec![Endpoint::new(b, 53)],
             },
             MtuExceeded {
                 netns: s("r"),

@@ -104,6 +104,12 @@ pub const HINTS: &[Hint] = &[
     row(
         Some(Kind::Dropped),
         Some("NO_SOCKET"),
+        &[E::ListensElsewhere],
+        "The port is bound, but not on the address the packet was sent to: the server listens on 127.0.0.1 or another IP only. Bind it to the address clients use (0.0.0.0, or the link-local/Service IP: for node-local DNS the address in its Corefile `bind`), or send to the address it listens on.",
+    ),
+    row(
+        Some(Kind::Dropped),
+        Some("NO_SOCKET"),
         &[E::TcpResetSent],
         "Nothing listens on that address/port where the packet arrived: check the Service targetPort, the endpoints, and that the backend process is up and bound to that address. The kernel answered with a TCP RST (connection refused).",
     ),

@@ -11,7 +11,9 @@ use std::{collections::HashMap, net::IpAddr};
 
 use serde::Serialize;
 
-use crate::{model::flow::Flow, node::link::LinkConf, node::netfilter::NfRule};
+use crate::{
+    model::flow::Flow, node::link::LinkConf, node::netfilter::NfRule, node::sockets::Bound,
+};
 
 #[derive(
     Debug,
@@ -104,6 +106,11 @@ pub trait Env {
     fn links(&self, _netns: u32) -> &[LinkConf] {
         &[]
     }
+    /// Its TCP listeners and UDP sockets (read where a packet was
+    /// dropped).
+    fn bound(&self, _netns: u32) -> &[Bound] {
+        &[]
+    }
 }
 
 /// A fixed inventory (tests, and a snapshot taken by the loader).
@@ -115,6 +122,7 @@ pub struct Inventory {
     pub facts: HashMap<IpAddr, Vec<Evidence>>,
     pub ipvs: HashMap<u32, Vec<crate::node::ipvs::VirtualService>>,
     pub links: HashMap<u32, Vec<LinkConf>>,
+    pub bound: HashMap<u32, Vec<Bound>>,
 }
 
 impl Env for Inventory {
@@ -143,6 +151,10 @@ impl Env for Inventory {
 
     fn links(&self, netns: u32) -> &[LinkConf] {
         self.links.get(&netns).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    fn bound(&self, netns: u32) -> &[Bound] {
+        self.bound.get(&netns).map(Vec::as_slice).unwrap_or(&[])
     }
 }
 

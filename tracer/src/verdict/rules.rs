@@ -568,6 +568,13 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
                 drop.netns, drop.dev, drop.dev
             )
         }
+        "NO_SOCKET" => match no_listener(drop, env) {
+            Some((ev, said)) => {
+                evidence.push(ev);
+                format!("{func} in netns {}: {said}", drop.netns)
+            }
+            None => format!("{func} in netns {}", drop.netns),
+        },
         "IP_RPFILTER" => {
             // fib_validate_source() looks the source up as a destination
             // (the fib tracepoint sees it: the reply direction, in the
@@ -733,6 +740,60 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     }
     v.add_all(side_evidence(flow));
     Some(v)
+}
+
+/// For a NO_SOCKET drop: the namespace's sockets on that port, when they
+/// were read (its links were, at the same time) and none would have taken
+/// the packet (an exact or wildcard bind would have).
+fn no_listener(drop: &Hop, env: &dyn Env) -> Option<(Evidence, String)> {
+    let t = &drop.tuple;
+    let proto = match t.proto {
+        6 => "tcp",
+        17 => "udp",
+        _ => return None,
+    };
+    if env.links(drop.netns_inode).is_empty() {
+        return None;
+    }
+    let bound: Vec<Endpoint> = env
+        .bound(drop.netns_inode)
+        .iter()
+        .filter(|b| b.proto == proto && b.port == t.dport)
+        .map(|b| Endpoint::new(b.addr, b.port))
+        .collect();
+    if bound
+        .iter()
+        .any(|e| e.addr == t.dst || e.addr.is_unspecified())
+    {
+        return None;
+    }
+    let (netns, endpoint) = (drop.netns.to_string(), Endpoint::new(t.dst, t.dport));
+    Some(if bound.is_empty() {
+        (
+            Evidence::NoListener {
+                netns,
+                proto: proto.into(),
+                endpoint,
+            },
+            format!("nothing listens on {proto} {endpoint}"),
+        )
+    } else {
+        let b: Vec<String> = bound.iter().map(ToString::to_string).collect();
+        let said = format!(
+            "nothing listens on {proto} {endpoint} (port {} is bound there on {} only)",
+            endpoint.port,
+            b.join(", ")
+        );
+        (
+            Evidence::ListensElsewhere {
+                netns,
+                proto: proto.into(),
+                endpoint,
+                bound,
+            },
+            said,
+        )
+    })
 }
 
 /// What the netfilter function hooks said about a drop: the hook

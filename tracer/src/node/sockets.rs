@@ -1,0 +1,120 @@
+//! The sockets of a namespace, from its /proc/net/{tcp,udp}{,6} (what
+//! `ss -lnu` lists): which local addresses and ports are bound, their
+//! receive queues and, for UDP, how many datagrams each dropped. Read
+//! where a followed packet found no socket or a full one.
+
+use std::{
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+    path::Path,
+};
+
+use serde::{Deserialize, Serialize};
+
+/// One bound socket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bound {
+    /// `tcp` or `udp`.
+    pub proto: String,
+    pub addr: IpAddr,
+    pub port: u16,
+    /// TCP: listening (state 0A); UDP: always true (unconnected or not).
+    pub listening: bool,
+    /// Bytes waiting in the receive queue.
+    pub rx_queue: u64,
+    /// UDP: datagrams dropped (receive buffer full, bad checksum...).
+    pub drops: u64,
+}
+
+/// TCP listeners and UDP sockets of the namespace at `path` (entered on
+/// this thread). Empty when unreadable.
+pub fn bound_in(path: &Path) -> Vec<Bound> {
+    let Ok(_g) = crate::node::netns::NetnsGuard::enter(path) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (file, proto) in [
+        ("tcp", "tcp"),
+        ("tcp6", "tcp"),
+        ("udp", "udp"),
+        ("udp6", "udp"),
+    ] {
+        // /proc/thread-self/net follows the thread's namespace.
+        if let Ok(text) = std::fs::read_to_string(format!("/proc/thread-self/net/{file}")) {
+            out.extend(parse(&text, proto));
+        }
+    }
+    out
+}
+
+/// Parse a /proc/net/{tcp,udp}{,6} table, keeping TCP listeners and
+/// every UDP socket.
+pub fn parse(text: &str, proto: &str) -> Vec<Bound> {
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // sl local rem st tx:rx tr:when retrnsmt uid timeout inode ...
+            let (local, state, queues) = (f.get(1)?, f.get(3)?, f.get(4)?);
+            let listening = proto == "udp" || *state == "0A";
+            if !listening {
+                return None;
+            }
+            let (addr, port) = local.split_once(':')?;
+            let rx = queues.split_once(':')?.1;
+            Some(Bound {
+                proto: proto.to_string(),
+                addr: hex_addr(addr)?,
+                port: u16::from_str_radix(port, 16).ok()?,
+                listening,
+                rx_queue: u64::from_str_radix(rx, 16).ok()?,
+                // udp: ... ref pointer drops (the last column).
+                drops: if proto == "udp" {
+                    f.last().and_then(|d| d.parse().ok()).unwrap_or(0)
+                } else {
+                    0
+                },
+            })
+        })
+        .collect()
+}
+
+/// The kernel prints addresses as host-order 32-bit words in hex.
+fn hex_addr(s: &str) -> Option<IpAddr> {
+    let words: Vec<u32> = (0..s.len() / 8)
+        .map(|i| u32::from_str_radix(s.get(i * 8..i * 8 + 8)?, 16).ok())
+        .collect::<Option<_>>()?;
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+    match bytes.len() {
+        4 => Some(IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(bytes).ok()?))),
+        16 => Some(IpAddr::V6(Ipv6Addr::from(
+            <[u8; 16]>::try_from(bytes).ok()?,
+        ))),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_listeners_and_udp_drops() {
+        let tcp = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+   0: 0100007F:0035 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1234 1 0000000000000000 100 0 0 10 0\n\
+   1: 0100007F:9C40 0100007F:0035 01 00000000:00000000 00:00000000 00000000     0        0 1235 1 0000000000000000 20 4 30 10 -1\n";
+        let t = parse(tcp, "tcp");
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].addr, IpAddr::from([127, 0, 0, 1]));
+        assert_eq!(t[0].port, 53);
+        let udp = "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
+  123: 0A19A9FE:0035 00000000:0000 07 00000000:00000340 00:00000000 00000000     0        0 999 2 0000000000000000 17\n";
+        let u = parse(udp, "udp");
+        assert_eq!(u[0].addr, IpAddr::from([169, 254, 25, 10]));
+        assert_eq!((u[0].port, u[0].rx_queue, u[0].drops), (53, 0x340, 17));
+        let udp6 = "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
+   1: 00000000000000000000000001000000:0035 00000000000000000000000000000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 5 2 0000000000000000 0\n";
+        assert_eq!(parse(udp6, "udp")[0].addr, "::1".parse::<IpAddr>().unwrap());
+        // Garbage lines are skipped, never a panic.
+        assert!(parse("header\n  0: zz:yy 0 0\n", "udp").is_empty());
+    }
+}
