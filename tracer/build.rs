@@ -82,12 +82,18 @@ fn version_line(manifest: &Path) -> anyhow::Result<()> {
         }
     };
     let lock = std::fs::read_to_string(root.join("Cargo.lock")).unwrap_or_default();
-    println!("cargo:rerun-if-changed={}", root.join("Cargo.lock").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        root.join("Cargo.lock").display()
+    );
     let aya = lock
         .split("[[package]]")
         .find(|p| p.lines().any(|l| l.trim() == "name = \"aya\""))
         .and_then(|p| p.lines().find_map(|l| l.trim().strip_prefix("version = ")))
-        .map_or_else(|| "unknown".to_string(), |v| v.trim_matches('"').to_string());
+        .map_or_else(
+            || "unknown".to_string(),
+            |v| v.trim_matches('"').to_string(),
+        );
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
     let object = std::fs::read(out.join("tracer"))?;
     let id: String = if object.is_empty() {

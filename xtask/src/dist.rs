@@ -6,6 +6,7 @@
 //! rust-lld (shipped with rustup), so no cross C toolchain is needed.
 
 use std::{
+    fmt::Write as _,
     path::{Path, PathBuf},
     process::{Command, ExitCode},
 };
@@ -31,7 +32,9 @@ pub(crate) struct DistArgs {
 
 /// The artifact's path for an architecture.
 pub(crate) fn artifact(arch: &str) -> PathBuf {
-    root().join("dist").join(format!("tracer-{arch}-linux-musl"))
+    root()
+        .join("dist")
+        .join(format!("tracer-{arch}-linux-musl"))
 }
 
 /// Build the static binary of one target into dist/ and return its path.
@@ -92,10 +95,12 @@ fn write_sums() -> Result<String> {
     for (_, arch) in TARGETS {
         let p = artifact(arch);
         if let Ok(bytes) = std::fs::read(&p) {
-            let hex: String = Sha256::digest(&bytes)
+            let hex = Sha256::digest(&bytes)
                 .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
+                .fold(String::new(), |mut s, b| {
+                    let _ = write!(s, "{b:02x}");
+                    s
+                });
             let name = p.file_name().expect("file name").to_string_lossy();
             sums.push_str(&format!("{hex}  {name}\n"));
         }
