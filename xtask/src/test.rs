@@ -7,7 +7,7 @@ use std::process::{Command, ExitCode};
 use anyhow::Result;
 use clap::Args;
 
-use crate::cmd::{is_root, root, run as sh, run_tee};
+use crate::cmd::{is_root, root, run as sh, run_tee, target_dir};
 
 #[derive(Args)]
 pub(crate) struct TestArgs {
@@ -163,7 +163,7 @@ pub(crate) fn run(a: TestArgs) -> Result<ExitCode> {
                 );
             }
             let mut c = cargo(&["test", "--release", "-p", "tracer-tests", "--tests"]);
-            c.env("TRACER_BIN", root().join("target/release/tracer"));
+            c.env("TRACER_BIN", target_dir().join("release/tracer"));
             // Tests of kernel features this machine lacks (IPVS, kprobes,
             // fentry) list themselves here; the summary names them.
             let skips = std::env::temp_dir().join(format!("tracer-skips-{}", std::process::id()));
@@ -188,10 +188,11 @@ pub(crate) fn run(a: TestArgs) -> Result<ExitCode> {
             let vm = crate::vm::VmArgs {
                 kernels: vec![],
                 filter: a.filter.clone(),
+                arch: "x86_64".into(),
             };
             match crate::vm::matrix(&vm) {
                 Ok(results) => {
-                    let (p, f) = crate::vm::report(&results);
+                    let (p, f) = crate::vm::report("kernel matrix", &results);
                     t.passed += p;
                     t.failed += f;
                     t.stage("kernel matrix (qemu TCG: Debian 6.1, 6.12)", f == 0);
