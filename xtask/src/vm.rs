@@ -305,7 +305,15 @@ fn test_binaries() -> Result<Vec<(String, PathBuf)>> {
 /// verification and netns setup measured 4-8x slower in the guests.
 const TIME_SCALE: u32 = 5;
 
-fn script(bins: &[(String, PathBuf)], filter: Option<&str>) -> String {
+/// The incident run again with the static release binary (`dist/`), on
+/// the oldest kernel of the matrix: what an operator copies to a node.
+const STATIC_TEST: (&str, &str, &str) = (
+    "6.1",
+    "incidents",
+    "incident4_clusterip_routed_by_the_default_route",
+);
+
+fn script(bins: &[(String, PathBuf)], filter: Option<&str>, static_bin: Option<&Path>) -> String {
     let mut s = String::from("set -u\n");
     s += &format!(
         "export TRACER_BIN={r}/release/tracer NETPROBE_BIN={r}/release/netprobe\n",
@@ -337,6 +345,17 @@ fn script(bins: &[(String, PathBuf)], filter: Option<&str>) -> String {
             "echo \"VM-SUITE {suite}\"; {} --test-threads=1 --color never {} 2>&1\n",
             path.display(),
             filter.unwrap_or("")
+        );
+    }
+    if let (Some(bin), Some((_, path))) = (
+        static_bin,
+        bins.iter().find(|(suite, _)| suite == STATIC_TEST.1),
+    ) {
+        s += &format!(
+            "echo \"VM-SUITE static-musl\"; TRACER_BIN={} {} --exact {} --test-threads=1 --color never 2>&1\n",
+            bin.display(),
+            path.display(),
+            STATIC_TEST.2
         );
     }
     s += "for f in /tmp/tracer-recordings/*.rec; do [ -f \"$f\" ] && echo \"VM-RECORDING $(basename \"$f\") $(base64 -w0 \"$f\")\"; done\n";
@@ -517,6 +536,10 @@ pub(crate) fn matrix(a: &VmArgs) -> Result<Vec<KernelResult>> {
     }
     crate::build::release()?;
     let bins = test_binaries()?;
+    if a.kernels.is_empty() || a.kernels.iter().any(|k| k == STATIC_TEST.0) {
+        // Build (or bring up to date) the static binary the 6.1 guest runs.
+        crate::dist::build(&["x86_64".to_string()])?;
+    }
     let run_dir = Path::new(CACHE).join("run");
     fs::create_dir_all(&run_dir)?;
     let mut jobs = Vec::new();
@@ -527,7 +550,15 @@ pub(crate) fn matrix(a: &VmArgs) -> Result<Vec<KernelResult>> {
         let (dir, version) = kernel(&[], pattern)?;
         let initrd = initramfs(&dir, &version)?;
         let sc = run_dir.join(format!("{name}.sh"));
-        fs::write(&sc, script(&bins, a.filter.as_deref()))?;
+        let static_bin = (*name == STATIC_TEST.0
+            && a.filter
+                .as_deref()
+                .is_none_or(|f| format!("static-musl::{}", STATIC_TEST.2).contains(f)))
+        .then(|| crate::dist::artifact("x86_64"));
+        fs::write(
+            &sc,
+            script(&bins, a.filter.as_deref(), static_bin.as_deref()),
+        )?;
         jobs.push((name.to_string(), dir, version, initrd, sc));
     }
     // Both kernels at once: each guest is one emulated machine; the host's
