@@ -347,13 +347,13 @@ fn script(bins: &[(String, PathBuf)], filter: Option<&str>, static_bin: Option<&
             filter.unwrap_or("")
         );
     }
-    if let (Some(bin), Some((_, path))) = (
+    if let (Some(b), Some((_, path))) = (
         static_bin,
         bins.iter().find(|(suite, _)| suite == STATIC_TEST.1),
     ) {
+        let b = b.display();
         s += &format!(
-            "echo \"VM-SUITE static-musl\"; TRACER_BIN={} {} --exact {} --test-threads=1 --color never 2>&1\n",
-            bin.display(),
+            "echo \"VM-SUITE static-musl\"; {b} --version; TRACER_BIN={b} {} --exact {} --test-threads=1 --color never 2>&1\n",
             path.display(),
             STATIC_TEST.2
         );
