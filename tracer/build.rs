@@ -3,6 +3,7 @@
 //! `include_bytes_aligned!`.
 
 use std::{
+    fmt::Write as _,
     path::{Path, PathBuf},
     process::Command,
 };
@@ -66,20 +67,19 @@ fn version_line(manifest: &Path) -> anyhow::Result<()> {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
     println!("cargo:rerun-if-env-changed=TRACER_COMMIT");
-    let commit = match std::env::var("TRACER_COMMIT") {
-        Ok(c) => c,
-        Err(_) => {
-            // Rebuild when HEAD moves: HEAD itself, the branch it names,
-            // and packed-refs.
-            let mut watch = vec!["HEAD".to_string(), "packed-refs".to_string()];
-            watch.extend(git(&["symbolic-ref", "-q", "HEAD"]));
-            for w in watch {
-                if let Some(p) = git(&["rev-parse", "--git-path", &w]) {
-                    println!("cargo:rerun-if-changed={}", root.join(p).display());
-                }
+    let commit = if let Ok(c) = std::env::var("TRACER_COMMIT") {
+        c
+    } else {
+        // Rebuild when HEAD moves: HEAD itself, the branch it names,
+        // and packed-refs.
+        let mut watch = vec!["HEAD".to_string(), "packed-refs".to_string()];
+        watch.extend(git(&["symbolic-ref", "-q", "HEAD"]));
+        for w in watch {
+            if let Some(p) = git(&["rev-parse", "--git-path", &w]) {
+                println!("cargo:rerun-if-changed={}", root.join(p).display());
             }
-            git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into())
         }
+        git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into())
     };
     let lock = std::fs::read_to_string(root.join("Cargo.lock")).unwrap_or_default();
     println!(
@@ -101,8 +101,10 @@ fn version_line(manifest: &Path) -> anyhow::Result<()> {
     } else {
         Sha256::digest(&object)[..8]
             .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+            .fold(String::new(), |mut s, b| {
+                let _ = write!(s, "{b:02x}");
+                s
+            })
     };
     let target = std::env::var("TARGET")?;
     println!(
