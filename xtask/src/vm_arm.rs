@@ -114,7 +114,7 @@ fn update_lists(apt: &[String]) -> Result<()> {
     let same = fs::read_to_string(&list).is_ok_and(|old| old == sources);
     let fresh = fs::read_dir(Path::new(DIR).join("lists"))?
         .filter_map(std::result::Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().ends_with("_Packages"))
+        .filter(|e| e.file_name().to_string_lossy().contains("_Packages"))
         .filter_map(|e| e.metadata().ok()?.modified().ok())
         .any(|t| {
             SystemTime::now()
