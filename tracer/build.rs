@@ -71,12 +71,16 @@ fn version_line(manifest: &Path) -> anyhow::Result<()> {
         c
     } else {
         // Rebuild when HEAD moves: HEAD itself, the branch it names,
-        // and packed-refs.
+        // and packed-refs. Only files that exist: cargo takes a missing
+        // one (no packed-refs yet, a branch only packed) as always
+        // changed, and would rebuild tracer on every build.
         let mut watch = vec!["HEAD".to_string(), "packed-refs".to_string()];
         watch.extend(git(&["symbolic-ref", "-q", "HEAD"]));
         for w in watch {
-            if let Some(p) = git(&["rev-parse", "--git-path", &w]) {
-                println!("cargo:rerun-if-changed={}", root.join(p).display());
+            if let Some(p) = git(&["rev-parse", "--git-path", &w]).map(|p| root.join(p))
+                && p.exists()
+            {
+                println!("cargo:rerun-if-changed={}", p.display());
             }
         }
         git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into())
