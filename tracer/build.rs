@@ -3,6 +3,7 @@
 //! `include_bytes_aligned!`.
 
 use std::{
+    fmt::Write as _,
     path::{Path, PathBuf},
     process::Command,
 };
@@ -96,18 +97,20 @@ fn version_line(manifest: &Path) -> anyhow::Result<()> {
     let commit = if let Ok(c) = std::env::var("TRACER_COMMIT") {
         c
     } else {
-        {
-            // Rebuild when HEAD moves: HEAD itself, the branch it names,
-            // and packed-refs.
-            let mut watch = vec!["HEAD".to_string(), "packed-refs".to_string()];
-            watch.extend(git(&["symbolic-ref", "-q", "HEAD"]));
-            for w in watch {
-                if let Some(p) = git(&["rev-parse", "--git-path", &w]) {
-                    println!("cargo:rerun-if-changed={}", root.join(p).display());
-                }
+        // Rebuild when HEAD moves: HEAD itself, the branch it names,
+        // and packed-refs. Only files that exist: cargo takes a missing
+        // one (no packed-refs yet, a branch only packed) as always
+        // changed, and would rebuild tracer on every build.
+        let mut watch = vec!["HEAD".to_string(), "packed-refs".to_string()];
+        watch.extend(git(&["symbolic-ref", "-q", "HEAD"]));
+        for w in watch {
+            if let Some(p) = git(&["rev-parse", "--git-path", &w]).map(|p| root.join(p))
+                && p.exists()
+            {
+                println!("cargo:rerun-if-changed={}", p.display());
             }
-            git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into())
         }
+        git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into())
     };
     let lock = std::fs::read_to_string(root.join("Cargo.lock")).unwrap_or_default();
     println!(
@@ -130,7 +133,6 @@ fn version_line(manifest: &Path) -> anyhow::Result<()> {
         Sha256::digest(&object)[..8]
             .iter()
             .fold(String::new(), |mut s, b| {
-                use std::fmt::Write;
                 let _ = write!(s, "{b:02x}");
                 s
             })

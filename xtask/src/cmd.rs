@@ -16,6 +16,15 @@ pub(crate) fn root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Cargo's target directory: $CARGO_TARGET_DIR (relative to the
+/// workspace root when relative), else target/ of the workspace.
+pub(crate) fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) if !d.is_empty() => root().join(d),
+        _ => root().join("target"),
+    }
+}
+
 pub(crate) fn show(c: &Command) -> String {
     let mut s = c.get_program().to_string_lossy().into_owned();
     for a in c.get_args() {

@@ -15,6 +15,7 @@ mod image;
 mod setup;
 mod test;
 mod vm;
+mod vm_arm;
 
 use std::process::ExitCode;
 
@@ -44,7 +45,8 @@ enum Task {
     /// Benchmarks: userspace pipeline, and traffic vs tcpdump (BENCHMARKS.md).
     Bench(bench::BenchArgs),
     /// Kernel matrix: boot Debian 6.1 and 6.12 under qemu (TCG) and run the
-    /// incident and verdict suites inside.
+    /// incident and verdict suites inside (`--arch aarch64`: boot Debian's
+    /// arm64 kernel and run the static aarch64 binary).
     Vm(vm::VmArgs),
 }
 

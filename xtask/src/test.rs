@@ -7,7 +7,7 @@ use std::process::{Command, ExitCode};
 use anyhow::Result;
 use clap::Args;
 
-use crate::cmd::{is_root, root, run as sh, run_tee};
+use crate::cmd::{is_root, root, run as sh, run_tee, target_dir};
 
 #[derive(Args)]
 pub(crate) struct TestArgs {
@@ -170,7 +170,7 @@ pub(crate) fn run(a: TestArgs) -> Result<ExitCode> {
                 );
             }
             let mut c = cargo(&["test", "--release", "-p", "tracer-tests", "--tests"]);
-            c.env("TRACER_BIN", root().join("target/release/tracer"));
+            c.env("TRACER_BIN", target_dir().join("release/tracer"));
             // Tests of kernel features this machine lacks (IPVS, kprobes,
             // fentry) list themselves here; the summary names them.
             let skips = std::env::temp_dir().join(format!("tracer-skips-{}", std::process::id()));
@@ -190,24 +190,7 @@ pub(crate) fn run(a: TestArgs) -> Result<ExitCode> {
             let _ = std::fs::remove_file(&skips);
         }
         if !a.no_vm {
-            // The kernel matrix: the same suites inside Debian's 6.1 and 6.12
-            // (kprobes, fentry, IPVS), with the binaries just built.
-            let vm = crate::vm::VmArgs {
-                kernels: vec![],
-                filter: a.filter.clone(),
-            };
-            match crate::vm::matrix(&vm) {
-                Ok(results) => {
-                    let (p, f) = crate::vm::report(&results);
-                    t.passed += p;
-                    t.failed += f;
-                    t.stage("kernel matrix (qemu TCG: Debian 6.1, 6.12)", f == 0);
-                }
-                Err(e) => {
-                    eprintln!("kernel matrix: {e:#}");
-                    t.stage("kernel matrix (qemu TCG: Debian 6.1, 6.12)", false);
-                }
-            }
+            vm_stages(&a, &mut t);
         }
     }
 
@@ -238,6 +221,44 @@ pub(crate) fn run(a: TestArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The VM tier: the x86 kernel matrix (Debian 6.1
+/// with the static binary too, and 6.12), then the aarch64 boot test.
+fn vm_stages(a: &TestArgs, t: &mut Tally) {
+    // The static binaries were built with the images before the
+    // integration tests ("static binaries and images" stage).
+    let vm = crate::vm::VmArgs {
+        kernels: vec![],
+        filter: a.filter.clone(),
+        arch: "x86_64".into(),
+    };
+    let matrix = "kernel matrix (qemu TCG: Debian 6.1, 6.12)";
+    match crate::vm::matrix(&vm) {
+        Ok(results) => {
+            let (p, f) = crate::vm::report("kernel matrix", &results);
+            t.passed += p;
+            t.failed += f;
+            t.stage(matrix, f == 0);
+        }
+        Err(e) => {
+            eprintln!("kernel matrix: {e:#}");
+            t.stage(matrix, false);
+        }
+    }
+    let arm = "aarch64 boot (qemu TCG: Debian arm64, static binary)";
+    match crate::vm::ensure_tools().and_then(|()| crate::vm_arm::run()) {
+        Ok(r) => {
+            let (p, f) = crate::vm::report("aarch64 boot", std::slice::from_ref(&r));
+            t.passed += p;
+            t.failed += f;
+            t.stage(arm, f == 0);
+        }
+        Err(e) => {
+            eprintln!("aarch64 boot: {e:#}");
+            t.stage(arm, false);
+        }
+    }
 }
 
 #[cfg(test)]

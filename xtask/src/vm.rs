@@ -26,7 +26,7 @@ use std::{
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use crate::cmd::{is_root, ok, output, root, run as sh};
+use crate::cmd::{is_root, ok, output, root, run as sh, show, target_dir};
 
 const CACHE: &str = "/var/cache/tracer-vm";
 
@@ -35,6 +35,8 @@ const CACHE: &str = "/var/cache/tracer-vm";
 /// host's tree).
 const VM_APT: &[&str] = &[
     "qemu-system-x86",
+    // qemu-system-aarch64, for the arm64 boot test (vm_arm.rs).
+    "qemu-system-arm",
     "busybox-static",
     "kmod",
     "cpio",
@@ -61,6 +63,10 @@ pub(crate) struct VmArgs {
     /// Only tests whose name contains this.
     #[arg(long)]
     pub filter: Option<String>,
+    /// x86_64: the kernel matrix; aarch64: the arm64 boot test of the
+    /// static binary (vm_arm.rs).
+    #[arg(long, default_value = "x86_64")]
+    pub arch: String,
 }
 
 pub(crate) struct KernelResult {
@@ -70,7 +76,7 @@ pub(crate) struct KernelResult {
     pub booted: bool,
 }
 
-fn ensure_tools() -> Result<()> {
+pub(crate) fn ensure_tools() -> Result<()> {
     let missing: Vec<&str> = VM_APT
         .iter()
         .copied()
@@ -94,9 +100,15 @@ fn ensure_tools() -> Result<()> {
     Ok(())
 }
 
-/// Fetch, unpack and depmod one kernel; returns (dir, version).
-fn kernel(pattern: &str) -> Result<(PathBuf, String)> {
-    let list = output(Command::new("apt-cache").args(["search", "--names-only", pattern]));
+/// Fetch, unpack and depmod one kernel; returns (dir, version). `apt`:
+/// extra apt options (another architecture's package lists), or none.
+pub(crate) fn kernel(apt: &[String], pattern: &str) -> Result<(PathBuf, String)> {
+    let list =
+        output(
+            Command::new("apt-cache")
+                .args(apt)
+                .args(["search", "--names-only", pattern]),
+        );
     let mut pkgs: Vec<String> = list
         .lines()
         .filter_map(|l| l.split_whitespace().next().map(str::to_string))
@@ -112,22 +124,28 @@ fn kernel(pattern: &str) -> Result<(PathBuf, String)> {
     let depfile = dir.join(format!("lib/modules/{version}/modules.dep"));
     if !vmlinuz.exists() || !depfile.exists() {
         fs::create_dir_all(CACHE)?;
-        sh(Command::new("apt-get")
-            .args(["download", &pkg])
-            .current_dir(CACHE))?;
-        let deb = fs::read_dir(CACHE)?
-            .filter_map(std::result::Result::ok)
-            .map(|e| e.path())
-            .find(|p| {
-                let n = p.file_name().unwrap_or_default().to_string_lossy();
-                n.starts_with(&format!("{pkg}_")) && n.ends_with(".deb")
-            })
-            .context("downloaded .deb not found")?;
+        let deb = download(apt, &pkg, Path::new(CACHE))?;
         sh(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&dir))?;
         sh(Command::new("depmod").arg("-b").arg(&dir).arg(&version))?;
         let _ = fs::remove_file(deb);
     }
     Ok((dir, version))
+}
+
+/// `apt-get download PKG` into `into`; returns the .deb's path.
+pub(crate) fn download(apt: &[String], pkg: &str, into: &Path) -> Result<PathBuf> {
+    sh(Command::new("apt-get")
+        .args(apt)
+        .args(["download", pkg])
+        .current_dir(into))?;
+    fs::read_dir(into)?
+        .filter_map(std::result::Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            let n = p.file_name().unwrap_or_default().to_string_lossy();
+            n.starts_with(&format!("{pkg}_")) && n.ends_with(".deb")
+        })
+        .context("downloaded .deb not found")
 }
 
 /// Sort key: the numbers in a package name, so -56 > -9.
@@ -166,8 +184,33 @@ fn initramfs(dir: &Path, version: &str) -> Result<PathBuf> {
         fs::create_dir_all(work.join(d))?;
     }
     fs::copy("/bin/busybox", work.join("bin/busybox"))?;
+    let order = modules(
+        dir,
+        version,
+        &["virtio_pci", "9pnet_virtio", "9p"],
+        &work.join("mods"),
+    )?;
+    if order.is_empty() {
+        bail!("no 9p modules found for {version}");
+    }
+    fs::write(work.join("mods/order"), order.join("\n") + "\n")?;
+    fs::write(work.join("init"), INIT)?;
+    pack(&work, &out)?;
+    Ok(out)
+}
+
+/// The modules `names` of the kernel in `dir` and their dependencies,
+/// decompressed (busybox insmod takes plain ELF) into `dest`; returns
+/// their file names in load order.
+pub(crate) fn modules(
+    dir: &Path,
+    version: &str,
+    names: &[&str],
+    dest: &Path,
+) -> Result<Vec<String>> {
+    fs::create_dir_all(dest)?;
     let mut order: Vec<String> = Vec::new();
-    for m in ["virtio_pci", "9pnet_virtio", "9p"] {
+    for m in names {
         let deps = output(Command::new("modprobe").arg("-d").arg(dir).args([
             "-S",
             version,
@@ -188,32 +231,36 @@ fn initramfs(dir: &Path, version: &str) -> Result<PathBuf> {
             if order.contains(&plain) {
                 continue;
             }
-            let target = work.join("mods").join(&plain);
+            let target = dest.join(&plain);
+            let unpack = |tool: &str| -> Result<()> {
+                let data = Command::new(tool).arg("-dc").arg(&path).output()?;
+                if !data.status.success() {
+                    bail!("{tool} -dc {} failed", path.display());
+                }
+                Ok(fs::write(&target, data.stdout)?)
+            };
             if name.ends_with(".xz") {
-                let data = Command::new("xz").arg("-dc").arg(&path).output()?;
-                fs::write(&target, data.stdout)?;
+                unpack("xz")?;
             } else if name.ends_with(".zst") {
-                let data = Command::new("zstd").arg("-dc").arg(&path).output()?;
-                fs::write(&target, data.stdout)?;
+                unpack("zstd")?;
             } else {
                 fs::copy(&path, &target)?;
             }
             order.push(plain);
         }
     }
-    if order.is_empty() {
-        bail!("no 9p modules found for {version}");
-    }
-    fs::write(work.join("mods/order"), order.join("\n") + "\n")?;
-    fs::write(work.join("init"), INIT)?;
+    Ok(order)
+}
+
+/// `work/init` made executable and `work` packed as a gzip'd newc cpio.
+pub(crate) fn pack(work: &Path, out: &Path) -> Result<()> {
     sh(Command::new("chmod").arg("755").arg(work.join("init")))?;
     let cpio = format!(
         "cd '{}' && find . | cpio -o -H newc --quiet | gzip -1 > '{}'",
         work.display(),
         out.display()
     );
-    sh(Command::new("sh").args(["-c", &cpio]))?;
-    Ok(out)
+    sh(Command::new("sh").args(["-c", &cpio]))
 }
 
 /// Test executables of the given suites (built by `cargo test --no-run`).
@@ -258,11 +305,19 @@ fn test_binaries() -> Result<Vec<(String, PathBuf)>> {
 /// verification and netns setup measured 4-8x slower in the guests.
 const TIME_SCALE: u32 = 5;
 
-fn script(bins: &[(String, PathBuf)], filter: Option<&str>) -> String {
+/// The incident run again with the static release binary (`dist/`), on
+/// the oldest kernel of the matrix: what an operator copies to a node.
+const STATIC_TEST: (&str, &str, &str) = (
+    "6.1",
+    "incidents",
+    "incident4_clusterip_routed_by_the_default_route",
+);
+
+fn script(bins: &[(String, PathBuf)], filter: Option<&str>, static_bin: Option<&Path>) -> String {
     let mut s = String::from("set -u\n");
     s += &format!(
-        "export TRACER_BIN={r}/target/release/tracer NETPROBE_BIN={r}/target/release/netprobe\n",
-        r = root().display()
+        "export TRACER_BIN={r}/release/tracer NETPROBE_BIN={r}/release/netprobe\n",
+        r = target_dir().display()
     );
     // Emulated guests run several times slower than the host: stretch the
     // tests' waits and timeouts (tests/src/lib.rs time_scale()).
@@ -292,6 +347,17 @@ fn script(bins: &[(String, PathBuf)], filter: Option<&str>) -> String {
             filter.unwrap_or("")
         );
     }
+    if let (Some(b), Some((_, path))) = (
+        static_bin,
+        bins.iter().find(|(suite, _)| suite == STATIC_TEST.1),
+    ) {
+        let b = b.display();
+        s += &format!(
+            "echo \"VM-SUITE static-musl\"; {b} --version; TRACER_BIN={b} {} --exact {} --test-threads=1 --color never 2>&1\n",
+            path.display(),
+            STATIC_TEST.2
+        );
+    }
     s += "for f in /tmp/tracer-recordings/*.rec; do [ -f \"$f\" ] && echo \"VM-RECORDING $(basename \"$f\") $(base64 -w0 \"$f\")\"; done\n";
     s
 }
@@ -299,7 +365,7 @@ fn script(bins: &[(String, PathBuf)], filter: Option<&str>) -> String {
 /// Boot one kernel and run the suites; every guest line is echoed with a
 /// `[6.1]` prefix.
 fn run_kernel(name: &str, dir: &Path, version: &str, initrd: &Path, script: &Path) -> KernelResult {
-    let mut r = KernelResult {
+    let r = KernelResult {
         kernel: format!("{name} ({version})"),
         passed: vec![],
         failed: vec![],
@@ -346,21 +412,43 @@ fn run_kernel(name: &str, dir: &Path, version: &str, initrd: &Path, script: &Pat
         ))
         .args(["-device", "virtio-9p-pci,fsdev=p,mount_tag=repo"])
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    let Ok(mut child) = c.spawn() else {
-        eprintln!("[{name}] could not start qemu");
-        return r;
+    console(name, &mut c, r, |line, _| {
+        if let Some(rec) = line.strip_prefix("VM-RECORDING ") {
+            keep_recording(name, rec);
+            return false;
+        }
+        true
+    })
+}
+
+/// Run a guest (`c`, its console on stdout) and parse its console into
+/// `r`: `VM-READY` (booted), `VM-SUITE NAME` (the suite of the test lines
+/// that follow), `test NAME ... ok|FAILED`. Every line after boot is echoed
+/// with a `[name]` prefix unless `on_line` (given the line and the result so
+/// far) returns false; a guest that does not boot has its last lines shown.
+pub(crate) fn console(
+    name: &str,
+    c: &mut Command,
+    mut r: KernelResult,
+    mut on_line: impl FnMut(&str, &mut KernelResult) -> bool,
+) -> KernelResult {
+    let mut child = match c.stdout(Stdio::piped()).spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("[{name}] could not start {}: {e}", show(c));
+            return r;
+        }
     };
     let mut suite = String::new();
+    let mut early: Vec<String> = Vec::new();
     for line in BufReader::new(child.stdout.take().expect("stdout")).lines() {
         let Ok(line) = line else { break };
         let line = strip_ansi(&line.replace('\r', ""));
         if line.contains("VM-READY") {
             r.booted = true;
         }
-        if let Some(rec) = line.strip_prefix("VM-RECORDING ") {
-            keep_recording(name, rec);
+        if !on_line(&line, &mut r) {
             continue;
         }
         if let Some(s) = line.strip_prefix("VM-SUITE ") {
@@ -375,9 +463,17 @@ fn run_kernel(name: &str, dir: &Path, version: &str, initrd: &Path, script: &Pat
         }
         if r.booted && !line.trim().is_empty() {
             println!("[{name}] {line}");
+        } else if !r.booted {
+            early.push(line);
         }
     }
-    let _ = child.wait();
+    let status = child.wait();
+    if !r.booted {
+        eprintln!("[{name}] the guest did not boot ({status:?}); its last console lines:");
+        for l in &early[early.len().saturating_sub(40)..] {
+            eprintln!("[{name}]   {l}");
+        }
+    }
     r
 }
 
@@ -440,6 +536,10 @@ pub(crate) fn matrix(a: &VmArgs) -> Result<Vec<KernelResult>> {
     }
     crate::build::release()?;
     let bins = test_binaries()?;
+    if a.kernels.is_empty() || a.kernels.iter().any(|k| k == STATIC_TEST.0) {
+        // Build (or bring up to date) the static binary the 6.1 guest runs.
+        crate::dist::build(&["x86_64".to_string()])?;
+    }
     let run_dir = Path::new(CACHE).join("run");
     fs::create_dir_all(&run_dir)?;
     let mut jobs = Vec::new();
@@ -447,10 +547,18 @@ pub(crate) fn matrix(a: &VmArgs) -> Result<Vec<KernelResult>> {
         if !a.kernels.is_empty() && !a.kernels.iter().any(|k| k == name) {
             continue;
         }
-        let (dir, version) = kernel(pattern)?;
+        let (dir, version) = kernel(&[], pattern)?;
         let initrd = initramfs(&dir, &version)?;
         let sc = run_dir.join(format!("{name}.sh"));
-        fs::write(&sc, script(&bins, a.filter.as_deref()))?;
+        let static_bin = (*name == STATIC_TEST.0
+            && a.filter
+                .as_deref()
+                .is_none_or(|f| format!("static-musl::{}", STATIC_TEST.2).contains(f)))
+        .then(|| crate::dist::artifact("x86_64"));
+        fs::write(
+            &sc,
+            script(&bins, a.filter.as_deref(), static_bin.as_deref()),
+        )?;
         jobs.push((name.to_string(), dir, version, initrd, sc));
     }
     // Both kernels at once: each guest is one emulated machine; the host's
@@ -468,9 +576,10 @@ pub(crate) fn matrix(a: &VmArgs) -> Result<Vec<KernelResult>> {
     Ok(results)
 }
 
-pub(crate) fn report(results: &[KernelResult]) -> (u64, u64) {
+/// Print the results under `title`; returns (passed, failed).
+pub(crate) fn report(title: &str, results: &[KernelResult]) -> (u64, u64) {
     let (mut p, mut f) = (0u64, 0u64);
-    eprintln!("\n==== kernel matrix (qemu TCG) ====");
+    eprintln!("\n==== {title} (qemu TCG) ====");
     for r in results {
         if !r.booted {
             eprintln!("{}: did NOT boot", r.kernel);
@@ -497,8 +606,18 @@ pub(crate) fn report(results: &[KernelResult]) -> (u64, u64) {
 }
 
 pub(crate) fn run(a: VmArgs) -> Result<ExitCode> {
-    let results = matrix(&a)?;
-    let (p, f) = report(&results);
+    let (title, results) = match a.arch.as_str() {
+        "x86_64" => ("kernel matrix", matrix(&a)?),
+        "aarch64" => {
+            if !is_root() {
+                bail!("the VM tier needs root (apt, /var/cache, qemu)");
+            }
+            ensure_tools()?;
+            ("aarch64 boot", vec![crate::vm_arm::run()?])
+        }
+        other => bail!("unknown architecture {other:?}: x86_64 or aarch64"),
+    };
+    let (p, f) = report(title, &results);
     println!("vm tests: {p} passed, {f} failed");
     Ok(if f == 0 {
         ExitCode::SUCCESS
