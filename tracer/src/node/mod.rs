@@ -7,5 +7,7 @@ pub mod ipvs;
 pub mod netfilter;
 pub mod netlink;
 pub mod netns;
+pub mod nftables;
 pub mod procstat;
+pub mod tc;
 pub mod vip;
