@@ -564,29 +564,15 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             evidence.extend(seen.chains);
             match blame_rule(flow, env, drop.netns_inode) {
                 Some((rule, delta)) => {
-                    let (table, chain, text, delta) = (
-                        rule.table.clone(),
-                        rule.chain.clone(),
-                        rule.text.clone(),
-                        *delta,
-                    );
-                    evidence.push(if rule.drops_without_local_endpoints() {
-                        Evidence::NoLocalEndpointsRuleMoved {
-                            table,
-                            chain,
-                            rule: text,
-                            delta,
-                        }
+                    evidence.push(Evidence::rule_moved(rule, *delta));
+                    // Recordings made before the family was kept have none.
+                    let family = if rule.family.is_empty() {
+                        String::new()
                     } else {
-                        Evidence::NfRuleMoved {
-                            table,
-                            chain,
-                            rule: text,
-                            delta,
-                        }
-                    });
+                        format!("{} ", rule.family)
+                    };
                     format!(
-                        "netfilter {hook}{fn_part} in netns {}: rule `{}` (table {}, chain {})",
+                        "netfilter {hook}{fn_part} in netns {}: rule `{}` (table {family}{}, chain {})",
                         drop.netns, rule.text, rule.table, rule.chain
                     )
                 }
@@ -707,14 +693,14 @@ fn nf_func_hops(flow: &Flow, drop: &Hop) -> NfSeen {
     seen
 }
 
-/// The DROP/REJECT rule whose counter moved, preferring one that names the
+/// The drop/reject rule whose counter moved, preferring one that names the
 /// flow's destination.
 fn blame_rule<'a>(flow: &Flow, env: &'a dyn Env, netns: u32) -> Option<&'a (NfRule, u64)> {
     let moved = env.nf_moved(netns);
     let dsts = flow.dsts();
     moved
         .iter()
-        .find(|(r, _)| dsts.iter().any(|d| r.text.contains(&format!(" {d}/"))))
+        .find(|(r, _)| dsts.iter().any(|d| r.names_destination(*d)))
         .or(moved.first())
 }
 

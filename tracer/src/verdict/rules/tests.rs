@@ -138,8 +138,11 @@ pub(super) fn load(name: &str) -> (Flow, Inventory) {
                             table: r["table"].as_str().unwrap().into(),
                             chain: r["chain"].as_str().unwrap().into(),
                             text: r["text"].as_str().unwrap().into(),
-                            target: r["target"].as_str().unwrap().into(),
+                            verdict: r["target"].as_str().unwrap().into(),
                             packets: r["packets"].as_u64().unwrap(),
+                            family: String::new(),
+                            handle: 0,
+                            comment: None,
                         },
                         r["delta"].as_u64().unwrap(),
                     )
@@ -526,7 +529,7 @@ fn incident2_names_the_kube_proxy_rule_and_why_ping_works() {
     let v = judge(&f, &env2);
     assert!(v.where_.starts_with("netfilter INPUT") && !v.where_.contains("rule `"));
     assert!(!v.has(EvidenceKind::NoLocalEndpointsRuleMoved));
-    assert!(v.hint.contains("iptables-save"));
+    assert!(v.hint.contains("nft list ruleset"));
     // Another rule's counter: the generic hint.
     let mut env3 = env.clone();
     for rules in env3.nf.values_mut() {
@@ -534,7 +537,7 @@ fn incident2_names_the_kube_proxy_rule_and_why_ping_works() {
     }
     let v = judge(&f, &env3);
     assert!(v.has(EvidenceKind::NfRuleMoved), "{v:?}");
-    assert!(v.hint.contains("iptables-save"));
+    assert!(v.hint.contains("nft list ruleset"));
 }
 
 #[test]
