@@ -181,10 +181,7 @@ pub fn snapshot(netns_path: &Path) -> Vec<NfRule> {
         .into_iter()
         .filter_map(NfRule::from_nft)
         .collect();
-    for (names, tool, family) in [
-        ("ip_tables_names", "iptables-legacy-save", "ip"),
-        ("ip6_tables_names", "ip6tables-legacy-save", "ip6"),
-    ] {
+    for ((names, tool), family) in LEGACY_HELPERS.into_iter().zip(["ip", "ip6"]) {
         if legacy_tables(names) {
             rules.extend(legacy_save(tool, family, netns_path));
         }
@@ -192,8 +189,15 @@ pub fn snapshot(netns_path: &Path) -> Vec<NfRule> {
     rules
 }
 
+/// The helpers tracer may run, each for a namespace whose
+/// /proc/net/FILE lists legacy iptables tables: (FILE, tool).
+pub const LEGACY_HELPERS: [(&str, &str); 2] = [
+    ("ip_tables_names", "iptables-legacy-save"),
+    ("ip6_tables_names", "ip6tables-legacy-save"),
+];
+
 /// Whether this thread's namespace has legacy iptables tables of a family.
-fn legacy_tables(names: &str) -> bool {
+pub fn legacy_tables(names: &str) -> bool {
     std::fs::read_to_string(format!("/proc/thread-self/net/{names}"))
         .is_ok_and(|t| !t.trim().is_empty())
 }

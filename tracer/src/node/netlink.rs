@@ -120,6 +120,22 @@ pub fn request(protocol: i32, msg_type: u16, body: &[u8]) -> Result<(), i32> {
 /// subscribed to the multicast `groups` (RTNLGRP_* numbers).
 pub fn subscribe(groups: &[u32]) -> Option<OwnedFd> {
     let sock = socket(libc::NETLINK_ROUTE, libc::SOCK_NONBLOCK)?;
+    // Bound (the kernel picks the port id): an unbound socket's port id is
+    // 0, the kernel's own, and multicast from the kernel skips it.
+    // SAFETY: an all-zero sockaddr_nl is valid.
+    let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    addr.nl_family = libc::AF_NETLINK as u16;
+    // SAFETY: bind(2) with a sockaddr_nl of its size.
+    let r = unsafe {
+        libc::bind(
+            sock.as_raw_fd(),
+            std::ptr::from_ref(&addr).cast(),
+            size_of::<libc::sockaddr_nl>() as u32,
+        )
+    };
+    if r != 0 {
+        return None;
+    }
     for g in groups {
         // SAFETY: setsockopt with a u32 of its size.
         let r = unsafe {

@@ -300,24 +300,22 @@ impl<'a> Render<'a> {
             }
             "meta" => {
                 let key = u32a(2)?;
-                match u32a(1) {
-                    Some(dreg) => self.load(dreg, Src::Meta(key), meta_len(key)),
+                if let Some(dreg) = u32a(1) {
+                    self.load(dreg, Src::Meta(key), meta_len(key));
+                } else {
                     // meta set: `meta mark set ...`.
-                    None => {
-                        let v = self.value_of(u32a(3)?);
-                        self.statement(format!("{} set {v}", meta_name(key)));
-                    }
+                    let v = self.value_of(u32a(3)?);
+                    self.statement(format!("{} set {v}", meta_name(key)));
                 }
             }
             "ct" => {
                 let key = u32a(2)?;
                 let dir = attr(d, 3).and_then(|b| b.first().copied());
-                match u32a(1) {
-                    Some(dreg) => self.load(dreg, Src::Ct { key, dir }, ct_len(key)),
-                    None => {
-                        let v = self.value_of(u32a(4)?);
-                        self.statement(format!("{} set {v}", ct_name(key, dir)));
-                    }
+                if let Some(dreg) = u32a(1) {
+                    self.load(dreg, Src::Ct { key, dir }, ct_len(key));
+                } else {
+                    let v = self.value_of(u32a(4)?);
+                    self.statement(format!("{} set {v}", ct_name(key, dir)));
                 }
             }
             "fib" => {
@@ -390,99 +388,111 @@ impl<'a> Render<'a> {
                 self.verdict = Some("reject".into());
             }
             "nat" => self.nat(d)?,
-            "masq" | "redir" => {
-                let (min, max, flags) = if name == "masq" {
-                    (u32a(2), u32a(3), u32a(1))
-                } else {
-                    (u32a(1), u32a(2), u32a(3))
-                };
-                let mut s = if name == "masq" {
-                    "masquerade".to_string()
-                } else {
-                    "redirect".to_string()
-                };
-                if let Some(p) = min.and_then(|r| self.port_reg(r)) {
-                    let _ = write!(s, " to :{p}");
-                    if let Some(q) = max.and_then(|r| self.port_reg(r))
-                        && q != p
-                    {
-                        let _ = write!(s, "-{q}");
-                    }
-                }
-                s.push_str(&nat_flags(flags.unwrap_or(0)));
-                self.statement(s);
-            }
-            "log" => {
-                let mut s = "log".to_string();
-                if let Some(p) = attr(d, 2) {
-                    let _ = write!(s, " prefix {}", quote(&string(p)));
-                }
-                if let Some(g) = attr(d, 1).and_then(|g| g.get(..2)) {
-                    let _ = write!(s, " group {}", u16::from_be_bytes([g[0], g[1]]));
-                }
-                if let Some(l) = u32a(5)
-                    && l != 4
-                {
-                    let _ = write!(s, " level {}", log_level(l));
-                }
-                self.statement(s);
-            }
-            "limit" => {
-                let rate = attr(d, 1).and_then(be64)?;
-                let unit = attr(d, 2).and_then(be64)?;
-                let burst = u32a(3).unwrap_or(0);
-                let bytes = u32a(4) == Some(1);
-                let over = if u32a(5).unwrap_or(0) & 1 == 1 {
-                    "over "
-                } else {
-                    ""
-                };
-                let unit = match unit {
-                    1 => "second",
-                    60 => "minute",
-                    3600 => "hour",
-                    86400 => "day",
-                    604_800 => "week",
-                    _ => "?",
-                };
-                let mut s = if bytes {
-                    format!("limit rate {over}{rate} bytes/{unit}")
-                } else {
-                    format!("limit rate {over}{rate}/{unit}")
-                };
-                if bytes && burst != 0 {
-                    let _ = write!(s, " burst {burst} bytes");
-                } else if !bytes && burst != 5 && burst != 0 {
-                    let _ = write!(s, " burst {burst} packets");
-                }
-                self.statement(s);
-            }
-            "queue" => {
-                let num = attr(d, 1)
-                    .and_then(|n| n.get(..2))
-                    .map(|n| u16::from_be_bytes([n[0], n[1]]));
-                let flags = attr(d, 3)
-                    .and_then(|n| n.get(..2))
-                    .map_or(0, |n| u16::from_be_bytes([n[0], n[1]]));
-                let mut s = "queue".to_string();
-                let f: Vec<&str> = [(1, "bypass"), (2, "fanout")]
-                    .iter()
-                    .filter(|(b, _)| flags & b != 0)
-                    .map(|(_, n)| *n)
-                    .collect();
-                if !f.is_empty() {
-                    let _ = write!(s, " flags {}", f.join(","));
-                }
-                if let Some(n) = num {
-                    let _ = write!(s, " to {n}");
-                }
-                self.statement(s);
-                self.verdict = Some("queue".into());
-            }
+            "masq" | "redir" => self.masq_redir(name, d),
+            "log" => self.log(d),
+            "limit" => self.limit(d)?,
+            "queue" => self.queue(d),
             "match" | "target" => self.xt(name, d)?,
             _ => return None,
         }
         Some(())
+    }
+
+    /// `masquerade` or `redirect`, with their port range and flags.
+    fn masq_redir(&mut self, name: &str, d: &[u8]) {
+        let u32a = |t: u16| attr(d, t).and_then(be32);
+        let (min, max, flags) = if name == "masq" {
+            (u32a(2), u32a(3), u32a(1))
+        } else {
+            (u32a(1), u32a(2), u32a(3))
+        };
+        let mut s = if name == "masq" {
+            "masquerade".to_string()
+        } else {
+            "redirect".to_string()
+        };
+        if let Some(p) = min.and_then(|r| self.port_reg(r)) {
+            let _ = write!(s, " to :{p}");
+            if let Some(q) = max.and_then(|r| self.port_reg(r))
+                && q != p
+            {
+                let _ = write!(s, "-{q}");
+            }
+        }
+        s.push_str(&nat_flags(flags.unwrap_or(0)));
+        self.statement(s);
+    }
+
+    fn log(&mut self, d: &[u8]) {
+        let mut s = "log".to_string();
+        if let Some(p) = attr(d, 2) {
+            let _ = write!(s, " prefix {}", quote(&string(p)));
+        }
+        if let Some(g) = attr(d, 1).and_then(|g| g.get(..2)) {
+            let _ = write!(s, " group {}", u16::from_be_bytes([g[0], g[1]]));
+        }
+        if let Some(l) = attr(d, 5).and_then(be32)
+            && l != 4
+        {
+            let _ = write!(s, " level {}", log_level(l));
+        }
+        self.statement(s);
+    }
+
+    fn limit(&mut self, d: &[u8]) -> Option<()> {
+        let u32a = |t: u16| attr(d, t).and_then(be32);
+        let rate = attr(d, 1).and_then(be64)?;
+        let unit = attr(d, 2).and_then(be64)?;
+        let burst = u32a(3).unwrap_or(0);
+        let bytes = u32a(4) == Some(1);
+        let over = if u32a(5).unwrap_or(0) & 1 == 1 {
+            "over "
+        } else {
+            ""
+        };
+        let unit = match unit {
+            1 => "second",
+            60 => "minute",
+            3600 => "hour",
+            86400 => "day",
+            604_800 => "week",
+            _ => "?",
+        };
+        let mut s = if bytes {
+            format!("limit rate {over}{rate} bytes/{unit}")
+        } else {
+            format!("limit rate {over}{rate}/{unit}")
+        };
+        if bytes && burst != 0 {
+            let _ = write!(s, " burst {burst} bytes");
+        } else if !bytes && burst != 5 && burst != 0 {
+            let _ = write!(s, " burst {burst} packets");
+        }
+        self.statement(s);
+        Some(())
+    }
+
+    fn queue(&mut self, d: &[u8]) {
+        let num = attr(d, 1)
+            .and_then(|n| n.get(..2))
+            .map(|n| u16::from_be_bytes([n[0], n[1]]));
+        let flags = attr(d, 3)
+            .and_then(|n| n.get(..2))
+            .map_or(0, |n| u16::from_be_bytes([n[0], n[1]]));
+        let mut s = "queue".to_string();
+        let f: Vec<&str> = [(1, "bypass"), (2, "fanout")]
+            .iter()
+            .filter(|(b, _)| flags & b != 0)
+            .map(|(_, n)| *n)
+            .collect();
+        if !f.is_empty() {
+            let _ = write!(s, " flags {}", f.join(","));
+        }
+        if let Some(n) = num {
+            let _ = write!(s, " to {n}");
+        }
+        self.statement(s);
+        self.verdict = Some("queue".into());
     }
 
     /// The value in register `r` (for `set` statements).
@@ -520,7 +530,7 @@ impl<'a> Render<'a> {
             xor,
         } = &src
         {
-            let s = self.masked(inner, mask, xor, op, v)?;
+            let s = self.masked(inner, mask, xor, op, v);
             self.push(s);
             return Some(());
         }
@@ -573,14 +583,7 @@ impl<'a> Render<'a> {
     }
 
     /// A masked match: an address prefix, flags set, or `& mask == value`.
-    fn masked(
-        &mut self,
-        inner: &Src,
-        mask: &[u8],
-        xor: &[u8],
-        op: u32,
-        v: &[u8],
-    ) -> Option<String> {
+    fn masked(&mut self, inner: &Src, mask: &[u8], xor: &[u8], op: u32, v: &[u8]) -> String {
         let ty = self.ty(inner);
         let lhs = self.lhs(inner);
         let xor_zero = xor.iter().all(|&b| b == 0);
@@ -589,21 +592,21 @@ impl<'a> Render<'a> {
             && let Some(bits) = prefix_len(mask)
         {
             let neq = if op == 1 { "!= " } else { "" };
-            return Some(format!("{lhs} {neq}{}/{bits}", self.value(ty, v)));
+            return format!("{lhs} {neq}{}/{bits}", self.value(ty, v));
         }
         let zero = v.iter().all(|&b| b == 0);
         if xor_zero && op == 1 && zero && matches!(ty, Ty::CtState | Ty::CtStatus | Ty::TcpFlags) {
-            return Some(format!("{lhs} {}", self.value(ty, mask)));
+            return format!("{lhs} {}", self.value(ty, mask));
         }
         if xor_zero && op == 0 && zero && matches!(ty, Ty::CtState | Ty::CtStatus | Ty::TcpFlags) {
-            return Some(format!("{lhs} ! {}", self.value(ty, mask)));
+            return format!("{lhs} ! {}", self.value(ty, mask));
         }
         let opstr = if op == 1 { "!=" } else { "==" };
-        Some(format!(
+        format!(
             "{lhs} & {} {opstr} {}",
             self.value(ty, mask),
             self.value(ty, v)
-        ))
+        )
     }
 
     /// `a . b . c`: the loads from register `sreg` on (a concatenation).
@@ -775,6 +778,7 @@ impl<'a> Render<'a> {
     }
 
     /// A value as nft writes it for its type.
+    #[expect(clippy::too_many_lines, reason = "one arm per type of value")]
     fn value(&self, ty: Ty, v: &[u8]) -> String {
         let host32 = || {
             let mut b = [0u8; 4];
@@ -1067,10 +1071,10 @@ fn hex(v: &[u8]) -> String {
         b[..v.len()].copy_from_slice(v);
         format!("0x{:0w$x}", u32::from_ne_bytes(b), w = v.len() * 2)
     } else {
-        format!(
-            "0x{}",
-            v.iter().map(|b| format!("{b:02x}")).collect::<String>()
-        )
+        v.iter().fold("0x".to_string(), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
     }
 }
 
@@ -1187,7 +1191,7 @@ fn ct_len(key: u32) -> u32 {
         1 | 7 | 10 => 1,
         11 | 12 | 17 => 2,
         8 | 9 | 13 | 21 | 22 | 6 => 16,
-        14 | 15 | 16 => 8,
+        14..=16 => 8,
         _ => 4,
     }
 }

@@ -522,10 +522,6 @@ pub fn infer_nf_hook(flow: &Flow, drop: &Hop) -> &'static str {
 }
 
 /// The packet was dropped (skb:kfree_skb with a reason) before any delivery.
-#[expect(
-    clippy::too_many_lines,
-    reason = "the drop rule reads the drop reason's cases in one place, as docs/verdicts.md lists them"
-)]
 pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     let drop = flow.hops.iter().find(|h| h.hook == Hook::Drop)?;
     let HopData::Drop(dd) = &drop.data else {

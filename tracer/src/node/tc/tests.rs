@@ -165,7 +165,7 @@ fn filters_of_a_fresh_namespace_and_qdisc_delete() {
         ingress_filters(&path, "lxc0"),
         vec!["tc action mirred (Egress Redirect to device up0)".to_string()]
     );
-    let _in = crate::node::netns::NetnsGuard::enter(&path).unwrap();
+    let inside = crate::node::netns::NetnsGuard::enter(&path).unwrap();
     assert!(!no_filters("lxc0"));
     assert!(no_filters("up0"));
     del_clsact("lxc0").unwrap();
@@ -173,7 +173,7 @@ fn filters_of_a_fresh_namespace_and_qdisc_delete() {
     // Deleting it again: the kernel's error, not a silent success.
     assert!(del_clsact("lxc0").is_err());
     assert!(del_clsact("nonexistent0").is_err());
-    drop(_in);
+    drop(inside);
     let out = Command::new("ip")
         .args(["netns", "exec", &ns.0, "tc", "qdisc", "show", "dev", "lxc0"])
         .output()

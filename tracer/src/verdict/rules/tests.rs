@@ -133,19 +133,10 @@ pub(super) fn load(name: &str) -> (Flow, Inventory) {
                 .unwrap()
                 .iter()
                 .map(|r| {
-                    (
-                        crate::node::netfilter::NfRule {
-                            table: r["table"].as_str().unwrap().into(),
-                            chain: r["chain"].as_str().unwrap().into(),
-                            text: r["text"].as_str().unwrap().into(),
-                            verdict: r["target"].as_str().unwrap().into(),
-                            packets: r["packets"].as_u64().unwrap(),
-                            family: String::new(),
-                            handle: 0,
-                            comment: None,
-                        },
-                        r["delta"].as_u64().unwrap(),
-                    )
+                    // As recorded before the nf_tables reader: table,
+                    // chain, text, target, packets.
+                    let rule = serde_json::from_value(r.clone()).unwrap();
+                    (rule, r["delta"].as_u64().unwrap())
                 })
                 .collect();
             inv.nf.insert(ino.parse().unwrap(), list);
