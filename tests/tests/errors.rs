@@ -142,6 +142,7 @@ fn doctor_reports_everything_at_once() {
         "drop reasons",
         "hooks",
         "tc",
+        "helpers",
     ] {
         assert!(names.contains(&n), "doctor lacks {n}: {v}");
     }

@@ -7,7 +7,7 @@ use tracer::{
     model::event::decode,
     model::names::Kallsyms,
     model::target::Target,
-    node::netfilter::{parse_save, parse_tc_filters},
+    node::{netfilter::parse_save, nftables::parse_rule, tc::describe},
 };
 
 proptest! {
@@ -62,8 +62,25 @@ proptest! {
 
     #[test]
     fn text_parsers_never_panic(s in "(\\[[0-9:]{0,8}\\] -A [A-Z]{0,6} .{0,40}\n|\\*[a-z]{0,6}\n|.{0,60}\n){0,8}") {
-        let _ = parse_save(&s);
-        let _ = parse_tc_filters(&s);
+        let _ = parse_save(&s, "ip");
         let _ = Kallsyms::parse(&s);
+    }
+
+    /// Netlink messages as the kernel might send them, or not: the
+    /// nf_tables rule and tc filter decoders answer without panicking.
+    /// Attribute headers of small lengths and types make nested walks
+    /// likely.
+    #[test]
+    fn netlink_decoders_never_panic(
+        attrs in prop::collection::vec((0u16..40, 0u16..12, prop::collection::vec(any::<u8>(), 0..24)), 0..24)
+    ) {
+        let mut m = vec![0u8; 16 + 20];
+        for (len, ty, data) in &attrs {
+            m.extend_from_slice(&len.to_ne_bytes());
+            m.extend_from_slice(&ty.to_ne_bytes());
+            m.extend_from_slice(data);
+        }
+        let _ = parse_rule(&m, &|_| None);
+        let _ = describe(&[m], &|i| i.to_string(), &|_| None);
     }
 }

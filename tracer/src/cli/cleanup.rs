@@ -6,10 +6,7 @@
 //! every known namespace and removed, and a clsact qdisc left empty is
 //! deleted.
 
-use std::{
-    path::PathBuf,
-    process::{Command, ExitCode},
-};
+use std::{path::PathBuf, process::ExitCode};
 
 use anyhow::Result;
 use aya::programs::{TcAttachType, tc::qdisc_detach_program};
@@ -32,15 +29,6 @@ fn namespaces() -> Vec<(String, Option<PathBuf>)> {
             .map(|(n, p)| (n, Some(p))),
     );
     v
-}
-
-fn qdisc_empty(iface: &str) -> bool {
-    ["ingress", "egress"].iter().all(|dir| {
-        Command::new("tc")
-            .args(["filter", "show", "dev", iface, *dir])
-            .output()
-            .is_ok_and(|o| o.stdout.is_empty())
-    })
 }
 
 pub fn run(_args: CleanupArgs) -> Result<ExitCode> {
@@ -74,10 +62,8 @@ pub fn run(_args: CleanupArgs) -> Result<ExitCode> {
                     &mut std::io::stdout(),
                     &format!("removed {here} tracer tc filter(s) from {iface} in netns {label}"),
                 );
-                if qdisc_empty(&iface) {
-                    let _ = Command::new("tc")
-                        .args(["qdisc", "del", "dev", &iface, "clsact"])
-                        .output();
+                if crate::node::tc::no_filters(&iface) {
+                    let _ = crate::node::tc::del_clsact(&iface);
                 }
             }
         }

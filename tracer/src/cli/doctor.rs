@@ -64,6 +64,7 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode> {
     let (btf_checks, plan) = btf_checks();
     checks.extend(btf_checks);
     checks.push(tc_check());
+    checks.push(helpers_check());
     let report = Report { checks, plan };
     let mut out = std::io::stdout();
     if args.json {
@@ -220,4 +221,45 @@ fn tc_check() -> Check {
             "clsact + netlink filters (run `tracer cleanup` after a SIGKILL)"
         },
     )
+}
+
+/// The external commands tracer may run here. Everything is read by
+/// netlink and setns in-process; only a namespace with legacy iptables
+/// tables has its rules read by iptables-legacy-save (this one is checked).
+fn helpers_check() -> Check {
+    use crate::node::{command::installed, netfilter::LEGACY_HELPERS};
+    let legacy: Vec<&str> = LEGACY_HELPERS
+        .iter()
+        .filter(|(names, _)| crate::node::netfilter::legacy_tables(names))
+        .map(|(_, tool)| *tool)
+        .collect();
+    let missing: Vec<&str> = legacy.iter().copied().filter(|t| !installed(t)).collect();
+    if legacy.is_empty() {
+        check(
+            "helpers",
+            true,
+            Status::Ok,
+            "none: netlink and setns in-process (iptables-legacy-save runs only for a namespace with legacy iptables tables; this one has none)",
+        )
+    } else if missing.is_empty() {
+        check(
+            "helpers",
+            true,
+            Status::Ok,
+            format!(
+                "{} (legacy iptables tables here); everything else in-process",
+                legacy.join(", ")
+            ),
+        )
+    } else {
+        check(
+            "helpers",
+            false,
+            Status::Warn,
+            format!(
+                "legacy iptables tables here but {} not installed: their rule counters are left out",
+                missing.join(", ")
+            ),
+        )
+    }
 }

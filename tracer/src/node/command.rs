@@ -1,7 +1,7 @@
-//! External commands (iptables-save, tc) with a time limit.
-//!
-//! tracer reads netfilter counters and tc filters through the tools a node
-//! already has. They run from the event loop (between two ticks) and again
+//! External commands with a time limit: iptables-legacy-save and
+//! ip6tables-legacy-save, the only ones tracer runs, and only for a
+//! namespace with legacy iptables tables (everything else is read by
+//! netlink in-process). They run from the event loop (between two ticks) and again
 //! for the final report, so one that never finishes (seen once under qemu:
 //! a tracer still in poll(2) on a helper's pipe 150 s after SIGINT) would
 //! stop the loop from seeing Ctrl-C at all. Past the limit the command is
@@ -15,6 +15,17 @@ use std::{
     sync::Mutex,
     time::{Duration, Instant},
 };
+
+/// Whether `tool` is an executable file in a directory of $PATH.
+pub fn installed(tool: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|d| {
+            std::fs::metadata(d.join(tool))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
 
 /// Tools that hung in this process.
 static HUNG: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
@@ -148,6 +159,12 @@ mod tests {
         let e = output_within("sleep", Command::new("sleep").arg("0"), LIMIT).unwrap_err();
         assert!(matches!(e, CommandError::Skipped("sleep")), "{e}");
         assert!(t1.elapsed() < Duration::from_millis(100));
+    }
+
+    #[test]
+    fn installed_tools_are_found_on_the_path() {
+        assert!(installed("sh"));
+        assert!(!installed("definitely-not-a-tool-xyz"));
     }
 
     #[test]

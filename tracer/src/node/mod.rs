@@ -9,6 +9,8 @@ pub mod link;
 pub mod netfilter;
 pub mod netlink;
 pub mod netns;
+pub mod nftables;
 pub mod procstat;
 pub mod sockets;
+pub mod tc;
 pub mod vip;

@@ -3,41 +3,116 @@
 //! drop only says NETFILTER_DROP, so the rule is found by its counters
 //! moving between a snapshot taken when tracing started and the verdict.
 //!
-//! Rules are read with `iptables-save -c` / `ip6tables-save -c` (both the
-//! legacy and the nf_tables backends, with the operator's own rule text and
-//! kube-proxy's comments) run inside the namespace.
+//! Rules are read in-process inside the namespace: nf_tables (native
+//! nftables and iptables-nft) by a netlink dump (node::nftables), its rules
+//! written as `nft list ruleset` prints them. Only a namespace with legacy
+//! iptables tables (its /proc/net/ip{,6}_tables_names not empty) runs a
+//! helper, `iptables-legacy-save -c` / `ip6tables-legacy-save -c`, started
+//! from the thread that entered the namespace (no nsenter).
 
-use std::{path::Path, process::Command};
+use std::{
+    net::IpAddr,
+    path::Path,
+    process::Command,
+    sync::atomic::{AtomicBool, Ordering},
+};
 
-use crate::node::command::output_or_warn;
+use crate::node::{
+    command::{CommandError, LIMIT, output_within},
+    nftables::{self, NftRule},
+};
 
-/// One rule with a DROP or REJECT target and its packet counter.
+/// How a rule was found to have dropped the packet: its counter moved
+/// (issue 17 adds nftrace).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum NfMethod {
+    #[default]
+    Counters,
+}
+
+/// One rule with a drop or reject verdict and its packet counter.
+///
+/// Recordings made before the nf_tables reader hold only table, chain,
+/// text, target (now `verdict`) and packets: the other fields default.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NfRule {
+    /// `ip`, `ip6`, `inet`, ... ("" in older recordings).
+    #[serde(default)]
+    pub family: String,
     pub table: String,
     pub chain: String,
-    /// The rule as iptables-save prints it, without the counters.
+    /// The nf_tables rule handle (0 for legacy iptables).
+    #[serde(default)]
+    pub handle: u64,
+    /// The rule as `nft list ruleset` prints it without its counter (as
+    /// `iptables-legacy-save` prints it for legacy tables).
     pub text: String,
-    pub target: String,
+    /// `drop` or `reject` (`DROP`/`REJECT` in older recordings).
+    #[serde(alias = "target")]
+    pub verdict: String,
+    /// The rule's comment (nft's, or an iptables comment match).
+    #[serde(default)]
+    pub comment: Option<String>,
     pub packets: u64,
 }
 
 impl NfRule {
     /// Identity across snapshots.
-    fn key(&self) -> (&str, &str, &str) {
-        (&self.table, &self.chain, &self.text)
+    fn key(&self) -> (&str, &str, &str, &str) {
+        (&self.family, &self.table, &self.chain, &self.text)
     }
 
     /// kube-proxy's rule for a Service with externalTrafficPolicy: Local and
     /// no endpoint on this node: its comment says "<ns>/<svc> has no local
     /// endpoints" (iptables mode, KUBE-EXTERNAL-SERVICES and friends).
     pub fn drops_without_local_endpoints(&self) -> bool {
-        self.text.contains("no local endpoints")
+        const SAYS: &str = "no local endpoints";
+        self.comment.as_deref().is_some_and(|c| c.contains(SAYS)) || self.text.contains(SAYS)
+    }
+
+    /// Whether the rule matches destination `addr` (`ip daddr A`, `ip6
+    /// daddr A`, iptables' `-d A/32`).
+    pub fn names_destination(&self, addr: IpAddr) -> bool {
+        let nft = format!("daddr {addr}");
+        self.text.contains(&format!(" {addr}/"))
+            || self.text.match_indices(&nft).any(|(i, _)| {
+                matches!(
+                    self.text[i + nft.len()..].chars().next(),
+                    None | Some(' ' | '/')
+                )
+            })
+    }
+
+    /// A kept nf_tables rule: one with a counter and a drop or reject.
+    fn from_nft(r: NftRule) -> Option<NfRule> {
+        let verdict = r.verdict.filter(|v| v == "drop" || v == "reject")?;
+        Some(NfRule {
+            family: r.family,
+            table: r.table,
+            chain: r.chain,
+            handle: r.handle,
+            text: r.text,
+            verdict,
+            comment: r.comment,
+            packets: r.packets?,
+        })
     }
 }
 
-/// Parse `iptables-save -c` output, keeping rules that drop or reject.
-pub fn parse_save(text: &str) -> Vec<NfRule> {
+/// Parse `iptables-save -c` output (of family `family`), keeping rules
+/// that drop or reject.
+pub fn parse_save(text: &str, family: &str) -> Vec<NfRule> {
     let mut table = String::new();
     let mut out = Vec::new();
     for line in text.lines() {
@@ -72,87 +147,90 @@ pub fn parse_save(text: &str) -> Vec<NfRule> {
             continue;
         }
         out.push(NfRule {
+            family: family.to_string(),
             table: table.clone(),
             chain,
+            handle: 0,
             text: rule.to_string(),
-            target,
+            verdict: target.to_lowercase(),
+            comment: save_comment(rule),
             packets,
         });
     }
     out
 }
 
-/// Rules of the namespace at `netns_path` (IPv4 and IPv6).
-///
-/// A namespace with no table of a family (most pods of a node) is not
-/// asked: `iptables-save` would print nothing, and running it (with
-/// nsenter) costs ~4 ms, so 2 s for a node of 250 pods.
+/// The `--comment "..."` of an iptables-save rule.
+fn save_comment(rule: &str) -> Option<String> {
+    let rest = rule.split_once("--comment ")?.1;
+    Some(match rest.strip_prefix('"') {
+        Some(q) => q.split_once('"').map_or(q, |(c, _)| c).to_string(),
+        None => rest.split_whitespace().next()?.to_string(),
+    })
+}
+
+/// Rules of the namespace at `netns_path` that drop or reject, with their
+/// counters: nf_tables by netlink, legacy tables by iptables-legacy-save
+/// where there are any.
 pub fn snapshot(netns_path: &Path) -> Vec<NfRule> {
-    let (v4, v6) = tables_in(netns_path).unwrap_or((true, true));
-    let mut rules = Vec::new();
-    for (tool, needed) in [("iptables-save", v4), ("ip6tables-save", v6)] {
-        if !needed {
-            continue;
-        }
-        let out = output_or_warn(
-            tool,
-            Command::new("nsenter")
-                .arg(format!("--net={}", netns_path.display()))
-                .args([tool, "-c"]),
-            "its rule counters are left out",
-        );
-        if let Some(o) = out {
-            rules.extend(parse_save(&String::from_utf8_lossy(&o)));
+    let Ok(_in) = crate::node::netns::NetnsGuard::enter(netns_path) else {
+        return Vec::new();
+    };
+    let mut rules: Vec<NfRule> = nftables::rules()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(NfRule::from_nft)
+        .collect();
+    for ((names, tool), family) in LEGACY_HELPERS.into_iter().zip(["ip", "ip6"]) {
+        if legacy_tables(names) {
+            rules.extend(legacy_save(tool, family, netns_path));
         }
     }
     rules
 }
 
-/// Whether the namespace has IPv4 and IPv6 tables, legacy (the
-/// `ip{,6}_tables_names` of its /proc/net) or nf_tables (of family ip or
-/// ip6, what iptables-nft lists). None when that cannot be told.
-fn tables_in(netns_path: &Path) -> Option<(bool, bool)> {
-    let _in = crate::node::netns::NetnsGuard::enter(netns_path).ok()?;
-    let legacy = |f: &str| {
-        std::fs::read_to_string(format!("/proc/thread-self/net/{f}"))
-            .is_ok_and(|t| !t.trim().is_empty())
-    };
-    let (mut v4, mut v6) = (legacy("ip_tables_names"), legacy("ip6_tables_names"));
-    for family in nft_table_families()? {
-        match family {
-            NFPROTO_IPV4 => v4 = true,
-            NFPROTO_IPV6 => v6 = true,
-            _ => {}
-        }
-    }
-    Some((v4, v6))
+/// The helpers tracer may run, each for a namespace whose
+/// /proc/net/FILE lists legacy iptables tables: (FILE, tool).
+pub const LEGACY_HELPERS: [(&str, &str); 2] = [
+    ("ip_tables_names", "iptables-legacy-save"),
+    ("ip6_tables_names", "ip6tables-legacy-save"),
+];
+
+/// Whether this thread's namespace has legacy iptables tables of a family.
+pub fn legacy_tables(names: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/thread-self/net/{names}"))
+        .is_ok_and(|t| !t.trim().is_empty())
 }
 
-const NFPROTO_IPV4: u8 = 2;
-const NFPROTO_IPV6: u8 = 10;
+/// Said once per process: legacy tables are there but their tool is not.
+static MISSING_SAID: AtomicBool = AtomicBool::new(false);
 
-/// The family of every nf_tables table of this thread's namespace, by a
-/// NFT_MSG_GETTABLE dump. None on any error (the caller then asks
-/// iptables-save anyway).
-fn nft_table_families() -> Option<Vec<u8>> {
-    const NFNL_SUBSYS_NFTABLES: u16 = 10;
-    const NFT_MSG_NEWTABLE: u16 = 0;
-    const NFT_MSG_GETTABLE: u16 = 1;
-    let mut families = Vec::new();
-    // nfgenmsg: family AF_UNSPEC, version 0, res_id 0.
-    super::netlink::dump(
-        libc::NETLINK_NETFILTER,
-        (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETTABLE,
-        &[0u8; 4],
-        &mut |ty, msg| {
-            if ty == (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWTABLE
-                && let Some(f) = msg.get(16)
-            {
-                families.push(*f);
+/// `TOOL -c` run from this thread (in the namespace it entered), parsed.
+fn legacy_save(tool: &'static str, family: &str, netns_path: &Path) -> Vec<NfRule> {
+    match output_within(tool, Command::new(tool).arg("-c"), LIMIT) {
+        Ok(o) => parse_save(&String::from_utf8_lossy(&o), family),
+        Err(e) => {
+            let missing = matches!(&e, CommandError::Spawn(_, io) if io.kind() == std::io::ErrorKind::NotFound);
+            let say = match e {
+                CommandError::TimedOut(..) => Some(format!("{e}: its rule counters are left out")),
+                _ if missing && !MISSING_SAID.swap(true, Ordering::Relaxed) => Some(format!(
+                    "netns {} has legacy iptables tables but {tool} is not installed: their rule counters are left out",
+                    netns_path.display()
+                )),
+                _ => None,
+            };
+            if let Some(s) = say {
+                #[allow(
+                    clippy::print_stderr,
+                    reason = "the node layer is below output: said where it is noticed, in output::diag's form"
+                )]
+                {
+                    eprintln!("tracer: note: {s}");
+                }
             }
-        },
-    )?;
-    Some(families)
+            Vec::new()
+        }
+    }
 }
 
 /// Rules whose counter moved since `before` (all rules with packets when
@@ -176,30 +254,7 @@ pub fn moved(before: Option<&[NfRule]>, now: &[NfRule]) -> Vec<(NfRule, u64)> {
 mod tests {
     use super::*;
 
-    /// The table check agrees with the tools it stands in for: a family is
-    /// said to have tables exactly when its iptables-save prints some.
-    /// Needs root (nfnetlink answers EPERM otherwise) and the tools.
-    #[test]
-    fn table_check_agrees_with_iptables_save() {
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("SKIPPED table_check_agrees_with_iptables_save: not root");
-            return;
-        }
-        let own = Path::new("/proc/self/ns/net");
-        let (v4, v6) = tables_in(own).expect("nf_tables dump as root");
-        for (tool, said) in [("iptables-save", v4), ("ip6tables-save", v6)] {
-            let Ok(out) = Command::new(tool).output() else {
-                eprintln!("SKIPPED {tool} check: not installed");
-                continue;
-            };
-            let has = String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .any(|l| l.starts_with('*'));
-            assert_eq!(said, has, "{tool}");
-        }
-    }
-
-    const SAVE: &str = "# Generated by iptables-nft-save v1.8.9
+    const SAVE: &str = "# Generated by iptables-legacy-save v1.8.9
 *filter
 :INPUT ACCEPT [12:720]
 :KUBE-EXTERNAL-SERVICES - [0:0]
@@ -214,20 +269,31 @@ COMMIT
 
     #[test]
     fn parses_drop_and_reject_rules() {
-        let r = parse_save(SAVE);
+        let r = parse_save(SAVE, "ip");
         assert_eq!(r.len(), 2);
         assert_eq!(r[0].table, "filter");
+        assert_eq!(r[0].family, "ip");
         assert_eq!(r[0].chain, "KUBE-EXTERNAL-SERVICES");
-        assert_eq!(r[0].target, "DROP");
+        assert_eq!(r[0].verdict, "drop");
         assert_eq!(r[0].packets, 2);
-        assert!(r[0].text.contains("has no local endpoints"));
-        assert_eq!(r[1].target, "REJECT");
+        assert_eq!(
+            r[0].comment.as_deref(),
+            Some("default/nginx:http has no local endpoints")
+        );
+        assert!(r[0].drops_without_local_endpoints());
+        assert!(r[0].names_destination("10.16.0.1".parse().unwrap()));
+        assert!(!r[0].names_destination("10.16.0.2".parse().unwrap()));
+        assert_eq!(r[1].verdict, "reject");
+        assert!(!r[1].drops_without_local_endpoints());
     }
 
     #[test]
     fn counters_that_moved() {
-        let before = parse_save(SAVE);
-        let now = parse_save(&SAVE.replace("[2:120] -A KUBE-EXTERNAL", "[5:300] -A KUBE-EXTERNAL"));
+        let before = parse_save(SAVE, "ip");
+        let now = parse_save(
+            &SAVE.replace("[2:120] -A KUBE-EXTERNAL", "[5:300] -A KUBE-EXTERNAL"),
+            "ip",
+        );
         let m = moved(Some(&before), &now);
         assert_eq!(m.len(), 1);
         assert_eq!(m[0].1, 3);
@@ -235,68 +301,154 @@ COMMIT
         assert_eq!(moved(None, &before).len(), 1);
         assert!(moved(Some(&before), &before).is_empty());
     }
-}
 
-/// The tc ingress filters of a device as `tc filter show` describes them:
-/// BPF programs (name and id from the kernel) and mirred redirects, minus
-/// tracer's own. Used to name what redirected a packet past the IP stack.
-pub fn tc_ingress_filters(netns_path: &Path, dev: &str) -> Vec<String> {
-    output_or_warn(
-        "tc filter show",
-        Command::new("nsenter")
-            .arg(format!("--net={}", netns_path.display()))
-            .args(["tc", "filter", "show", "dev", dev, "ingress"]),
-        &format!("tc filters of {dev} are left out"),
-    )
-    .map(|o| parse_tc_filters(&String::from_utf8_lossy(&o)))
-    .unwrap_or_default()
-}
-
-pub fn parse_tc_filters(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let after = |k: &str| {
-            words
-                .iter()
-                .position(|w| *w == k)
-                .and_then(|i| words.get(i + 1))
-        };
-        if line.contains(" bpf ")
-            && let Some(id) = after("id")
-        {
-            let name = after("name").copied().unwrap_or("?");
-            if !name.starts_with("tracer_") {
-                out.push(format!("tc BPF program {name} (id {id})"));
-            }
-        } else if let Some(i) = line.find("mirred (") {
-            let desc = &line[i..];
-            out.push(format!(
-                "tc action {}",
-                desc.split(')').next().unwrap_or(desc).to_string() + ")"
-            ));
+    fn nft(text: &str, verdict: Option<&str>, packets: Option<u64>) -> NftRule {
+        NftRule {
+            family: "ip".into(),
+            table: "filter".into(),
+            chain: "INPUT".into(),
+            handle: 4,
+            packets,
+            verdict: verdict.map(str::to_string),
+            comment: None,
+            text: text.into(),
         }
     }
-    out
-}
-
-#[cfg(test)]
-mod tc_tests {
-    use super::*;
 
     #[test]
-    fn names_bpf_programs_and_mirred() {
-        let text = "filter protocol all pref 49152 bpf chain 0 \n\
-filter protocol all pref 49152 bpf chain 0 handle 0x1 tt1-redir direct-action not_in_hw id 812 name hostroute_redir tag 1a2b jited \n\
-filter protocol ip pref 49153 u32 chain 0 fh 800::800 order 2048 key ht 800 bkt 0 terminal flowid not_in_hw \n\
-\taction order 1: mirred (Egress Redirect to device eth0) stolen\n\
-filter protocol all pref 1 bpf chain 0 handle 0x1 x direct-action id 9 name tracer_tc_ingr tag 00\n";
+    fn nf_tables_rules_kept_are_counted_drops_and_rejects() {
+        let keep = NfRule::from_nft(nft(
+            "ip daddr 10.16.0.1 tcp dport 80 drop",
+            Some("drop"),
+            Some(3),
+        ))
+        .unwrap();
         assert_eq!(
-            parse_tc_filters(text),
-            vec![
-                "tc BPF program hostroute_redir (id 812)".to_string(),
-                "tc action mirred (Egress Redirect to device eth0)".to_string(),
-            ]
+            (keep.handle, keep.packets, keep.verdict.as_str()),
+            (4, 3, "drop")
         );
+        assert!(keep.names_destination("10.16.0.1".parse().unwrap()));
+        assert!(!keep.names_destination("10.16.0.10".parse().unwrap()));
+        assert!(NfRule::from_nft(nft("reject", Some("reject"), Some(0))).is_some());
+        assert!(NfRule::from_nft(nft("accept", Some("accept"), Some(1))).is_none());
+        assert!(NfRule::from_nft(nft("jump X", Some("jump X"), Some(1))).is_none());
+        // Without a counter nothing can be told from it.
+        assert!(NfRule::from_nft(nft("drop", Some("drop"), None)).is_none());
+    }
+
+    /// Recordings made before the nf_tables reader still read.
+    #[test]
+    fn old_recorded_rules_deserialize() {
+        let old = r#"{"table":"filter","chain":"INPUT","text":"-A INPUT -p tcp -m tcp --dport 8083 -j DROP","target":"DROP","packets":1}"#;
+        let r: NfRule = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            (r.verdict.as_str(), r.handle, r.family.as_str()),
+            ("DROP", 0, "")
+        );
+        assert_eq!(r.comment, None);
+    }
+
+    /// A namespace of `ip netns add`, deleted on drop (panics included).
+    struct TestNetns(String);
+
+    impl Drop for TestNetns {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+
+    /// In a fresh namespace: an iptables-nft rule dropping UDP sent out is
+    /// read with its counter, which moves by the datagrams dropped, and
+    /// rules of legacy tables come from iptables-legacy-save run in the
+    /// namespace. Needs root and iptables.
+    #[test]
+    fn snapshot_of_a_fresh_namespace_sees_counters_move() {
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED snapshot_of_a_fresh_namespace_sees_counters_move: not root");
+            return;
+        }
+        let ns = TestNetns(format!("tracer-nf-{}", std::process::id()));
+        let run = |args: &[&str]| {
+            Command::new("ip")
+                .args(["netns", "exec", &ns.0])
+                .args(args)
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        assert!(
+            Command::new("ip")
+                .args(["netns", "add", &ns.0])
+                .status()
+                .unwrap()
+                .success()
+        );
+        assert!(run(&["ip", "link", "set", "lo", "up"]));
+        if !run(&[
+            "iptables-nft",
+            "-w",
+            "-A",
+            "OUTPUT",
+            "-p",
+            "udp",
+            "-m",
+            "comment",
+            "--comment",
+            "no local endpoints here",
+            "-j",
+            "DROP",
+        ]) {
+            eprintln!("SKIPPED snapshot_of_a_fresh_namespace_sees_counters_move: no iptables-nft");
+            return;
+        }
+        let path = std::path::PathBuf::from(format!("/run/netns/{}", ns.0));
+        let before = snapshot(&path);
+        assert_eq!(before.len(), 1, "{before:?}");
+        let r = &before[0];
+        assert_eq!(
+            (r.family.as_str(), r.table.as_str(), r.chain.as_str()),
+            ("ip", "filter", "OUTPUT")
+        );
+        assert_eq!(
+            r.text,
+            "meta l4proto udp comment \"no local endpoints here\" drop"
+        );
+        assert!(r.drops_without_local_endpoints());
+        assert!(r.handle > 0);
+        {
+            let _in = crate::node::netns::NetnsGuard::enter(&path).unwrap();
+            let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            for _ in 0..2 {
+                // Dropped at OUTPUT: the send fails with EPERM.
+                assert!(sock.send_to(b"x", "127.0.0.1:9").is_err());
+            }
+        }
+        let now = snapshot(&path);
+        let m = moved(Some(&before), &now);
+        assert_eq!(m.len(), 1, "{now:?}");
+        assert_eq!(m[0].1, 2);
+        // Legacy tables: their rules through iptables-legacy-save.
+        if run(&[
+            "iptables-legacy",
+            "-w",
+            "-A",
+            "INPUT",
+            "-p",
+            "tcp",
+            "-j",
+            "DROP",
+        ]) {
+            let all = snapshot(&path);
+            assert!(
+                all.iter()
+                    .any(|r| r.text == "-A INPUT -p tcp -j DROP" && r.handle == 0),
+                "{all:?}"
+            );
+            assert_eq!(all.len(), 2, "{all:?}");
+        } else {
+            eprintln!(
+                "SKIPPED legacy part of snapshot_of_a_fresh_namespace_sees_counters_move: no iptables-legacy"
+            );
+        }
+        drop(ns);
     }
 }

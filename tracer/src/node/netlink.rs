@@ -1,11 +1,96 @@
-//! One netlink dump on a socket of its own, in this thread's namespace:
-//! the request, then every reply message until NLMSG_DONE. What the node
-//! facts read this way (addresses, nf_tables tables) parse the messages.
+//! Netlink on sockets of our own, in this thread's namespace: one dump
+//! (the request, then every reply message until NLMSG_DONE), one request
+//! answered by an ack, a socket subscribed to multicast groups, and the
+//! attribute walk every reader of the messages uses (addresses, tc
+//! filters, nf_tables tables and rules).
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// struct nlmsghdr (include/uapi/linux/netlink.h).
-const NLMSG_HDRLEN: usize = 16;
+pub const NLMSG_HDRLEN: usize = 16;
+
+/// A new netlink socket of `protocol` (NETLINK_ROUTE, NETLINK_NETFILTER)
+/// in this thread's namespace.
+fn socket(protocol: i32, flags: i32) -> Option<OwnedFd> {
+    // SAFETY: plain socket(2); the fd is owned below.
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC | flags,
+            protocol,
+        )
+    };
+    // SAFETY: a new fd nothing else owns.
+    (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// Send one message of `msg_type` with `flags` and `body` after its header.
+fn send(sock: &OwnedFd, msg_type: u16, flags: u16, body: &[u8]) -> Option<()> {
+    let len = NLMSG_HDRLEN + body.len();
+    let mut req = vec![0u8; len];
+    req[0..4].copy_from_slice(&(len as u32).to_ne_bytes());
+    req[4..6].copy_from_slice(&msg_type.to_ne_bytes());
+    req[6..8].copy_from_slice(&(libc::NLM_F_REQUEST as u16 | flags).to_ne_bytes());
+    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    req[NLMSG_HDRLEN..].copy_from_slice(body);
+    // SAFETY: sending a buffer we own, of its length.
+    let sent = unsafe { libc::send(sock.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) };
+    (sent == req.len() as isize).then_some(())
+}
+
+/// What one received datagram ended with.
+enum Batch {
+    /// More messages are to come.
+    More,
+    Done,
+    /// An error reply with this (negative) errno.
+    Error(i32),
+}
+
+/// Walk the messages of one datagram: each data message to `each`, acks
+/// skipped. None for a malformed message.
+fn walk(mut msgs: &[u8], each: &mut dyn FnMut(u16, &[u8])) -> Option<Batch> {
+    while msgs.len() >= NLMSG_HDRLEN {
+        let len = u32::from_ne_bytes(msgs[0..4].try_into().ok()?) as usize;
+        let ty = u16::from_ne_bytes(msgs[4..6].try_into().ok()?);
+        if len < NLMSG_HDRLEN || len > msgs.len() {
+            return None;
+        }
+        match ty {
+            t if t == libc::NLMSG_DONE as u16 => return Some(Batch::Done),
+            t if t == libc::NLMSG_ERROR as u16 => {
+                let err = i32::from_ne_bytes(msgs.get(16..20)?.try_into().ok()?);
+                if err != 0 {
+                    return Some(Batch::Error(err));
+                }
+                return Some(Batch::Done);
+            }
+            t => each(t, &msgs[..len]),
+        }
+        // Messages are 4-byte aligned (NLMSG_ALIGN).
+        msgs = msgs.get((len + 3) & !3..).unwrap_or(&[]);
+    }
+    Some(Batch::More)
+}
+
+/// Receive until NLMSG_DONE or an ack/error: Ok, or the errno of an error
+/// reply (or EIO for a failed receive or a malformed message).
+fn receive(sock: &OwnedFd, each: &mut dyn FnMut(u16, &[u8])) -> Result<(), i32> {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        // SAFETY: receiving into a buffer we own, of its length.
+        let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n <= 0 {
+            return Err(libc::EIO);
+        }
+        match walk(&buf[..n as usize], each) {
+            Some(Batch::More) => {}
+            Some(Batch::Done) => return Ok(()),
+            Some(Batch::Error(e)) => return Err(-e),
+            None => return Err(libc::EIO),
+        }
+    }
+}
 
 /// Send a dump request of `msg_type` with `body` after its header on a new
 /// `protocol` socket (NETLINK_ROUTE, NETLINK_NETFILTER) and hand each
@@ -18,78 +103,132 @@ pub fn dump(
     body: &[u8],
     each: &mut dyn FnMut(u16, &[u8]),
 ) -> Option<()> {
-    // SAFETY: plain socket(2); the fd is owned below.
-    let raw = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            protocol,
+    let sock = socket(protocol, 0)?;
+    send(&sock, msg_type, libc::NLM_F_DUMP as u16, body)?;
+    receive(&sock, each).ok()
+}
+
+/// Send one request (a delete, say) and wait for its ack: Ok, or the
+/// errno the kernel answered with.
+pub fn request(protocol: i32, msg_type: u16, body: &[u8]) -> Result<(), i32> {
+    let sock = socket(protocol, 0).ok_or(libc::EIO)?;
+    send(&sock, msg_type, libc::NLM_F_ACK as u16, body).ok_or(libc::EIO)?;
+    receive(&sock, &mut |_, _| {})
+}
+
+/// A non-blocking NETLINK_ROUTE socket of this thread's namespace,
+/// subscribed to the multicast `groups` (RTNLGRP_* numbers).
+pub fn subscribe(groups: &[u32]) -> Option<OwnedFd> {
+    let sock = socket(libc::NETLINK_ROUTE, libc::SOCK_NONBLOCK)?;
+    // Bound (the kernel picks the port id): an unbound socket's port id is
+    // 0, the kernel's own, and multicast from the kernel skips it.
+    // SAFETY: an all-zero sockaddr_nl is valid.
+    let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    addr.nl_family = libc::AF_NETLINK as u16;
+    // SAFETY: bind(2) with a sockaddr_nl of its size.
+    let r = unsafe {
+        libc::bind(
+            sock.as_raw_fd(),
+            std::ptr::from_ref(&addr).cast(),
+            size_of::<libc::sockaddr_nl>() as u32,
         )
     };
-    if raw < 0 {
+    if r != 0 {
         return None;
     }
-    // SAFETY: a new fd nothing else owns.
-    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
-    let len = NLMSG_HDRLEN + body.len();
-    let mut req = vec![0u8; len];
-    req[0..4].copy_from_slice(&(len as u32).to_ne_bytes());
-    req[4..6].copy_from_slice(&msg_type.to_ne_bytes());
-    req[6..8].copy_from_slice(&((libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16).to_ne_bytes());
-    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
-    req[NLMSG_HDRLEN..].copy_from_slice(body);
-    // SAFETY: sending a buffer we own, of its length.
-    let sent = unsafe { libc::send(sock.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) };
-    if sent != req.len() as isize {
-        return None;
+    for g in groups {
+        // SAFETY: setsockopt with a u32 of its size.
+        let r = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_NETLINK,
+                libc::NETLINK_ADD_MEMBERSHIP,
+                std::ptr::from_ref(g).cast(),
+                size_of::<u32>() as u32,
+            )
+        };
+        if r != 0 {
+            return None;
+        }
     }
-    let mut buf = vec![0u8; 32 * 1024];
+    Some(sock)
+}
+
+/// Read every notification waiting on a non-blocking `sock`, each message
+/// to `each`. False when the socket overflowed (ENOBUFS: notifications
+/// were lost) or failed: the caller must read the state afresh.
+pub fn drain(sock: &OwnedFd, each: &mut dyn FnMut(u16, &[u8])) -> bool {
+    let mut buf = vec![0u8; 64 * 1024];
     loop {
         // SAFETY: receiving into a buffer we own, of its length.
         let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n <= 0 {
-            return None;
+        if n < 0 {
+            return std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN);
         }
-        let mut msgs = &buf[..n as usize];
-        while msgs.len() >= NLMSG_HDRLEN {
-            let len = u32::from_ne_bytes(msgs[0..4].try_into().ok()?) as usize;
-            let ty = u16::from_ne_bytes(msgs[4..6].try_into().ok()?);
-            if len < NLMSG_HDRLEN || len > msgs.len() {
-                return None;
-            }
-            match ty {
-                t if t == libc::NLMSG_DONE as u16 => return Some(()),
-                t if t == libc::NLMSG_ERROR as u16 => {
-                    let err = i32::from_ne_bytes(msgs.get(16..20)?.try_into().ok()?);
-                    if err != 0 {
-                        return None;
-                    }
-                }
-                t => each(t, &msgs[..len]),
-            }
-            // Messages are 4-byte aligned (NLMSG_ALIGN).
-            msgs = msgs.get((len + 3) & !3..).unwrap_or(&[]);
+        if n == 0 || walk(&buf[..n as usize], each).is_none() {
+            return false;
         }
     }
 }
 
-/// The attributes (`struct rtattr` / `struct nlattr`: u16 length, u16
-/// type, payload, 4-byte aligned) in `b`, as (type without the nested and
-/// byte-order flags, payload); stops at a malformed one.
-pub fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
-    std::iter::from_fn(move || {
+/// The attributes (struct nlattr) in `buf`: (type without its flag bits,
+/// payload). The walk stops at the first malformed one.
+pub fn attrs(buf: &[u8]) -> Attrs<'_> {
+    Attrs(buf)
+}
+
+pub struct Attrs<'a>(&'a [u8]);
+
+impl<'a> Iterator for Attrs<'a> {
+    type Item = (u16, &'a [u8]);
+
+    fn next(&mut self) -> Option<(u16, &'a [u8])> {
+        let b = self.0;
         if b.len() < 4 {
             return None;
         }
-        let len = usize::from(u16::from_ne_bytes([b[0], b[1]]));
+        let len = u16::from_ne_bytes([b[0], b[1]]) as usize;
+        // NLA_F_NESTED and NLA_F_NET_BYTEORDER.
         let ty = u16::from_ne_bytes([b[2], b[3]]) & 0x3fff;
         if len < 4 || len > b.len() {
+            self.0 = &[];
             return None;
         }
-        let data = &b[4..len];
-        b = b.get((len + 3) & !3..).unwrap_or(&[]);
-        Some((ty, data))
-    })
+        self.0 = b.get((len + 3) & !3..).unwrap_or(&[]);
+        Some((ty, &b[4..len]))
+    }
+}
+
+/// The first attribute of type `ty` in `buf`.
+pub fn attr(buf: &[u8], ty: u16) -> Option<&[u8]> {
+    attrs(buf).find(|(t, _)| *t == ty).map(|(_, d)| d)
+}
+
+/// A NUL-terminated string attribute.
+pub fn string(data: &[u8]) -> String {
+    let end = data.iter().position(|&b| b == 0).unwrap_or(data.len());
+    String::from_utf8_lossy(&data[..end]).into_owned()
+}
+
+pub fn be32(data: &[u8]) -> Option<u32> {
+    Some(u32::from_be_bytes(data.get(..4)?.try_into().ok()?))
+}
+
+pub fn be64(data: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(data.get(..8)?.try_into().ok()?))
+}
+
+pub fn ne32(data: &[u8]) -> Option<u32> {
+    Some(u32::from_ne_bytes(data.get(..4)?.try_into().ok()?))
+}
+
+/// One attribute, header and padding included, for building requests.
+pub fn put_attr(out: &mut Vec<u8>, ty: u16, data: &[u8]) {
+    let len = 4 + data.len();
+    out.extend_from_slice(&(len as u16).to_ne_bytes());
+    out.extend_from_slice(&ty.to_ne_bytes());
+    out.extend_from_slice(data);
+    out.resize((out.len() + 3) & !3, 0);
 }
 
 #[cfg(test)]
@@ -97,15 +236,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn attrs_walks_aligned_and_stops_at_garbage() {
-        // (len 5, type 3, "a\0" padded), (len 8, type 4, u32 1500), then a
-        // length past the end.
-        let mut b = vec![5, 0, 3, 0, b'a', 0, 0, 0, 8, 0, 4, 0];
-        b.extend_from_slice(&1500u32.to_ne_bytes());
-        b.extend_from_slice(&[200, 0, 1, 0]);
-        let v: Vec<(u16, Vec<u8>)> = attrs(&b).map(|(t, d)| (t, d.to_vec())).collect();
-        assert_eq!(v.len(), 2);
-        assert_eq!(v[0], (3, vec![b'a']));
-        assert_eq!(v[1], (4, 1500u32.to_ne_bytes().to_vec()));
+    fn attributes_round_trip_and_stop_at_malformed() {
+        let mut b = Vec::new();
+        put_attr(&mut b, 1, b"bpf\0");
+        put_attr(&mut b, 2 | 0x8000, &[1, 2, 3]);
+        let v: Vec<(u16, &[u8])> = attrs(&b).collect();
+        assert_eq!(v, vec![(1, &b"bpf\0"[..]), (2, &[1, 2, 3][..])]);
+        assert_eq!(string(attr(&b, 1).unwrap()), "bpf");
+        // A length past the buffer ends the walk; so does one below 4.
+        let mut bad = b.clone();
+        bad[0] = 200;
+        assert_eq!(attrs(&bad).count(), 0);
+        bad[0] = 2;
+        assert_eq!(attrs(&bad).count(), 0);
+        assert_eq!(attrs(&b[..6]).count(), 0);
+        assert!(be32(&[1, 2]).is_none());
+    }
+
+    #[test]
+    fn malformed_messages_are_refused() {
+        // A header claiming more bytes than the datagram has.
+        let mut m = vec![0u8; 16];
+        m[0..4].copy_from_slice(&64u32.to_ne_bytes());
+        assert!(walk(&m, &mut |_, _| {}).is_none());
+        // An error reply carries its errno.
+        let mut e = vec![0u8; 20];
+        e[0..4].copy_from_slice(&20u32.to_ne_bytes());
+        e[4..6].copy_from_slice(&(libc::NLMSG_ERROR as u16).to_ne_bytes());
+        e[16..20].copy_from_slice(&(-libc::ENOENT).to_ne_bytes());
+        assert!(matches!(walk(&e, &mut |_, _| {}), Some(Batch::Error(x)) if x == -libc::ENOENT));
     }
 }

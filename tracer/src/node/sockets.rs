@@ -107,7 +107,7 @@ mod tests {
         assert_eq!(t[0].addr, IpAddr::from([127, 0, 0, 1]));
         assert_eq!(t[0].port, 53);
         let udp = "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
-  123: 0A19A9FE:0035 00000000:0000 07 00000000:00000340 00:00000000 00000000     0        0 999 2 0000000000000000 17\n";
+  123: 0A19FEA9:0035 00000000:0000 07 00000000:00000340 00:00000000 00000000     0        0 999 2 0000000000000000 17\n";
         let u = parse(udp, "udp");
         assert_eq!(u[0].addr, IpAddr::from([169, 254, 25, 10]));
         assert_eq!((u[0].port, u[0].rx_queue, u[0].drops), (53, 0x340, 17));

@@ -3,11 +3,19 @@
 //! answered for it. Two controllers fighting over a LoadBalancer IP
 //! (incident 1) show up as owner changes and several MACs.
 
-use std::{collections::BTreeSet, net::IpAddr, path::PathBuf};
+use std::{
+    collections::BTreeSet,
+    net::IpAddr,
+    os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd},
+    path::PathBuf,
+};
 
 use serde::{Deserialize, Serialize};
 
-use crate::node::netns::addresses_in;
+use crate::node::{
+    netlink::{drain, subscribe},
+    netns::{NetnsGuard, addresses_in},
+};
 
 /// Whether an owner change added or removed the address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -40,43 +48,162 @@ pub struct OwnerChange {
 /// (namespace label, device, address)
 pub type Owner = (String, String, IpAddr);
 
+/// One watched namespace: its address-change subscription (None when
+/// that failed: then it is read on every poll) and who owns the target
+/// there.
+#[derive(Debug)]
+struct Watched {
+    label: String,
+    path: PathBuf,
+    sub: Option<OwnedFd>,
+    owners: BTreeSet<Owner>,
+}
+
+/// The owners of the followed address in the watched namespaces, kept by
+/// rtnetlink notifications: each namespace's socket subscribed to
+/// RTNLGRP_IPV4_IFADDR and RTNLGRP_IPV6_IFADDR, all in one epoll set the
+/// event loop waits on ([`VipWatch::fd`]); a namespace is read again only
+/// when it said its addresses changed (or its socket overflowed).
 #[derive(Debug, Default)]
 pub struct VipWatch {
-    watched: Vec<(String, PathBuf)>,
+    watched: Vec<Watched>,
     owners: BTreeSet<Owner>,
     pub changes: Vec<OwnerChange>,
     /// Link-layer addresses that answered for the target (neighbour updates).
     pub macs: BTreeSet<(IpAddr, String)>,
+    /// The epoll set of the subscriptions; its data is the index in
+    /// `watched`.
+    epoll: Option<OwnedFd>,
 }
+
+/// RTNLGRP_IPV4_IFADDR, RTNLGRP_IPV6_IFADDR (include/uapi/linux/rtnetlink.h).
+const ADDR_GROUPS: [u32; 2] = [5, 9];
 
 impl VipWatch {
     pub fn new(watched: Vec<(String, PathBuf)>) -> VipWatch {
         VipWatch {
-            watched,
+            watched: watched
+                .into_iter()
+                .map(|(label, path)| Watched {
+                    label,
+                    path,
+                    sub: None,
+                    owners: BTreeSet::new(),
+                })
+                .collect(),
             ..Default::default()
         }
     }
 
-    fn current(&self, followed: &dyn Fn(IpAddr) -> bool) -> BTreeSet<Owner> {
-        let mut now = BTreeSet::new();
-        for (label, path) in &self.watched {
-            for a in addresses_in(path).unwrap_or_default() {
-                if followed(a.addr) {
-                    now.insert((label.clone(), a.dev, a.addr));
+    /// The followed address's owners in one namespace, read now.
+    fn read(w: &Watched, followed: &dyn Fn(IpAddr) -> bool) -> BTreeSet<Owner> {
+        addresses_in(&w.path)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|a| followed(a.addr))
+            .map(|a| (w.label.clone(), a.dev, a.addr))
+            .collect()
+    }
+
+    /// First look: who owns it when tracing starts (not a change). Each
+    /// namespace is subscribed to before it is read, so no change falls
+    /// between the two.
+    pub fn start(&mut self, followed: &dyn Fn(IpAddr) -> bool) {
+        // SAFETY: plain epoll_create1(2); the fd is owned below.
+        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        // SAFETY: a new fd nothing else owns.
+        self.epoll = (ep >= 0).then(|| unsafe { OwnedFd::from_raw_fd(ep) });
+        for (i, w) in self.watched.iter_mut().enumerate() {
+            w.sub = NetnsGuard::enter(&w.path)
+                .ok()
+                .and_then(|_in| subscribe(&ADDR_GROUPS));
+            if let (Some(ep), Some(sub)) = (&self.epoll, &w.sub) {
+                let mut ev = libc::epoll_event {
+                    events: libc::EPOLLIN as u32,
+                    u64: i as u64,
+                };
+                // SAFETY: adding an fd we own to an epoll set we own.
+                let r = unsafe {
+                    libc::epoll_ctl(
+                        ep.as_raw_fd(),
+                        libc::EPOLL_CTL_ADD,
+                        sub.as_raw_fd(),
+                        &raw mut ev,
+                    )
+                };
+                if r != 0 {
+                    // Not in the set: read on every poll instead.
+                    w.sub = None;
+                }
+            }
+            w.owners = Self::read(w, followed);
+        }
+        if self.epoll.is_none() {
+            for w in &mut self.watched {
+                w.sub = None;
+            }
+        }
+        self.owners = self.current();
+    }
+
+    fn current(&self) -> BTreeSet<Owner> {
+        self.watched
+            .iter()
+            .flat_map(|w| w.owners.iter().cloned())
+            .collect()
+    }
+
+    /// The epoll set that is readable when a watched namespace's addresses
+    /// changed: the event loop waits on it and then calls [`VipWatch::poll`].
+    /// None when there is none (then only the periodic poll looks).
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.epoll.as_ref().map(AsFd::as_fd)
+    }
+
+    /// Read the namespaces whose addresses changed since the last poll (and
+    /// those without a subscription), and record what was added or
+    /// removed.
+    pub fn poll(&mut self, followed: &dyn Fn(IpAddr) -> bool, t_ms: u64) {
+        let mut dirty: BTreeSet<usize> = self
+            .watched
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| w.sub.is_none())
+            .map(|(i, _)| i)
+            .collect();
+        if let Some(ep) = &self.epoll {
+            let mut events = [libc::epoll_event { events: 0, u64: 0 }; 64];
+            loop {
+                // SAFETY: epoll_wait into a buffer we own, of its length,
+                // without waiting.
+                let n = unsafe {
+                    libc::epoll_wait(ep.as_raw_fd(), events.as_mut_ptr(), events.len() as i32, 0)
+                };
+                if n <= 0 {
+                    break;
+                }
+                for e in &events[..n as usize] {
+                    let i = e.u64 as usize;
+                    if let Some(sub) = self.watched.get(i).and_then(|w| w.sub.as_ref()) {
+                        // Any address message, or lost ones: read afresh.
+                        let _ = drain(sub, &mut |_, _| {});
+                        dirty.insert(i);
+                    }
+                }
+                if (n as usize) < events.len() {
+                    break;
                 }
             }
         }
-        now
-    }
-
-    /// First look: who owns it when tracing starts (not a change).
-    pub fn start(&mut self, followed: &dyn Fn(IpAddr) -> bool) {
-        self.owners = self.current(followed);
-    }
-
-    /// Poll again and record what was added or removed.
-    pub fn poll(&mut self, followed: &dyn Fn(IpAddr) -> bool, t_ms: u64) {
-        let now = self.current(followed);
+        if dirty.is_empty() {
+            return;
+        }
+        for i in dirty {
+            let w = &self.watched[i];
+            let owners = Self::read(w, followed);
+            self.watched[i].owners = owners;
+        }
+        let now = self.current();
         self.changes.extend(diff(&self.owners, &now, t_ms));
         self.owners = now;
     }
@@ -149,5 +276,92 @@ mod tests {
         w.note_mac(vip, "aa:aa:aa:aa:aa:01");
         w.note_mac(vip, "00:00:00:00:00:00");
         assert_eq!(w.macs.len(), 1);
+    }
+}
+
+#[cfg(test)]
+mod netns_tests {
+    use std::process::Command;
+
+    use super::*;
+
+    /// Wait up to 2 s for the epoll set to be readable.
+    fn readable(fd: BorrowedFd<'_>) -> bool {
+        let mut p = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll(2) on one pollfd we own.
+        unsafe { libc::poll(&raw mut p, 1, 2000) == 1 }
+    }
+
+    /// In a fresh namespace: adding and removing the followed address is
+    /// told by a notification (the set becomes readable) and recorded by
+    /// the next poll; with nothing changed the set stays quiet. Needs root.
+    #[test]
+    fn owner_changes_come_from_notifications() {
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED owner_changes_come_from_notifications: not root");
+            return;
+        }
+        struct Ns(String);
+        impl Drop for Ns {
+            fn drop(&mut self) {
+                let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+            }
+        }
+        let ns = Ns(format!("tracer-vip-{}", std::process::id()));
+        let ip = |args: &[&str]| {
+            assert!(
+                Command::new("ip")
+                    .args(["-n", &ns.0])
+                    .args(args)
+                    .status()
+                    .unwrap()
+                    .success(),
+                "ip {args:?}"
+            );
+        };
+        assert!(
+            Command::new("ip")
+                .args(["netns", "add", &ns.0])
+                .status()
+                .unwrap()
+                .success()
+        );
+        ip(&[
+            "link", "add", "vip0", "type", "veth", "peer", "name", "vip1",
+        ]);
+        ip(&["link", "set", "vip0", "up"]);
+        let vip: IpAddr = "10.99.0.1".parse().unwrap();
+        let followed = |a: IpAddr| a == vip;
+        let mut w = VipWatch::new(vec![("v".into(), format!("/run/netns/{}", ns.0).into())]);
+        w.start(&followed);
+        assert!(w.owners().is_empty());
+        let fd = w.fd().expect("an epoll set").try_clone_to_owned().unwrap();
+        ip(&["addr", "add", "10.99.0.1/32", "dev", "vip0"]);
+        assert!(readable(fd.as_fd()), "no notification of the new address");
+        w.poll(&followed, 10);
+        assert_eq!(w.owners(), vec!["10.99.0.1 on vip0 in netns v".to_string()]);
+        assert_eq!(w.changes.len(), 1);
+        assert_eq!(w.changes[0].event, OwnerEvent::Added);
+        // Drained: quiet until the next change.
+        let mut p = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll(2) on one pollfd we own, without waiting.
+        assert_eq!(unsafe { libc::poll(&raw mut p, 1, 0) }, 0);
+        ip(&["addr", "del", "10.99.0.1/32", "dev", "vip0"]);
+        assert!(readable(fd.as_fd()), "no notification of the removal");
+        w.poll(&followed, 20);
+        assert_eq!(w.changes.len(), 2);
+        assert_eq!(
+            (w.changes[1].event, w.changes[1].t_ms),
+            (OwnerEvent::Removed, 20)
+        );
+        drop(ns);
     }
 }

@@ -1,10 +1,11 @@
 //! What the verdict rules may look up on the live node, per namespace,
 //! read on demand: addresses and the IPVS table (in-process reads,
 //! refreshed when older than half a second), tc filters, the owners of the
-//! followed address, and netfilter counters, which take two helper
-//! processes (iptables-save, ip6tables-save: seconds of CPU on a node with
-//! a large ruleset), so only for a namespace where a followed packet was
-//! dropped by netfilter, and at most every [`NF_REFRESH`].
+//! followed address, and netfilter counters, a dump of every rule (and a
+//! helper process where legacy iptables tables are in use: seconds of CPU
+//! on a node with a large ruleset), so only for a namespace where a
+//! followed packet was dropped by netfilter, and at most every
+//! [`NF_REFRESH`].
 
 use std::{
     cell::RefCell,
@@ -248,7 +249,7 @@ impl Env for LiveEnv {
         let v = self
             .paths
             .get(&netns)
-            .map(|p| netfilter::tc_ingress_filters(p, dev))
+            .map(|p| crate::node::tc::ingress_filters(p, dev))
             .unwrap_or_default();
         self.tc.borrow_mut().insert(key, v.clone());
         v

@@ -165,6 +165,19 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
     let target = opts.session.target;
     let mut vip = VipWatch::new(watched_netns(&opts.session.netns));
     vip.start(&|a| target.contains(a));
+    // Address changes of the watched namespaces wake the loop at once (the
+    // tick polls too, which costs nothing when none came).
+    let vip_events = vip
+        .fd()
+        .and_then(|fd| fd.try_clone_to_owned().ok())
+        .and_then(|fd| {
+            // SAFETY: an OwnedFd (a dup of the epoll set) keeps one open fd
+            // for as long as the AsyncFd, which owns it, lives.
+            unsafe {
+                tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+            }
+            .ok()
+        });
     let env = LiveEnv::new(vip, baseline.join().unwrap_or_default());
     // Ready as the ready file says it: everything above is done.
     let ready_ms = started.elapsed().as_millis();
@@ -199,8 +212,18 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
                 None => std::future::pending().await,
             }
         };
+        let vip_changed = async {
+            match &vip_events {
+                Some(fd) => fd.readable().await.map(|mut g| g.clear_ready()),
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = sigint.recv() => break "interrupted",
+            r = vip_changed => {
+                r?;
+                live.vip_changed();
+            }
             _ = sigterm.recv() => break "terminated",
             () = sleep_deadline => break "duration reached",
             r = live.session.readable() => {
@@ -281,7 +304,15 @@ impl Live<'_> {
         self.started.elapsed().as_millis() as u64
     }
 
-    /// Every 250 ms: owners of the target; every 500 ms new interfaces
+    /// A watched namespace's addresses changed: the target's owners now.
+    fn vip_changed(&mut self) {
+        let t = self.since_start_ms();
+        let target = *self.pipeline.target();
+        self.env.vip.poll(&|a| target.contains(a), t);
+    }
+
+    /// Every 250 ms: owners of the target (a namespace is read only when
+    /// it said its addresses changed); every 500 ms new interfaces
     /// and the counted packets; then the flows that settled.
     fn tick(&mut self) {
         let t = self.since_start_ms();

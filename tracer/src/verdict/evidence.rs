@@ -14,6 +14,7 @@ use strum::{EnumDiscriminants, EnumIter, IntoStaticStr};
 
 use crate::{
     model::hop::{Dir, Nud},
+    node::netfilter::{NfMethod, NfRule},
     node::vip::OwnerChange,
 };
 
@@ -231,19 +232,55 @@ pub enum Evidence {
         backend: String,
         detail: String,
     },
-    /// A DROP/REJECT rule's packet counter moved while tracing.
+    /// A drop/reject rule's packet counter moved while tracing.
     NfRuleMoved {
+        /// `ip`, `ip6`, `inet`, ... ("" in recordings made before it was
+        /// kept).
+        #[serde(default)]
+        family: String,
         table: String,
         chain: String,
+        /// nf_tables rule handle (0 for legacy iptables).
+        #[serde(default)]
+        handle: u64,
+        /// The rule as `nft list ruleset` prints it, without its counter
+        /// (as iptables-legacy-save prints it for legacy tables).
         rule: String,
+        /// The rule's comment, if any.
+        #[serde(default)]
+        comment: Option<String>,
+        /// `drop` or `reject`.
+        #[serde(default)]
+        verdict: String,
+        /// How the rule was found: `counters` (its counter moved).
+        #[serde(default)]
+        method: NfMethod,
         delta: u64,
     },
     /// As `nf_rule_moved`, for kube-proxy's rule dropping traffic to a
     /// Service without local endpoints (externalTrafficPolicy: Local).
     NoLocalEndpointsRuleMoved {
+        /// `ip`, `ip6`, `inet`, ... ("" in recordings made before it was
+        /// kept).
+        #[serde(default)]
+        family: String,
         table: String,
         chain: String,
+        /// nf_tables rule handle (0 for legacy iptables).
+        #[serde(default)]
+        handle: u64,
+        /// The rule as `nft list ruleset` prints it, without its counter
+        /// (as iptables-legacy-save prints it for legacy tables).
         rule: String,
+        /// The rule's comment, if any.
+        #[serde(default)]
+        comment: Option<String>,
+        /// `drop` or `reject`.
+        #[serde(default)]
+        verdict: String,
+        /// How the rule was found: `counters` (its counter moved).
+        #[serde(default)]
+        method: NfMethod,
         delta: u64,
     },
     /// A NEIGH_* drop: what the sender is told.
@@ -344,6 +381,48 @@ impl Evidence {
 impl EvidenceKind {
     pub fn name(self) -> &'static str {
         self.into()
+    }
+}
+
+impl Evidence {
+    /// The fact of a rule whose counter moved by `delta`: kube-proxy's
+    /// no-local-endpoints rule, or any other.
+    pub fn rule_moved(r: &NfRule, delta: u64) -> Evidence {
+        let (family, table, chain, handle, rule, comment, verdict, method) = (
+            r.family.clone(),
+            r.table.clone(),
+            r.chain.clone(),
+            r.handle,
+            r.text.clone(),
+            r.comment.clone(),
+            r.verdict.clone(),
+            NfMethod::Counters,
+        );
+        if r.drops_without_local_endpoints() {
+            Evidence::NoLocalEndpointsRuleMoved {
+                family,
+                table,
+                chain,
+                handle,
+                rule,
+                comment,
+                verdict,
+                method,
+                delta,
+            }
+        } else {
+            Evidence::NfRuleMoved {
+                family,
+                table,
+                chain,
+                handle,
+                rule,
+                comment,
+                verdict,
+                method,
+                delta,
+            }
+        }
     }
 }
 
@@ -561,19 +640,26 @@ impl fmt::Display for Evidence {
                 backend, detail, ..
             } => write!(f, "{detail} [{backend}]"),
             NfRuleMoved {
+                family,
                 table,
                 chain,
                 delta,
                 ..
             }
             | NoLocalEndpointsRuleMoved {
+                family,
                 table,
                 chain,
                 delta,
                 ..
             } => write!(
                 f,
-                "rule counter moved by {delta} while tracing: table {table} chain {chain}"
+                "rule counter moved by {delta} while tracing: table {}{table} chain {chain}",
+                if family.is_empty() {
+                    String::new()
+                } else {
+                    format!("{family} ")
+                }
             ),
             HostUnreachableInferred => f.write_str(
                 "a failed resolution is reported to the sender as ICMP host-unreachable (ipv4_link_failure()); a local client gets EHOSTUNREACH, \"No route to host\" (errno 113) [inferred from the drop reason]",
@@ -965,15 +1051,27 @@ mod tests {
                 detail: s("nft table filter chain input: DROP"),
             },
             NfRuleMoved {
+                family: s("ip"),
                 table: s("filter"),
                 chain: s("INPUT"),
-                rule: s("-A INPUT -j DROP"),
+                handle: 4,
+                rule: s("tcp dport 8083 drop"),
+                comment: None,
+                verdict: s("drop"),
+                method: NfMethod::Counters,
                 delta: 3,
             },
             NoLocalEndpointsRuleMoved {
+                family: s("ip"),
                 table: s("filter"),
                 chain: s("KUBE-EXTERNAL-SERVICES"),
-                rule: s("-A KUBE-EXTERNAL-SERVICES ... has no local endpoints"),
+                handle: 12,
+                rule: s(
+                    "meta l4proto tcp ip daddr 10.16.0.1 comment \"default/nginx:http has no local endpoints\" tcp dport 80 drop",
+                ),
+                comment: Some(s("default/nginx:http has no local endpoints")),
+                verdict: s("drop"),
+                method: NfMethod::Counters,
                 delta: 1,
             },
             HostUnreachableInferred,

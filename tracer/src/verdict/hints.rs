@@ -99,7 +99,7 @@ pub const HINTS: &[Hint] = &[
         Some(Kind::Dropped),
         Some("NETFILTER_DROP"),
         &[],
-        "A netfilter rule dropped it: list the ruleset of that namespace (iptables-save -c / nft list ruleset) for the named hook; kube-proxy KUBE-* chains, NetworkPolicies or a host firewall are the usual owners.",
+        "A netfilter rule dropped it: list the ruleset of that namespace (`nft list ruleset`, which shows iptables-nft's rules too; `iptables-legacy-save -c` where legacy tables are in use) for the named hook; kube-proxy KUBE-* chains, NetworkPolicies or a host firewall are the usual owners.",
     ),
     row(
         Some(Kind::Dropped),
@@ -237,29 +237,24 @@ mod tests {
                 "KUBE-EXTERNAL-SERVICES".to_string(),
                 1,
             );
-            let rule = "-A KUBE-EXTERNAL-SERVICES ... has no local endpoints ...".to_string();
-            Item::once(if no_endpoints {
-                Evidence::NoLocalEndpointsRuleMoved {
-                    table,
-                    chain,
-                    rule,
-                    delta,
-                }
-            } else {
-                Evidence::NfRuleMoved {
-                    table,
-                    chain,
-                    rule,
-                    delta,
-                }
-            })
+            let rule = crate::node::netfilter::NfRule {
+                family: "ip".into(),
+                table,
+                chain,
+                handle: 7,
+                text: "ip daddr 10.16.0.1 tcp dport 80 drop".into(),
+                verdict: "drop".into(),
+                comment: no_endpoints.then(|| "default/nginx:http has no local endpoints".into()),
+                packets: delta,
+            };
+            Item::once(Evidence::rule_moved(&rule, delta))
         };
         assert!(
             hint(Kind::Dropped, "NETFILTER_DROP", &[rule(true)]).contains("externalTrafficPolicy")
         );
-        assert!(hint(Kind::Dropped, "NETFILTER_DROP", &[rule(false)]).contains("iptables-save"));
+        assert!(hint(Kind::Dropped, "NETFILTER_DROP", &[rule(false)]).contains("nft list ruleset"));
         assert!(hint(Kind::Dropped, "ipvs_no_destination", &[]).contains("ipvsadm"));
-        assert!(hint(Kind::Dropped, "NETFILTER_DROP", &[]).contains("iptables-save"));
+        assert!(hint(Kind::Dropped, "NETFILTER_DROP", &[]).contains("nft list ruleset"));
         // The VIP facts win over every kind's own hint.
         let macs = Item::once(Evidence::SeveralMacs {
             addr: "10.0.0.9".parse().unwrap(),

@@ -523,10 +523,6 @@ pub fn infer_nf_hook(flow: &Flow, drop: &Hop) -> &'static str {
 }
 
 /// The packet was dropped (skb:kfree_skb with a reason) before any delivery.
-#[expect(
-    clippy::too_many_lines,
-    reason = "the drop rule reads the drop reason's cases in one place, as docs/verdicts.md lists them"
-)]
 pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     let drop = flow.hops.iter().find(|h| h.hook == Hook::Drop)?;
     let HopData::Drop(dd) = &drop.data else {
@@ -575,105 +571,8 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             }
             None => format!("{func} in netns {}", drop.netns),
         },
-        "IP_RPFILTER" => {
-            // fib_validate_source() looks the source up as a destination
-            // (the fib tracepoint sees it: the reply direction, in the
-            // drop's namespace).
-            let back = flow.hops.iter().rev().find_map(|h| match &h.data {
-                HopData::Fib(f)
-                    if h.netns_inode == drop.netns_inode
-                        && h.dir == Dir::Reply
-                        && h.tuple.dst == drop.tuple.src =>
-                {
-                    Some(if f.err == 0 {
-                        f.nh_dev.to_string()
-                    } else {
-                        String::new()
-                    })
-                }
-                _ => None,
-            });
-            let mode = env
-                .links(drop.netns_inode)
-                .iter()
-                .find(|l| l.dev == drop.dev.as_str())
-                .and_then(|l| l.rp_filter);
-            match back {
-                Some(back_dev) => {
-                    let said = if back_dev.is_empty() {
-                        format!("no route back to {}", drop.tuple.src)
-                    } else {
-                        format!("the route back to {} leaves by {back_dev}", drop.tuple.src)
-                    };
-                    evidence.push(Evidence::RpFilterMismatch {
-                        netns: drop.netns.to_string(),
-                        dev: drop.dev.to_string(),
-                        mode,
-                        src: drop.tuple.src,
-                        back_dev,
-                    });
-                    format!(
-                        "reverse-path filter{fn_part} in netns {}: {} came in by {}{}, but {said}",
-                        drop.netns,
-                        drop.tuple.src,
-                        drop.dev,
-                        match mode {
-                            Some(1) => " (rp_filter = 1, strict)",
-                            Some(2) => " (rp_filter = 2, loose)",
-                            _ => "",
-                        }
-                    )
-                }
-                None => format!("reverse-path filter{fn_part} in netns {}", drop.netns),
-            }
-        }
-        "NETFILTER_DROP" => {
-            // nf_hook_slow's own word (function hooks), else inferred.
-            let seen = nf_func_hops(flow, drop);
-            let hook = if let Some(h) = seen.hook {
-                evidence.push(Evidence::NfHookDrop {
-                    hook: h.clone(),
-                    backend: seen.backend.clone(),
-                });
-                // "ipv4 INPUT" -> "INPUT", as the inferred name.
-                h.rsplit(' ').next().unwrap_or(&h).to_string()
-            } else {
-                let h = infer_nf_hook(flow, drop).to_string();
-                evidence.push(Evidence::NfHookInferred { hook: h.clone() });
-                h
-            };
-            evidence.extend(seen.chains);
-            match blame_rule(flow, env, drop.netns_inode) {
-                Some((rule, delta)) => {
-                    let (table, chain, text, delta) = (
-                        rule.table.clone(),
-                        rule.chain.clone(),
-                        rule.text.clone(),
-                        *delta,
-                    );
-                    evidence.push(if rule.drops_without_local_endpoints() {
-                        Evidence::NoLocalEndpointsRuleMoved {
-                            table,
-                            chain,
-                            rule: text,
-                            delta,
-                        }
-                    } else {
-                        Evidence::NfRuleMoved {
-                            table,
-                            chain,
-                            rule: text,
-                            delta,
-                        }
-                    });
-                    format!(
-                        "netfilter {hook}{fn_part} in netns {}: rule `{}` (table {}, chain {})",
-                        drop.netns, rule.text, rule.table, rule.chain
-                    )
-                }
-                None => format!("netfilter {hook}{fn_part} in netns {}", drop.netns),
-            }
-        }
+        "IP_RPFILTER" => rp_filter_where(flow, drop, env, &fn_part, &mut evidence),
+        "NETFILTER_DROP" => netfilter_where(flow, drop, env, &fn_part, &mut evidence),
         "NEIGH_FAILED" | "NEIGH_QUEUEFULL" | "NEIGH_DEAD" => {
             let neigh = flow
                 .hops
@@ -740,6 +639,111 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     }
     v.add_all(side_evidence(flow));
     Some(v)
+}
+
+/// `where` of a NETFILTER_DROP: the hook (nf_hook_slow's own word with
+/// the function hooks, else inferred), the chains that said so, and the
+/// rule whose counter moved.
+fn netfilter_where(
+    flow: &Flow,
+    drop: &Hop,
+    env: &dyn Env,
+    fn_part: &str,
+    evidence: &mut Vec<Evidence>,
+) -> String {
+    // nf_hook_slow's own word (function hooks), else inferred.
+    let seen = nf_func_hops(flow, drop);
+    let hook = if let Some(h) = seen.hook {
+        evidence.push(Evidence::NfHookDrop {
+            hook: h.clone(),
+            backend: seen.backend.clone(),
+        });
+        // "ipv4 INPUT" -> "INPUT", as the inferred name.
+        h.rsplit(' ').next().unwrap_or(&h).to_string()
+    } else {
+        let h = infer_nf_hook(flow, drop).to_string();
+        evidence.push(Evidence::NfHookInferred { hook: h.clone() });
+        h
+    };
+    evidence.extend(seen.chains);
+    match blame_rule(flow, env, drop.netns_inode) {
+        Some((rule, delta)) => {
+            evidence.push(Evidence::rule_moved(rule, *delta));
+            // Recordings made before the family was kept have none.
+            let family = if rule.family.is_empty() {
+                String::new()
+            } else {
+                format!("{} ", rule.family)
+            };
+            format!(
+                "netfilter {hook}{fn_part} in netns {}: rule `{}` (table {family}{}, chain {})",
+                drop.netns, rule.text, rule.table, rule.chain
+            )
+        }
+        None => format!("netfilter {hook}{fn_part} in netns {}", drop.netns),
+    }
+}
+
+/// `where` of an IP_RPFILTER drop: fib_validate_source() looks the
+/// source up as a destination (the fib tracepoint sees it: the reply
+/// direction, in the drop's namespace), and the device's rp_filter mode.
+fn rp_filter_where(
+    flow: &Flow,
+    drop: &Hop,
+    env: &dyn Env,
+    fn_part: &str,
+    evidence: &mut Vec<Evidence>,
+) -> String {
+    // fib_validate_source() looks the source up as a destination
+    // (the fib tracepoint sees it: the reply direction, in the
+    // drop's namespace).
+    let back = flow.hops.iter().rev().find_map(|h| match &h.data {
+        HopData::Fib(f)
+            if h.netns_inode == drop.netns_inode
+                && h.dir == Dir::Reply
+                && h.tuple.dst == drop.tuple.src =>
+        {
+            Some(if f.err == 0 {
+                f.nh_dev.to_string()
+            } else {
+                String::new()
+            })
+        }
+        _ => None,
+    });
+    let mode = env
+        .links(drop.netns_inode)
+        .iter()
+        .find(|l| l.dev == drop.dev.as_str())
+        .and_then(|l| l.rp_filter);
+    match back {
+        Some(back_dev) => {
+            let said = if back_dev.is_empty() {
+                format!("no route back to {}", drop.tuple.src)
+            } else {
+                format!("the route back to {} leaves by {back_dev}", drop.tuple.src)
+            };
+            evidence.push(Evidence::RpFilterMismatch {
+                netns: drop.netns.to_string(),
+                dev: drop.dev.to_string(),
+                mode,
+                src: drop.tuple.src,
+                back_dev,
+            });
+            format!(
+                "reverse-path filter{fn_part} in netns {}: {} came in by {}{}, but {said}",
+                drop.netns,
+                drop.tuple.src,
+                drop.dev,
+                match mode {
+                    Some(1) => " (rp_filter = 1, strict)",
+                    Some(2) => " (rp_filter = 2, loose)",
+                    _ => "",
+                }
+            )
+        }
+        None => format!("reverse-path filter{fn_part} in netns {}", drop.netns),
+    }
 }
 
 /// For a NO_SOCKET drop: the namespace's sockets on that port, when they
@@ -842,14 +846,14 @@ fn nf_func_hops(flow: &Flow, drop: &Hop) -> NfSeen {
     seen
 }
 
-/// The DROP/REJECT rule whose counter moved, preferring one that names the
+/// The drop/reject rule whose counter moved, preferring one that names the
 /// flow's destination.
 fn blame_rule<'a>(flow: &Flow, env: &'a dyn Env, netns: u32) -> Option<&'a (NfRule, u64)> {
     let moved = env.nf_moved(netns);
     let dsts = flow.dsts();
     moved
         .iter()
-        .find(|(r, _)| dsts.iter().any(|d| r.text.contains(&format!(" {d}/"))))
+        .find(|(r, _)| dsts.iter().any(|d| r.names_destination(*d)))
         .or(moved.first())
 }
 

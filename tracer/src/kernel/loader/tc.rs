@@ -10,7 +10,6 @@ use std::{
     collections::{HashMap, HashSet, VecDeque},
     os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd},
     path::PathBuf,
-    process::Command,
     sync::{
         Arc,
         atomic::{AtomicBool, AtomicUsize, Ordering},
@@ -508,14 +507,17 @@ impl Drop for TcManager {
     }
 }
 
-/// Remove a clsact qdisc we created (iproute2's `tc`, present on every node;
-/// aya 0.14 has no qdisc delete call).
+/// Remove a clsact qdisc we created, by RTM_DELQDISC (aya 0.14 has no
+/// qdisc delete call). An interface already gone took its qdisc along.
 fn del_clsact(iface: &str) {
-    let _ = crate::node::command::output_or_warn(
-        "tc qdisc del",
-        Command::new("tc").args(["qdisc", "del", "dev", iface, "clsact"]),
-        &format!("the clsact qdisc of {iface} may remain (`tracer cleanup` removes it)"),
-    );
+    match crate::node::tc::del_clsact(iface) {
+        Ok(()) => {}
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENODEV | libc::ENOENT)) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => log::warn!(
+            "deleting the clsact qdisc of {iface}: {e}; it may remain (`tracer cleanup` removes it)"
+        ),
+    }
 }
 
 /// The attacher thread (tcx mode): lists the scopes' interfaces every

@@ -133,16 +133,10 @@ pub(super) fn load(name: &str) -> (Flow, Inventory) {
                 .unwrap()
                 .iter()
                 .map(|r| {
-                    (
-                        crate::node::netfilter::NfRule {
-                            table: r["table"].as_str().unwrap().into(),
-                            chain: r["chain"].as_str().unwrap().into(),
-                            text: r["text"].as_str().unwrap().into(),
-                            target: r["target"].as_str().unwrap().into(),
-                            packets: r["packets"].as_u64().unwrap(),
-                        },
-                        r["delta"].as_u64().unwrap(),
-                    )
+                    // As recorded before the nf_tables reader: table,
+                    // chain, text, target, packets.
+                    let rule = serde_json::from_value(r.clone()).unwrap();
+                    (rule, r["delta"].as_u64().unwrap())
                 })
                 .collect();
             inv.nf.insert(ino.parse().unwrap(), list);
@@ -526,7 +520,7 @@ fn incident2_names_the_kube_proxy_rule_and_why_ping_works() {
     let v = judge(&f, &env2);
     assert!(v.where_.starts_with("netfilter INPUT") && !v.where_.contains("rule `"));
     assert!(!v.has(EvidenceKind::NoLocalEndpointsRuleMoved));
-    assert!(v.hint.contains("iptables-save"));
+    assert!(v.hint.contains("nft list ruleset"));
     // Another rule's counter: the generic hint.
     let mut env3 = env.clone();
     for rules in env3.nf.values_mut() {
@@ -534,7 +528,7 @@ fn incident2_names_the_kube_proxy_rule_and_why_ping_works() {
     }
     let v = judge(&f, &env3);
     assert!(v.has(EvidenceKind::NfRuleMoved), "{v:?}");
-    assert!(v.hint.contains("iptables-save"));
+    assert!(v.hint.contains("nft list ruleset"));
 }
 
 #[test]
