@@ -111,6 +111,7 @@ pub const NAMES: &[&str] = &[
     "mtu_black_hole",
     "rp_filter_strict",
     "dns_bound_elsewhere",
+    "udp_rcvbuf_full",
 ];
 
 pub fn build(name: &str) -> Result<Scenario> {
@@ -125,6 +126,7 @@ pub fn build(name: &str) -> Result<Scenario> {
         "mtu_black_hole" => mtu_black_hole(),
         "rp_filter_strict" => rp_filter_strict(),
         "dns_bound_elsewhere" => dns_bound_elsewhere(),
+        "udp_rcvbuf_full" => udp_rcvbuf_full(),
         "incident5" => incident5(),
         "nat_output" => nat_output(),
         "udp_delivered" => udp_delivered(),
@@ -346,6 +348,34 @@ pub fn dns_bound_elsewhere() -> Result<Scenario> {
         nss,
         "10.231.2.2:53".into(),
         ["udp-send", "10.231.2.2:53", "--timeout-ms", "300"]
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect(),
+    );
+    sc.servers.push(srv);
+    Ok(sc)
+}
+
+/// A UDP server that never reads (an overloaded DNS server) and a burst
+/// of datagrams: its receive buffer fills and the kernel drops the rest.
+pub fn udp_rcvbuf_full() -> Result<Scenario> {
+    let nss = routed(235)?;
+    let probe = netprobe_bin();
+    let secs = (15.0 * crate::time_scale()).ceil().to_string();
+    let srv = nss[2].spawn(&[
+        probe.to_str().unwrap(),
+        "udp-hold",
+        "10.235.2.2:53",
+        "--for",
+        &secs,
+    ])?;
+    std::thread::sleep(crate::scaled_ms(300));
+    let mut sc = simple(
+        "udp_rcvbuf_full",
+        "a UDP server that does not read, and a burst of 2000 datagrams",
+        nss,
+        "10.235.2.2:53".into(),
+        ["udp-flood", "10.235.2.2:53", "--count", "2000"]
             .iter()
             .map(std::string::ToString::to_string)
             .collect(),

@@ -354,3 +354,25 @@ fn no_socket_names_where_the_port_is_bound() {
         "{dump}"
     );
 }
+
+/// A UDP server that never reads, and a burst: the verdict is the full
+/// receive buffer, with the socket's own counters.
+#[test]
+fn full_receive_buffer_is_named() {
+    let Some((f, dump)) = trace("udp_rcvbuf_full", 53) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "SOCKET_RCVBUFF"), "{dump}");
+    assert!(
+        where_.contains("-server: the receive buffer of the udp socket 10.235.2.2:53 is full"),
+        "{where_}"
+    );
+    let full = evidence::of_kind(&f, "socket_buffer_full");
+    assert!(
+        full.iter().any(|e| e["dropped"].as_u64().unwrap() > 0
+            && e["delivered"].as_u64().unwrap() > 0
+            && e["socket_drops"].as_u64().unwrap_or(0) > 0),
+        "{dump}"
+    );
+}

@@ -43,6 +43,13 @@ enum Mode {
         #[arg(long = "for", default_value_t = 5)]
         secs: u64,
     },
+    /// Bind a UDP socket and never read it, for SECS seconds (a server too
+    /// slow for its load: its receive buffer fills).
+    UdpHold {
+        addr: SocketAddr,
+        #[arg(long = "for", default_value_t = 5)]
+        secs: u64,
+    },
     /// Connect COUNT times, INTERVAL apart, each closed at once (a soak).
     TcpChurn {
         addr: SocketAddr,
@@ -111,6 +118,11 @@ fn main() -> Result<()> {
             Ok(())
         }
         Mode::UdpEcho { addr, secs } => udp_echo(addr, Duration::from_secs(secs)),
+        Mode::UdpHold { addr, secs } => {
+            let _sock = UdpSocket::bind(addr).with_context(|| format!("bind {addr}"))?;
+            std::thread::sleep(Duration::from_secs(secs));
+            Ok(())
+        }
         Mode::TcpChurn {
             addr,
             count,

@@ -195,6 +195,19 @@ pub enum Evidence {
         back_dev: String,
     },
 
+    /// The receiving socket's buffer was full (SOCKET_RCVBUFF): the
+    /// application does not read as fast as packets come. `drops` and
+    /// `rx_queue` are the socket's own (its /proc/net/udp line), when read.
+    SocketBufferFull {
+        netns: String,
+        proto: String,
+        endpoint: Endpoint,
+        /// Packets of the flow dropped so, and delivered to it.
+        dropped: u32,
+        delivered: u32,
+        rx_queue: Option<u64>,
+        socket_drops: Option<u64>,
+    },
     /// No socket at all on the port the packet was for, in the namespace
     /// that received it (its /proc/net/{tcp,udp}).
     NoListener {
@@ -439,8 +452,8 @@ impl fmt::Display for Evidence {
             NfHookDrop, NfHookInferred, NfRuleMoved, NoListener, NoLocalEndpointsRuleMoved,
             NoReply, NoReplyLeft, NoRouteBack, OtherHostsSubnet, OwnerChanged, PacketDropped,
             PacketsSeen, PreNatRoute, RepliesCameBack, RequestDropped, RpFilterMismatch,
-            ServerSocketState, SeveralMacs, SocketConsumed, SocketQueued, SocketRead, TcFilter,
-            TcRedirect, TcpResetSent,
+            ServerSocketState, SeveralMacs, SocketBufferFull, SocketConsumed, SocketQueued,
+            SocketRead, TcFilter, TcRedirect, TcpResetSent,
         };
         let or = |s: &str, dflt: &'static str| -> String {
             if s.is_empty() {
@@ -540,6 +553,24 @@ impl fmt::Display for Evidence {
                     f,
                     "forwarding is disabled on {dev} in netns {netns} (net.{v}.conf.{dev}.forwarding = 0): a packet for another host that arrives there is dropped"
                 )
+            }
+            SocketBufferFull {
+                netns,
+                proto,
+                endpoint,
+                dropped,
+                delivered,
+                rx_queue,
+                socket_drops,
+            } => {
+                write!(
+                    f,
+                    "the receive buffer of the {proto} socket {endpoint} in netns {netns} was full: {dropped} packets dropped, {delivered} queued"
+                )?;
+                if let (Some(q), Some(d)) = (rx_queue, socket_drops) {
+                    write!(f, " (its queue holds {q} bytes; the socket has dropped {d} in all)")?;
+                }
+                Ok(())
             }
             NoListener {
                 netns,
@@ -1018,6 +1049,15 @@ mod tests {
                 netns: s("s"),
                 proto: s("udp"),
                 endpoint: Endpoint::new(a, 53),
+            },
+            SocketBufferFull {
+                netns: s("s"),
+                proto: s("udp"),
+                endpoint: Endpoint::new(a, 53),
+                dropped: 1700,
+                delivered: 300,
+                rx_queue: Some(212_992),
+                socket_drops: Some(1700),
             },
             ListensElsewhere {
                 netns: s("s"),

@@ -85,6 +85,12 @@ pub const HINTS: &[Hint] = &[
     ),
     row(
         Some(Kind::Dropped),
+        Some("SOCKET_RCVBUFF"),
+        &[E::SocketBufferFull],
+        "The server's socket buffer is full: it does not read as fast as requests come (an overloaded or stuck CoreDNS/node-local-dns, or a burst). Scale or unstick the server, raise its receive buffer (SO_RCVBUF, bounded by net.core.rmem_max; net.core.rmem_default for sockets that do not set it), or lower the load.",
+    ),
+    row(
+        Some(Kind::Dropped),
         Some("PKT_TOO_BIG"),
         &[E::MtuExceeded],
         "A path-MTU black hole: the next link's MTU is smaller than the sender's packets and the ICMP \"fragmentation needed\" (ICMPv6 \"packet too big\") that would make it send smaller ones never reaches it. Let ICMP type 3 code 4 (ICMPv6 type 2) through every firewall on the way back, make the MTUs agree along the path (overlay/tunnel MTU = underlay MTU minus its overhead), or clamp TCP MSS on the router (nft: tcp flags syn tcp option maxseg size set rt mtu).",

@@ -25,6 +25,7 @@ pub const RULES: &[Rule] = &[
     dropped,
     reply_unroutable,
     mtu_black_hole,
+    socket_buffer_full,
     delivered,
     forwarded,
 ];
@@ -1048,6 +1049,63 @@ pub fn mtu_black_hole(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             icmp_sent: u32::try_from(icmp_sent).unwrap_or(u32::MAX),
         });
     }
+    v.add_all(side_evidence(flow));
+    Some(v)
+}
+
+/// Request packets dropped because the receiving socket's buffer was full
+/// (SOCKET_RCVBUFF, __udp_enqueue_schedule_skb() and friends): the server
+/// does not keep up. Comes before `delivered`: the first packets of a
+/// burst are queued, the rest dropped.
+pub fn socket_buffer_full(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
+    let drops: Vec<&Hop> = flow
+        .hops
+        .iter()
+        .filter(|h| h.dir == Dir::Request)
+        .filter(|h| matches!(&h.data, HopData::Drop(d) if d.reason.as_str() == "SOCKET_RCVBUFF"))
+        .collect();
+    let last = *drops.last()?;
+    let HopData::Drop(dd) = &last.data else {
+        return None;
+    };
+    let t = &last.tuple;
+    let proto = if t.proto == 6 { "tcp" } else { "udp" };
+    let endpoint = Endpoint::new(t.dst, t.dport);
+    let delivered = flow
+        .hops
+        .iter()
+        .filter(|h| h.netns_inode == last.netns_inode && h.hook == Hook::SockQueue)
+        .count();
+    let sock = env.bound(last.netns_inode).iter().find(|b| {
+        b.proto == proto && b.port == t.dport && (b.addr == t.dst || b.addr.is_unspecified())
+    });
+    let mut v = verdict(
+        Kind::Dropped,
+        "SOCKET_RCVBUFF",
+        format!(
+            "{} in netns {}: the receive buffer of the {proto} socket {endpoint} is full ({} packets dropped)",
+            func_of(&dd.location),
+            last.netns,
+            drops.len()
+        ),
+        &last.netns,
+        Some(last.dev.to_string()),
+    );
+    v.add(Evidence::PacketDropped {
+        dir: last.dir,
+        location: dd.location.to_string(),
+        dev: last.dev.to_string(),
+        netns: last.netns.to_string(),
+    });
+    v.add(Evidence::SocketBufferFull {
+        netns: last.netns.to_string(),
+        proto: proto.into(),
+        endpoint,
+        dropped: u32::try_from(drops.len()).unwrap_or(u32::MAX),
+        delivered: u32::try_from(delivered).unwrap_or(u32::MAX),
+        rx_queue: sock.map(|s| s.rx_queue),
+        socket_drops: sock.filter(|s| s.proto == "udp").map(|s| s.drops),
+    });
     v.add_all(side_evidence(flow));
     Some(v)
 }
