@@ -108,6 +108,7 @@ pub const NAMES: &[&str] = &[
     "incident3_mirred",
     "incident1",
     "forwarding_disabled",
+    "forwarding_disabled_v6",
     "mtu_black_hole",
     "rp_filter_strict",
     "dns_bound_elsewhere",
@@ -123,6 +124,7 @@ pub fn build(name: &str) -> Result<Scenario> {
         "no_route" => no_route(),
         "forwarded" => forwarded(),
         "forwarding_disabled" => forwarding_disabled(),
+        "forwarding_disabled_v6" => forwarding_disabled_v6(),
         "mtu_black_hole" => mtu_black_hole(),
         "rp_filter_strict" => rp_filter_strict(),
         "dns_bound_elsewhere" => dns_bound_elsewhere(),
@@ -253,6 +255,29 @@ pub fn forwarding_disabled() -> Result<Scenario> {
         nss,
         "10.228.2.2:8080".into(),
         tcp_connect("10.228.2.2:8080"),
+    ))
+}
+
+/// The same over IPv6: ip6_forward() reads net.ipv6.conf.all.forwarding.
+pub fn forwarding_disabled_v6() -> Result<Scenario> {
+    let nss = routed(236)?;
+    for (n, dev, addr) in [
+        (0, "c0", "fd00:236:1::2/64"),
+        (1, "r0", "fd00:236:1::1/64"),
+        (1, "r1", "fd00:236:2::1/64"),
+        (2, "s0", "fd00:236:2::2/64"),
+    ] {
+        nss[n].ip(&["addr", "add", addr, "dev", dev, "nodad"])?;
+    }
+    nss[0].ip(&["-6", "route", "add", "default", "via", "fd00:236:1::1"])?;
+    nss[2].ip(&["-6", "route", "add", "default", "via", "fd00:236:2::1"])?;
+    nss[1].sysctl("net.ipv6.conf.all.forwarding", "0")?;
+    Ok(simple(
+        "forwarding_disabled_v6",
+        "IPv6 forwarding is off on the router (net.ipv6.conf.all.forwarding = 0)",
+        nss,
+        "[fd00:236:2::2]:8080".into(),
+        tcp_connect("[fd00:236:2::2]:8080"),
     ))
 }
 

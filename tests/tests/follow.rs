@@ -376,3 +376,23 @@ fn full_receive_buffer_is_named() {
         "{dump}"
     );
 }
+
+/// IPv6 forwarding off: ip6_forward()'s drop names the global sysctl.
+#[test]
+fn ipv6_forwarding_disabled_names_the_sysctl() {
+    let Some((f, dump)) = trace("forwarding_disabled_v6", 8080) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "IP_INADDRERRORS"), "{dump}");
+    assert!(
+        where_.contains("-router: forwarding is disabled on r0 (net.ipv6.conf.all.forwarding = 0)"),
+        "{where_}"
+    );
+    assert!(
+        evidence::of_kind(&f, "forwarding_disabled")
+            .iter()
+            .any(|e| e["family"] == "ipv6"),
+        "{dump}"
+    );
+}

@@ -15,7 +15,9 @@ pub struct LinkConf {
     /// net.ipv4.conf.DEV.forwarding (None: unreadable, e.g. no IPv4).
     #[serde(default)]
     pub forwarding_v4: Option<bool>,
-    /// net.ipv6.conf.DEV.forwarding.
+    /// Whether IPv6 forwards what DEV receives: ip6_forward() reads
+    /// net.ipv6.conf.all.forwarding (and, since 6.17, the device's
+    /// force_forwarding), not the device's own `forwarding`.
     #[serde(default)]
     pub forwarding_v6: Option<bool>,
     /// The reverse-path filter mode that applies on DEV: the larger of
@@ -41,11 +43,15 @@ pub fn links_in(path: Option<&Path>) -> Vec<LinkConf> {
             .and_then(|s| s.trim().parse::<u8>().ok())
     };
     let all_rp = read("/proc/sys/net/ipv4/conf/all/rp_filter".into()).unwrap_or(0);
+    let all_v6 = read("/proc/sys/net/ipv6/conf/all/forwarding".into());
     for l in &mut out {
         l.forwarding_v4 =
             read(format!("/proc/sys/net/ipv4/conf/{}/forwarding", l.dev)).map(|v| v != 0);
-        l.forwarding_v6 =
-            read(format!("/proc/sys/net/ipv6/conf/{}/forwarding", l.dev)).map(|v| v != 0);
+        let force = read(format!(
+            "/proc/sys/net/ipv6/conf/{}/force_forwarding",
+            l.dev
+        ));
+        l.forwarding_v6 = all_v6.map(|v| v != 0 || force.is_some_and(|f| f != 0));
         l.rp_filter =
             read(format!("/proc/sys/net/ipv4/conf/{}/rp_filter", l.dev)).map(|v| v.max(all_rp));
     }

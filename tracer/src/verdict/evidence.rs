@@ -548,10 +548,14 @@ impl fmt::Display for Evidence {
                 write!(f, "a later packet was dropped: {reason} at {location}")
             }
             ForwardingDisabled { netns, dev, family } => {
-                let v = if family == "ipv6" { "ipv6" } else { "ipv4" };
+                let sysctl = if family == "ipv6" {
+                    "net.ipv6.conf.all.forwarding = 0".to_string()
+                } else {
+                    format!("net.ipv4.conf.{dev}.forwarding = 0")
+                };
                 write!(
                     f,
-                    "forwarding is disabled on {dev} in netns {netns} (net.{v}.conf.{dev}.forwarding = 0): a packet for another host that arrives there is dropped"
+                    "forwarding is disabled on {dev} in netns {netns} ({sysctl}): a packet for another host that arrives there is dropped"
                 )
             }
             SocketBufferFull {

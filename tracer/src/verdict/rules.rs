@@ -546,23 +546,36 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     // ip_error() drops a packet for another host that came in by a
     // device with forwarding off (IP_INADDRERRORS or IP_INNOROUTES, no
     // ICMP sent): the device's sysctl says so.
-    let forwarding_off = (func == "ip_error")
-        .then(|| {
-            env.links(drop.netns_inode)
-                .iter()
-                .find(|l| l.dev == drop.dev.as_str() && l.forwarding_v4 == Some(false))
-        })
-        .flatten();
+    // IPv6: ip6_forward() drops it (IP_INADDRERRORS) when
+    // net.ipv6.conf.all.forwarding is 0.
+    let forwarding_off = env
+        .links(drop.netns_inode)
+        .iter()
+        .filter(|l| l.dev == drop.dev.as_str())
+        .find_map(|l| match func {
+            "ip_error" if l.forwarding_v4 == Some(false) => Some("ipv4"),
+            "ip6_forward"
+                if reason.as_str() == "IP_INADDRERRORS" && l.forwarding_v6 == Some(false) =>
+            {
+                Some("ipv6")
+            }
+            _ => None,
+        });
     let where_ = match reason.as_str() {
-        _ if forwarding_off.is_some() => {
+        _ if let Some(family) = forwarding_off => {
             evidence.push(Evidence::ForwardingDisabled {
                 netns: drop.netns.to_string(),
                 dev: drop.dev.to_string(),
-                family: "ipv4".into(),
+                family: family.into(),
             });
+            let sysctl = if family == "ipv6" {
+                "net.ipv6.conf.all.forwarding = 0".to_string()
+            } else {
+                format!("net.ipv4.conf.{}.forwarding = 0", drop.dev)
+            };
             format!(
-                "ip_error in netns {}: forwarding is disabled on {} (net.ipv4.conf.{}.forwarding = 0)",
-                drop.netns, drop.dev, drop.dev
+                "{func} in netns {}: forwarding is disabled on {} ({sysctl})",
+                drop.netns, drop.dev
             )
         }
         "NO_SOCKET" => match no_listener(drop, env) {
