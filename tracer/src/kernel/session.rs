@@ -131,6 +131,9 @@ impl Session {
         let mut caps = caps_rx.recv().unwrap_or_default();
         let mut plan = probes::plan(&btf, &caps);
         drop(btf);
+        // Module BTF parses into many small blocks, which glibc keeps
+        // resident once freed: hand them back before aya parses vmlinux BTF.
+        trim_heap();
         log::debug!("names ready: {:?}", started.elapsed());
 
         let filter = opts.target.filter(!opts.netns.is_empty());

@@ -1,12 +1,26 @@
 //! A hand-built BTF blob for unit tests (no kernel needed).
 
-use super::kinds;
+/// BTF kind numbers (include/uapi/linux/btf.h) of the records written here.
+mod kinds {
+    pub(super) const INT: u8 = 1;
+    pub(super) const PTR: u8 = 2;
+    pub(super) const ARRAY: u8 = 3;
+    pub(super) const STRUCT: u8 = 4;
+    pub(super) const UNION: u8 = 5;
+    pub(super) const ENUM: u8 = 6;
+    pub(super) const TYPEDEF: u8 = 8;
+    pub(super) const FUNC: u8 = 12;
+    pub(super) const FUNC_PROTO: u8 = 13;
+}
 
 #[derive(Default)]
 pub(crate) struct Writer {
     types: Vec<u8>,
     strs: Vec<u8>,
     next_id: u32,
+    /// For split BTF (a module's): the base's string section length, where
+    /// this one's string offsets start.
+    base_strs: u32,
 }
 
 impl Writer {
@@ -15,6 +29,18 @@ impl Writer {
             types: Vec::new(),
             strs: vec![0],
             next_id: 1,
+            base_strs: 0,
+        }
+    }
+
+    /// A module's split BTF on top of what `self` has written so far: its
+    /// type ids and string offsets continue after the base's.
+    pub(crate) fn split(&self) -> Self {
+        Writer {
+            types: Vec::new(),
+            strs: Vec::new(),
+            next_id: self.next_id,
+            base_strs: self.strs.len() as u32,
         }
     }
 
@@ -22,7 +48,7 @@ impl Writer {
         if name.is_empty() {
             return 0;
         }
-        let off = self.strs.len() as u32;
+        let off = self.base_strs + self.strs.len() as u32;
         self.strs.extend_from_slice(name.as_bytes());
         self.strs.push(0);
         off

@@ -1,13 +1,14 @@
-//! A small reader for the kernel's BTF (`/sys/kernel/btf/vmlinux`, and
-//! module BTF split on top of it): struct member offsets through anonymous
-//! members, enum value names, tracepoint prototypes.
-//!
-//! Format: include/uapi/linux/btf.h.
+//! The kernel's BTF (`/sys/kernel/btf/vmlinux`, and each module's split
+//! BTF on top of it), read with the btf-rs crate: struct member offsets
+//! through anonymous members, enum value names, function and tracepoint
+//! prototypes. This module only walks the crate's types for those
+//! questions.
 
 pub mod offsets;
 
-use std::{collections::HashMap, path::Path};
+use std::{cell::RefCell, collections::HashMap, path::Path, rc::Rc};
 
+use btf_rs::{Backend, Type};
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -22,8 +23,6 @@ pub enum BtfError {
     #[error("BTF has no {0}")]
     Missing(String),
 }
-
-const MAGIC: u16 = 0xeb9f;
 
 /// Where the kernel publishes its BTF (and where aya looks by itself).
 pub const SYS: &str = "/sys/kernel/btf/vmlinux";
@@ -43,477 +42,174 @@ pub fn vmlinux_path() -> std::path::PathBuf {
     if host.exists() { host } else { SYS.into() }
 }
 
-pub mod kinds {
-    pub const INT: u8 = 1;
-    pub const PTR: u8 = 2;
-    pub const ARRAY: u8 = 3;
-    pub const STRUCT: u8 = 4;
-    pub const UNION: u8 = 5;
-    pub const ENUM: u8 = 6;
-    pub const FWD: u8 = 7;
-    pub const TYPEDEF: u8 = 8;
-    pub const VOLATILE: u8 = 9;
-    pub const CONST: u8 = 10;
-    pub const RESTRICT: u8 = 11;
-    pub const FUNC: u8 = 12;
-    pub const FUNC_PROTO: u8 = 13;
-    pub const VAR: u8 = 14;
-    pub const DATASEC: u8 = 15;
-    pub const FLOAT: u8 = 16;
-    pub const DECL_TAG: u8 = 17;
-    pub const TYPE_TAG: u8 = 18;
-    pub const ENUM64: u8 = 19;
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Member {
-    pub name: String,
-    pub type_id: u32,
-    /// Offset in bits from the start of the enclosing struct/union.
-    pub bit_offset: u32,
-    /// Bitfield size in bits, 0 for a normal member.
-    pub bitfield_size: u32,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Type {
-    Int {
-        name: String,
-        size: u32,
-    },
-    Ptr {
-        target: u32,
-    },
-    Array {
-        elem: u32,
-        nelems: u32,
-    },
-    Struct {
-        name: String,
-        size: u32,
-        members: Vec<Member>,
-    },
-    Union {
-        name: String,
-        size: u32,
-        members: Vec<Member>,
-    },
-    Enum {
-        name: String,
-        size: u32,
-        values: Vec<(String, i64)>,
-    },
-    /// typedef/volatile/const/restrict/type_tag: `target` is the real type.
-    Alias {
-        name: String,
-        target: u32,
-    },
-    FuncProto {
-        ret: u32,
-        params: Vec<u32>,
-    },
-    /// A function; `proto` is its FUNC_PROTO.
-    Func {
-        name: String,
-        proto: u32,
-    },
-    Other {
-        name: String,
-        kind: u8,
-    },
-}
-
-/// Parsed BTF: `types[id]`, id 0 is void.
-#[derive(Debug, Default)]
+/// vmlinux's BTF and the modules' split BTF. Type ids are per file: a
+/// module's continue after vmlinux's, and modules reuse each other's, so a
+/// type found in one is walked in that one.
 pub struct Btf {
-    types: Vec<Type>,
-    /// Type ids by a hash of their name (the names themselves are in
-    /// `types`; a second copy of each, with a Vec per name, was ~10 MiB
-    /// of the start-up peak). Lookups check the name.
-    by_name: HashMap<u64, Ids>,
-    /// Types below this id are vmlinux's; the rest come from modules.
-    vmlinux_types: usize,
+    base: btf_rs::Btf,
+    modules: Vec<btf_rs::Btf>,
+    /// Ids by name, as found: a lookup in mapped BTF reads every type's
+    /// name, and the offsets and the hook plan ask for the same few dozen
+    /// names again and again.
+    ids: RefCell<HashMap<String, Ids>>,
 }
 
-impl Drop for Btf {
-    /// vmlinux's BTF parses into ~30 MiB of small blocks, which glibc
-    /// keeps resident once freed: the next big allocation phase of the
-    /// start (aya's own parse of the same BTF, right after) came on top of
-    /// them and made the start-up peak (55 MiB). Hand the pages back here.
-    fn drop(&mut self) {
-        #[cfg(target_env = "gnu")]
-        let big = self.types.len() > 10_000;
-        self.types = Vec::new();
-        self.by_name = HashMap::new();
-        #[cfg(target_env = "gnu")]
-        if big {
-            // SAFETY: malloc_trim only releases free heap memory.
-            unsafe {
-                libc::malloc_trim(0);
-            }
-        }
+/// The types of one name: where, and their id there.
+type Ids = Rc<[(Where, u32)]>;
+
+/// Which BTF an id belongs to.
+#[derive(Clone, Copy)]
+enum Where {
+    Vmlinux,
+    Module(usize),
+}
+
+impl std::fmt::Debug for Btf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Btf")
+            .field("types", &self.len())
+            .field("modules", &self.modules.len())
+            .finish_non_exhaustive()
     }
 }
 
-/// The ids under one name hash: nearly always one, kept inline.
-#[derive(Debug)]
-enum Ids {
-    One(u32),
-    Many(Vec<u32>),
+fn malformed(e: btf_rs::Error) -> BtfError {
+    BtfError::Malformed(e.to_string())
 }
 
-impl Default for Ids {
-    fn default() -> Ids {
-        Ids::Many(Vec::new())
+fn io_error(path: &Path, e: btf_rs::Error) -> BtfError {
+    match e {
+        btf_rs::Error::IO(source) => BtfError::Io {
+            path: path.display().to_string(),
+            source,
+        },
+        e => malformed(e),
     }
 }
 
-impl Ids {
-    fn push(&mut self, id: u32) {
-        match self {
-            Ids::Many(v) if v.is_empty() => *self = Ids::One(id),
-            Ids::One(a) => *self = Ids::Many(vec![*a, id]),
-            Ids::Many(v) => v.push(id),
-        }
-    }
-
-    fn as_slice(&self) -> &[u32] {
-        match self {
-            Ids::One(a) => std::slice::from_ref(a),
-            Ids::Many(v) => v,
-        }
-    }
-}
-
-fn name_hash(name: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    name.hash(&mut h);
-    h.finish()
-}
-
-fn u32_at(b: &[u8], off: usize) -> Result<u32, BtfError> {
-    b.get(off..off + 4)
-        .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
-        .ok_or_else(|| BtfError::Malformed(format!("truncated at {off}")))
+/// A type found by name: in which BTF, and its id there.
+#[derive(Clone, Copy)]
+struct Found<'a> {
+    btf: &'a btf_rs::Btf,
+    id: u32,
+    in_vmlinux: bool,
 }
 
 impl Btf {
+    /// One BTF file, without module BTF.
     pub fn from_file(path: &Path) -> Result<Btf, BtfError> {
-        let data = std::fs::read(path).map_err(|source| BtfError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Btf::parse(&data)
+        Ok(Btf {
+            base: open_base(path)?,
+            modules: Vec::new(),
+            ids: RefCell::default(),
+        })
     }
 
     /// The running kernel's BTF: vmlinux plus every module's split BTF.
     pub fn from_sys() -> Result<Btf, BtfError> {
-        let vmlinux = vmlinux_path();
+        Btf::with_modules(&vmlinux_path())
+    }
+
+    /// `vmlinux` plus the split BTF of every module beside it.
+    fn with_modules(vmlinux: &Path) -> Result<Btf, BtfError> {
+        let mut btf = Btf::from_file(vmlinux)?;
         let dir = vmlinux.parent().unwrap_or(Path::new("/sys/kernel/btf"));
-        let base_data = std::fs::read(&vmlinux).map_err(|source| BtfError::Io {
-            path: vmlinux.display().to_string(),
-            source,
-        })?;
-        let mut btf = Btf::parse(&base_data)?;
-        let base_count = btf.types.len();
         if let Ok(rd) = std::fs::read_dir(dir) {
             let mut mods: Vec<_> = rd.flatten().map(|e| e.path()).collect();
             mods.sort();
             for p in mods {
-                if p.file_name().is_some_and(|n| n == "vmlinux") {
+                if p == vmlinux || p.file_name().is_some_and(|n| n == "vmlinux") {
                     continue;
                 }
-                if let Ok(data) = std::fs::read(&p) {
-                    // A module that fails to parse is skipped: its types are
-                    // only needed for module hooks, reported elsewhere.
-                    let _ = btf.add_split(&data, &base_data, base_count);
+                // A module that fails to parse is skipped: its types are
+                // only needed for module hooks, reported elsewhere.
+                if let Ok(m) = btf_rs::Btf::from_split_file(&p, &btf.base) {
+                    btf.modules.push(m);
                 }
             }
         }
         Ok(btf)
     }
 
-    /// Parse standalone BTF (vmlinux).
+    /// Standalone BTF (vmlinux) from bytes.
     pub fn parse(data: &[u8]) -> Result<Btf, BtfError> {
-        let mut btf = Btf {
-            types: vec![Type::Other {
-                name: String::new(),
-                kind: 0,
-            }],
-            by_name: HashMap::new(),
-            vmlinux_types: 0,
-        };
-        btf.parse_types(data, None)?;
-        btf.vmlinux_types = btf.types.len();
-        Ok(btf)
-    }
-
-    /// Append a module's split BTF. Its type ids continue after vmlinux's
-    /// (`base_count` types) and its string offsets after vmlinux's strings;
-    /// the appended types are renumbered to follow the types already loaded.
-    fn add_split(&mut self, data: &[u8], base: &[u8], base_count: usize) -> Result<(), BtfError> {
-        let start = self.types.len();
-        let base_strs = str_section(base)?.len();
-        let mut m = Btf {
-            types: Vec::new(),
-            by_name: HashMap::new(),
-            vmlinux_types: 0,
-        };
-        m.parse_types(data, Some((base, base_strs)))?;
-        let shift = (start - base_count) as u32;
-        for t in std::mem::take(&mut m.types) {
-            let t = shift_ids(t, base_count as u32, shift);
-            let id = self.types.len() as u32;
-            if let Some(n) = type_name(&t)
-                && !n.is_empty()
-            {
-                self.by_name.entry(name_hash(n)).or_default().push(id);
-            }
-            self.types.push(t);
-        }
-        Ok(())
-    }
-
-    #[expect(
-        clippy::too_many_lines,
-        clippy::match_same_arms,
-        reason = "one arm per BTF kind as in include/uapi/linux/btf.h, each with its own record size"
-    )]
-    fn parse_types(&mut self, data: &[u8], base: Option<(&[u8], usize)>) -> Result<(), BtfError> {
-        if data.len() < 24 || u16::from_le_bytes([data[0], data[1]]) != MAGIC {
-            return Err(BtfError::Malformed("bad magic".into()));
-        }
-        let hdr_len = u32_at(data, 4)? as usize;
-        let type_off = u32_at(data, 8)? as usize;
-        let type_len = u32_at(data, 12)? as usize;
-        let types = data
-            .get(hdr_len + type_off..hdr_len + type_off + type_len)
-            .ok_or_else(|| BtfError::Malformed("type section out of range".into()))?;
-        let strs = str_section(data)?;
-        let base_strs = base.map(|(b, n)| (str_section(b).ok(), n));
-        let name = |off: u32| -> String {
-            let off = off as usize;
-            let (s, o) = match base_strs {
-                Some((Some(bs), n)) if off < n => (bs, off),
-                Some((_, n)) => (strs, off.saturating_sub(n)),
-                None => (strs, off),
-            };
-            cstr(s, o)
-        };
-        let mut p = 0usize;
-        while p + 12 <= types.len() {
-            let name_off = u32_at(types, p)?;
-            let info = u32_at(types, p + 4)?;
-            let size_type = u32_at(types, p + 8)?;
-            p += 12;
-            let vlen = (info & 0xffff) as usize;
-            let kind = ((info >> 24) & 0x1f) as u8;
-            let kflag = info >> 31 == 1;
-            let n = name(name_off);
-            let t = match kind {
-                kinds::INT => {
-                    p += 4;
-                    Type::Int {
-                        name: n,
-                        size: size_type,
-                    }
-                }
-                kinds::PTR => Type::Ptr { target: size_type },
-                kinds::ARRAY => {
-                    let elem = u32_at(types, p)?;
-                    let nelems = u32_at(types, p + 8)?;
-                    p += 12;
-                    Type::Array { elem, nelems }
-                }
-                kinds::STRUCT | kinds::UNION => {
-                    let mut members = Vec::with_capacity(vlen);
-                    for _ in 0..vlen {
-                        let mn = u32_at(types, p)?;
-                        let mt = u32_at(types, p + 4)?;
-                        let mo = u32_at(types, p + 8)?;
-                        p += 12;
-                        let (bit_offset, bitfield_size) = if kflag {
-                            (mo & 0xff_ffff, mo >> 24)
-                        } else {
-                            (mo, 0)
-                        };
-                        members.push(Member {
-                            name: name(mn),
-                            type_id: mt,
-                            bit_offset,
-                            bitfield_size,
-                        });
-                    }
-                    if kind == kinds::STRUCT {
-                        Type::Struct {
-                            name: n,
-                            size: size_type,
-                            members,
-                        }
-                    } else {
-                        Type::Union {
-                            name: n,
-                            size: size_type,
-                            members,
-                        }
-                    }
-                }
-                kinds::ENUM => {
-                    let mut values = Vec::with_capacity(vlen);
-                    for _ in 0..vlen {
-                        let vn = u32_at(types, p)?;
-                        let v = u32_at(types, p + 4)? as i32;
-                        p += 8;
-                        let v = if kflag { v as i64 } else { v as u32 as i64 };
-                        values.push((name(vn), v));
-                    }
-                    Type::Enum {
-                        name: n,
-                        size: size_type,
-                        values,
-                    }
-                }
-                kinds::ENUM64 => {
-                    let mut values = Vec::with_capacity(vlen);
-                    for _ in 0..vlen {
-                        let vn = u32_at(types, p)?;
-                        let lo = u32_at(types, p + 4)? as u64;
-                        let hi = u32_at(types, p + 8)? as u64;
-                        p += 12;
-                        values.push((name(vn), ((hi << 32) | lo) as i64));
-                    }
-                    Type::Enum {
-                        name: n,
-                        size: size_type,
-                        values,
-                    }
-                }
-                kinds::TYPEDEF
-                | kinds::VOLATILE
-                | kinds::CONST
-                | kinds::RESTRICT
-                | kinds::TYPE_TAG => Type::Alias {
-                    name: n,
-                    target: size_type,
-                },
-                kinds::FUNC_PROTO => {
-                    let mut params = Vec::with_capacity(vlen);
-                    for _ in 0..vlen {
-                        params.push(u32_at(types, p + 4)?);
-                        p += 8;
-                    }
-                    Type::FuncProto {
-                        ret: size_type,
-                        params,
-                    }
-                }
-                kinds::VAR => {
-                    p += 4;
-                    Type::Other { name: n, kind }
-                }
-                kinds::DATASEC => {
-                    p += 12 * vlen;
-                    Type::Other { name: n, kind }
-                }
-                kinds::DECL_TAG => {
-                    p += 4;
-                    Type::Other { name: n, kind }
-                }
-                kinds::FUNC => Type::Func {
-                    name: n,
-                    proto: size_type,
-                },
-                kinds::FWD | kinds::FLOAT => Type::Other { name: n, kind },
-                k => return Err(BtfError::Malformed(format!("unknown kind {k}"))),
-            };
-            let id = self.types.len() as u32;
-            if let Some(n) = type_name(&t)
-                && !n.is_empty()
-            {
-                self.by_name.entry(name_hash(n)).or_default().push(id);
-            }
-            self.types.push(t);
-        }
-        Ok(())
-    }
-
-    pub fn len(&self) -> usize {
-        self.types.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.types.len() <= 1
-    }
-
-    pub fn get(&self, id: u32) -> Option<&Type> {
-        self.types.get(id as usize)
-    }
-
-    /// Follow typedef/const/volatile chains.
-    pub fn resolve(&self, mut id: u32) -> Option<(u32, &Type)> {
-        for _ in 0..32 {
-            match self.get(id)? {
-                Type::Alias { target, .. } => id = *target,
-                t => return Some((id, t)),
-            }
-        }
-        None
-    }
-
-    /// Ids of the types named `name`, in id order.
-    fn ids_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = u32> + 'a {
-        self.by_name
-            .get(&name_hash(name))
-            .map_or(&[][..], Ids::as_slice)
-            .iter()
-            .copied()
-            .filter(move |id| self.types.get(*id as usize).and_then(type_name) == Some(name))
-    }
-
-    /// The first struct (or union) with this name that has members.
-    pub fn find_struct(&self, name: &str) -> Option<u32> {
-        self.ids_named(name).find(|id| {
-            matches!(self.get(*id), Some(Type::Struct { members, .. } | Type::Union { members, .. }) if !members.is_empty())
+        Ok(Btf {
+            base: btf_rs::Btf::from_bytes(data).map_err(malformed)?,
+            modules: Vec::new(),
+            ids: RefCell::default(),
         })
     }
 
-    pub fn type_size(&self, id: u32) -> Option<u32> {
-        match self.resolve(id)?.1 {
-            Type::Int { size, .. }
-            | Type::Struct { size, .. }
-            | Type::Union { size, .. }
-            | Type::Enum { size, .. } => Some(*size),
-            Type::Ptr { .. } => Some(8),
-            Type::Array { elem, nelems } => Some(self.type_size(*elem)? * nelems),
-            _ => None,
-        }
+    /// Number of types, void included.
+    pub fn len(&self) -> usize {
+        let count = |s: &btf_rs::BtfSection| {
+            let (start, end) = s.type_id_range();
+            (end + 1 - start) as usize
+        };
+        count(self.base.base())
+            + self
+                .modules
+                .iter()
+                .filter_map(btf_rs::Btf::split)
+                .map(count)
+                .sum::<usize>()
     }
 
-    fn members(&self, id: u32) -> Option<&[Member]> {
-        match self.resolve(id)?.1 {
-            Type::Struct { members, .. } | Type::Union { members, .. } => Some(members),
-            _ => None,
-        }
+    pub fn is_empty(&self) -> bool {
+        self.len() <= 1
     }
 
-    /// Find a member by name in `id`, descending into anonymous members.
-    /// Returns (bit offset, member).
-    fn find_member(&self, id: u32, name: &str) -> Option<(u32, &Member)> {
-        let members = self.members(id)?;
-        for m in members {
-            if m.name == name {
-                return Some((m.bit_offset, m));
+    /// The types named `name`: vmlinux's first, then the modules' in file
+    /// name order, each in id order.
+    fn named(&self, name: &str) -> impl Iterator<Item = Found<'_>> + '_ {
+        let ids = self.ids.borrow().get(name).cloned();
+        let ids = ids.unwrap_or_else(|| {
+            let ids = self.lookup(name);
+            self.ids.borrow_mut().insert(name.to_string(), ids.clone());
+            ids
+        });
+        (0..ids.len()).map(move |i| {
+            let (w, id) = ids[i];
+            match w {
+                Where::Vmlinux => Found {
+                    btf: &self.base,
+                    id,
+                    in_vmlinux: true,
+                },
+                Where::Module(m) => Found {
+                    btf: &self.modules[m],
+                    id,
+                    in_vmlinux: false,
+                },
+            }
+        })
+    }
+
+    fn lookup(&self, name: &str) -> Ids {
+        let mut ids: Vec<(Where, u32)> = self
+            .base
+            .resolve_ids_by_name(name)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|id| (Where::Vmlinux, id))
+            .collect();
+        for (i, m) in self.modules.iter().enumerate() {
+            if let Some(ms) = m.split().and_then(|s| s.resolve_ids_by_name(name).ok()) {
+                ids.extend(ms.into_iter().map(|id| (Where::Module(i), id)));
             }
         }
-        for m in members {
-            if m.name.is_empty()
-                && let Some((off, found)) = self.find_member(m.type_id, name)
-            {
-                return Some((m.bit_offset + off, found));
-            }
-        }
-        None
+        ids.into()
+    }
+
+    /// The first struct (or union) with this name that has members.
+    fn find_struct(&self, name: &str) -> Option<(Found<'_>, Type)> {
+        self.named(name)
+            .find_map(|f| match f.btf.resolve_type_by_id(f.id) {
+                Ok(t @ (Type::Struct(_) | Type::Union(_))) if !members(&t).is_empty() => {
+                    Some((f, t))
+                }
+                _ => None,
+            })
     }
 
     /// Byte offset of a dotted member path (`"nd_net.net"`, `"ns.inum"`),
@@ -521,27 +217,32 @@ impl Btf {
     /// written `name[1]`.
     pub fn member_offset(&self, st: &str, path: &str) -> Result<u32, BtfError> {
         let missing = || BtfError::Missing(format!("{st}.{path}"));
-        let mut id = self.find_struct(st).ok_or_else(missing)?;
+        let (found, mut t) = self.find_struct(st).ok_or_else(missing)?;
+        let btf = found.btf;
         let mut bits = 0u32;
         for part in path.split('.') {
             let (field, index) = match part.split_once('[') {
                 Some((f, rest)) => (f, rest.trim_end_matches(']').parse::<u32>().ok()),
                 None => (part, None),
             };
-            let (off, m) = self.find_member(id, field).ok_or_else(missing)?;
-            if m.bitfield_size != 0 {
+            let (off, m) = find_member(btf, &t, field).ok_or_else(missing)?;
+            if m.bitfield_size().unwrap_or(0) != 0 {
                 return Err(BtfError::Missing(format!("{st}.{path} (bitfield)")));
             }
             bits += off;
-            id = m.type_id;
+            t = btf
+                .resolve_chained_type(&m)
+                .ok()
+                .and_then(|t| resolve(btf, t))
+                .ok_or_else(missing)?;
             if let Some(i) = index {
-                let (_, t) = self.resolve(id).ok_or_else(missing)?;
-                let Type::Array { elem, .. } = t else {
+                let Type::Array(a) = &t else {
                     return Err(missing());
                 };
-                let esz = self.type_size(*elem).ok_or_else(missing)?;
+                let elem = btf.resolve_chained_type(a).map_err(|_| missing())?;
+                let esz = type_size(btf, &elem).ok_or_else(missing)?;
                 bits += i * esz * 8;
-                id = *elem;
+                t = resolve(btf, elem).ok_or_else(missing)?;
             }
         }
         if !bits.is_multiple_of(8) {
@@ -551,19 +252,35 @@ impl Btf {
     }
 
     /// Values of an enum by name.
-    pub fn enum_values(&self, name: &str) -> Option<&[(String, i64)]> {
-        self.ids_named(name).find_map(|id| match self.get(id) {
-            Some(Type::Enum { values, .. }) if !values.is_empty() => Some(values.as_slice()),
-            _ => None,
+    pub fn enum_values(&self, name: &str) -> Option<Vec<(String, i64)>> {
+        self.named(name).find_map(|f| {
+            let values: Vec<(String, i64)> = match f.btf.resolve_type_by_id(f.id).ok()? {
+                Type::Enum(e) => e
+                    .members
+                    .iter()
+                    .map(|m| {
+                        let v = if e.is_signed() {
+                            m.val() as i32 as i64
+                        } else {
+                            m.val() as i64
+                        };
+                        (f.btf.resolve_name(m).unwrap_or_default(), v)
+                    })
+                    .collect(),
+                Type::Enum64(e) => e
+                    .members
+                    .iter()
+                    .map(|m| (f.btf.resolve_name(m).unwrap_or_default(), m.val() as i64))
+                    .collect(),
+                _ => return None,
+            };
+            (!values.is_empty()).then_some(values)
         })
     }
 
-    /// Number of arguments of a tp_btf tracepoint (`btf_trace_<name>` is a
-    /// typedef to a pointer to `void (*)(void *__data, args...)`), without
-    /// the leading `__data`.
     /// Is there a type (struct, function, ...) of this name?
     pub fn has_type(&self, name: &str) -> bool {
-        self.ids_named(name).next().is_some()
+        self.named(name).next().is_some()
     }
 
     /// Where function `name` is described: `Some(true)` in vmlinux's own
@@ -572,9 +289,9 @@ impl Btf {
     /// inlined everywhere).
     pub fn func_in_vmlinux(&self, name: &str) -> Option<bool> {
         let mut found = None;
-        for id in self.ids_named(name) {
-            if let Some(Type::Func { .. }) = self.types.get(id as usize) {
-                if (id as usize) < self.vmlinux_types {
+        for f in self.named(name) {
+            if let Ok(Type::Func(_)) = f.btf.resolve_type_by_id(f.id) {
+                if f.in_vmlinux {
                     return Some(true);
                 }
                 found = Some(false);
@@ -586,112 +303,123 @@ impl Btf {
     /// How many arguments function `name` takes (its first FUNC in BTF).
     /// The fentry trampoline has a limit (see KernelCaps::fentry_max_args).
     pub fn func_arg_count(&self, name: &str) -> Option<usize> {
-        self.ids_named(name).find_map(|id| {
-            let Some(Type::Func { proto, .. }) = self.types.get(id as usize) else {
+        self.named(name).find_map(|f| {
+            let Ok(Type::Func(func)) = f.btf.resolve_type_by_id(f.id) else {
                 return None;
             };
-            match self.resolve(*proto)?.1 {
-                Type::FuncProto { params, .. } => Some(params.len()),
+            match resolve(f.btf, f.btf.resolve_chained_type(&func).ok()?)? {
+                Type::FuncProto(p) => Some(p.parameters.len()),
                 _ => None,
             }
         })
     }
 
+    /// Number of arguments of a tp_btf tracepoint (`btf_trace_<name>` is a
+    /// typedef to a pointer to `void (*)(void *__data, args...)`), without
+    /// the leading `__data`.
     pub fn tracepoint_arity(&self, tp: &str) -> Option<usize> {
-        let key = format!("btf_trace_{tp}");
-        let id = self.ids_named(&key).next()?;
-        let (_, t) = self.resolve(id)?;
-        let Type::Ptr { target } = t else {
+        let f = self.named(&format!("btf_trace_{tp}")).next()?;
+        let t = resolve(f.btf, f.btf.resolve_type_by_id(f.id).ok()?)?;
+        let Type::Ptr(p) = t else {
             return None;
         };
-        match self.resolve(*target)?.1 {
-            Type::FuncProto { params, .. } => Some(params.len().saturating_sub(1)),
+        match resolve(f.btf, f.btf.resolve_chained_type(&p).ok()?)? {
+            Type::FuncProto(p) => Some(p.parameters.len().saturating_sub(1)),
             _ => None,
         }
     }
 }
 
-fn type_name(t: &Type) -> Option<&str> {
+/// vmlinux's BTF, mapped (btf-rs's `Backend::Mmap`): types are decoded
+/// when asked for, nothing is parsed up front. Linux 6.16 and later map
+/// their own copy of /sys/kernel/btf/vmlinux into us (pages that are not
+/// the process's). Older kernels refuse to map it: it is then copied into
+/// an anonymous file that is mapped instead: its ~5 MiB, where btf-rs's
+/// other backend (all of it parsed into memory, the last resort here)
+/// raised the start-up peak by ~15 MiB and took ~100 ms more.
+fn open_base(path: &Path) -> Result<btf_rs::Btf, BtfError> {
+    btf_rs::Btf::from_file_with_backend(path, Backend::Mmap)
+        .or_else(|_| map_copy(path))
+        .or_else(|_| btf_rs::Btf::from_file(path))
+        .map_err(|e| io_error(path, e))
+}
+
+/// `path` copied into a memfd, and that mapped.
+fn map_copy(path: &Path) -> Result<btf_rs::Btf, btf_rs::Error> {
+    use nix::sys::memfd::{MFdFlags, memfd_create};
+    let fd = memfd_create("tracer-btf", MFdFlags::MFD_CLOEXEC).map_err(std::io::Error::from)?;
+    let mut copy = std::fs::File::from(fd);
+    std::io::copy(&mut std::fs::File::open(path)?, &mut copy)?;
+    // btf-rs maps a path; the mapping keeps the memfd alive once `copy`
+    // is closed.
+    use std::os::fd::AsRawFd;
+    btf_rs::Btf::from_file_with_backend(
+        format!("/proc/self/fd/{}", copy.as_raw_fd()),
+        Backend::Mmap,
+    )
+}
+
+/// Follow typedef/const/volatile/restrict/type_tag chains.
+fn resolve(btf: &btf_rs::Btf, mut t: Type) -> Option<Type> {
+    for _ in 0..32 {
+        match t {
+            Type::Typedef(_)
+            | Type::Volatile(_)
+            | Type::Const(_)
+            | Type::Restrict(_)
+            | Type::TypeTag(_) => t = btf.resolve_chained_type(t.as_btf_type()?).ok()?,
+            _ => return Some(t),
+        }
+    }
+    None
+}
+
+fn members(t: &Type) -> &[btf_rs::Member] {
     match t {
-        Type::Int { name, .. }
-        | Type::Struct { name, .. }
-        | Type::Union { name, .. }
-        | Type::Enum { name, .. }
-        | Type::Alias { name, .. }
-        | Type::Func { name, .. }
-        | Type::Other { name, .. } => Some(name),
-        _ => None,
+        Type::Struct(s) | Type::Union(s) => &s.members,
+        _ => &[],
     }
 }
 
-fn shift_ids(t: Type, base_count: u32, shift: u32) -> Type {
-    let s = |id: u32| if id >= base_count { id + shift } else { id };
-    match t {
-        Type::Ptr { target } => Type::Ptr { target: s(target) },
-        Type::Func { name, proto } => Type::Func {
-            name,
-            proto: s(proto),
-        },
-        Type::Array { elem, nelems } => Type::Array {
-            elem: s(elem),
-            nelems,
-        },
-        Type::Struct {
-            name,
-            size,
-            members,
-        } => Type::Struct {
-            name,
-            size,
-            members: members
-                .into_iter()
-                .map(|m| Member {
-                    type_id: s(m.type_id),
-                    ..m
-                })
-                .collect(),
-        },
-        Type::Union {
-            name,
-            size,
-            members,
-        } => Type::Union {
-            name,
-            size,
-            members: members
-                .into_iter()
-                .map(|m| Member {
-                    type_id: s(m.type_id),
-                    ..m
-                })
-                .collect(),
-        },
-        Type::Alias { name, target } => Type::Alias {
-            name,
-            target: s(target),
-        },
-        Type::FuncProto { ret, params } => Type::FuncProto {
-            ret: s(ret),
-            params: params.into_iter().map(s).collect(),
-        },
-        t => t,
-    }
-}
-
-fn str_section(data: &[u8]) -> Result<&[u8], BtfError> {
-    let hdr_len = u32_at(data, 4)? as usize;
-    let str_off = u32_at(data, 16)? as usize;
-    let str_len = u32_at(data, 20)? as usize;
-    data.get(hdr_len + str_off..hdr_len + str_off + str_len)
-        .ok_or_else(|| BtfError::Malformed("string section out of range".into()))
-}
-
-fn cstr(s: &[u8], off: usize) -> String {
-    let Some(rest) = s.get(off..) else {
-        return String::new();
+fn type_size(btf: &btf_rs::Btf, t: &Type) -> Option<u32> {
+    let size = match resolve(btf, t.clone())? {
+        Type::Int(i) => i.size(),
+        Type::Struct(s) | Type::Union(s) => s.size(),
+        Type::Enum(e) => e.size(),
+        Type::Enum64(e) => e.size(),
+        Type::Ptr(_) => 8,
+        Type::Array(a) => {
+            let elem = btf.resolve_chained_type(&a).ok()?;
+            return type_size(btf, &elem)?.checked_mul(a.len() as u32);
+        }
+        _ => return None,
     };
-    let end = rest.iter().position(|b| *b == 0).unwrap_or(rest.len());
-    String::from_utf8_lossy(&rest[..end]).into_owned()
+    Some(size as u32)
+}
+
+/// Find a member by name in struct/union `t`, descending into anonymous
+/// members. Returns (bit offset, member).
+fn find_member(btf: &btf_rs::Btf, t: &Type, name: &str) -> Option<(u32, btf_rs::Member)> {
+    let members = members(t);
+    let names: Vec<String> = members
+        .iter()
+        .map(|m| btf.resolve_name(m).unwrap_or_default())
+        .collect();
+    if let Some(i) = names.iter().position(|n| n == name) {
+        return Some((members[i].bit_offset(), members[i].clone()));
+    }
+    for (m, n) in members.iter().zip(&names) {
+        if n.is_empty()
+            && let Some(inner) = btf
+                .resolve_chained_type(m)
+                .ok()
+                .and_then(|t| resolve(btf, t))
+            && let Some((off, found)) = find_member(btf, &inner, name)
+        {
+            return Some((m.bit_offset() + off, found));
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -737,9 +465,68 @@ mod tests {
     }
 
     #[test]
+    fn module_split_btf_beside_vmlinux() {
+        let mut w = Writer::new();
+        let int = w.int("int", 4);
+        let ptr = w.ptr(0);
+        let fp = w.func_proto(int, &[ptr]);
+        w.func("ip_forward", fp);
+        // Two modules: their ids overlap (both start after vmlinux's).
+        let mut nft = w.split();
+        nft.composite(
+            false,
+            "nft_chain",
+            16,
+            &[("table", ptr, 0), ("name", ptr, 64)],
+        );
+        let fp = nft.func_proto(int, &[ptr, ptr, ptr]);
+        nft.func("nft_do_chain", fp);
+        let mut xt = w.split();
+        xt.composite(
+            false,
+            "xt_table",
+            8,
+            &[("valid_hooks", int, 0), ("name", ptr, 32)],
+        );
+        let dir = std::env::temp_dir().join(format!("tracer-btf-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("vmlinux"), w.finish()).unwrap();
+        std::fs::write(dir.join("nf_tables"), nft.finish()).unwrap();
+        std::fs::write(dir.join("x_tables"), xt.finish()).unwrap();
+        std::fs::write(dir.join("broken"), b"not btf").unwrap();
+        let btf = Btf::with_modules(&dir.join("vmlinux"));
+        std::fs::remove_dir_all(&dir).unwrap();
+        let btf = btf.unwrap();
+        // void, int, ptr, proto, func; 3 + 1.
+        assert_eq!(btf.len(), 5 + 3 + 1);
+        assert!(btf.has_type("nft_chain") && btf.has_type("xt_table"));
+        assert_eq!(btf.member_offset("nft_chain", "name").unwrap(), 8);
+        assert_eq!(btf.member_offset("xt_table", "name").unwrap(), 4);
+        assert_eq!(btf.func_in_vmlinux("ip_forward"), Some(true));
+        assert_eq!(btf.func_in_vmlinux("nft_do_chain"), Some(false));
+        assert_eq!(btf.func_in_vmlinux("nope"), None);
+        assert_eq!(btf.func_arg_count("nft_do_chain"), Some(3));
+    }
+
+    #[test]
+    fn mapped_copy_when_the_file_cannot_be_mapped() {
+        let p = std::env::temp_dir().join(format!("tracer-btf-copy-{}", std::process::id()));
+        std::fs::write(&p, sample_btf()).unwrap();
+        let b = map_copy(&p);
+        std::fs::remove_file(&p).unwrap();
+        let btf = Btf {
+            base: b.unwrap(),
+            modules: Vec::new(),
+            ids: RefCell::default(),
+        };
+        assert_eq!(btf.member_offset("outer", "arr[1].x").unwrap(), 28);
+        assert_eq!(btf.func_arg_count("fib_validate_source"), Some(8));
+    }
+
+    #[test]
     fn running_kernel_when_present() {
-        // Exercises the parser on the real vmlinux when the machine has one;
-        // the fixtures above cover the logic everywhere.
+        // Exercises the reader on the real vmlinux when the machine has
+        // one; the fixtures above cover the logic everywhere.
         let p = Path::new("/sys/kernel/btf/vmlinux");
         if !p.exists() {
             eprintln!("no /sys/kernel/btf/vmlinux: real-BTF check not run");
