@@ -543,40 +543,9 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         format!(" ({func})")
     };
     let mut evidence = Vec::new();
-    // ip_error() drops a packet for another host that came in by a
-    // device with forwarding off (IP_INADDRERRORS or IP_INNOROUTES, no
-    // ICMP sent): the device's sysctl says so.
-    // IPv6: ip6_forward() drops it (IP_INADDRERRORS) when
-    // net.ipv6.conf.all.forwarding is 0.
-    let forwarding_off = env
-        .links(drop.netns_inode)
-        .iter()
-        .filter(|l| l.dev == drop.dev.as_str())
-        .find_map(|l| match func {
-            "ip_error" if l.forwarding_v4 == Some(false) => Some("ipv4"),
-            "ip6_forward"
-                if reason.as_str() == "IP_INADDRERRORS" && l.forwarding_v6 == Some(false) =>
-            {
-                Some("ipv6")
-            }
-            _ => None,
-        });
     let where_ = match reason.as_str() {
-        _ if let Some(family) = forwarding_off => {
-            evidence.push(Evidence::ForwardingDisabled {
-                netns: drop.netns.to_string(),
-                dev: drop.dev.to_string(),
-                family: family.into(),
-            });
-            let sysctl = if family == "ipv6" {
-                "net.ipv6.conf.all.forwarding = 0".to_string()
-            } else {
-                format!("net.ipv4.conf.{}.forwarding = 0", drop.dev)
-            };
-            format!(
-                "{func} in netns {}: forwarding is disabled on {} ({sysctl})",
-                drop.netns, drop.dev
-            )
+        _ if let Some(family) = forwarding_off(drop, env, func, reason) => {
+            forwarding_where(drop, func, family, &mut evidence)
         }
         "NO_SOCKET" => match no_listener(drop, env) {
             Some((ev, said)) => {
@@ -653,6 +622,41 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     }
     v.add_all(side_evidence(flow));
     Some(v)
+}
+
+/// Forwarding off where the packet came in: ip_error() drops a packet for
+/// another host that came in by a device with forwarding off
+/// (IP_INADDRERRORS or IP_INNOROUTES, no ICMP sent), ip6_forward() one
+/// whose namespace has net.ipv6.conf.all.forwarding = 0
+/// (IP_INADDRERRORS). The family, when the device's sysctl says so.
+fn forwarding_off(drop: &Hop, env: &dyn Env, func: &str, reason: &str) -> Option<&'static str> {
+    env.links(drop.netns_inode)
+        .iter()
+        .filter(|l| l.dev == drop.dev.as_str())
+        .find_map(|l| match func {
+            "ip_error" if l.forwarding_v4 == Some(false) => Some("ipv4"),
+            "ip6_forward" if reason == "IP_INADDRERRORS" && l.forwarding_v6 == Some(false) => {
+                Some("ipv6")
+            }
+            _ => None,
+        })
+}
+
+fn forwarding_where(drop: &Hop, func: &str, family: &str, evidence: &mut Vec<Evidence>) -> String {
+    evidence.push(Evidence::ForwardingDisabled {
+        netns: drop.netns.to_string(),
+        dev: drop.dev.to_string(),
+        family: family.into(),
+    });
+    let sysctl = if family == "ipv6" {
+        "net.ipv6.conf.all.forwarding = 0".to_string()
+    } else {
+        format!("net.ipv4.conf.{}.forwarding = 0", drop.dev)
+    };
+    format!(
+        "{func} in netns {}: forwarding is disabled on {} ({sysctl})",
+        drop.netns, drop.dev
+    )
 }
 
 /// `where` of a NETFILTER_DROP: the hook (nf_hook_slow's own word with
