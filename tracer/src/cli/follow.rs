@@ -103,7 +103,7 @@ pub fn run(args: FollowArgs) -> Result<ExitCode> {
         .netns
         .iter()
         .map(|s| resolve_netns(s))
-        .collect::<Result<_>>()?;
+        .collect::<Result<_, _>>()?;
     check_privileges()?;
     let opts = FollowOptions {
         session: SessionOptions {

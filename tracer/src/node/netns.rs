@@ -8,7 +8,6 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use anyhow::{Context, Result, bail};
 use nix::sched::{CloneFlags, setns};
 
 /// The inode that identifies a network namespace (what the kernel
@@ -33,7 +32,28 @@ pub struct NetnsRef {
     pub inode: u32,
 }
 
-pub fn resolve_netns(spec: &str) -> Result<NetnsRef> {
+/// Why a namespace could not be named or entered. The underlying error is
+/// part of the message (not a `source`), so it is said once however the
+/// error is printed.
+#[derive(Debug, thiserror::Error)]
+pub enum NetnsError {
+    #[error(
+        "network namespace '{spec}' not found ({path} does not exist); give a name under {dir}, a path, or a PID"
+    )]
+    NotFound {
+        spec: String,
+        path: String,
+        dir: String,
+    },
+    #[error("cannot open {path}: {err}")]
+    Open { path: String, err: std::io::Error },
+    #[error("open own netns: {0}")]
+    Own(std::io::Error),
+    #[error("setns into {path}: {err}")]
+    Setns { path: String, err: nix::Error },
+}
+
+pub fn resolve_netns(spec: &str) -> Result<NetnsRef, NetnsError> {
     let path = if spec.bytes().all(|b| b.is_ascii_digit()) && !spec.is_empty() {
         PathBuf::from(format!("/proc/{spec}/ns/net"))
     } else if spec.contains('/') {
@@ -42,14 +62,17 @@ pub fn resolve_netns(spec: &str) -> Result<NetnsRef> {
         crate::node::hostroot::get().join(NAMED_DIR).join(spec)
     };
     let Some(inode) = netns_inode(&path) else {
-        bail!(
-            "network namespace '{spec}' not found ({} does not exist); give a name under {}, a path, or a PID",
-            path.display(),
-            named_dir().display()
-        );
+        return Err(NetnsError::NotFound {
+            spec: spec.into(),
+            path: path.display().to_string(),
+            dir: named_dir().display().to_string(),
+        });
     };
     // It must really be a network namespace.
-    File::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
+    File::open(&path).map_err(|err| NetnsError::Open {
+        path: path.display().to_string(),
+        err,
+    })?;
     Ok(NetnsRef {
         label: spec.to_string(),
         path,
@@ -63,11 +86,16 @@ pub struct NetnsGuard {
 }
 
 impl NetnsGuard {
-    pub fn enter(path: &Path) -> Result<NetnsGuard> {
-        let orig = File::open("/proc/thread-self/ns/net").context("open own netns")?;
-        let target = File::open(path).with_context(|| format!("open netns {}", path.display()))?;
-        setns(target.as_fd(), CloneFlags::CLONE_NEWNET)
-            .with_context(|| format!("setns into {}", path.display()))?;
+    pub fn enter(path: &Path) -> Result<NetnsGuard, NetnsError> {
+        let orig = File::open("/proc/thread-self/ns/net").map_err(NetnsError::Own)?;
+        let target = File::open(path).map_err(|err| NetnsError::Open {
+            path: path.display().to_string(),
+            err,
+        })?;
+        setns(target.as_fd(), CloneFlags::CLONE_NEWNET).map_err(|err| NetnsError::Setns {
+            path: path.display().to_string(),
+            err,
+        })?;
         Ok(NetnsGuard { orig })
     }
 }
@@ -211,7 +239,7 @@ fn rtnl_addresses() -> Option<Vec<IfAddr>> {
 }
 
 /// Addresses of another namespace, read by entering it on this thread.
-pub fn addresses_in(path: &Path) -> Result<Vec<IfAddr>> {
+pub fn addresses_in(path: &Path) -> Result<Vec<IfAddr>, NetnsError> {
     let _g = NetnsGuard::enter(path)?;
     Ok(addresses())
 }
