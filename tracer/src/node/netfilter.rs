@@ -348,15 +348,6 @@ COMMIT
         assert_eq!(r.comment, None);
     }
 
-    /// A namespace of `ip netns add`, deleted on drop (panics included).
-    struct TestNetns(String);
-
-    impl Drop for TestNetns {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        }
-    }
-
     /// In a fresh namespace: an iptables-nft rule dropping UDP sent out is
     /// read with its counter, which moves by the datagrams dropped, and
     /// rules of legacy tables come from iptables-legacy-save run in the
@@ -367,21 +358,8 @@ COMMIT
             eprintln!("SKIPPED snapshot_of_a_fresh_namespace_sees_counters_move: not root");
             return;
         }
-        let ns = TestNetns(format!("tracer-nf-{}", std::process::id()));
-        let run = |args: &[&str]| {
-            Command::new("ip")
-                .args(["netns", "exec", &ns.0])
-                .args(args)
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        assert!(
-            Command::new("ip")
-                .args(["netns", "add", &ns.0])
-                .status()
-                .unwrap()
-                .success()
-        );
+        let ns = crate::node::netns::TestNetns::add("tracer-nf");
+        let run = |args: &[&str]| ns.run(args);
         assert!(run(&["ip", "link", "set", "lo", "up"]));
         if !run(&[
             "iptables-nft",

@@ -264,6 +264,45 @@ pub fn named() -> Vec<(String, PathBuf)> {
         .unwrap_or_default()
 }
 
+/// A namespace of `ip netns add` for the root-only unit tests of the
+/// node layer, deleted on drop (panics included).
+#[cfg(test)]
+pub(crate) struct TestNetns(pub(crate) String);
+
+#[cfg(test)]
+impl TestNetns {
+    /// Add `PREFIX-PID` (panics if `ip netns add` fails).
+    pub(crate) fn add(prefix: &str) -> TestNetns {
+        let name = format!("{prefix}-{}", std::process::id());
+        assert!(
+            std::process::Command::new("ip")
+                .args(["netns", "add", &name])
+                .status()
+                .is_ok_and(|s| s.success()),
+            "ip netns add {name}"
+        );
+        TestNetns(name)
+    }
+
+    /// Did `ip netns exec NAME ARGS...` succeed?
+    pub(crate) fn run(&self, args: &[&str]) -> bool {
+        std::process::Command::new("ip")
+            .args(["netns", "exec", &self.0])
+            .args(args)
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+}
+
+#[cfg(test)]
+impl Drop for TestNetns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.0])
+            .status();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

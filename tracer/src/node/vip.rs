@@ -305,13 +305,7 @@ mod netns_tests {
             eprintln!("SKIPPED owner_changes_come_from_notifications: not root");
             return;
         }
-        struct Ns(String);
-        impl Drop for Ns {
-            fn drop(&mut self) {
-                let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-            }
-        }
-        let ns = Ns(format!("tracer-vip-{}", std::process::id()));
+        let ns = crate::node::netns::TestNetns::add("tracer-vip");
         let ip = |args: &[&str]| {
             assert!(
                 Command::new("ip")
@@ -323,13 +317,6 @@ mod netns_tests {
                 "ip {args:?}"
             );
         };
-        assert!(
-            Command::new("ip")
-                .args(["netns", "add", &ns.0])
-                .status()
-                .unwrap()
-                .success()
-        );
         ip(&[
             "link", "add", "vip0", "type", "veth", "peer", "name", "vip1",
         ]);

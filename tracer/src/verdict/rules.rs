@@ -610,12 +610,7 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         &drop.netns,
         Some(drop.dev.to_string()),
     );
-    v.add(Evidence::PacketDropped {
-        dir: drop.dir,
-        location: location.to_string(),
-        dev: drop.dev.to_string(),
-        netns: drop.netns.to_string(),
-    });
+    v.add(dropped_at(drop, location));
     v.add_all(evidence);
     if reason == "NETFILTER_DROP" {
         v.add_all(local_target_evidence(flow, env, drop));
@@ -983,7 +978,6 @@ pub fn ipvs_no_destination(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     Some(v)
 }
 
-/// A local socket took the packet, or the destination answered.
 /// Packets too big for the egress device (DF set) dropped on forwarding
 /// again and again (PKT_TOO_BIG, ip_forward() / ip6_forward()): the
 /// sender kept sending full-size packets, so the ICMP "fragmentation
@@ -991,13 +985,27 @@ pub fn ipvs_no_destination(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
 /// handshake may have succeeded (small packets pass), so this comes
 /// before `delivered`. One such drop followed by delivery is path-MTU
 /// discovery working, and stays a `delivered` with a later drop.
-pub fn mtu_black_hole(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
-    let too_big: Vec<&Hop> = flow
-        .hops
+/// The request's drops with the kernel's reason `reason`, in order.
+fn request_drops<'a>(flow: &'a Flow, reason: &str) -> Vec<&'a Hop> {
+    flow.hops
         .iter()
         .filter(|h| h.dir == Dir::Request)
-        .filter(|h| matches!(&h.data, HopData::Drop(d) if d.reason.as_str() == "PKT_TOO_BIG"))
-        .collect();
+        .filter(|h| matches!(&h.data, HopData::Drop(d) if d.reason.as_str() == reason))
+        .collect()
+}
+
+/// Where a packet was dropped, as evidence.
+fn dropped_at(h: &Hop, location: &str) -> Evidence {
+    Evidence::PacketDropped {
+        dir: h.dir,
+        location: location.to_string(),
+        dev: h.dev.to_string(),
+        netns: h.netns.to_string(),
+    }
+}
+
+pub fn mtu_black_hole(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
+    let too_big = request_drops(flow, "PKT_TOO_BIG");
     let last = *too_big.last()?;
     let drops = too_big
         .iter()
@@ -1049,12 +1057,7 @@ pub fn mtu_black_hole(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         &last.netns,
         Some(out_dev.clone()),
     );
-    v.add(Evidence::PacketDropped {
-        dir: last.dir,
-        location: dd.location.to_string(),
-        dev: last.dev.to_string(),
-        netns: last.netns.to_string(),
-    });
+    v.add(dropped_at(last, &dd.location));
     if let Some(mtu) = mtu {
         v.add(Evidence::MtuExceeded {
             netns: last.netns.to_string(),
@@ -1075,12 +1078,7 @@ pub fn mtu_black_hole(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
 /// does not keep up. Comes before `delivered`: the first packets of a
 /// burst are queued, the rest dropped.
 pub fn socket_buffer_full(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
-    let drops: Vec<&Hop> = flow
-        .hops
-        .iter()
-        .filter(|h| h.dir == Dir::Request)
-        .filter(|h| matches!(&h.data, HopData::Drop(d) if d.reason.as_str() == "SOCKET_RCVBUFF"))
-        .collect();
+    let drops = request_drops(flow, "SOCKET_RCVBUFF");
     let last = *drops.last()?;
     let HopData::Drop(dd) = &last.data else {
         return None;
@@ -1108,12 +1106,7 @@ pub fn socket_buffer_full(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         &last.netns,
         Some(last.dev.to_string()),
     );
-    v.add(Evidence::PacketDropped {
-        dir: last.dir,
-        location: dd.location.to_string(),
-        dev: last.dev.to_string(),
-        netns: last.netns.to_string(),
-    });
+    v.add(dropped_at(last, &dd.location));
     v.add(Evidence::SocketBufferFull {
         netns: last.netns.to_string(),
         proto: proto.into(),
@@ -1127,6 +1120,7 @@ pub fn socket_buffer_full(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     Some(v)
 }
 
+/// A local socket took the packet, or the destination answered.
 pub fn delivered(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
     let ev = delivery_evidence(flow);
     let (first, _) = ev.first()?;

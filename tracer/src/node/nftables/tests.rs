@@ -313,16 +313,7 @@ table ip n {
 }
 "#;
 
-/// A namespace of `ip netns add`, deleted on drop (panics included).
-struct TestNetns(String);
-
-impl Drop for TestNetns {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("ip")
-            .args(["netns", "del", &self.0])
-            .status();
-    }
-}
+use crate::node::netns::TestNetns;
 
 #[test]
 fn rules_made_by_nft_render_as_nft_lists_them() {
@@ -335,15 +326,7 @@ fn rules_made_by_nft_render_as_nft_lists_them() {
         eprintln!("SKIPPED rules_made_by_nft_render_as_nft_lists_them: no nft");
         return;
     }
-    let name = format!("tracer-nft-{}", std::process::id());
-    assert!(
-        Command::new("ip")
-            .args(["netns", "add", &name])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let ns = TestNetns(name);
+    let ns = TestNetns::add("tracer-nft");
     let in_ns = |args: &[&str]| {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &ns.0]).args(args);

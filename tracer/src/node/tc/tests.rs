@@ -133,28 +133,8 @@ fn filters_of_a_fresh_namespace_and_qdisc_delete() {
         eprintln!("SKIPPED filters_of_a_fresh_namespace_and_qdisc_delete: no tc");
         return;
     }
-    struct Ns(String);
-    impl Drop for Ns {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        }
-    }
-    let ns = Ns(format!("tracer-tc-{}", std::process::id()));
-    let sh = |cmd: &str| {
-        let ok = Command::new("ip")
-            .args(["netns", "exec", &ns.0, "sh", "-c", cmd])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "{cmd}");
-    };
-    assert!(
-        Command::new("ip")
-            .args(["netns", "add", &ns.0])
-            .status()
-            .unwrap()
-            .success()
-    );
+    let ns = crate::node::netns::TestNetns::add("tracer-tc");
+    let sh = |cmd: &str| assert!(ns.run(&["sh", "-c", cmd]), "{cmd}");
     sh("ip link add lxc0 type veth peer name up0 && ip link set lxc0 up && ip link set up0 up");
     let path = std::path::PathBuf::from(format!("/run/netns/{}", ns.0));
     assert!(ingress_filters(&path, "lxc0").is_empty());
