@@ -78,11 +78,8 @@ fn rtnl_mtus() -> Option<Vec<LinkConf>> {
             let (mut name, mut mtu) = (None, None);
             for (aty, data) in super::netlink::attrs(msg.get(32..).unwrap_or(&[])) {
                 match aty {
-                    IFLA_IFNAME => {
-                        let end = data.iter().position(|&b| b == 0).unwrap_or(data.len());
-                        name = Some(String::from_utf8_lossy(&data[..end]).into_owned());
-                    }
-                    IFLA_MTU => mtu = data.try_into().ok().map(u32::from_ne_bytes),
+                    IFLA_IFNAME => name = Some(super::netlink::string(data)),
+                    IFLA_MTU => mtu = super::netlink::ne32(data),
                     _ => {}
                 }
             }

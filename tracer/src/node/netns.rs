@@ -191,24 +191,13 @@ fn rtnl_addresses() -> Option<Vec<IfAddr>> {
         let prefix = *msg.get(17)?;
         let index = u32::from_ne_bytes(msg.get(20..24)?.try_into().ok()?);
         let (mut address, mut local, mut label) = (None, None, None);
-        let mut attrs = msg.get(24..)?;
-        while attrs.len() >= 4 {
-            let alen = u16::from_ne_bytes(attrs[0..2].try_into().ok()?) as usize;
-            let aty = u16::from_ne_bytes(attrs[2..4].try_into().ok()?);
-            if alen < 4 || alen > attrs.len() {
-                break;
-            }
-            let data = &attrs[4..alen];
+        for (aty, data) in super::netlink::attrs(msg.get(24..)?) {
             match aty {
                 IFA_ADDRESS => address = Some(data),
                 IFA_LOCAL => local = Some(data),
-                IFA_LABEL => {
-                    let end = data.iter().position(|&b| b == 0).unwrap_or(data.len());
-                    label = Some(String::from_utf8_lossy(&data[..end]).into_owned());
-                }
+                IFA_LABEL => label = Some(super::netlink::string(data)),
                 _ => {}
             }
-            attrs = attrs.get((alen + 3) & !3..).unwrap_or(&[]);
         }
         let addr: IpAddr = match family as i32 {
             // getifaddrs() too: IFA_LOCAL is the interface's own address
