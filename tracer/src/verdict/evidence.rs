@@ -439,6 +439,16 @@ impl Evidence {
     }
 }
 
+/// The sysctl that switched forwarding off, as set: IPv4's is the
+/// device's own, IPv6's the namespace's `all` (ip6_forward()).
+pub fn forwarding_sysctl(family: &str, dev: &str) -> String {
+    if family == "ipv6" {
+        "net.ipv6.conf.all.forwarding = 0".to_string()
+    } else {
+        format!("net.ipv4.conf.{dev}.forwarding = 0")
+    }
+}
+
 impl fmt::Display for Evidence {
     #[expect(clippy::too_many_lines, reason = "one arm per evidence kind")]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -547,17 +557,11 @@ impl fmt::Display for Evidence {
             LaterDrop { reason, location } => {
                 write!(f, "a later packet was dropped: {reason} at {location}")
             }
-            ForwardingDisabled { netns, dev, family } => {
-                let sysctl = if family == "ipv6" {
-                    "net.ipv6.conf.all.forwarding = 0".to_string()
-                } else {
-                    format!("net.ipv4.conf.{dev}.forwarding = 0")
-                };
-                write!(
-                    f,
-                    "forwarding is disabled on {dev} in netns {netns} ({sysctl}): a packet for another host that arrives there is dropped"
-                )
-            }
+            ForwardingDisabled { netns, dev, family } => write!(
+                f,
+                "forwarding is disabled on {dev} in netns {netns} ({}): a packet for another host that arrives there is dropped",
+                forwarding_sysctl(family, dev)
+            ),
             SocketBufferFull {
                 netns,
                 proto,

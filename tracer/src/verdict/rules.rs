@@ -643,14 +643,11 @@ fn forwarding_where(drop: &Hop, func: &str, family: &str, evidence: &mut Vec<Evi
         dev: drop.dev.to_string(),
         family: family.into(),
     });
-    let sysctl = if family == "ipv6" {
-        "net.ipv6.conf.all.forwarding = 0".to_string()
-    } else {
-        format!("net.ipv4.conf.{}.forwarding = 0", drop.dev)
-    };
     format!(
-        "{func} in netns {}: forwarding is disabled on {} ({sysctl})",
-        drop.netns, drop.dev
+        "{func} in netns {}: forwarding is disabled on {} ({})",
+        drop.netns,
+        drop.dev,
+        super::evidence::forwarding_sysctl(family, &drop.dev)
     )
 }
 
@@ -707,9 +704,6 @@ fn rp_filter_where(
     fn_part: &str,
     evidence: &mut Vec<Evidence>,
 ) -> String {
-    // fib_validate_source() looks the source up as a destination
-    // (the fib tracepoint sees it: the reply direction, in the
-    // drop's namespace).
     let back = flow.hops.iter().rev().find_map(|h| match &h.data {
         HopData::Fib(f)
             if h.netns_inode == drop.netns_inode
