@@ -75,10 +75,16 @@ pub fn routed(b: u8) -> Result<Vec<Netns>> {
 }
 
 pub(crate) fn listen(s: &Netns, addr: &str, secs: u32) -> Result<Child> {
+    serve(s, "tcp-listen", addr, secs)
+}
+
+/// A netprobe server (`tcp-listen`, `udp-echo`, `udp-hold`) on `addr` in
+/// `s` for `secs` (scaled), started before the traffic.
+pub(crate) fn serve(s: &Netns, mode: &str, addr: &str, secs: u32) -> Result<Child> {
     let probe = netprobe_bin();
     // Servers outlive the tracer's start-up, which is slow in the VMs.
     let secs = (secs as f64 * crate::time_scale()).ceil().to_string();
-    let child = s.spawn(&[probe.to_str().unwrap(), "tcp-listen", addr, "--for", &secs])?;
+    let child = s.spawn(&[probe.to_str().unwrap(), mode, addr, "--for", &secs])?;
     // Let the listener bind before traffic starts.
     std::thread::sleep(crate::scaled_ms(300));
     Ok(child)
@@ -357,16 +363,7 @@ pub fn rp_filter_strict() -> Result<Scenario> {
 /// server's own address: NO_SOCKET, with the port bound elsewhere.
 pub fn dns_bound_elsewhere() -> Result<Scenario> {
     let nss = routed(231)?;
-    let probe = netprobe_bin();
-    let secs = (15.0 * crate::time_scale()).ceil().to_string();
-    let srv = nss[2].spawn(&[
-        probe.to_str().unwrap(),
-        "udp-echo",
-        "127.0.0.1:53",
-        "--for",
-        &secs,
-    ])?;
-    std::thread::sleep(crate::scaled_ms(300));
+    let srv = serve(&nss[2], "udp-echo", "127.0.0.1:53", 15)?;
     let mut sc = simple(
         "dns_bound_elsewhere",
         "a DNS server bound to 127.0.0.1:53 only, queried on the server's address",
@@ -385,16 +382,7 @@ pub fn dns_bound_elsewhere() -> Result<Scenario> {
 /// of datagrams: its receive buffer fills and the kernel drops the rest.
 pub fn udp_rcvbuf_full() -> Result<Scenario> {
     let nss = routed(235)?;
-    let probe = netprobe_bin();
-    let secs = (15.0 * crate::time_scale()).ceil().to_string();
-    let srv = nss[2].spawn(&[
-        probe.to_str().unwrap(),
-        "udp-hold",
-        "10.235.2.2:53",
-        "--for",
-        &secs,
-    ])?;
-    std::thread::sleep(crate::scaled_ms(300));
+    let srv = serve(&nss[2], "udp-hold", "10.235.2.2:53", 15)?;
     let mut sc = simple(
         "udp_rcvbuf_full",
         "a UDP server that does not read, and a burst of 2000 datagrams",
