@@ -10,6 +10,7 @@ pub mod netfilter;
 pub mod netlink;
 pub mod netns;
 pub mod nftables;
+pub mod nftrace;
 pub mod procstat;
 pub mod sockets;
 pub mod tc;

@@ -116,10 +116,11 @@ pub fn request(protocol: i32, msg_type: u16, body: &[u8]) -> Result<(), i32> {
     receive(&sock, &mut |_, _| {})
 }
 
-/// A non-blocking NETLINK_ROUTE socket of this thread's namespace,
-/// subscribed to the multicast `groups` (RTNLGRP_* numbers).
-pub fn subscribe(groups: &[u32]) -> Option<OwnedFd> {
-    let sock = socket(libc::NETLINK_ROUTE, libc::SOCK_NONBLOCK)?;
+/// A non-blocking `protocol` socket (NETLINK_ROUTE, NETLINK_NETFILTER)
+/// of this thread's namespace, subscribed to the multicast `groups`
+/// (RTNLGRP_* or NFNLGRP_* numbers).
+pub fn subscribe(protocol: i32, groups: &[u32]) -> Option<OwnedFd> {
+    let sock = socket(protocol, libc::SOCK_NONBLOCK)?;
     // Bound (the kernel picks the port id): an unbound socket's port id is
     // 0, the kernel's own, and multicast from the kernel skips it.
     // SAFETY: an all-zero sockaddr_nl is valid.
@@ -169,6 +170,107 @@ pub fn drain(sock: &OwnedFd, each: &mut dyn FnMut(u16, &[u8])) -> bool {
             return false;
         }
     }
+}
+
+/// A NETLINK_NETFILTER socket of this thread's namespace, kept to send
+/// nf_tables batches on (an owned table lives as long as it).
+pub fn netfilter_socket() -> Option<OwnedFd> {
+    let sock = socket(libc::NETLINK_NETFILTER, 0)?;
+    // A batch is answered at once; a kernel that never answers must not
+    // hang the caller.
+    let tv = libc::timeval {
+        tv_sec: 2,
+        tv_usec: 0,
+    };
+    // SAFETY: setsockopt with a timeval of its size.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            std::ptr::from_ref(&tv).cast(),
+            size_of::<libc::timeval>() as u32,
+        );
+    }
+    Some(sock)
+}
+
+/// nfnetlink's batch delimiters (NFNL_MSG_BATCH_BEGIN/END), for the
+/// nf_tables subsystem.
+const NFNL_MSG_BATCH_BEGIN: u16 = 0x10;
+const NFNL_MSG_BATCH_END: u16 = 0x11;
+const NFNL_SUBSYS_NFTABLES: u16 = 10;
+
+/// One message: header (with NLM_F_REQUEST and `flags`), then `body`.
+fn message(out: &mut Vec<u8>, msg_type: u16, flags: u16, seq: u32, body: &[u8]) {
+    let len = NLMSG_HDRLEN + body.len();
+    out.extend_from_slice(&(len as u32).to_ne_bytes());
+    out.extend_from_slice(&msg_type.to_ne_bytes());
+    out.extend_from_slice(&(libc::NLM_F_REQUEST as u16 | flags).to_ne_bytes());
+    out.extend_from_slice(&seq.to_ne_bytes());
+    out.extend_from_slice(&0u32.to_ne_bytes());
+    out.extend_from_slice(body);
+    out.resize((out.len() + 3) & !3, 0);
+}
+
+/// Send nf_tables messages `(type, flags, body)` as one transaction
+/// (nfnetlink_rcv_batch(): all or none), each asking for an ack, and wait
+/// for every ack: Ok, or the first errno the kernel answered with.
+pub fn nft_batch(sock: &OwnedFd, msgs: &[(u16, u16, Vec<u8>)]) -> Result<(), i32> {
+    // nfgenmsg: AF_UNSPEC, version 0, res_id = the subsystem (big endian).
+    let mut delim = vec![libc::AF_UNSPEC as u8, 0];
+    delim.extend_from_slice(&NFNL_SUBSYS_NFTABLES.to_be_bytes());
+    let mut req = Vec::new();
+    message(&mut req, NFNL_MSG_BATCH_BEGIN, 0, 0, &delim);
+    for (i, (ty, flags, body)) in msgs.iter().enumerate() {
+        message(
+            &mut req,
+            *ty,
+            flags | libc::NLM_F_ACK as u16,
+            i as u32 + 1,
+            body,
+        );
+    }
+    message(
+        &mut req,
+        NFNL_MSG_BATCH_END,
+        0,
+        msgs.len() as u32 + 1,
+        &delim,
+    );
+    // SAFETY: sending a buffer we own, of its length.
+    let sent = unsafe { libc::send(sock.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) };
+    if sent != req.len() as isize {
+        return Err(libc::EIO);
+    }
+    let mut acks = 0;
+    let mut buf = vec![0u8; 16 * 1024];
+    while acks < msgs.len() {
+        // SAFETY: receiving into a buffer we own, of its length.
+        let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n <= 0 {
+            return Err(libc::EIO);
+        }
+        let mut m = &buf[..n as usize];
+        while m.len() >= NLMSG_HDRLEN {
+            let len = ne32(m).unwrap_or(0) as usize;
+            if len < NLMSG_HDRLEN || len > m.len() {
+                return Err(libc::EIO);
+            }
+            if u16::from_ne_bytes([m[4], m[5]]) == libc::NLMSG_ERROR as u16 {
+                let err = m
+                    .get(16..20)
+                    .and_then(ne32)
+                    .map_or(-libc::EIO, |e| e as i32);
+                if err != 0 {
+                    return Err(-err);
+                }
+                acks += 1;
+            }
+            m = m.get((len + 3) & !3..).unwrap_or(&[]);
+        }
+    }
+    Ok(())
 }
 
 /// The attributes (struct nlattr) in `buf`: (type without its flag bits,

@@ -13,9 +13,9 @@
 
 use std::{collections::BTreeMap, fmt::Write as _, net::IpAddr};
 
-use super::netlink::{NLMSG_HDRLEN, attr, attrs, be32, be64, dump, string};
+use super::netlink::{NLMSG_HDRLEN, attr, attrs, be32, be64, dump, put_attr, string};
 
-const NFNL_SUBSYS_NFTABLES: u16 = 10;
+pub(crate) const NFNL_SUBSYS_NFTABLES: u16 = 10;
 const NFT_MSG_NEWRULE: u16 = 6;
 const NFT_MSG_GETRULE: u16 = 7;
 
@@ -97,6 +97,72 @@ pub fn rules() -> Option<Vec<NftRule>> {
     )
 }
 
+/// One element of a set or map: its key's bytes, its data's verdict (a
+/// verdict map's `jump X`/`goto X`/`drop`/...), its comment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetElem {
+    pub key: Vec<u8>,
+    pub verdict: Option<String>,
+    pub comment: Option<String>,
+}
+
+const NFT_MSG_NEWSETELEM: u16 = 12;
+const NFT_MSG_GETSETELEM: u16 = 13;
+const NFTA_SET_ELEM_LIST_TABLE: u16 = 1;
+const NFTA_SET_ELEM_LIST_SET: u16 = 2;
+const NFTA_SET_ELEM_LIST_ELEMENTS: u16 = 3;
+const NFTA_SET_ELEM_KEY: u16 = 1;
+const NFTA_SET_ELEM_DATA: u16 = 2;
+const NFTA_SET_ELEM_USERDATA: u16 = 6;
+
+/// The elements of set `set` of table `table` (family `family`) in this
+/// thread's namespace; None on error.
+pub fn set_elements(family: u8, table: &str, set: &str) -> Option<Vec<SetElem>> {
+    let mut body = vec![family, 0, 0, 0];
+    put_attr(&mut body, NFTA_SET_ELEM_LIST_TABLE, &nul(table));
+    put_attr(&mut body, NFTA_SET_ELEM_LIST_SET, &nul(set));
+    let mut out = Vec::new();
+    dump(
+        libc::NETLINK_NETFILTER,
+        (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETSETELEM,
+        &body,
+        &mut |ty, msg| {
+            if ty == (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWSETELEM {
+                out.extend(parse_set_elements(msg));
+            }
+        },
+    )?;
+    Some(out)
+}
+
+/// A NUL-terminated string attribute's payload.
+pub(crate) fn nul(s: &str) -> Vec<u8> {
+    let mut v = s.as_bytes().to_vec();
+    v.push(0);
+    v
+}
+
+/// The elements of one NFT_MSG_NEWSETELEM message.
+pub fn parse_set_elements(msg: &[u8]) -> Vec<SetElem> {
+    let Some(a) = msg.get(NLMSG_HDRLEN + 4..) else {
+        return Vec::new();
+    };
+    let Some(list) = attr(a, NFTA_SET_ELEM_LIST_ELEMENTS) else {
+        return Vec::new();
+    };
+    attrs(list)
+        .filter_map(|(_, e)| {
+            Some(SetElem {
+                key: data_value(attr(e, NFTA_SET_ELEM_KEY)?)?.to_vec(),
+                verdict: attr(e, NFTA_SET_ELEM_DATA)
+                    .and_then(|d| attr(d, NFTA_DATA_VERDICT))
+                    .and_then(verdict),
+                comment: attr(e, NFTA_SET_ELEM_USERDATA).and_then(udata_comment),
+            })
+        })
+        .collect()
+}
+
 /// One NFT_MSG_NEWRULE message (nlmsghdr, nfgenmsg, attributes); None when
 /// it has no table or chain. `ifname` names interface indexes (`iif`).
 pub fn parse_rule(msg: &[u8], ifname: &dyn Fn(u32) -> Option<String>) -> Option<NftRule> {
@@ -137,7 +203,7 @@ pub fn parse_rule(msg: &[u8], ifname: &dyn Fn(u32) -> Option<String>) -> Option<
 
 /// NFTNL_UDATA_RULE_COMMENT (type 0) of a rule's userdata: TLVs of a type
 /// byte, a length byte and the value.
-fn udata_comment(mut u: &[u8]) -> Option<String> {
+pub(crate) fn udata_comment(mut u: &[u8]) -> Option<String> {
     while u.len() >= 2 {
         let (ty, len) = (u[0], u[1] as usize);
         let v = u.get(2..2 + len)?;
@@ -1041,12 +1107,12 @@ impl<'a> Render<'a> {
 }
 
 /// NFTA_DATA_VALUE of a data attribute.
-fn data_value(d: &[u8]) -> Option<&[u8]> {
+pub(crate) fn data_value(d: &[u8]) -> Option<&[u8]> {
     attr(d, NFTA_DATA_VALUE)
 }
 
 /// NFTA_DATA_VERDICT: the code, and the chain of a jump or goto.
-fn verdict(d: &[u8]) -> Option<String> {
+pub(crate) fn verdict(d: &[u8]) -> Option<String> {
     let code = be32(attr(d, 1)?)? as i32;
     let chain = || attr(d, 2).map(string).unwrap_or_default();
     Some(match code {
@@ -1099,7 +1165,7 @@ fn prefix_len(mask: &[u8]) -> Option<u32> {
     Some(bits)
 }
 
-fn proto_name(p: u8) -> String {
+pub(crate) fn proto_name(p: u8) -> String {
     match p {
         1 => "icmp".into(),
         2 => "igmp".into(),

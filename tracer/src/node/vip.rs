@@ -116,7 +116,7 @@ impl VipWatch {
         for (i, w) in self.watched.iter_mut().enumerate() {
             w.sub = NetnsGuard::enter(&w.path)
                 .ok()
-                .and_then(|_in| subscribe(&ADDR_GROUPS));
+                .and_then(|_in| subscribe(libc::NETLINK_ROUTE, &ADDR_GROUPS));
             if let (Some(ep), Some(sub)) = (&self.epoll, &w.sub) {
                 let mut ev = libc::epoll_event {
                     events: libc::EPOLLIN as u32,

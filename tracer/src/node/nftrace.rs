@@ -1,0 +1,784 @@
+//! nf_tables tracing: which rule decided a followed packet, on any kernel
+//! with nf_tables, without kprobes (issue 17).
+//!
+//! In each namespace with nf_tables tables tracer adds a table of its own,
+//! `inet tracer_<pid>`, owned by the netlink socket that made it
+//! (NFT_TABLE_F_OWNER, Linux 5.12: nf_tables_netlink_event() removes it
+//! when the socket closes, so also after SIGKILL; on older kernels `tracer
+//! cleanup` removes it). Its two chains, at prerouting and output before
+//! every other (priority -500: raw is -300, conntrack -200), set `meta
+//! nftrace` on packets to the followed target only. nft_do_chain() then
+//! reports each rule that matched such a packet, in every table of that
+//! namespace, to listeners of NFNLGRP_NFTRACE (nft_trace_notify() in
+//! net/netfilter/nf_tables_trace.c), as `nft monitor trace` shows them.
+//! The bit stays with the packet until it leaves the namespace
+//! (skb_scrub_packet() clears it on a veth).
+//!
+//! What is kept per namespace: the packets a rule or a chain policy
+//! dropped, with the jumps and gotos (verdict maps among them) that led
+//! there. Naming the rule's text and the map element is left to the
+//! moment a verdict needs it ([`resolve`]).
+
+use std::{
+    collections::{HashMap, VecDeque},
+    net::IpAddr,
+    os::fd::{AsRawFd, OwnedFd},
+    path::PathBuf,
+};
+
+use super::{
+    netlink::{self, NLMSG_HDRLEN, attr, be32, be64, put_attr, string},
+    netns::NetnsGuard,
+    nftables::{self, NFNL_SUBSYS_NFTABLES, NftRule, SetElem, nul},
+};
+use crate::model::target::Target;
+
+const NFT_MSG_NEWTABLE: u16 = 0;
+const NFT_MSG_GETTABLE: u16 = 1;
+const NFT_MSG_DELTABLE: u16 = 2;
+const NFT_MSG_NEWCHAIN: u16 = 3;
+const NFT_MSG_NEWRULE: u16 = 6;
+const NFT_MSG_TRACE: u16 = 17;
+const NFNLGRP_NFTRACE: u32 = 9;
+const NFT_TABLE_F_OWNER: u32 = 2;
+
+const NLM_F_CREATE: u16 = 0x400;
+const NLM_F_APPEND: u16 = 0x800;
+const NLA_F_NESTED: u16 = 0x8000;
+
+/// Trace attributes (enum nft_trace_attributes).
+const NFTA_TRACE_TABLE: u16 = 1;
+const NFTA_TRACE_CHAIN: u16 = 2;
+const NFTA_TRACE_RULE_HANDLE: u16 = 3;
+const NFTA_TRACE_TYPE: u16 = 4;
+const NFTA_TRACE_VERDICT: u16 = 5;
+const NFTA_TRACE_ID: u16 = 6;
+const NFTA_TRACE_NETWORK_HEADER: u16 = 8;
+const NFTA_TRACE_TRANSPORT_HEADER: u16 = 9;
+const NFTA_TRACE_POLICY: u16 = 16;
+/// enum nft_trace_types.
+const NFT_TRACETYPE_POLICY: u32 = 1;
+
+/// Netfilter verdict codes (NF_DROP, NF_QUEUE, NFT_JUMP, NFT_GOTO).
+const NF_DROP: i32 = 0;
+const NF_QUEUE: i32 = 3;
+const NFT_JUMP: i32 = -3;
+const NFT_GOTO: i32 = -4;
+
+/// Packets whose trace is being followed per namespace, and drops kept.
+const PENDING_MAX: usize = 1024;
+const DROPS_MAX: usize = 512;
+
+/// The name of the table this process adds.
+pub fn table_name() -> String {
+    format!("{TABLE_PREFIX}{}", std::process::id())
+}
+
+/// What every tracer table's name starts with (`tracer cleanup`).
+pub const TABLE_PREFIX: &str = "tracer_";
+
+/// A packet's addresses and ports as nf_tables saw them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TracedTuple {
+    pub proto: u8,
+    pub src: IpAddr,
+    pub sport: u16,
+    pub dst: IpAddr,
+    pub dport: u16,
+}
+
+/// One jump or goto on the way to the drop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Jump {
+    pub table: String,
+    pub chain: String,
+    pub handle: u64,
+    /// `jump X` or `goto X`.
+    pub verdict: String,
+    pub tuple: Option<TracedTuple>,
+}
+
+/// A followed packet a rule (or a chain's policy) dropped, as traced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceDrop {
+    pub tuple: TracedTuple,
+    /// The table's family (NFPROTO_*).
+    pub family: u8,
+    pub table: String,
+    pub chain: String,
+    /// 0 for a chain's policy.
+    pub handle: u64,
+    pub policy: bool,
+    /// `drop` or `queue`.
+    pub verdict: String,
+    pub via: Vec<Jump>,
+}
+
+/// The element of a verdict map that sent the packet on.
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub struct MapElement {
+    /// The map, as `@name`.
+    pub map: String,
+    /// Its key as nft prints it (`10.96.0.10 . tcp . 80`).
+    pub key: String,
+    /// Its verdict (`goto reject-chain`).
+    pub verdict: String,
+    pub comment: Option<String>,
+}
+
+/// A traced drop with its rule named: what a verdict reports and a
+/// recording keeps.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NfTraced {
+    pub tuple: TracedTuple,
+    pub family: String,
+    pub table: String,
+    pub chain: String,
+    /// 0 for a chain's policy.
+    pub handle: u64,
+    /// The rule as `nft list ruleset` prints it ("" for a policy, or a
+    /// rule gone before it was read).
+    pub rule: String,
+    pub comment: Option<String>,
+    /// `drop`, `reject`, `queue`, or `policy drop`.
+    pub verdict: String,
+    /// The jumps and gotos that led there, as `chain: verdict`.
+    #[serde(default)]
+    pub via: Vec<String>,
+    /// The verdict-map element that sent it on its way, if one did.
+    #[serde(default)]
+    pub element: Option<MapElement>,
+}
+
+/// One namespace being traced.
+struct Traced {
+    label: String,
+    path: PathBuf,
+    /// The socket that made (and owns) the table.
+    ctl: OwnedFd,
+    /// Subscribed to NFNLGRP_NFTRACE.
+    sub: OwnedFd,
+    ino: u32,
+    /// Per trace id: the latest headers and the jumps so far.
+    pending: HashMap<u32, (Option<TracedTuple>, Vec<Jump>)>,
+    order: VecDeque<u32>,
+    drops: VecDeque<TraceDrop>,
+    /// The trace socket overflowed: events were lost.
+    lost: bool,
+}
+
+/// nftrace in every namespace it was set up in; the tables go on drop.
+pub struct NfTrace {
+    table: String,
+    netns: Vec<Traced>,
+}
+
+/// Why nftrace is not on in a namespace.
+#[derive(Debug, thiserror::Error)]
+pub enum NfTraceError {
+    #[error("cannot enter the namespace: {0}")]
+    Netns(#[from] super::netns::NetnsError),
+    #[error("no netlink socket for nf_tables")]
+    Socket,
+    #[error("adding table inet {table}: {err}")]
+    Table { table: String, err: std::io::Error },
+    #[error("cannot subscribe to nf_tables trace events")]
+    Subscribe,
+}
+
+impl NfTrace {
+    /// Add the tracing table in each namespace of `namespaces` (label,
+    /// path) that has nf_tables tables, matching `target`. Namespaces
+    /// without tables are skipped; the others that fail are returned with
+    /// why.
+    pub fn start(
+        target: &Target,
+        namespaces: &[(String, PathBuf)],
+    ) -> (NfTrace, Vec<(String, NfTraceError)>) {
+        let table = table_name();
+        let mut t = NfTrace {
+            table: table.clone(),
+            netns: Vec::new(),
+        };
+        let mut failed = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (label, path) in namespaces {
+            let Some(ino) = super::netns::netns_inode(path) else {
+                continue;
+            };
+            if !seen.insert(ino) {
+                continue;
+            }
+            match set_up(&table, target, path) {
+                Ok(Some((ctl, sub))) => t.netns.push(Traced {
+                    label: label.clone(),
+                    path: path.clone(),
+                    ctl,
+                    sub,
+                    ino,
+                    pending: HashMap::new(),
+                    order: VecDeque::new(),
+                    drops: VecDeque::new(),
+                    lost: false,
+                }),
+                Ok(None) => {}
+                Err(e) => failed.push((label.clone(), e)),
+            }
+        }
+        (t, failed)
+    }
+
+    /// The namespaces traced, by label.
+    pub fn labels(&self) -> Vec<String> {
+        self.netns.iter().map(|n| n.label.clone()).collect()
+    }
+
+    /// Read every trace event waiting.
+    pub fn poll(&mut self) {
+        let own = self.table.clone();
+        for n in &mut self.netns {
+            let mut events = Vec::new();
+            if !netlink::drain(&n.sub, &mut |ty, msg| {
+                if ty == (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_TRACE
+                    && let Some(e) = parse_event(msg)
+                    && e.table != own
+                {
+                    events.push(e);
+                }
+            }) {
+                n.lost = true;
+            }
+            for e in events {
+                n.add(e);
+            }
+        }
+    }
+
+    /// The drops traced in namespace `ino`, with its path (to read its
+    /// rules in), and whether events were lost there.
+    pub fn drops(&self, ino: u32) -> Option<(&PathBuf, Vec<TraceDrop>, bool)> {
+        let n = self.netns.iter().find(|n| n.ino == ino)?;
+        Some((&n.path, n.drops.iter().cloned().collect(), n.lost))
+    }
+}
+
+impl Traced {
+    fn add(&mut self, e: Event) {
+        if !self.pending.contains_key(&e.id) {
+            if self.order.len() >= PENDING_MAX
+                && let Some(old) = self.order.pop_front()
+            {
+                self.pending.remove(&old);
+            }
+            self.order.push_back(e.id);
+        }
+        let p = self.pending.entry(e.id).or_default();
+        if e.tuple.is_some() {
+            p.0 = e.tuple;
+        }
+        match e.code {
+            Some((NFT_JUMP | NFT_GOTO, _)) => p.1.push(Jump {
+                verdict: e.verdict_text(),
+                table: e.table,
+                chain: e.chain,
+                handle: e.handle,
+                tuple: p.0,
+            }),
+            Some((NF_DROP | NF_QUEUE, _)) => {
+                let Some(tuple) = p.0 else { return };
+                let via = p.1.iter().filter(|j| j.table == e.table).cloned().collect();
+                if self.drops.len() >= DROPS_MAX {
+                    self.drops.pop_front();
+                }
+                self.drops.push_back(TraceDrop {
+                    tuple,
+                    family: e.family,
+                    table: e.table.clone(),
+                    chain: e.chain.clone(),
+                    handle: e.handle,
+                    policy: e.policy,
+                    verdict: e.verdict_text(),
+                    via,
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Drop for NfTrace {
+    /// Delete each table on the socket that owns it (closing the socket
+    /// would too, where the owner flag was accepted).
+    fn drop(&mut self) {
+        for n in &self.netns {
+            let _ = netlink::nft_batch(&n.ctl, &[del_table(&self.table)]);
+        }
+    }
+}
+
+/// One trace event (NFT_MSG_TRACE).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Event {
+    id: u32,
+    family: u8,
+    table: String,
+    chain: String,
+    handle: u64,
+    policy: bool,
+    /// Verdict code and jump target.
+    code: Option<(i32, String)>,
+    tuple: Option<TracedTuple>,
+}
+
+impl Event {
+    fn verdict_text(&self) -> String {
+        match &self.code {
+            Some((NF_DROP, _)) => "drop".into(),
+            Some((NF_QUEUE, _)) => "queue".into(),
+            Some((NFT_JUMP, c)) => format!("jump {c}"),
+            Some((NFT_GOTO, c)) => format!("goto {c}"),
+            Some((c, _)) => format!("verdict {c}"),
+            None => String::new(),
+        }
+    }
+}
+
+/// Parse one NFT_MSG_TRACE message (nlmsghdr, nfgenmsg, attributes).
+fn parse_event(msg: &[u8]) -> Option<Event> {
+    let family = *msg.get(NLMSG_HDRLEN)?;
+    let a = msg.get(NLMSG_HDRLEN + 4..)?;
+    let code = attr(a, NFTA_TRACE_VERDICT).and_then(|v| {
+        let code = be32(attr(v, 1)?)? as i32;
+        Some((code, attr(v, 2).map(string).unwrap_or_default()))
+    });
+    // A policy event carries the policy as the verdict (nft_trace_notify():
+    // NFTA_TRACE_POLICY, with no NFTA_TRACE_VERDICT on older kernels).
+    let policy = attr(a, NFTA_TRACE_TYPE).and_then(be32) == Some(NFT_TRACETYPE_POLICY);
+    let code = code.or_else(|| {
+        policy
+            .then(|| attr(a, NFTA_TRACE_POLICY).and_then(be32))
+            .flatten()
+            .map(|p| (p as i32, String::new()))
+    });
+    Some(Event {
+        id: attr(a, NFTA_TRACE_ID).and_then(be32)?,
+        family,
+        table: string(attr(a, NFTA_TRACE_TABLE)?),
+        chain: string(attr(a, NFTA_TRACE_CHAIN)?),
+        handle: attr(a, NFTA_TRACE_RULE_HANDLE).and_then(be64).unwrap_or(0),
+        policy,
+        code,
+        tuple: attr(a, NFTA_TRACE_NETWORK_HEADER)
+            .and_then(|nh| tuple(nh, attr(a, NFTA_TRACE_TRANSPORT_HEADER).unwrap_or(&[]))),
+    })
+}
+
+/// Addresses and ports from a traced network and transport header.
+fn tuple(nh: &[u8], th: &[u8]) -> Option<TracedTuple> {
+    let (proto, src, dst) = match nh.first()? >> 4 {
+        4 => {
+            let a: [u8; 4] = nh.get(12..16)?.try_into().ok()?;
+            let b: [u8; 4] = nh.get(16..20)?.try_into().ok()?;
+            (*nh.get(9)?, IpAddr::from(a), IpAddr::from(b))
+        }
+        6 => {
+            let a: [u8; 16] = nh.get(8..24)?.try_into().ok()?;
+            let b: [u8; 16] = nh.get(24..40)?.try_into().ok()?;
+            (*nh.get(6)?, IpAddr::from(a), IpAddr::from(b))
+        }
+        _ => return None,
+    };
+    let port =
+        |r: std::ops::Range<usize>| th.get(r).map_or(0, |p| u16::from_be_bytes([p[0], p[1]]));
+    let ports = matches!(proto, 6 | 17 | 132 | 136);
+    Some(TracedTuple {
+        proto,
+        src,
+        sport: if ports { port(0..2) } else { 0 },
+        dst,
+        dport: if ports { port(2..4) } else { 0 },
+    })
+}
+
+/// In namespace `path`: when it has nf_tables tables, add ours and
+/// subscribe to its trace events: (owner socket, subscription).
+fn set_up(
+    table: &str,
+    target: &Target,
+    path: &std::path::Path,
+) -> Result<Option<(OwnedFd, OwnedFd)>, NfTraceError> {
+    let _in = NetnsGuard::enter(path)?;
+    if !has_tables() {
+        return Ok(None);
+    }
+    let sub = netlink::subscribe(libc::NETLINK_NETFILTER, &[NFNLGRP_NFTRACE])
+        .ok_or(NfTraceError::Subscribe)?;
+    grow_buffer(&sub);
+    let ctl = netlink::netfilter_socket().ok_or(NfTraceError::Socket)?;
+    let mut msgs = table_messages(table, target, NFT_TABLE_F_OWNER);
+    // Before 5.12 there is no owner flag: the table then outlives a
+    // SIGKILL and `tracer cleanup` removes it.
+    let r = netlink::nft_batch(&ctl, &msgs).or_else(|e| {
+        if e == libc::EOPNOTSUPP || e == libc::EINVAL {
+            msgs = table_messages(table, target, 0);
+            netlink::nft_batch(&ctl, &msgs)
+        } else {
+            Err(e)
+        }
+    });
+    r.map_err(|e| NfTraceError::Table {
+        table: table.into(),
+        err: std::io::Error::from_raw_os_error(e),
+    })?;
+    Ok(Some((ctl, sub)))
+}
+
+/// Whether this thread's namespace has any nf_tables table.
+fn has_tables() -> bool {
+    let mut any = false;
+    let _ = netlink::dump(
+        libc::NETLINK_NETFILTER,
+        (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETTABLE,
+        &[0u8; 4],
+        &mut |ty, _| any |= ty == (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWTABLE,
+    );
+    any
+}
+
+/// Trace events come in bursts (one per matching rule): room for many.
+fn grow_buffer(sock: &OwnedFd) {
+    let size: libc::c_int = 8 << 20;
+    // SAFETY: setsockopt with an int of its size; SO_RCVBUFFORCE needs
+    // CAP_NET_ADMIN, which adding the table needs too.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            std::ptr::from_ref(&size).cast(),
+            size_of::<libc::c_int>() as u32,
+        );
+    }
+}
+
+fn nfgen(family: u8) -> Vec<u8> {
+    vec![family, 0, 0, 0]
+}
+
+fn nested(out: &mut Vec<u8>, ty: u16, inner: &[u8]) {
+    put_attr(out, ty | NLA_F_NESTED, inner);
+}
+
+fn be32_attr(out: &mut Vec<u8>, ty: u16, v: u32) {
+    put_attr(out, ty, &v.to_be_bytes());
+}
+
+/// The batch that makes table `name`: two base chains whose one rule
+/// sets nftrace for packets to `target`.
+fn table_messages(name: &str, target: &Target, flags: u32) -> Vec<(u16, u16, Vec<u8>)> {
+    const NFPROTO_INET: u8 = 1;
+    let ty = |m: u16| (NFNL_SUBSYS_NFTABLES << 8) | m;
+    let mut v = Vec::new();
+    let mut t = nfgen(NFPROTO_INET);
+    put_attr(&mut t, 1, &nul(name)); // NFTA_TABLE_NAME
+    be32_attr(&mut t, 2, flags); // NFTA_TABLE_FLAGS
+    v.push((ty(NFT_MSG_NEWTABLE), NLM_F_CREATE, t));
+    // NF_INET_PRE_ROUTING, NF_INET_LOCAL_OUT.
+    for (chain, hook) in [("prerouting", 0u32), ("output", 3)] {
+        let mut c = nfgen(NFPROTO_INET);
+        put_attr(&mut c, 1, &nul(name)); // NFTA_CHAIN_TABLE
+        put_attr(&mut c, 3, &nul(chain)); // NFTA_CHAIN_NAME
+        let mut h = Vec::new();
+        be32_attr(&mut h, 1, hook); // NFTA_HOOK_HOOKNUM
+        be32_attr(&mut h, 2, (-500i32) as u32); // NFTA_HOOK_PRIORITY
+        nested(&mut c, 4, &h); // NFTA_CHAIN_HOOK
+        be32_attr(&mut c, 5, 1); // NFTA_CHAIN_POLICY: accept
+        put_attr(&mut c, 7, &nul("filter")); // NFTA_CHAIN_TYPE
+        v.push((ty(NFT_MSG_NEWCHAIN), NLM_F_CREATE, c));
+        let mut r = nfgen(NFPROTO_INET);
+        put_attr(&mut r, 1, &nul(name)); // NFTA_RULE_TABLE
+        put_attr(&mut r, 2, &nul(chain)); // NFTA_RULE_CHAIN
+        nested(&mut r, 4, &trace_rule(target)); // NFTA_RULE_EXPRESSIONS
+        v.push((ty(NFT_MSG_NEWRULE), NLM_F_CREATE | NLM_F_APPEND, r));
+    }
+    v
+}
+
+/// The message that deletes table `name`.
+fn del_table(name: &str) -> (u16, u16, Vec<u8>) {
+    let mut t = nfgen(1);
+    put_attr(&mut t, 1, &nul(name));
+    ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_DELTABLE, 0, t)
+}
+
+/// Delete every table named `tracer_*` of this thread's namespace
+/// (`tracer cleanup`: tables a tracer killed on a pre-5.12 kernel left);
+/// the names deleted.
+pub fn delete_left_tables() -> Vec<String> {
+    let mut names = Vec::new();
+    let _ = netlink::dump(
+        libc::NETLINK_NETFILTER,
+        (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETTABLE,
+        &[0u8; 4],
+        &mut |ty, msg| {
+            if ty == (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWTABLE
+                && msg.get(NLMSG_HDRLEN) == Some(&1)
+                && let Some(n) = msg.get(NLMSG_HDRLEN + 4..).and_then(|a| attr(a, 1))
+            {
+                names.push(string(n));
+            }
+        },
+    );
+    let Some(sock) = netlink::netfilter_socket() else {
+        return Vec::new();
+    };
+    names
+        .into_iter()
+        .filter(|n| n.starts_with(TABLE_PREFIX))
+        // A live tracer's table is owned by its socket: EPERM.
+        .filter(|n| netlink::nft_batch(&sock, &[del_table(n)]).is_ok())
+        .collect()
+}
+
+/// The expressions of the rule: `meta nfproto ipv4 ip daddr A [th dport
+/// P] meta nftrace set 1` (ip6 for IPv6; a prefix is masked).
+fn trace_rule(target: &Target) -> Vec<u8> {
+    let (nfproto, off, addr): (u8, u32, Vec<u8>) = match target.addr {
+        IpAddr::V4(a) => (2, 16, a.octets().to_vec()),
+        IpAddr::V6(a) => (10, 24, a.octets().to_vec()),
+    };
+    let mut list = Vec::new();
+    let mut expr = |name: &str, data: Vec<u8>| {
+        let mut e = Vec::new();
+        put_attr(&mut e, 1, &nul(name)); // NFTA_EXPR_NAME
+        nested(&mut e, 2, &data); // NFTA_EXPR_DATA
+        nested(&mut list, 1, &e); // NFTA_LIST_ELEM
+    };
+    let meta_load = |key: u32| {
+        let mut d = Vec::new();
+        be32_attr(&mut d, 1, 1); // NFTA_META_DREG: NFT_REG_1
+        be32_attr(&mut d, 2, key); // NFTA_META_KEY
+        d
+    };
+    let cmp_eq = |value: &[u8]| {
+        let mut d = Vec::new();
+        be32_attr(&mut d, 1, 1); // NFTA_CMP_SREG
+        be32_attr(&mut d, 2, 0); // NFTA_CMP_OP: NFT_CMP_EQ
+        let mut data = Vec::new();
+        put_attr(&mut data, 1, value); // NFTA_DATA_VALUE
+        nested(&mut d, 3, &data); // NFTA_CMP_DATA
+        d
+    };
+    let payload = |base: u32, offset: u32, len: u32| {
+        let mut d = Vec::new();
+        be32_attr(&mut d, 1, 1); // NFTA_PAYLOAD_DREG
+        be32_attr(&mut d, 2, base); // NFTA_PAYLOAD_BASE
+        be32_attr(&mut d, 3, offset); // NFTA_PAYLOAD_OFFSET
+        be32_attr(&mut d, 4, len); // NFTA_PAYLOAD_LEN
+        d
+    };
+    // NFT_META_NFPROTO
+    expr("meta", meta_load(15));
+    expr("cmp", cmp_eq(&[nfproto]));
+    // NFT_PAYLOAD_NETWORK_HEADER
+    expr("payload", payload(1, off, addr.len() as u32));
+    let bits = addr.len() * 8;
+    let prefix = usize::from(target.prefix).min(bits);
+    let mask: Vec<u8> = (0..addr.len())
+        .map(|i| {
+            let have = prefix.saturating_sub(i * 8).min(8);
+            if have == 0 { 0 } else { 0xffu8 << (8 - have) }
+        })
+        .collect();
+    if prefix < bits {
+        let mut d = Vec::new();
+        be32_attr(&mut d, 1, 1); // NFTA_BITWISE_SREG
+        be32_attr(&mut d, 2, 1); // NFTA_BITWISE_DREG
+        be32_attr(&mut d, 3, addr.len() as u32); // NFTA_BITWISE_LEN
+        let mut m = Vec::new();
+        put_attr(&mut m, 1, &mask);
+        nested(&mut d, 4, &m); // NFTA_BITWISE_MASK
+        let mut x = Vec::new();
+        put_attr(&mut x, 1, &vec![0u8; addr.len()]);
+        nested(&mut d, 5, &x); // NFTA_BITWISE_XOR
+        expr("bitwise", d);
+    }
+    let masked: Vec<u8> = addr.iter().zip(&mask).map(|(a, m)| a & m).collect();
+    expr("cmp", cmp_eq(&masked));
+    if let Some(p) = target.proto {
+        // NFT_META_L4PROTO
+        expr("meta", meta_load(16));
+        expr("cmp", cmp_eq(&[p.number(nfproto == 10)]));
+    }
+    if let Some(port) = target.port {
+        // NFT_PAYLOAD_TRANSPORT_HEADER, the destination port.
+        expr("payload", payload(2, 2, 2));
+        expr("cmp", cmp_eq(&port.to_be_bytes()));
+    }
+    let mut imm = Vec::new();
+    be32_attr(&mut imm, 1, 1); // NFTA_IMMEDIATE_DREG
+    let mut data = Vec::new();
+    put_attr(&mut data, 1, &[1]);
+    nested(&mut imm, 2, &data); // NFTA_IMMEDIATE_DATA
+    expr("immediate", imm);
+    let mut set = Vec::new();
+    be32_attr(&mut set, 2, 12); // NFTA_META_KEY: NFT_META_NFTRACE
+    be32_attr(&mut set, 3, 1); // NFTA_META_SREG
+    expr("meta", set);
+    list
+}
+
+/// Name the rules of `drops` (traced in this thread's namespace, which
+/// the caller entered): the rule text and comment by handle, and the
+/// verdict-map element that sent the packet on.
+pub fn resolve(drops: &[TraceDrop], rules: &[NftRule]) -> Vec<NfTraced> {
+    let mut elems: HashMap<(u8, String, String), Vec<SetElem>> = HashMap::new();
+    drops
+        .iter()
+        .map(|d| {
+            let family = nftables::family_name(d.family);
+            let find = |table: &str, chain: &str, handle: u64| {
+                rules.iter().find(|r| {
+                    r.family == family && r.table == table && r.chain == chain && r.handle == handle
+                })
+            };
+            let rule = (!d.policy)
+                .then(|| find(&d.table, &d.chain, d.handle))
+                .flatten();
+            let verdict = if d.policy {
+                format!("policy {}", d.verdict)
+            } else {
+                rule.and_then(|r| r.verdict.clone())
+                    .filter(|v| v == "reject")
+                    .unwrap_or_else(|| d.verdict.clone())
+            };
+            let element = d.via.iter().rev().find_map(|j| {
+                let r = find(&j.table, &j.chain, j.handle)?;
+                let (fields, map) = vmap_of(&r.text)?;
+                let all = elems
+                    .entry((d.family, j.table.clone(), map.clone()))
+                    .or_insert_with(|| {
+                        nftables::set_elements(d.family, &j.table, &map).unwrap_or_default()
+                    });
+                element_for(&fields, &map, all, &j.verdict, j.tuple.as_ref()?)
+            });
+            NfTraced {
+                tuple: d.tuple,
+                family: family.clone(),
+                table: d.table.clone(),
+                chain: d.chain.clone(),
+                handle: d.handle,
+                rule: rule.map(|r| r.text.clone()).unwrap_or_default(),
+                comment: rule.and_then(|r| r.comment.clone()),
+                verdict,
+                via: d
+                    .via
+                    .iter()
+                    .map(|j| format!("{}: {}", j.chain, j.verdict))
+                    .collect(),
+                element,
+            }
+        })
+        .collect()
+}
+
+/// A verdict-map rule's key fields and map name: `ip daddr . meta
+/// l4proto . th dport vmap @service-ips` gives (["ip daddr", "meta
+/// l4proto", "th dport"], "service-ips").
+fn vmap_of(text: &str) -> Option<(Vec<String>, String)> {
+    let (lhs, rest) = text.split_once(" vmap @")?;
+    let map: String = rest.chars().take_while(|c| !c.is_whitespace()).collect();
+    let mut fields: Vec<String> = lhs.split(" . ").map(|f| f.trim().to_string()).collect();
+    // The first field is the last two words before the first " . ".
+    if let Some(first) = fields.first_mut() {
+        let words: Vec<&str> = first.split_whitespace().collect();
+        *first = words[words.len().saturating_sub(2)..].join(" ");
+    }
+    Some((fields, map))
+}
+
+/// A key field: its width in the key (registers are 4-byte units) and
+/// the packet's value of it.
+fn field_bytes(field: &str, t: &TracedTuple) -> Option<Vec<u8>> {
+    let word = field.rsplit(' ').next()?;
+    let mut v = match word {
+        "daddr" | "saddr" => {
+            let a = if word == "daddr" { t.dst } else { t.src };
+            match a {
+                IpAddr::V4(a) => a.octets().to_vec(),
+                IpAddr::V6(a) => a.octets().to_vec(),
+            }
+        }
+        "dport" => t.dport.to_be_bytes().to_vec(),
+        "sport" => t.sport.to_be_bytes().to_vec(),
+        "l4proto" | "protocol" if field.starts_with("meta") || field.starts_with("ip") => {
+            vec![t.proto]
+        }
+        "nexthdr" => vec![t.proto],
+        _ => return None,
+    };
+    v.resize(v.len().div_ceil(4) * 4, 0);
+    Some(v)
+}
+
+/// The element of `map` the packet `t` matched, among those whose verdict
+/// is the one traced: by key when every field is known, else the only one.
+fn element_for(
+    fields: &[String],
+    map: &str,
+    elems: &[SetElem],
+    verdict: &str,
+    t: &TracedTuple,
+) -> Option<MapElement> {
+    let same: Vec<&SetElem> = elems
+        .iter()
+        .filter(|e| e.verdict.as_deref() == Some(verdict))
+        .collect();
+    let key: Option<Vec<u8>> = fields
+        .iter()
+        .map(|f| field_bytes(f, t))
+        .collect::<Option<Vec<Vec<u8>>>>()
+        .map(|v| v.concat());
+    let e = match &key {
+        Some(k) => same.iter().find(|e| &e.key == k).copied(),
+        None if same.len() == 1 => Some(same[0]),
+        None => None,
+    }?;
+    Some(MapElement {
+        map: format!("@{map}"),
+        key: render_key(fields, &e.key),
+        verdict: verdict.to_string(),
+        comment: e.comment.clone(),
+    })
+}
+
+/// A key as nft prints it, field by field (hex for fields it cannot
+/// type).
+fn render_key(fields: &[String], mut key: &[u8]) -> String {
+    let mut parts = Vec::new();
+    for f in fields {
+        let word = f.rsplit(' ').next().unwrap_or("");
+        let v6 = f.starts_with("ip6");
+        let width = match word {
+            "daddr" | "saddr" if v6 => 16,
+            _ => 4,
+        };
+        let Some(v) = key.get(..width) else { break };
+        key = &key[width..];
+        parts.push(match word {
+            "daddr" | "saddr" if v6 => {
+                IpAddr::from(<[u8; 16]>::try_from(v).unwrap_or([0; 16])).to_string()
+            }
+            "daddr" | "saddr" => IpAddr::from([v[0], v[1], v[2], v[3]]).to_string(),
+            "dport" | "sport" => u16::from_be_bytes([v[0], v[1]]).to_string(),
+            "l4proto" | "protocol" | "nexthdr" => nftables::proto_name(v[0]),
+            _ => v.iter().map(|b| format!("{b:02x}")).collect(),
+        });
+    }
+    parts.join(" . ")
+}
+
+#[cfg(test)]
+mod tests;
