@@ -119,6 +119,10 @@ pub const NAMES: &[&str] = &[
     "rp_filter_strict",
     "dns_bound_elsewhere",
     "udp_rcvbuf_full",
+    "netfilter_forward_drop_counters",
+    "kube_nft_no_endpoints",
+    "kube_nft_unallocated",
+    "kube_nft_source_ranges",
 ];
 
 pub fn build(name: &str) -> Result<Scenario> {
@@ -127,6 +131,10 @@ pub fn build(name: &str) -> Result<Scenario> {
         "tcp_closed_port" => tcp_closed_port(),
         "netfilter_forward_drop" => netfilter_forward_drop(),
         "netfilter_input_drop" => netfilter_input_drop(),
+        "netfilter_forward_drop_counters" => netfilter_forward_drop_counters(),
+        "kube_nft_no_endpoints" => kube_nft("kube_nft_no_endpoints", 241, "96.3"),
+        "kube_nft_unallocated" => kube_nft("kube_nft_unallocated", 242, "96.99"),
+        "kube_nft_source_ranges" => kube_nft("kube_nft_source_ranges", 243, "200.50"),
         "no_route" => no_route(),
         "forwarded" => forwarded(),
         "forwarding_disabled" => forwarding_disabled(),
@@ -206,6 +214,126 @@ pub fn netfilter_forward_drop() -> Result<Scenario> {
         nss,
         "10.213.2.2:8082".into(),
         tcp_connect("10.213.2.2:8082"),
+    ))
+}
+
+/// netfilter_forward_drop with `--no-nftrace`: the rule is named by its
+/// counter moving.
+pub fn netfilter_forward_drop_counters() -> Result<Scenario> {
+    let nss = routed(240)?;
+    nss[1].exec(&[
+        "iptables", "-w", "-A", "FORWARD", "-p", "tcp", "--dport", "8082", "-j", "DROP",
+    ])?;
+    let mut sc = simple(
+        "netfilter_forward_drop_counters",
+        "an iptables DROP rule in the router's FORWARD chain, traced with --no-nftrace",
+        nss,
+        "10.240.2.2:8082".into(),
+        tcp_connect("10.240.2.2:8082"),
+    );
+    sc.args = vec!["--no-nftrace".into()];
+    Ok(sc)
+}
+
+/// kube-proxy's nftables mode in the router (the node), as
+/// pkg/proxy/nftables/proxier.go writes its table `ip kube-proxy`, for
+/// three Services: `default/empty:http` (ClusterIP 10.B.96.3, no
+/// endpoints), `default/web:http` (10.B.96.1, with an endpoint) and
+/// `default/lb:http` (LoadBalancer IP 10.B.200.50, source ranges
+/// 203.0.113.0/24); the Service CIDR is 10.B.96.0/24.
+fn kube_proxy_nft_table(b: u8) -> String {
+    format!(
+        r#"table ip kube-proxy {{
+	comment "rules for kube-proxy"
+	set cluster-ips {{
+		type ipv4_addr
+		comment "Active ClusterIPs"
+		elements = {{ 10.{b}.96.1, 10.{b}.96.3 }}
+	}}
+	map no-endpoint-services {{
+		type ipv4_addr . inet_proto . inet_service : verdict
+		comment "vmap to drop or reject packets to services with no endpoints"
+		elements = {{ 10.{b}.96.3 . tcp . 80 comment "default/empty:http" : goto reject-chain }}
+	}}
+	map firewall-ips {{
+		type ipv4_addr . inet_proto . inet_service : verdict
+		comment "destinations that are subject to LoadBalancerSourceRanges"
+		elements = {{ 10.{b}.200.50 . tcp . 80 comment "default/lb:http" : goto firewall-4BQ3ZKGA-default/lb/tcp/http }}
+	}}
+	map service-ips {{
+		type ipv4_addr . inet_proto . inet_service : verdict
+		comment "ClusterIP, ExternalIP and LoadBalancer IP traffic"
+		elements = {{ 10.{b}.96.1 . tcp . 80 : goto service-ULMVA6XW-default/web/tcp/http }}
+	}}
+	chain filter-prerouting {{
+		type filter hook prerouting priority -110; policy accept;
+		ct state new jump firewall-check
+	}}
+	chain filter-forward {{
+		type filter hook forward priority -110; policy accept;
+		ct state new jump service-endpoints-check
+		ct state new jump cluster-ips-check
+	}}
+	chain nat-prerouting {{
+		type nat hook prerouting priority -100; policy accept;
+		jump services
+	}}
+	chain firewall-check {{
+		ip daddr . meta l4proto . th dport vmap @firewall-ips
+	}}
+	chain service-endpoints-check {{
+		ip daddr . meta l4proto . th dport vmap @no-endpoint-services
+	}}
+	chain cluster-ips-check {{
+		ip daddr @cluster-ips reject comment "Reject traffic to invalid ports of ClusterIPs"
+		ip daddr 10.{b}.96.0/24 drop comment "Drop traffic to unallocated ClusterIPs"
+	}}
+	chain reject-chain {{
+		comment "helper for @no-endpoint-services / @no-endpoint-nodeports"
+		reject
+	}}
+	chain firewall-4BQ3ZKGA-default/lb/tcp/http {{
+		comment "firewall rules for service default/lb:http"
+		ip saddr != {{ 203.0.113.0/24 }} drop
+	}}
+	chain services {{
+		ip daddr . meta l4proto . th dport vmap @service-ips
+	}}
+	chain service-ULMVA6XW-default/web/tcp/http {{
+		numgen random mod 1 vmap {{ 0 : goto endpoint-5OJB2KTY-default/web/tcp/http__10.{b}.2.2/80 }}
+	}}
+	chain endpoint-5OJB2KTY-default/web/tcp/http__10.{b}.2.2/80 {{
+		meta l4proto tcp dnat to 10.{b}.2.2:80
+	}}
+}}
+"#
+    )
+}
+
+/// A pod (client) to a Service address `10.B.VIP:80` through a node
+/// (router) whose kube-proxy runs in nftables mode.
+fn kube_nft(name: &'static str, b: u8, vip: &str) -> Result<Scenario> {
+    let nss = routed(b)?;
+    // The node routes the Service range on (a node's default route).
+    nss[1].ip(&[
+        "route",
+        "add",
+        &format!("10.{b}.96.0/24"),
+        "via",
+        &format!("10.{b}.2.2"),
+    ])?;
+    let file = std::env::temp_dir().join(format!("tracer-{}.nft", nss[1].name));
+    std::fs::write(&file, kube_proxy_nft_table(b))?;
+    let r = nss[1].exec(&["nft", "-f", file.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+    r?;
+    let target = format!("10.{b}.{vip}:80");
+    Ok(simple(
+        name,
+        "a Service address through a node whose kube-proxy runs in nftables mode",
+        nss,
+        target.clone(),
+        tcp_connect(&target),
     ))
 }
 

@@ -51,7 +51,14 @@ fn topo() -> (Netns, Netns) {
     veth(&a, "ca0", &b, "cb0").unwrap();
     a.ip(&["addr", "add", "10.231.0.1/24", "dev", "ca0"])
         .unwrap();
+    // An nf_tables table: tracer adds its nftrace table next to it.
+    a.exec(&["nft", "add", "table", "ip", "filter"]).unwrap();
     (a, b)
+}
+
+/// The nf_tables tables of `ns`, as `nft list tables` prints them.
+fn nft_tables(ns: &Netns) -> String {
+    String::from_utf8_lossy(&ns.exec(&["nft", "list", "tables"]).unwrap().stdout).into_owned()
 }
 
 fn tc_state(ns: &Netns, dev: &str) -> String {
@@ -87,6 +94,11 @@ fn stops_cleanly(name: &str, extra: &[&str], stop: impl FnOnce(&TracerRun)) {
         ours.len() >= 3,
         "expected tracer programs loaded, got {ours:?}"
     );
+    assert!(
+        nft_tables(&a).contains("table inet tracer_"),
+        "no nftrace table: {}",
+        nft_tables(&a)
+    );
     let netlink = extra.contains(&"netlink");
     if netlink {
         let st = tc_state(&a, "ca0");
@@ -116,6 +128,11 @@ fn stops_cleanly(name: &str, extra: &[&str], stop: impl FnOnce(&TracerRun)) {
     }
     assert!(left.is_empty(), "programs left loaded: {left:?}");
     assert!(links_of(&ours).is_empty(), "links left");
+    assert!(
+        !nft_tables(&a).contains("tracer_"),
+        "nftrace table left: {}",
+        nft_tables(&a)
+    );
     let st = tc_state(&a, "ca0");
     assert!(!st.contains("tracer"), "tc filters left: {st}");
     if netlink {
@@ -204,8 +221,27 @@ fn after_sigkill_cleanup_removes_netlink_leftovers() {
         &["--netns", &a.name, "--tc-attach", "netlink"],
     )
     .unwrap();
+    assert!(nft_tables(&a).contains("table inet tracer_"));
     run.signal(libc::SIGKILL);
     let _ = run.stop();
+    // The nftrace table is owned by the killed process's netlink socket
+    // (NFT_TABLE_F_OWNER, Linux 5.12): the kernel removed it.
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut v = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    let owner_flag = (v.next().unwrap_or(0), v.next().unwrap_or(0)) >= (5, 12);
+    if owner_flag {
+        assert!(
+            !nft_tables(&a).contains("tracer_"),
+            "the kernel kept the killed tracer's table: {}",
+            nft_tables(&a)
+        );
+    }
+    // A table tracer left on an older kernel (made here by hand): cleanup
+    // deletes it.
+    a.exec(&["nft", "add", "table", "inet", "tracer_4000000"])
+        .unwrap();
     let st = tc_state(&a, "ca0");
     assert!(
         st.contains("tracer_tc_ingress"),
@@ -219,6 +255,14 @@ fn after_sigkill_cleanup_removes_netlink_leftovers() {
     );
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("ca0"), "{said}");
+    assert!(
+        said.contains(&format!(
+            "removed nf_tables table inet tracer_4000000 from netns {}",
+            a.name
+        )),
+        "{said}"
+    );
+    assert!(!nft_tables(&a).contains("tracer_"), "{}", nft_tables(&a));
     let st = tc_state(&a, "ca0");
     assert!(!st.contains("tracer"), "cleanup left filters: {st}");
     assert!(

@@ -85,12 +85,51 @@ fn iptables_drop_in_forward_names_the_hook() {
     let (kind, reason, where_) = verdict(&f);
     assert_eq!((kind, reason), ("dropped", "NETFILTER_DROP"), "{dump}");
     assert!(where_.starts_with("netfilter FORWARD"), "{where_}");
-    // iptables here is iptables-nft: the rule as `nft list ruleset`
-    // prints it, with its family, table and chain.
+    // iptables here is iptables-nft: nftrace names the rule as `nft list
+    // ruleset` prints it, with its family, table, chain and handle.
+    assert!(
+        where_.contains(
+            "-router: rule `tcp dport 8082 drop` (table ip filter, chain FORWARD, handle "
+        ) && where_.ends_with("; named by nftrace)"),
+        "{where_}"
+    );
+    let traced = evidence::of_kind(&f, "nf_rule_traced");
+    assert!(
+        traced
+            .iter()
+            .any(|e| evidence::field(e, "chain") == "FORWARD"
+                && evidence::field(e, "verdict") == "drop"
+                && evidence::field(e, "method") == "nftrace"
+                && e["handle"].as_u64().is_some_and(|h| h > 0)),
+        "{dump}"
+    );
+    // The rule is named: the function hooks that are missing here would
+    // add nothing, and the verdict does not list them.
+    assert!(
+        evidence::of_kind(&f, "func_hook_unavailable").is_empty(),
+        "{dump}"
+    );
+    assert!(
+        f["verdict"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("nft delete rule"),
+        "{dump}"
+    );
+}
+
+#[test]
+fn without_nftrace_the_rule_is_named_by_its_counter() {
+    let Some((f, dump)) = trace("netfilter_forward_drop_counters", 8082) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "NETFILTER_DROP"), "{dump}");
     assert!(
         where_.contains("-router: rule `tcp dport 8082 drop` (table ip filter, chain FORWARD)"),
         "{where_}"
     );
+    assert!(evidence::of_kind(&f, "nf_rule_traced").is_empty(), "{dump}");
     let moved = evidence::of_kind(&f, "nf_rule_moved");
     assert!(
         moved
@@ -98,6 +137,113 @@ fn iptables_drop_in_forward_names_the_hook() {
             .any(|e| evidence::field(e, "chain") == "FORWARD"
                 && evidence::field(e, "verdict") == "drop"
                 && evidence::field(e, "method") == "counters"),
+        "{dump}"
+    );
+}
+
+/// kube-proxy's nftables mode: the verdict names the rule nftrace saw,
+/// the verdict-map element and what it means for the Service.
+fn kube_nft(name: &str) -> Option<(Value, String, String)> {
+    let (f, dump) = trace(name, 80)?;
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "NETFILTER_DROP"), "{dump}");
+    assert!(where_.contains("; named by nftrace)"), "{where_}");
+    assert!(
+        evidence::of_kind(&f, "nf_rule_traced")
+            .iter()
+            .any(|e| e["table"] == "kube-proxy" && e["family"] == "ip"),
+        "{dump}"
+    );
+    let where_ = where_.to_string();
+    Some((f, dump, where_))
+}
+
+#[test]
+fn kube_proxy_nftables_service_without_endpoints() {
+    let Some((f, dump, where_)) = kube_nft("kube_nft_no_endpoints") else {
+        return;
+    };
+    assert!(
+        where_.contains("rule `reject` (table ip kube-proxy, chain reject-chain, handle ")
+            && where_.contains(
+                "sent there by verdict map @no-endpoint-services element `10.241.96.3 . tcp . 80` \"default/empty:http\""
+            )
+            && where_.ends_with(": kube-proxy: Service default/empty:http has no endpoints (its element in @no-endpoint-services sends it to reject-chain)"),
+        "{where_}"
+    );
+    let t = &evidence::of_kind(&f, "nf_rule_traced")[0];
+    assert_eq!(t["verdict"], "reject", "{dump}");
+    assert_eq!(t["element"]["comment"], "default/empty:http", "{dump}");
+    // The path to the rule: the jumps that returned are not in it.
+    assert_eq!(
+        t["via"],
+        serde_json::json!([
+            "filter-forward: jump service-endpoints-check",
+            "service-endpoints-check: goto reject-chain"
+        ]),
+        "{dump}"
+    );
+    assert!(
+        evidence::of_kind(&f, "kube_service_no_endpoints")
+            .iter()
+            .any(|e| e["service"] == "default/empty:http"),
+        "{dump}"
+    );
+    assert!(
+        f["verdict"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("endpointslices"),
+        "{dump}"
+    );
+}
+
+#[test]
+fn kube_proxy_nftables_unallocated_cluster_ip() {
+    let Some((f, dump, where_)) = kube_nft("kube_nft_unallocated") else {
+        return;
+    };
+    assert!(
+        where_.contains(
+            "rule `ip daddr 10.242.96.0/24 drop comment \"Drop traffic to unallocated ClusterIPs\"` (table ip kube-proxy, chain cluster-ips-check, handle "
+        ) && where_.ends_with(": kube-proxy: 10.242.96.99 is in the Service CIDR but no Service has it (rule \"Drop traffic to unallocated ClusterIPs\")"),
+        "{where_}"
+    );
+    assert!(
+        evidence::of_kind(&f, "kube_cluster_ip_unallocated")
+            .iter()
+            .any(|e| e["addr"] == "10.242.96.99"),
+        "{dump}"
+    );
+    assert!(
+        f["verdict"]["hint"].as_str().unwrap().contains("ClusterIP"),
+        "{dump}"
+    );
+}
+
+#[test]
+fn kube_proxy_nftables_load_balancer_source_ranges() {
+    let Some((f, dump, where_)) = kube_nft("kube_nft_source_ranges") else {
+        return;
+    };
+    assert!(where_.starts_with("netfilter PREROUTING"), "{where_}");
+    assert!(
+        where_.contains("(table ip kube-proxy, chain firewall-4BQ3ZKGA-default/lb/tcp/http, handle ")
+            && where_.contains("verdict map @firewall-ips element `10.243.200.50 . tcp . 80` \"default/lb:http\"")
+            && where_.ends_with(": kube-proxy: 10.243.1.2 is not in Service default/lb:http's loadBalancerSourceRanges (its firewall chain drops it)"),
+        "{where_}"
+    );
+    assert!(
+        evidence::of_kind(&f, "kube_source_ranges_drop")
+            .iter()
+            .any(|e| e["service"] == "default/lb:http" && e["src"] == "10.243.1.2"),
+        "{dump}"
+    );
+    assert!(
+        f["verdict"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("loadBalancerSourceRanges"),
         "{dump}"
     );
 }
@@ -111,7 +257,9 @@ fn iptables_drop_in_input_names_the_hook() {
     assert_eq!((kind, reason), ("dropped", "NETFILTER_DROP"), "{dump}");
     assert!(where_.starts_with("netfilter INPUT"), "{where_}");
     assert!(
-        where_.contains("-server: rule `tcp dport 8083 drop` (table ip filter, chain INPUT)"),
+        where_
+            .contains("-server: rule `tcp dport 8083 drop` (table ip filter, chain INPUT, handle ")
+            && where_.ends_with("; named by nftrace)"),
         "{where_}"
     );
 }

@@ -430,6 +430,15 @@ fn try_sk_data_ready(sk: u64, last: &LastCtx) -> Option<()> {
     if dir == 0 {
         return None;
     }
+    // Only an inet socket can take the skb: a netlink socket woken on this
+    // CPU meanwhile (tracer's own nftrace subscription is told of the
+    // followed packet at once, nft_trace_notify()) has port 0, as an ICMP
+    // error's ports are.
+    let family: u16 = read(sk, offsets().sk_family)?;
+    // AF_INET 2, AF_INET6 10
+    if family != 2 && family != 10 {
+        return None;
+    }
     // skc_num: the socket's local port, host order.
     let num: u16 = read(sk, offsets().sk_num)?;
     let local = if dir == DIR_REPLY {

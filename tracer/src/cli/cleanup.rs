@@ -4,7 +4,9 @@
 //! Netlink-attached filters (pre-6.6 kernels, or `--tc-attach netlink`)
 //! survive a SIGKILL: they are found by program name on every interface of
 //! every known namespace and removed, and a clsact qdisc left empty is
-//! deleted.
+//! deleted. nf_tables tables named `tracer_*` are deleted too: on kernels
+//! before 5.12 (no NFT_TABLE_F_OWNER) they outlive a killed tracer; a
+//! running tracer's own table is owned by its socket and refused (EPERM).
 
 use std::{path::PathBuf, process::ExitCode};
 
@@ -34,6 +36,7 @@ fn namespaces() -> Vec<(String, Option<PathBuf>)> {
 pub fn run(_args: CleanupArgs) -> Result<ExitCode> {
     check_privileges()?;
     let mut removed = 0;
+    let mut removed_tables = 0;
     for (label, path) in namespaces() {
         let _g = match &path {
             Some(p) => match NetnsGuard::enter(p) {
@@ -45,6 +48,13 @@ pub fn run(_args: CleanupArgs) -> Result<ExitCode> {
             },
             None => None,
         };
+        for table in crate::node::nftrace::delete_left_tables() {
+            removed_tables += 1;
+            crate::output::emit(
+                &mut std::io::stdout(),
+                &format!("removed nf_tables table inet {table} from netns {label}"),
+            );
+        }
         for (iface, _) in interfaces() {
             let mut here = 0;
             for (at, name) in [
@@ -71,7 +81,7 @@ pub fn run(_args: CleanupArgs) -> Result<ExitCode> {
     crate::output::emit(
         &mut std::io::stdout(),
         &format!(
-            "cleanup done: {removed} filter(s) removed; tcx links need no cleanup (they close with the process)"
+            "cleanup done: {removed} filter(s) and {removed_tables} nf_tables table(s) removed; tcx links need no cleanup (they close with the process)"
         ),
     );
     Ok(ExitCode::SUCCESS)

@@ -65,6 +65,7 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode> {
     checks.extend(btf_checks);
     checks.push(tc_check());
     checks.push(helpers_check());
+    checks.push(nftrace_check());
     let report = Report { checks, plan };
     let mut out = std::io::stdout();
     if args.json {
@@ -226,6 +227,30 @@ fn tc_check() -> Check {
 /// The external commands tracer may run here. Everything is read by
 /// netlink and setns in-process; only a namespace with legacy iptables
 /// tables has its rules read by iptables-legacy-save (this one is checked).
+/// Whether `follow` can name netfilter rules by nf_tables tracing.
+fn nftrace_check() -> Check {
+    match crate::node::nftrace::probe() {
+        Ok(true) => check(
+            "nftrace",
+            true,
+            Status::Ok,
+            "available: follow adds table inet tracer_PID (owned by its socket: the kernel removes it even if tracer is killed) to name the nf_tables rule that dropped a packet; --no-nftrace turns it off",
+        ),
+        Ok(false) => check(
+            "nftrace",
+            true,
+            Status::Ok,
+            "available without table ownership (before Linux 5.12): follow adds table inet tracer_PID and removes it on exit; after a SIGKILL run `tracer cleanup`",
+        ),
+        Err(e) => check(
+            "nftrace",
+            false,
+            Status::Warn,
+            format!("unavailable: {e}; netfilter rules are named by their counters only"),
+        ),
+    }
+}
+
 fn helpers_check() -> Check {
     use crate::node::{command::installed, netfilter::LEGACY_HELPERS};
     let legacy: Vec<&str> = LEGACY_HELPERS

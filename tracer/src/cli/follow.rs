@@ -67,6 +67,11 @@ pub struct FollowArgs {
     /// calls are then dead code to the verifier.
     #[arg(long)]
     pub debug_bpf: bool,
+    /// Do not add tracer's nf_tables table (`inet tracer_PID`, which sets
+    /// nftrace on followed packets to name the rule that dropped them):
+    /// netfilter rules are then named by their counters only.
+    #[arg(long)]
+    pub no_nftrace: bool,
 }
 
 fn parse_ring_bytes(s: &str) -> Result<u32, String> {
@@ -123,6 +128,7 @@ pub fn run(args: FollowArgs) -> Result<ExitCode> {
         count: args.count,
         ready_file: args.ready_file,
         record: args.record,
+        nftrace: !args.no_nftrace,
     };
     let mut sink = stdout_sink(args.output == Output::Json);
     follow(opts, sink.as_mut())?;

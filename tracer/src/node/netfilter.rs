@@ -22,8 +22,8 @@ use crate::node::{
     nftables::{self, NftRule},
 };
 
-/// How a rule was found to have dropped the packet: its counter moved
-/// (issue 17 adds nftrace).
+/// How a rule was found to have dropped the packet: its counter moved,
+/// or nf_tables tracing reported it (node::nftrace).
 #[derive(
     Debug,
     Clone,
@@ -39,6 +39,7 @@ use crate::node::{
 pub enum NfMethod {
     #[default]
     Counters,
+    Nftrace,
 }
 
 /// One rule with a drop or reject verdict and its packet counter.

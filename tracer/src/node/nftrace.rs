@@ -262,6 +262,22 @@ impl NfTrace {
         let n = self.netns.iter().find(|n| n.ino == ino)?;
         Some((&n.path, n.drops.iter().cloned().collect(), n.lost))
     }
+
+    /// The drops traced in namespace `ino` with their rules named: its
+    /// rules (and the verdict maps the packets went through) are read in
+    /// it now. Empty when it is not traced or nothing dropped there.
+    pub fn resolved(&self, ino: u32) -> Vec<NfTraced> {
+        let Some((path, drops, _)) = self.drops(ino) else {
+            return Vec::new();
+        };
+        if drops.is_empty() {
+            return Vec::new();
+        }
+        let Ok(_in) = NetnsGuard::enter(path) else {
+            return Vec::new();
+        };
+        resolve(&drops, &nftables::rules().unwrap_or_default())
+    }
 }
 
 impl Traced {
@@ -288,7 +304,7 @@ impl Traced {
             }),
             Some((NF_DROP | NF_QUEUE, _)) => {
                 let Some(tuple) = p.0 else { return };
-                let via = p.1.iter().filter(|j| j.table == e.table).cloned().collect();
+                let via = path_to(&p.1, &e.table, &e.chain);
                 if self.drops.len() >= DROPS_MAX {
                     self.drops.pop_front();
                 }
@@ -306,6 +322,22 @@ impl Traced {
             _ => {}
         }
     }
+}
+
+/// The jumps and gotos that led to `chain` of `table`, first first: from
+/// the last jump into it back to a base chain (the others returned).
+fn path_to(jumps: &[Jump], table: &str, chain: &str) -> Vec<Jump> {
+    let mut path = Vec::new();
+    let mut at = chain;
+    for j in jumps.iter().rev().filter(|j| j.table == table) {
+        let target = j.verdict.split_once(' ').map_or("", |(_, c)| c);
+        if target == at {
+            path.push(j.clone());
+            at = &j.chain;
+        }
+    }
+    path.reverse();
+    path
 }
 
 impl Drop for NfTrace {
@@ -481,10 +513,7 @@ fn table_messages(name: &str, target: &Target, flags: u32) -> Vec<(u16, u16, Vec
     const NFPROTO_INET: u8 = 1;
     let ty = |m: u16| (NFNL_SUBSYS_NFTABLES << 8) | m;
     let mut v = Vec::new();
-    let mut t = nfgen(NFPROTO_INET);
-    put_attr(&mut t, 1, &nul(name)); // NFTA_TABLE_NAME
-    be32_attr(&mut t, 2, flags); // NFTA_TABLE_FLAGS
-    v.push((ty(NFT_MSG_NEWTABLE), NLM_F_CREATE, t));
+    v.push(add_table(name, flags));
     // NF_INET_PRE_ROUTING, NF_INET_LOCAL_OUT.
     for (chain, hook) in [("prerouting", 0u32), ("output", 3)] {
         let mut c = nfgen(NFPROTO_INET);
@@ -504,6 +533,42 @@ fn table_messages(name: &str, target: &Target, flags: u32) -> Vec<(u16, u16, Vec
         v.push((ty(NFT_MSG_NEWRULE), NLM_F_CREATE | NLM_F_APPEND, r));
     }
     v
+}
+
+/// The message that adds table `inet name` with `flags`.
+fn add_table(name: &str, flags: u32) -> (u16, u16, Vec<u8>) {
+    let mut t = nfgen(1);
+    put_attr(&mut t, 1, &nul(name)); // NFTA_TABLE_NAME
+    be32_attr(&mut t, 2, flags); // NFTA_TABLE_FLAGS
+    (
+        (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWTABLE,
+        NLM_F_CREATE,
+        t,
+    )
+}
+
+/// Whether nftrace can be set up in this thread's namespace (`tracer
+/// doctor`): a table of ours is added and deleted at once, and the trace
+/// group subscribed to. Ok(true) when the kernel took the owner flag.
+pub fn probe() -> Result<bool, NfTraceError> {
+    let ctl = netlink::netfilter_socket().ok_or(NfTraceError::Socket)?;
+    let table = table_name();
+    let failed = |e: i32| NfTraceError::Table {
+        table: table.clone(),
+        err: std::io::Error::from_raw_os_error(e),
+    };
+    let owner = match netlink::nft_batch(&ctl, &[add_table(&table, NFT_TABLE_F_OWNER)]) {
+        Ok(()) => true,
+        Err(e) if e == libc::EOPNOTSUPP || e == libc::EINVAL => {
+            netlink::nft_batch(&ctl, &[add_table(&table, 0)]).map_err(failed)?;
+            false
+        }
+        Err(e) => return Err(failed(e)),
+    };
+    let _ = netlink::nft_batch(&ctl, &[del_table(&table)]);
+    netlink::subscribe(libc::NETLINK_NETFILTER, &[NFNLGRP_NFTRACE])
+        .ok_or(NfTraceError::Subscribe)?;
+    Ok(owner)
 }
 
 /// The message that deletes table `name`.

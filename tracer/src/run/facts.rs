@@ -23,6 +23,7 @@ use crate::{
     node::link::{LinkConf, links_in},
     node::netfilter::{self, NfRule},
     node::netns::{NetnsRef, addresses_in},
+    node::nftrace::{NfTrace, NfTraced},
     node::sockets::{Bound, bound_in},
     node::vip::VipWatch,
     run::pipeline::PreparedEnv,
@@ -40,6 +41,9 @@ struct NetnsFacts {
     links: Option<Vec<LinkConf>>,
     /// Its bound sockets, read at the same time.
     bound: Vec<Bound>,
+    /// Drops nf_tables tracing saw there, their rules named (read with
+    /// the counters).
+    traced: Vec<NfTraced>,
 }
 
 /// How often netfilter counters of a namespace are read again while
@@ -53,16 +57,35 @@ pub struct LiveEnv {
     tc: RefCell<HashMap<(u32, String), Vec<String>>>,
     /// Netfilter counters when tracing started, per namespace inode.
     nf_baseline: HashMap<u32, Vec<NfRule>>,
+    /// nf_tables tracing, where it was set up (its tables go with it).
+    nftrace: Option<NfTrace>,
 }
 
 impl LiveEnv {
-    pub fn new(vip: VipWatch, nf_baseline: HashMap<u32, Vec<NfRule>>) -> LiveEnv {
+    pub fn new(
+        vip: VipWatch,
+        nf_baseline: HashMap<u32, Vec<NfRule>>,
+        nftrace: Option<NfTrace>,
+    ) -> LiveEnv {
         LiveEnv {
             vip,
             cache: HashMap::new(),
             paths: HashMap::new(),
             tc: RefCell::default(),
             nf_baseline,
+            nftrace,
+        }
+    }
+
+    pub fn nftrace(&self) -> Option<&NfTrace> {
+        self.nftrace.as_ref()
+    }
+
+    /// Read the trace events waiting (every drain: the kernel drops what
+    /// does not fit in the socket).
+    pub fn poll_nftrace(&mut self) {
+        if let Some(t) = &mut self.nftrace {
+            t.poll();
         }
     }
 
@@ -116,6 +139,12 @@ impl LiveEnv {
                 .filter(|(_, f)| !f.bound.is_empty())
                 .map(|(ino, f)| (*ino, f.bound.clone()))
                 .collect(),
+            nftrace: self
+                .cache
+                .iter()
+                .filter(|(_, f)| !f.traced.is_empty())
+                .map(|(ino, f)| (*ino, f.traced.clone()))
+                .collect(),
         }
     }
 }
@@ -164,7 +193,11 @@ impl PreparedEnv for LiveEnv {
                     ),
                     None => (Vec::new(), Vec::new()),
                 };
-                let nf = self.cache.remove(&ino).and_then(|f| f.nf);
+                let (nf, traced) = self
+                    .cache
+                    .remove(&ino)
+                    .map(|f| (f.nf, f.traced))
+                    .unwrap_or_default();
                 self.cache.insert(
                     ino,
                     NetnsFacts {
@@ -174,6 +207,7 @@ impl PreparedEnv for LiveEnv {
                         nf,
                         links: None,
                         bound: Vec::new(),
+                        traced,
                     },
                 );
             }
@@ -191,6 +225,10 @@ impl PreparedEnv for LiveEnv {
                 let now = netfilter::snapshot(p);
                 let moved = netfilter::moved(self.nf_baseline.get(&ino).map(Vec::as_slice), &now);
                 facts.nf = Some((Instant::now(), moved));
+                if let Some(t) = &mut self.nftrace {
+                    t.poll();
+                    facts.traced = t.resolved(ino);
+                }
             }
         }
     }
@@ -234,6 +272,13 @@ impl Env for LiveEnv {
         self.cache
             .get(&netns)
             .map(|f| f.bound.as_slice())
+            .unwrap_or(&[])
+    }
+
+    fn nf_traced(&self, netns: u32) -> &[NfTraced] {
+        self.cache
+            .get(&netns)
+            .map(|f| f.traced.as_slice())
             .unwrap_or(&[])
     }
 

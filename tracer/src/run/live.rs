@@ -13,7 +13,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::{
     kernel::loader::{self, probes},
     kernel::session::{Session, SessionOptions, trim_heap},
-    node::vip::VipWatch,
+    node::{nftrace::NfTrace, vip::VipWatch},
     output::{
         Sink, Summary, diag,
         summary::{MacSeen, TcSummary, VipSummary},
@@ -36,6 +36,8 @@ pub struct FollowOptions {
     pub count: Option<u64>,
     pub ready_file: Option<PathBuf>,
     pub record: Option<PathBuf>,
+    /// Name netfilter rules by nf_tables tracing (node::nftrace).
+    pub nftrace: bool,
 }
 
 /// How many flows are judged between two ring reads while printing
@@ -128,6 +130,25 @@ fn header(opts: &FollowOptions) -> Header {
     }
 }
 
+/// Where netfilter rules are named by tracing, said once.
+fn nftrace_banner(opts: &FollowOptions, trace: Option<&NfTrace>) {
+    let said = match trace {
+        None if !opts.nftrace => {
+            "off (--no-nftrace): rules are named by their counters".to_string()
+        }
+        None => return,
+        Some(t) if t.labels().is_empty() => {
+            "no namespace has nf_tables tables: nothing to trace".to_string()
+        }
+        Some(t) => format!(
+            "table inet {} sets nftrace on followed packets in netns {} (removed on exit)",
+            crate::node::nftrace::table_name(),
+            t.labels().join(", ")
+        ),
+    };
+    diag::info(&format!("nftrace: {said}"));
+}
+
 /// The live run's moving parts, between start and the final report.
 struct Live<'a> {
     session: Session,
@@ -150,8 +171,14 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
     let mut sigterm = signal(SignalKind::terminate())?;
     // Netfilter counters before tracing: off the start-up path, joined
     // before the ready file is written.
+    // The nftrace tables are added from the same thread.
     let netns_paths: Vec<PathBuf> = opts.session.netns.iter().map(|n| n.path.clone()).collect();
-    let baseline = std::thread::spawn(move || nf_baseline(netns_paths));
+    let traced_netns = watched_netns(&opts.session.netns);
+    let (target, nftrace) = (opts.session.target, opts.nftrace);
+    let baseline = std::thread::spawn(move || {
+        let trace = nftrace.then(|| NfTrace::start(&target, &traced_netns));
+        (nf_baseline(netns_paths), trace)
+    });
 
     let (session, knames, start) = Session::start(&opts.session, started)?;
     let names = knames.into_names();
@@ -178,7 +205,16 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
             }
             .ok()
         });
-    let env = LiveEnv::new(vip, baseline.join().unwrap_or_default());
+    let (nf_base, trace) = baseline.join().unwrap_or_default();
+    let trace = trace.map(|(t, failed)| {
+        for (label, e) in failed {
+            diag::warn(&format!(
+                "nftrace off in netns {label}: {e}; its netfilter rules are named by counters only"
+            ));
+        }
+        t
+    });
+    let env = LiveEnv::new(vip, nf_base, trace);
     // Ready as the ready file says it: everything above is done.
     let ready_ms = started.elapsed().as_millis();
     let _ready = opts
@@ -187,6 +223,7 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
         .map(ReadyFile::create)
         .transpose()?;
     started_banner(&opts, &session, ready_ms);
+    nftrace_banner(&opts, env.nftrace());
     for w in &start.warnings {
         diag::warn(w);
     }
@@ -281,6 +318,7 @@ impl Live<'_> {
             }
             pipeline.ingest(b);
         });
+        self.env.poll_nftrace();
         for (addr, mac) in self.pipeline.take_macs() {
             self.env.vip.note_mac(addr, &mac);
         }

@@ -27,7 +27,7 @@ use crate::{
     node::ipvs::VirtualService,
     node::link::LinkConf,
     node::netfilter::NfRule,
-    node::sockets::Bound,
+    node::{nftrace::NfTraced, sockets::Bound},
     output::Summary,
     verdict::{Completeness, IfAddr, Inventory, Verdict},
 };
@@ -124,6 +124,9 @@ pub struct Facts {
     /// Bound sockets where packets were dropped (format 2).
     #[serde(default)]
     pub bound: BTreeMap<u32, Vec<Bound>>,
+    /// Drops nf_tables tracing named, per namespace.
+    #[serde(default)]
+    pub nftrace: BTreeMap<u32, Vec<NfTraced>>,
 }
 
 impl From<Inventory> for Facts {
@@ -137,6 +140,7 @@ impl From<Inventory> for Facts {
             ipvs: i.ipvs.into_iter().collect(),
             links: i.links.into_iter().collect(),
             bound: i.bound.into_iter().collect(),
+            nftrace: i.nftrace.into_iter().collect(),
         }
     }
 }
@@ -155,6 +159,7 @@ impl From<Facts> for Inventory {
             ipvs: f.ipvs.into_iter().collect(),
             links: f.links.into_iter().collect(),
             bound: f.bound.into_iter().collect(),
+            nftrace: f.nftrace.into_iter().collect(),
         }
     }
 }

@@ -62,6 +62,10 @@ impl Env for ReplayEnv {
     fn bound(&self, netns: u32) -> &[crate::node::sockets::Bound] {
         self.inventory.bound(netns)
     }
+
+    fn nf_traced(&self, netns: u32) -> &[crate::node::nftrace::NfTraced] {
+        self.inventory.nf_traced(netns)
+    }
 }
 
 /// What replay found.

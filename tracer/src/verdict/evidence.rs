@@ -270,6 +270,39 @@ pub enum Evidence {
         method: NfMethod,
         delta: u64,
     },
+    /// nf_tables tracing saw this rule (or a chain's policy) drop the
+    /// packet: exact, on any kernel with nf_tables (node::nftrace).
+    NfRuleTraced {
+        /// `ip`, `ip6`, `inet`, ...
+        family: String,
+        table: String,
+        chain: String,
+        /// nf_tables rule handle (0 for a chain's policy).
+        handle: u64,
+        /// The rule as `nft list ruleset` prints it ("" for a policy).
+        rule: String,
+        comment: Option<String>,
+        /// `drop`, `reject`, `queue` or `policy drop`.
+        verdict: String,
+        /// The jumps and gotos that led there, as `chain: verdict`.
+        via: Vec<String>,
+        /// The verdict-map element that sent the packet on its way.
+        element: Option<crate::node::nftrace::MapElement>,
+        /// How the rule was found: `nftrace`.
+        method: NfMethod,
+    },
+    /// kube-proxy dropped it: a Service with externalTrafficPolicy: Local
+    /// and no endpoint on this node (its rule's comment says so).
+    KubeNoLocalEndpoints { service: String },
+    /// kube-proxy (nftables mode) rejected it: the Service has no
+    /// endpoints (its element in @no-endpoint-services).
+    KubeServiceNoEndpoints { service: String },
+    /// kube-proxy dropped it: a ClusterIP no Service has (its rule
+    /// "Drop traffic to unallocated ClusterIPs").
+    KubeClusterIpUnallocated { addr: IpAddr },
+    /// kube-proxy dropped it: its source is outside the Service's
+    /// loadBalancerSourceRanges (its firewall chain).
+    KubeSourceRangesDrop { service: String, src: IpAddr },
     /// As `nf_rule_moved`, for kube-proxy's rule dropping traffic to a
     /// Service without local endpoints (externalTrafficPolicy: Local).
     NoLocalEndpointsRuleMoved {
@@ -456,14 +489,15 @@ impl fmt::Display for Evidence {
             ClientHandshake, CountedInKernel, DestinationAnswered, EventsLost, Forwarded,
             ForwardedBack, ForwardingDisabled, FuncHookUnavailable, FunctionHook, HooksUnavailable,
             HopsNotKept, HostUnreachableInferred, IcmpSent, IpvsHooksSilent, IpvsLocalAddress,
-            IpvsNoDestination, IpvsNoService, IpvsScheduled, IpvsService, LaterDrop,
+            IpvsNoDestination, IpvsNoService, IpvsScheduled, IpvsService, KubeClusterIpUnallocated,
+            KubeNoLocalEndpoints, KubeServiceNoEndpoints, KubeSourceRangesDrop, LaterDrop,
             ListensElsewhere, LocalAddressTransmitted, LocalDestination, LocalRoute,
             MapInsertsFailed, MtuExceeded, NatSourceMismatch, NeighbourState, NfChainVerdict,
-            NfHookDrop, NfHookInferred, NfRuleMoved, NoListener, NoLocalEndpointsRuleMoved,
-            NoReply, NoReplyLeft, NoRouteBack, OtherHostsSubnet, OwnerChanged, PacketDropped,
-            PacketsSeen, PreNatRoute, RepliesCameBack, RequestDropped, RpFilterMismatch,
-            ServerSocketState, SeveralMacs, SocketBufferFull, SocketConsumed, SocketQueued,
-            SocketRead, TcFilter, TcRedirect, TcpResetSent,
+            NfHookDrop, NfHookInferred, NfRuleMoved, NfRuleTraced, NoListener,
+            NoLocalEndpointsRuleMoved, NoReply, NoReplyLeft, NoRouteBack, OtherHostsSubnet,
+            OwnerChanged, PacketDropped, PacketsSeen, PreNatRoute, RepliesCameBack, RequestDropped,
+            RpFilterMismatch, ServerSocketState, SeveralMacs, SocketBufferFull, SocketConsumed,
+            SocketQueued, SocketRead, TcFilter, TcRedirect, TcpResetSent,
         };
         let or = |s: &str, dflt: &'static str| -> String {
             if s.is_empty() {
@@ -699,6 +733,56 @@ impl fmt::Display for Evidence {
                 } else {
                     format!("{family} ")
                 }
+            ),
+            NfRuleTraced {
+                family,
+                table,
+                chain,
+                handle,
+                rule,
+                comment,
+                verdict,
+                via,
+                element,
+                ..
+            } => {
+                if rule.is_empty() {
+                    write!(f, "nftrace: the {verdict} of chain {chain} (table {family} {table})")?;
+                } else {
+                    write!(
+                        f,
+                        "nftrace: rule `{rule}` (table {family} {table}, chain {chain}, handle {handle}) said {verdict}"
+                    )?;
+                }
+                if let Some(c) = comment.as_deref().filter(|c| !rule.contains(*c)) {
+                    write!(f, ", comment \"{c}\"")?;
+                }
+                if !via.is_empty() {
+                    write!(f, "; reached by {}", via.join(", "))?;
+                }
+                if let Some(e) = element {
+                    write!(f, "; verdict map {} element `{}`", e.map, e.key)?;
+                    if let Some(c) = &e.comment {
+                        write!(f, " (comment \"{c}\")")?;
+                    }
+                }
+                Ok(())
+            }
+            KubeNoLocalEndpoints { service } => write!(
+                f,
+                "kube-proxy: Service {service} has no local endpoints on this node (externalTrafficPolicy: Local)"
+            ),
+            KubeServiceNoEndpoints { service } => write!(
+                f,
+                "kube-proxy: Service {service} has no endpoints (its element in @no-endpoint-services sends it to reject-chain)"
+            ),
+            KubeClusterIpUnallocated { addr } => write!(
+                f,
+                "kube-proxy: {addr} is in the Service CIDR but no Service has it (rule \"Drop traffic to unallocated ClusterIPs\")"
+            ),
+            KubeSourceRangesDrop { service, src } => write!(
+                f,
+                "kube-proxy: {src} is not in Service {service}'s loadBalancerSourceRanges (its firewall chain drops it)"
             ),
             HostUnreachableInferred => f.write_str(
                 "a failed resolution is reported to the sender as ICMP host-unreachable (ipv4_link_failure()); a local client gets EHOSTUNREACH, \"No route to host\" (errno 113) [inferred from the drop reason]",

@@ -6,6 +6,9 @@
 
 use super::{EvidenceKind, EvidenceKind as E, Item, Kind};
 
+/// kube-proxy's no-local-endpoints drop, however its rule was named.
+const NO_LOCAL_ENDPOINTS: &str = "kube-proxy drops it because this node has no local endpoint for a Service with externalTrafficPolicy: Local, yet traffic for the LB IP is routed here (BGP/L2 announcement pointing at a node without endpoints). Announce only from nodes with endpoints, or use externalTrafficPolicy: Cluster.";
+
 /// One row: (kind, reason, evidence kinds) -> sentence.
 pub struct Hint {
     pub kind: Option<Kind>,
@@ -99,7 +102,37 @@ pub const HINTS: &[Hint] = &[
         Some(Kind::Dropped),
         Some("NETFILTER_DROP"),
         &[E::NoLocalEndpointsRuleMoved],
-        "kube-proxy drops it because this node has no local endpoint for a Service with externalTrafficPolicy: Local, yet traffic for the LB IP is routed here (BGP/L2 announcement pointing at a node without endpoints). Announce only from nodes with endpoints, or use externalTrafficPolicy: Cluster.",
+        NO_LOCAL_ENDPOINTS,
+    ),
+    row(
+        Some(Kind::Dropped),
+        Some("NETFILTER_DROP"),
+        &[E::KubeNoLocalEndpoints],
+        NO_LOCAL_ENDPOINTS,
+    ),
+    row(
+        Some(Kind::Dropped),
+        Some("NETFILTER_DROP"),
+        &[E::KubeServiceNoEndpoints],
+        "The Service has no ready endpoints, so kube-proxy rejects connections to it (clients see \"connection refused\" or ICMP port unreachable). Check `kubectl get endpointslices -l kubernetes.io/service-name=SVC -n NS`: the selector must match running pods, and their readiness probes must pass.",
+    ),
+    row(
+        Some(Kind::Dropped),
+        Some("NETFILTER_DROP"),
+        &[E::KubeClusterIpUnallocated],
+        "Nothing has this ClusterIP: the Service was deleted or recreated with another IP, or the client uses a stale address (a hard-coded IP, an old DNS answer, an env var from before). Use the Service's DNS name, or `kubectl get svc -A | grep IP` to see which Service, if any, has it now.",
+    ),
+    row(
+        Some(Kind::Dropped),
+        Some("NETFILTER_DROP"),
+        &[E::KubeSourceRangesDrop],
+        "The client's address is outside the Service's spec.loadBalancerSourceRanges, so kube-proxy drops it. Add the client's range (as the node sees it: after any SNAT by a load balancer) to loadBalancerSourceRanges, or send from an allowed address.",
+    ),
+    row(
+        Some(Kind::Dropped),
+        Some("NETFILTER_DROP"),
+        &[E::NfRuleTraced],
+        "The named rule decided it (table, chain and handle are in the verdict; `nft -a list table FAMILY TABLE` shows it). If the drop is wrong, change what that rule matches or remove it (`nft delete rule FAMILY TABLE CHAIN handle N`); for a table kube-proxy, a CNI or a NetworkPolicy controller writes, fix the object behind the rule instead (it is rewritten on its next sync).",
     ),
     row(
         Some(Kind::Dropped),

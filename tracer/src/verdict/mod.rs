@@ -12,7 +12,8 @@ use std::{collections::HashMap, net::IpAddr};
 use serde::Serialize;
 
 use crate::{
-    model::flow::Flow, node::link::LinkConf, node::netfilter::NfRule, node::sockets::Bound,
+    model::flow::Flow, node::link::LinkConf, node::netfilter::NfRule, node::nftrace::NfTraced,
+    node::sockets::Bound,
 };
 
 #[derive(
@@ -111,6 +112,11 @@ pub trait Env {
     fn bound(&self, _netns: u32) -> &[Bound] {
         &[]
     }
+    /// Followed packets nf_tables tracing saw a rule or policy drop there,
+    /// their rules named.
+    fn nf_traced(&self, _netns: u32) -> &[NfTraced] {
+        &[]
+    }
 }
 
 /// A fixed inventory (tests, and a snapshot taken by the loader).
@@ -122,6 +128,7 @@ pub struct Inventory {
     pub facts: HashMap<IpAddr, Vec<Evidence>>,
     pub ipvs: HashMap<u32, Vec<crate::node::ipvs::VirtualService>>,
     pub links: HashMap<u32, Vec<LinkConf>>,
+    pub nftrace: HashMap<u32, Vec<NfTraced>>,
     pub bound: HashMap<u32, Vec<Bound>>,
 }
 
@@ -156,6 +163,10 @@ impl Env for Inventory {
     fn bound(&self, netns: u32) -> &[Bound] {
         self.bound.get(&netns).map(Vec::as_slice).unwrap_or(&[])
     }
+
+    fn nf_traced(&self, netns: u32) -> &[NfTraced] {
+        self.nftrace.get(&netns).map(Vec::as_slice).unwrap_or(&[])
+    }
 }
 
 /// Run-wide facts that make a verdict incomplete.
@@ -177,7 +188,10 @@ pub struct Completeness {
 pub fn func_hook_feeds(hook: &str, v: &Verdict) -> bool {
     match hook {
         "ipvs_schedule" | "ipvs_conn" | "ipvs_xmit" => v.reason.starts_with("ipvs"),
-        "nf_verdict" | "nft_chain" | "ipt_table" => v.reason == "NETFILTER_DROP",
+        // nftrace named the rule: what they would add is already there.
+        "nf_verdict" | "nft_chain" | "ipt_table" => {
+            v.reason == "NETFILTER_DROP" && !v.has(EvidenceKind::NfRuleTraced)
+        }
         // The fib tracepoint saw fib_validate_source()'s lookup: what the
         // hook would add is already there.
         "rp_filter" => v.reason == "IP_RPFILTER" && !v.has(EvidenceKind::RpFilterMismatch),

@@ -6,7 +6,9 @@ use std::net::IpAddr;
 use tracer_common::Hook;
 
 use super::{Endpoint, Env, Evidence, Kind, Verdict};
-use crate::node::netfilter::NfRule;
+use crate::model::event::Tuple;
+use crate::node::netfilter::{NfMethod, NfRule};
+use crate::node::nftrace::NfTraced;
 use crate::{
     model::flow::Flow,
     model::hop::{Dir, Hop, HopData, Nud},
@@ -676,6 +678,9 @@ fn netfilter_where(
         h
     };
     evidence.extend(seen.chains);
+    if let Some(t) = traced_rule(flow, env, drop.netns_inode) {
+        return traced_where(t, &hook, fn_part, drop, evidence);
+    }
     match blame_rule(flow, env, drop.netns_inode) {
         Some((rule, delta)) => {
             evidence.push(Evidence::rule_moved(rule, *delta));
@@ -851,6 +856,121 @@ fn nf_func_hops(flow: &Flow, drop: &Hop) -> NfSeen {
         }
     }
     seen
+}
+
+/// The rule nf_tables tracing saw drop this flow's packet in namespace
+/// `netns`: the latest trace of its tuple, before or after NAT.
+fn traced_rule<'a>(flow: &Flow, env: &'a dyn Env, netns: u32) -> Option<&'a NfTraced> {
+    let tuples: Vec<&Tuple> = std::iter::once(&flow.key).chain(&flow.translated).collect();
+    env.nf_traced(netns).iter().rev().find(|t| {
+        let tt = &t.tuple;
+        tt.proto == flow.key.proto
+            && tuples
+                .iter()
+                .any(|k| (k.src, k.sport) == (tt.src, tt.sport))
+            && tuples
+                .iter()
+                .any(|k| (k.dst, k.dport) == (tt.dst, tt.dport))
+    })
+}
+
+/// `where` and evidence of a drop nf_tables tracing named.
+fn traced_where(
+    t: &NfTraced,
+    hook: &str,
+    fn_part: &str,
+    drop: &Hop,
+    evidence: &mut Vec<Evidence>,
+) -> String {
+    evidence.push(Evidence::NfRuleTraced {
+        family: t.family.clone(),
+        table: t.table.clone(),
+        chain: t.chain.clone(),
+        handle: t.handle,
+        rule: t.rule.clone(),
+        comment: t.comment.clone(),
+        verdict: t.verdict.clone(),
+        via: t.via.clone(),
+        element: t.element.clone(),
+        method: NfMethod::Nftrace,
+    });
+    let what = if t.rule.is_empty() {
+        format!("{} of chain {}", t.verdict, t.chain)
+    } else {
+        format!("rule `{}`", t.rule)
+    };
+    let place = if t.rule.is_empty() {
+        format!("table {} {}", t.family, t.table)
+    } else {
+        format!(
+            "table {} {}, chain {}, handle {}",
+            t.family, t.table, t.chain, t.handle
+        )
+    };
+    let element = t.element.as_ref().map_or(String::new(), |e| {
+        let c = e
+            .comment
+            .as_ref()
+            .map_or(String::new(), |c| format!(" \"{c}\""));
+        format!(
+            ", sent there by verdict map {} element `{}`{c}",
+            e.map, e.key
+        )
+    });
+    let kube = kube_proxy_reading(t).map_or(String::new(), |e| {
+        let said = e.to_string();
+        evidence.push(e);
+        format!(": {said}")
+    });
+    format!(
+        "netfilter {hook}{fn_part} in netns {}: {what} ({place}; named by nftrace){element}{kube}",
+        drop.netns
+    )
+}
+
+/// What a drop in kube-proxy's nftables table means, read as kube-proxy
+/// writes it (pkg/proxy/nftables/proxier.go): the no-endpoints map's
+/// element comment is the Service port (`ns/svc:port`), the unallocated
+/// ClusterIP rule has its own comment, and a Service's firewall chain is
+/// `firewall-HASH-ns/svc/proto/port`.
+fn kube_proxy_reading(t: &NfTraced) -> Option<Evidence> {
+    // Its iptables and nftables modes comment the rule "ns/svc:port has
+    // no local endpoints".
+    const NO_LOCAL: &str = " has no local endpoints";
+    if let Some(c) = t.comment.as_deref().filter(|c| c.contains(NO_LOCAL)) {
+        let service = c.split(NO_LOCAL).next().unwrap_or(c).trim_matches('"');
+        return Some(Evidence::KubeNoLocalEndpoints {
+            service: service.to_string(),
+        });
+    }
+    if t.table != "kube-proxy" {
+        return None;
+    }
+    if let Some(e) = &t.element
+        && matches!(
+            e.map.as_str(),
+            "@no-endpoint-services" | "@no-endpoint-nodeports"
+        )
+    {
+        return Some(Evidence::KubeServiceNoEndpoints {
+            service: e.comment.clone().unwrap_or_else(|| e.key.clone()),
+        });
+    }
+    if t.comment.as_deref() == Some("Drop traffic to unallocated ClusterIPs") {
+        return Some(Evidence::KubeClusterIpUnallocated { addr: t.tuple.dst });
+    }
+    let svc = t.chain.strip_prefix("firewall-")?.split_once('-')?.1;
+    // ns/svc/proto/port -> ns/svc:port
+    let mut parts = svc.rsplitn(3, '/');
+    let (port, _proto, name) = (parts.next()?, parts.next()?, parts.next()?);
+    Some(Evidence::KubeSourceRangesDrop {
+        service: t
+            .element
+            .as_ref()
+            .and_then(|e| e.comment.clone())
+            .unwrap_or_else(|| format!("{name}:{port}")),
+        src: t.tuple.src,
+    })
 }
 
 /// The drop/reject rule whose counter moved, preferring one that names the
