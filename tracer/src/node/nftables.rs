@@ -1130,7 +1130,7 @@ pub(crate) fn verdict(d: &[u8]) -> Option<String> {
     })
 }
 
-fn hex(v: &[u8]) -> String {
+pub(crate) fn hex(v: &[u8]) -> String {
     // Registers hold host-order words; nft prints values as their number.
     if v.len() <= 4 {
         let mut b = [0u8; 4];

@@ -31,7 +31,16 @@ use super::{
     netns::NetnsGuard,
     nftables::{self, NFNL_SUBSYS_NFTABLES, NftRule, SetElem, nul},
 };
-use crate::model::target::Target;
+
+/// The packets to trace: to `addr`/`prefix`, of protocol `l4proto` and
+/// to port `port` when given (the followed target, as numbers).
+#[derive(Debug, Clone, Copy)]
+pub struct Followed {
+    pub addr: IpAddr,
+    pub prefix: u8,
+    pub port: Option<u16>,
+    pub l4proto: Option<u8>,
+}
 
 const NFT_MSG_NEWTABLE: u16 = 0;
 const NFT_MSG_GETTABLE: u16 = 1;
@@ -194,7 +203,7 @@ impl NfTrace {
     /// without tables are skipped; the others that fail are returned with
     /// why.
     pub fn start(
-        target: &Target,
+        target: &Followed,
         namespaces: &[(String, PathBuf)],
     ) -> (NfTrace, Vec<(String, NfTraceError)>) {
         let table = table_name();
@@ -438,7 +447,7 @@ fn tuple(nh: &[u8], th: &[u8]) -> Option<TracedTuple> {
 /// subscribe to its trace events: (owner socket, subscription).
 fn set_up(
     table: &str,
-    target: &Target,
+    target: &Followed,
     path: &std::path::Path,
 ) -> Result<Option<(OwnedFd, OwnedFd)>, NfTraceError> {
     let _in = NetnsGuard::enter(path)?;
@@ -509,7 +518,7 @@ fn be32_attr(out: &mut Vec<u8>, ty: u16, v: u32) {
 
 /// The batch that makes table `name`: two base chains whose one rule
 /// sets nftrace for packets to `target`.
-fn table_messages(name: &str, target: &Target, flags: u32) -> Vec<(u16, u16, Vec<u8>)> {
+fn table_messages(name: &str, target: &Followed, flags: u32) -> Vec<(u16, u16, Vec<u8>)> {
     const NFPROTO_INET: u8 = 1;
     let ty = |m: u16| (NFNL_SUBSYS_NFTABLES << 8) | m;
     let mut v = Vec::new();
@@ -609,7 +618,7 @@ pub fn delete_left_tables() -> Vec<String> {
 
 /// The expressions of the rule: `meta nfproto ipv4 ip daddr A [th dport
 /// P] meta nftrace set 1` (ip6 for IPv6; a prefix is masked).
-fn trace_rule(target: &Target) -> Vec<u8> {
+fn trace_rule(target: &Followed) -> Vec<u8> {
     let (nfproto, off, addr): (u8, u32, Vec<u8>) = match target.addr {
         IpAddr::V4(a) => (2, 16, a.octets().to_vec()),
         IpAddr::V6(a) => (10, 24, a.octets().to_vec()),
@@ -672,10 +681,10 @@ fn trace_rule(target: &Target) -> Vec<u8> {
     }
     let masked: Vec<u8> = addr.iter().zip(&mask).map(|(a, m)| a & m).collect();
     expr("cmp", cmp_eq(&masked));
-    if let Some(p) = target.proto {
+    if let Some(p) = target.l4proto {
         // NFT_META_L4PROTO
         expr("meta", meta_load(16));
-        expr("cmp", cmp_eq(&[p.number(nfproto == 10)]));
+        expr("cmp", cmp_eq(&[p]));
     }
     if let Some(port) = target.port {
         // NFT_PAYLOAD_TRANSPORT_HEADER, the destination port.
@@ -839,7 +848,7 @@ fn render_key(fields: &[String], mut key: &[u8]) -> String {
             "daddr" | "saddr" => IpAddr::from([v[0], v[1], v[2], v[3]]).to_string(),
             "dport" | "sport" => u16::from_be_bytes([v[0], v[1]]).to_string(),
             "l4proto" | "protocol" | "nexthdr" => nftables::proto_name(v[0]),
-            _ => v.iter().map(|b| format!("{b:02x}")).collect(),
+            _ => nftables::hex(v),
         });
     }
     parts.join(" . ")

@@ -13,7 +13,10 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::{
     kernel::loader::{self, probes},
     kernel::session::{Session, SessionOptions, trim_heap},
-    node::{nftrace::NfTrace, vip::VipWatch},
+    node::{
+        nftrace::{Followed, NfTrace},
+        vip::VipWatch,
+    },
     output::{
         Sink, Summary, diag,
         summary::{MacSeen, TcSummary, VipSummary},
@@ -174,9 +177,16 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
     // The nftrace tables are added from the same thread.
     let netns_paths: Vec<PathBuf> = opts.session.netns.iter().map(|n| n.path.clone()).collect();
     let traced_netns = watched_netns(&opts.session.netns);
-    let (target, nftrace) = (opts.session.target, opts.nftrace);
+    let t = opts.session.target;
+    let followed = Followed {
+        addr: t.addr,
+        prefix: t.prefix,
+        port: t.port,
+        l4proto: t.proto.map(|p| p.number(t.addr.is_ipv6())),
+    };
+    let nftrace = opts.nftrace;
     let baseline = std::thread::spawn(move || {
-        let trace = nftrace.then(|| NfTrace::start(&target, &traced_netns));
+        let trace = nftrace.then(|| NfTrace::start(&followed, &traced_netns));
         (nf_baseline(netns_paths), trace)
     });
 

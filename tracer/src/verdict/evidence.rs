@@ -1290,6 +1290,34 @@ mod tests {
             },
             HopsNotKept { hops: 5 },
             CountedInKernel { passages: 7 },
+            NfRuleTraced {
+                family: s("ip"),
+                table: s("kube-proxy"),
+                chain: s("reject-chain"),
+                handle: 12,
+                rule: s("reject"),
+                comment: None,
+                verdict: s("reject"),
+                via: vec![s("service-endpoints-check: goto reject-chain")],
+                element: Some(crate::node::nftrace::MapElement {
+                    map: s("@no-endpoint-services"),
+                    key: s("10.96.0.3 . tcp . 80"),
+                    verdict: s("goto reject-chain"),
+                    comment: Some(s("default/empty:http")),
+                }),
+                method: NfMethod::Nftrace,
+            },
+            KubeServiceNoEndpoints {
+                service: s("default/empty:http"),
+            },
+            KubeClusterIpUnallocated { addr: a },
+            KubeSourceRangesDrop {
+                service: s("default/lb:http"),
+                src: a,
+            },
+            KubeNoLocalEndpoints {
+                service: s("default/nginx:http"),
+            },
         ]
     }
 

@@ -6,9 +6,6 @@
 
 use super::{EvidenceKind, EvidenceKind as E, Item, Kind};
 
-/// kube-proxy's no-local-endpoints drop, however its rule was named.
-const NO_LOCAL_ENDPOINTS: &str = "kube-proxy drops it because this node has no local endpoint for a Service with externalTrafficPolicy: Local, yet traffic for the LB IP is routed here (BGP/L2 announcement pointing at a node without endpoints). Announce only from nodes with endpoints, or use externalTrafficPolicy: Cluster.";
-
 /// One row: (kind, reason, evidence kinds) -> sentence.
 pub struct Hint {
     pub kind: Option<Kind>,
@@ -102,13 +99,13 @@ pub const HINTS: &[Hint] = &[
         Some(Kind::Dropped),
         Some("NETFILTER_DROP"),
         &[E::NoLocalEndpointsRuleMoved],
-        NO_LOCAL_ENDPOINTS,
+        "kube-proxy drops it because this node has no local endpoint for a Service with externalTrafficPolicy: Local, yet traffic for the LB IP is routed here (BGP/L2 announcement pointing at a node without endpoints). Announce only from nodes with endpoints, or use externalTrafficPolicy: Cluster.",
     ),
     row(
         Some(Kind::Dropped),
         Some("NETFILTER_DROP"),
         &[E::KubeNoLocalEndpoints],
-        NO_LOCAL_ENDPOINTS,
+        "The Service named above has externalTrafficPolicy: Local and no ready endpoint on this node, so kube-proxy drops what reaches it here: the load balancer or BGP/L2 announcement sends this node traffic it cannot serve. Announce (or health-check) only nodes with endpoints, or use externalTrafficPolicy: Cluster.",
     ),
     row(
         Some(Kind::Dropped),

@@ -187,7 +187,12 @@ fn resolving_names_rule_reject_and_policy() {
 
 #[test]
 fn the_trace_rule_for_a_prefix_masks_the_address() {
-    let t = Target::parse("10.96.0.0/12", None).unwrap();
+    let t = Followed {
+        addr: "10.96.0.0".parse().unwrap(),
+        prefix: 12,
+        port: None,
+        l4proto: None,
+    };
     let e = trace_rule(&t);
     let names: Vec<String> = netlink::attrs(&e)
         .filter_map(|(_, el)| netlink::attr(el, 1).map(string))
@@ -204,7 +209,12 @@ fn the_trace_rule_for_a_prefix_masks_the_address() {
             "meta"
         ]
     );
-    let t = Target::parse("169.254.25.10:53", Some("udp")).unwrap();
+    let t = Followed {
+        addr: "169.254.25.10".parse().unwrap(),
+        prefix: 32,
+        port: Some(53),
+        l4proto: Some(17),
+    };
     let names: Vec<String> = netlink::attrs(&trace_rule(&t))
         .filter_map(|(_, el)| netlink::attr(el, 1).map(string))
         .collect();
@@ -282,7 +292,12 @@ table ip filter {
 "#);
     let path = PathBuf::from(format!("/run/netns/{}", ns.0));
     let ino = crate::node::netns::netns_inode(&path).unwrap();
-    let target = Target::parse("10.239.0.0/29", None).unwrap();
+    let target = Followed {
+        addr: "10.239.0.0".parse().unwrap(),
+        prefix: 29,
+        port: None,
+        l4proto: None,
+    };
     let (mut t, failed) = NfTrace::start(&target, &[("t".into(), path.clone())]);
     assert!(failed.is_empty(), "{failed:?}");
     assert_eq!(t.labels(), ["t"]);
