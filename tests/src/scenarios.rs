@@ -123,6 +123,7 @@ pub const NAMES: &[&str] = &[
     "kube_nft_no_endpoints",
     "kube_nft_unallocated",
     "kube_nft_source_ranges",
+    "kube_nft_service_dnat",
 ];
 
 pub fn build(name: &str) -> Result<Scenario> {
@@ -135,6 +136,13 @@ pub fn build(name: &str) -> Result<Scenario> {
         "kube_nft_no_endpoints" => kube_nft("kube_nft_no_endpoints", 241, "96.3"),
         "kube_nft_unallocated" => kube_nft("kube_nft_unallocated", 242, "96.99"),
         "kube_nft_source_ranges" => kube_nft("kube_nft_source_ranges", 243, "200.50"),
+        "kube_nft_service_dnat" => {
+            let mut sc = kube_nft("kube_nft_service_dnat", 244, "96.1")?;
+            // The Service's endpoint.
+            let server = listen(&sc.nss[2], "10.244.2.2:80", 8)?;
+            sc.servers.push(server);
+            Ok(sc)
+        }
         "no_route" => no_route(),
         "forwarded" => forwarded(),
         "forwarding_disabled" => forwarding_disabled(),

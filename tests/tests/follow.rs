@@ -199,6 +199,28 @@ fn kube_proxy_nftables_service_without_endpoints() {
 }
 
 #[test]
+fn kube_proxy_nftables_names_the_service_and_endpoint_of_a_delivered_flow() {
+    let Some((f, dump)) = trace("kube_nft_service_dnat", 80) else {
+        return;
+    };
+    let (kind, reason, _) = verdict(&f);
+    assert_eq!((kind, reason), ("delivered", "local_socket"), "{dump}");
+    assert_eq!(f["translated"]["dst"], "10.244.2.2", "{dump}");
+    let routed = evidence::of_kind(&f, "kube_service_routed");
+    assert!(
+        routed.iter().any(|e| e["service"] == "default/web:http"
+            && e["endpoint"] == "10.244.2.2:80"
+            && evidence::field(e, "netns").ends_with("-router")),
+        "{dump}"
+    );
+    assert!(
+        evidence::text(&f)
+            .contains("kube-proxy sent it to Service default/web:http, endpoint 10.244.2.2:80"),
+        "{dump}"
+    );
+}
+
+#[test]
 fn kube_proxy_nftables_unallocated_cluster_ip() {
     let Some((f, dump, where_)) = kube_nft("kube_nft_unallocated") else {
         return;

@@ -77,6 +77,7 @@ const NFT_GOTO: i32 = -4;
 /// Packets whose trace is being followed per namespace, and drops kept.
 const PENDING_MAX: usize = 1024;
 const DROPS_MAX: usize = 512;
+const JUMPS_MAX: usize = 64;
 
 /// The name of the table this process adds.
 pub fn table_name() -> String {
@@ -94,6 +95,18 @@ pub struct TracedTuple {
     pub sport: u16,
     pub dst: IpAddr,
     pub dport: u16,
+}
+
+/// A goto a followed packet took (kube-proxy sends a packet to its
+/// Service's and endpoint's chains by goto): what a verdict that is not a
+/// drop may still tell.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TracedGoto {
+    pub tuple: TracedTuple,
+    pub table: String,
+    pub chain: String,
+    /// `goto X`.
+    pub verdict: String,
 }
 
 /// One jump or goto on the way to the drop.
@@ -174,6 +187,7 @@ struct Traced {
     pending: HashMap<u32, (Option<TracedTuple>, Vec<Jump>)>,
     order: VecDeque<u32>,
     drops: VecDeque<TraceDrop>,
+    gotos: VecDeque<TracedGoto>,
     /// The trace socket overflowed: events were lost.
     lost: bool,
 }
@@ -230,6 +244,7 @@ impl NfTrace {
                     pending: HashMap::new(),
                     order: VecDeque::new(),
                     drops: VecDeque::new(),
+                    gotos: VecDeque::new(),
                     lost: false,
                 }),
                 Ok(None) => {}
@@ -272,6 +287,15 @@ impl NfTrace {
         Some((&n.path, n.drops.iter().cloned().collect(), n.lost))
     }
 
+    /// The gotos followed packets took in namespace `ino`.
+    pub fn gotos(&self, ino: u32) -> Vec<TracedGoto> {
+        self.netns
+            .iter()
+            .find(|n| n.ino == ino)
+            .map(|n| n.gotos.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// The drops traced in namespace `ino` with their rules named: its
     /// rules (and the verdict maps the packets went through) are read in
     /// it now. Empty when it is not traced or nothing dropped there.
@@ -304,13 +328,36 @@ impl Traced {
             p.0 = e.tuple;
         }
         match e.code {
-            Some((NFT_JUMP | NFT_GOTO, _)) => p.1.push(Jump {
-                verdict: e.verdict_text(),
-                table: e.table,
-                chain: e.chain,
-                handle: e.handle,
-                tuple: p.0,
-            }),
+            Some((code @ (NFT_JUMP | NFT_GOTO), _)) => {
+                if code == NFT_GOTO
+                    && let Some(tuple) = p.0
+                {
+                    let g = TracedGoto {
+                        tuple,
+                        table: e.table.clone(),
+                        chain: e.chain.clone(),
+                        verdict: e.verdict_text(),
+                    };
+                    // The same packet's goto, seen again for its next packet.
+                    if !self.gotos.iter().rev().take(32).any(|o| *o == g) {
+                        if self.gotos.len() >= DROPS_MAX {
+                            self.gotos.pop_front();
+                        }
+                        self.gotos.push_back(g);
+                    }
+                }
+                // A trace id is the skb's: a reused skb must not grow it.
+                if p.1.len() >= JUMPS_MAX {
+                    p.1.remove(0);
+                }
+                p.1.push(Jump {
+                    verdict: e.verdict_text(),
+                    table: e.table,
+                    chain: e.chain,
+                    handle: e.handle,
+                    tuple: p.0,
+                });
+            }
             Some((NF_DROP | NF_QUEUE, _)) => {
                 let Some(tuple) = p.0 else { return };
                 let via = path_to(&p.1, &e.table, &e.chain);

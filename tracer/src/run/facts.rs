@@ -23,7 +23,7 @@ use crate::{
     node::link::{LinkConf, links_in},
     node::netfilter::{self, NfRule},
     node::netns::{NetnsRef, addresses_in},
-    node::nftrace::{NfTrace, NfTraced},
+    node::nftrace::{NfTrace, NfTraced, TracedGoto},
     node::sockets::{Bound, bound_in},
     node::vip::VipWatch,
     run::pipeline::PreparedEnv,
@@ -44,6 +44,8 @@ struct NetnsFacts {
     /// Drops nf_tables tracing saw there, their rules named (read with
     /// the counters).
     traced: Vec<NfTraced>,
+    /// The gotos nf_tables tracing saw followed packets take there.
+    gotos: Vec<TracedGoto>,
 }
 
 /// How often netfilter counters of a namespace are read again while
@@ -145,6 +147,12 @@ impl LiveEnv {
                 .filter(|(_, f)| !f.traced.is_empty())
                 .map(|(ino, f)| (*ino, f.traced.clone()))
                 .collect(),
+            nf_gotos: self
+                .cache
+                .iter()
+                .filter(|(_, f)| !f.gotos.is_empty())
+                .map(|(ino, f)| (*ino, f.gotos.clone()))
+                .collect(),
         }
     }
 }
@@ -208,6 +216,11 @@ impl PreparedEnv for LiveEnv {
                         links: None,
                         bound: Vec::new(),
                         traced,
+                        gotos: self
+                            .nftrace
+                            .as_ref()
+                            .map(|t| t.gotos(ino))
+                            .unwrap_or_default(),
                     },
                 );
             }
@@ -279,6 +292,13 @@ impl Env for LiveEnv {
         self.cache
             .get(&netns)
             .map(|f| f.traced.as_slice())
+            .unwrap_or(&[])
+    }
+
+    fn nf_gotos(&self, netns: u32) -> &[TracedGoto] {
+        self.cache
+            .get(&netns)
+            .map(|f| f.gotos.as_slice())
             .unwrap_or(&[])
     }
 

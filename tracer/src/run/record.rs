@@ -27,7 +27,10 @@ use crate::{
     node::ipvs::VirtualService,
     node::link::LinkConf,
     node::netfilter::NfRule,
-    node::{nftrace::NfTraced, sockets::Bound},
+    node::{
+        nftrace::{NfTraced, TracedGoto},
+        sockets::Bound,
+    },
     output::Summary,
     verdict::{Completeness, IfAddr, Inventory, Verdict},
 };
@@ -127,6 +130,9 @@ pub struct Facts {
     /// Drops nf_tables tracing named, per namespace.
     #[serde(default)]
     pub nftrace: BTreeMap<u32, Vec<NfTraced>>,
+    /// Gotos nf_tables tracing saw followed packets take, per namespace.
+    #[serde(default)]
+    pub nf_gotos: BTreeMap<u32, Vec<TracedGoto>>,
 }
 
 impl From<Inventory> for Facts {
@@ -141,6 +147,7 @@ impl From<Inventory> for Facts {
             links: i.links.into_iter().collect(),
             bound: i.bound.into_iter().collect(),
             nftrace: i.nftrace.into_iter().collect(),
+            nf_gotos: i.nf_gotos.into_iter().collect(),
         }
     }
 }
@@ -160,6 +167,7 @@ impl From<Facts> for Inventory {
             links: f.links.into_iter().collect(),
             bound: f.bound.into_iter().collect(),
             nftrace: f.nftrace.into_iter().collect(),
+            nf_gotos: f.nf_gotos.into_iter().collect(),
         }
     }
 }

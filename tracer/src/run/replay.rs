@@ -66,6 +66,10 @@ impl Env for ReplayEnv {
     fn nf_traced(&self, netns: u32) -> &[crate::node::nftrace::NfTraced] {
         self.inventory.nf_traced(netns)
     }
+
+    fn nf_gotos(&self, netns: u32) -> &[crate::node::nftrace::TracedGoto] {
+        self.inventory.nf_gotos(netns)
+    }
 }
 
 /// What replay found.

@@ -291,6 +291,13 @@ pub enum Evidence {
         /// How the rule was found: `nftrace`.
         method: NfMethod,
     },
+    /// kube-proxy's nftables rules sent the flow to this Service (and
+    /// endpoint): its gotos to the Service's and endpoint's chains.
+    KubeServiceRouted {
+        service: String,
+        endpoint: Option<String>,
+        netns: String,
+    },
     /// kube-proxy dropped it: a Service with externalTrafficPolicy: Local
     /// and no endpoint on this node (its rule's comment says so).
     KubeNoLocalEndpoints { service: String },
@@ -490,8 +497,8 @@ impl fmt::Display for Evidence {
             ForwardedBack, ForwardingDisabled, FuncHookUnavailable, FunctionHook, HooksUnavailable,
             HopsNotKept, HostUnreachableInferred, IcmpSent, IpvsHooksSilent, IpvsLocalAddress,
             IpvsNoDestination, IpvsNoService, IpvsScheduled, IpvsService, KubeClusterIpUnallocated,
-            KubeNoLocalEndpoints, KubeServiceNoEndpoints, KubeSourceRangesDrop, LaterDrop,
-            ListensElsewhere, LocalAddressTransmitted, LocalDestination, LocalRoute,
+            KubeNoLocalEndpoints, KubeServiceNoEndpoints, KubeServiceRouted, KubeSourceRangesDrop,
+            LaterDrop, ListensElsewhere, LocalAddressTransmitted, LocalDestination, LocalRoute,
             MapInsertsFailed, MtuExceeded, NatSourceMismatch, NeighbourState, NfChainVerdict,
             NfHookDrop, NfHookInferred, NfRuleMoved, NfRuleTraced, NoListener,
             NoLocalEndpointsRuleMoved, NoReply, NoReplyLeft, NoRouteBack, OtherHostsSubnet,
@@ -767,6 +774,17 @@ impl fmt::Display for Evidence {
                     }
                 }
                 Ok(())
+            }
+            KubeServiceRouted {
+                service,
+                endpoint,
+                netns,
+            } => {
+                write!(f, "kube-proxy sent it to Service {service}")?;
+                if let Some(e) = endpoint {
+                    write!(f, ", endpoint {e}")?;
+                }
+                write!(f, " (netns {netns})")
             }
             KubeNoLocalEndpoints { service } => write!(
                 f,
@@ -1317,6 +1335,11 @@ mod tests {
             },
             KubeNoLocalEndpoints {
                 service: s("default/nginx:http"),
+            },
+            KubeServiceRouted {
+                service: s("default/web:http"),
+                endpoint: Some(s("10.244.2.2:80")),
+                netns: s("node"),
             },
         ]
     }

@@ -2,6 +2,7 @@
 
 pub mod evidence;
 pub mod hints;
+pub mod kube;
 pub mod node_facts;
 pub mod rules;
 
@@ -12,7 +13,10 @@ use std::{collections::HashMap, net::IpAddr};
 use serde::Serialize;
 
 use crate::{
-    model::flow::Flow, node::link::LinkConf, node::netfilter::NfRule, node::nftrace::NfTraced,
+    model::flow::Flow,
+    node::link::LinkConf,
+    node::netfilter::NfRule,
+    node::nftrace::{NfTraced, TracedGoto},
     node::sockets::Bound,
 };
 
@@ -117,6 +121,10 @@ pub trait Env {
     fn nf_traced(&self, _netns: u32) -> &[NfTraced] {
         &[]
     }
+    /// The gotos nf_tables tracing saw followed packets take there.
+    fn nf_gotos(&self, _netns: u32) -> &[TracedGoto] {
+        &[]
+    }
 }
 
 /// A fixed inventory (tests, and a snapshot taken by the loader).
@@ -129,6 +137,7 @@ pub struct Inventory {
     pub ipvs: HashMap<u32, Vec<crate::node::ipvs::VirtualService>>,
     pub links: HashMap<u32, Vec<LinkConf>>,
     pub nftrace: HashMap<u32, Vec<NfTraced>>,
+    pub nf_gotos: HashMap<u32, Vec<TracedGoto>>,
     pub bound: HashMap<u32, Vec<Bound>>,
 }
 
@@ -166,6 +175,10 @@ impl Env for Inventory {
 
     fn nf_traced(&self, netns: u32) -> &[NfTraced] {
         self.nftrace.get(&netns).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    fn nf_gotos(&self, netns: u32) -> &[TracedGoto] {
+        self.nf_gotos.get(&netns).map(Vec::as_slice).unwrap_or(&[])
     }
 }
 
@@ -206,6 +219,9 @@ pub fn evaluate(flow: &Flow, env: &dyn Env, c: &Completeness) -> Verdict {
         .unwrap_or_else(|| rules::fallback(flow));
     for dst in flow.dsts() {
         v.add_all(env.dst_facts(dst));
+    }
+    if let Some(e) = kube::routed(flow, env) {
+        v.add(e);
     }
     v.hint = hints::hint(v.kind, &v.reason, &v.evidence);
     if c.lost_events > 0 {

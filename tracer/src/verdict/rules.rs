@@ -6,7 +6,6 @@ use std::net::IpAddr;
 use tracer_common::Hook;
 
 use super::{Endpoint, Env, Evidence, Kind, Verdict};
-use crate::model::event::Tuple;
 use crate::node::netfilter::{NfMethod, NfRule};
 use crate::node::nftrace::NfTraced;
 use crate::{
@@ -861,17 +860,10 @@ fn nf_func_hops(flow: &Flow, drop: &Hop) -> NfSeen {
 /// The rule nf_tables tracing saw drop this flow's packet in namespace
 /// `netns`: the latest trace of its tuple, before or after NAT.
 fn traced_rule<'a>(flow: &Flow, env: &'a dyn Env, netns: u32) -> Option<&'a NfTraced> {
-    let tuples: Vec<&Tuple> = std::iter::once(&flow.key).chain(&flow.translated).collect();
-    env.nf_traced(netns).iter().rev().find(|t| {
-        let tt = &t.tuple;
-        tt.proto == flow.key.proto
-            && tuples
-                .iter()
-                .any(|k| (k.src, k.sport) == (tt.src, tt.sport))
-            && tuples
-                .iter()
-                .any(|k| (k.dst, k.dport) == (tt.dst, tt.dport))
-    })
+    env.nf_traced(netns)
+        .iter()
+        .rev()
+        .find(|t| super::kube::is_flows(flow, &t.tuple))
 }
 
 /// `where` and evidence of a drop nf_tables tracing named.
@@ -917,7 +909,7 @@ fn traced_where(
             e.map, e.key
         )
     });
-    let kube = kube_proxy_reading(t).map_or(String::new(), |e| {
+    let kube = super::kube::drop_reading(t).map_or(String::new(), |e| {
         let said = e.to_string();
         evidence.push(e);
         format!(": {said}")
@@ -926,51 +918,6 @@ fn traced_where(
         "netfilter {hook}{fn_part} in netns {}: {what} ({place}; named by nftrace){element}{kube}",
         drop.netns
     )
-}
-
-/// What a drop in kube-proxy's nftables table means, read as kube-proxy
-/// writes it (pkg/proxy/nftables/proxier.go): the no-endpoints map's
-/// element comment is the Service port (`ns/svc:port`), the unallocated
-/// ClusterIP rule has its own comment, and a Service's firewall chain is
-/// `firewall-HASH-ns/svc/proto/port`.
-fn kube_proxy_reading(t: &NfTraced) -> Option<Evidence> {
-    // Its iptables and nftables modes comment the rule "ns/svc:port has
-    // no local endpoints".
-    const NO_LOCAL: &str = " has no local endpoints";
-    if let Some(c) = t.comment.as_deref().filter(|c| c.contains(NO_LOCAL)) {
-        let service = c.split(NO_LOCAL).next().unwrap_or(c).trim_matches('"');
-        return Some(Evidence::KubeNoLocalEndpoints {
-            service: service.to_string(),
-        });
-    }
-    if t.table != "kube-proxy" {
-        return None;
-    }
-    if let Some(e) = &t.element
-        && matches!(
-            e.map.as_str(),
-            "@no-endpoint-services" | "@no-endpoint-nodeports"
-        )
-    {
-        return Some(Evidence::KubeServiceNoEndpoints {
-            service: e.comment.clone().unwrap_or_else(|| e.key.clone()),
-        });
-    }
-    if t.comment.as_deref() == Some("Drop traffic to unallocated ClusterIPs") {
-        return Some(Evidence::KubeClusterIpUnallocated { addr: t.tuple.dst });
-    }
-    let svc = t.chain.strip_prefix("firewall-")?.split_once('-')?.1;
-    // ns/svc/proto/port -> ns/svc:port
-    let mut parts = svc.rsplitn(3, '/');
-    let (port, _proto, name) = (parts.next()?, parts.next()?, parts.next()?);
-    Some(Evidence::KubeSourceRangesDrop {
-        service: t
-            .element
-            .as_ref()
-            .and_then(|e| e.comment.clone())
-            .unwrap_or_else(|| format!("{name}:{port}")),
-        src: t.tuple.src,
-    })
 }
 
 /// The drop/reject rule whose counter moved, preferring one that names the

@@ -125,6 +125,7 @@ fn trace_events_become_drops_with_the_jumps_before_them() {
         pending: HashMap::new(),
         order: VecDeque::new(),
         drops: VecDeque::new(),
+        gotos: VecDeque::new(),
         lost: false,
     };
     n.add(e);
