@@ -42,6 +42,15 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("tcp_delivered", "delivered", "local_socket"),
     ("udp_delivered", "delivered", "local_socket"),
     ("ipvs_nat", "delivered", "local_socket"),
+    (
+        "netfilter_forward_drop_counters",
+        "dropped",
+        "NETFILTER_DROP",
+    ),
+    ("kube_nft_no_endpoints", "dropped", "NETFILTER_DROP"),
+    ("kube_nft_unallocated", "dropped", "NETFILTER_DROP"),
+    ("kube_nft_source_ranges", "dropped", "NETFILTER_DROP"),
+    ("kube_nft_service_dnat", "delivered", "local_socket"),
 ];
 
 fn recordings() -> Vec<PathBuf> {

@@ -108,3 +108,149 @@ pub fn routed(flow: &Flow, env: &dyn Env) -> Option<Evidence> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+
+    use super::*;
+    use crate::{
+        model::event::Tuple,
+        node::nftrace::{MapElement, TracedGoto},
+        verdict::Inventory,
+    };
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn tuple(dst: &str) -> TracedTuple {
+        TracedTuple {
+            proto: 6,
+            src: ip("10.0.1.5"),
+            sport: 41000,
+            dst: ip(dst),
+            dport: 80,
+        }
+    }
+
+    fn traced(chain: &str, comment: Option<&str>, element: Option<(&str, &str)>) -> NfTraced {
+        NfTraced {
+            tuple: tuple("10.96.0.3"),
+            family: "ip".into(),
+            table: "kube-proxy".into(),
+            chain: chain.into(),
+            handle: 7,
+            rule: "reject".into(),
+            comment: comment.map(Into::into),
+            verdict: "drop".into(),
+            via: vec![],
+            element: element.map(|(map, c)| MapElement {
+                map: map.into(),
+                key: "10.96.0.3 . tcp . 80".into(),
+                verdict: "goto reject-chain".into(),
+                comment: Some(c.into()),
+            }),
+        }
+    }
+
+    #[test]
+    fn drops_in_kube_proxys_table_read_as_services() {
+        let e = drop_reading(&traced(
+            "reject-chain",
+            None,
+            Some(("@no-endpoint-services", "default/empty:http")),
+        ));
+        assert_eq!(
+            e,
+            Some(Evidence::KubeServiceNoEndpoints {
+                service: "default/empty:http".into()
+            })
+        );
+        let e = drop_reading(&traced(
+            "cluster-ips-check",
+            Some("Drop traffic to unallocated ClusterIPs"),
+            None,
+        ));
+        assert_eq!(
+            e,
+            Some(Evidence::KubeClusterIpUnallocated {
+                addr: ip("10.96.0.3")
+            })
+        );
+        // A firewall chain without a map element: the Service from its name.
+        let e = drop_reading(&traced("firewall-4BQ3ZKGA-ns/lb/tcp/https", None, None));
+        assert_eq!(
+            e,
+            Some(Evidence::KubeSourceRangesDrop {
+                service: "ns/lb:https".into(),
+                src: ip("10.0.1.5")
+            })
+        );
+        // iptables mode's comment, in any table.
+        let mut t = traced(
+            "KUBE-EXTERNAL-SERVICES",
+            Some("default/nginx:http has no local endpoints"),
+            None,
+        );
+        t.table = "filter".into();
+        assert_eq!(
+            drop_reading(&t),
+            Some(Evidence::KubeNoLocalEndpoints {
+                service: "default/nginx:http".into()
+            })
+        );
+        // Another table's rule, or another chain of kube-proxy's: nothing.
+        t.comment = None;
+        assert_eq!(drop_reading(&t), None);
+        assert_eq!(drop_reading(&traced("filter-forward", None, None)), None);
+    }
+
+    #[test]
+    fn gotos_name_the_service_and_endpoint_of_the_flows_packets() {
+        let key = Tuple {
+            src: ip("10.0.1.5"),
+            sport: 41000,
+            dst: ip("10.96.0.1"),
+            dport: 80,
+            proto: 6,
+        };
+        let (mut flow, _) = crate::verdict::rules::tests::load("tcp_delivered");
+        flow.key = key;
+        flow.translated = None;
+        let ino = flow.hops[0].netns_inode;
+        let goto = |t: TracedTuple, verdict: &str| TracedGoto {
+            tuple: t,
+            table: "kube-proxy".into(),
+            chain: "services".into(),
+            verdict: verdict.into(),
+        };
+        let mut inv = Inventory::default();
+        inv.nf_gotos.insert(
+            ino,
+            vec![
+                // Another flow's.
+                goto(tuple("10.96.0.9"), "goto service-AAAA-ns/other/tcp/http"),
+                goto(
+                    tuple("10.96.0.1"),
+                    "goto service-ULMVA6XW-default/web/tcp/http",
+                ),
+                goto(
+                    tuple("10.96.0.1"),
+                    "goto endpoint-5OJB2KTY-default/web/tcp/http__10.180.0.1/8080",
+                ),
+            ],
+        );
+        let e = routed(&flow, &inv).expect("routed");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "kube-proxy sent it to Service default/web:http, endpoint 10.180.0.1:8080 (netns {})",
+                flow.hops[0].netns
+            )
+        );
+        // Another protocol: not this flow's.
+        flow.key.proto = 17;
+        assert!(routed(&flow, &inv).is_none());
+    }
+}

@@ -1326,4 +1326,4 @@ pub fn fallback(flow: &Flow) -> Verdict {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -46,7 +46,7 @@ const RECORDED_ON_6_18: [&str; 13] = [
 ];
 
 /// Rebuild a Flow (and the namespace inventory, `_env`) from a record.
-pub(super) fn load(name: &str) -> (Flow, Inventory) {
+pub(crate) fn load(name: &str) -> (Flow, Inventory) {
     let text = match name {
         "tcp_delivered" => include_str!("../fixtures/tcp_delivered.json"),
         "tcp_closed_port" => include_str!("../fixtures/tcp_closed_port.json"),
