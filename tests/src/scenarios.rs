@@ -133,13 +133,13 @@ pub fn build(name: &str) -> Result<Scenario> {
         "netfilter_forward_drop" => netfilter_forward_drop(),
         "netfilter_input_drop" => netfilter_input_drop(),
         "netfilter_forward_drop_counters" => netfilter_forward_drop_counters(),
-        "kube_nft_no_endpoints" => kube_nft("kube_nft_no_endpoints", 241, "96.3"),
-        "kube_nft_unallocated" => kube_nft("kube_nft_unallocated", 242, "96.99"),
+        "kube_nft_no_endpoints" => kube_nft("kube_nft_no_endpoints", 245, "96.3"),
+        "kube_nft_unallocated" => kube_nft("kube_nft_unallocated", 246, "96.99"),
         "kube_nft_source_ranges" => kube_nft("kube_nft_source_ranges", 243, "200.50"),
         "kube_nft_service_dnat" => {
             let mut sc = kube_nft("kube_nft_service_dnat", 244, "96.1")?;
             // The Service's endpoint.
-            let server = listen(&sc.nss[2], "10.244.2.2:80", 8)?;
+            let server = listen(&sc.nss[2], "10.244.2.2:80", 15)?;
             sc.servers.push(server);
             Ok(sc)
         }

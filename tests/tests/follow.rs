@@ -166,9 +166,9 @@ fn kube_proxy_nftables_service_without_endpoints() {
     assert!(
         where_.contains("rule `reject` (table ip kube-proxy, chain reject-chain, handle ")
             && where_.contains(
-                "sent there by verdict map @no-endpoint-services element `10.241.96.3 . tcp . 80` \"default/empty:http\""
+                "sent there by verdict map @no-endpoint-services element `10.245.96.3 . tcp . 80` \"default/empty:http\""
             )
-            && where_.ends_with(": kube-proxy: Service default/empty:http has no endpoints (its element in @no-endpoint-services sends it to reject-chain)"),
+            && where_.ends_with(": kube-proxy: Service default/empty:http has no endpoints, so its rule rejects connections to it"),
         "{where_}"
     );
     let t = &evidence::of_kind(&f, "nf_rule_traced")[0];
@@ -227,14 +227,14 @@ fn kube_proxy_nftables_unallocated_cluster_ip() {
     };
     assert!(
         where_.contains(
-            "rule `ip daddr 10.242.96.0/24 drop comment \"Drop traffic to unallocated ClusterIPs\"` (table ip kube-proxy, chain cluster-ips-check, handle "
-        ) && where_.ends_with(": kube-proxy: 10.242.96.99 is in the Service CIDR but no Service has it (rule \"Drop traffic to unallocated ClusterIPs\")"),
+            "rule `ip daddr 10.246.96.0/24 drop comment \"Drop traffic to unallocated ClusterIPs\"` (table ip kube-proxy, chain cluster-ips-check, handle "
+        ) && where_.ends_with(": kube-proxy: 10.246.96.99 is in the Service CIDR but no Service has it (rule \"Drop traffic to unallocated ClusterIPs\")"),
         "{where_}"
     );
     assert!(
         evidence::of_kind(&f, "kube_cluster_ip_unallocated")
             .iter()
-            .any(|e| e["addr"] == "10.242.96.99"),
+            .any(|e| e["addr"] == "10.246.96.99"),
         "{dump}"
     );
     assert!(

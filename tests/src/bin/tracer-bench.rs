@@ -65,6 +65,10 @@ enum Case {
     /// (TRACER_EMPTY_PROGRAMS=1): what the same hooks cost with nothing in
     /// them, the floor under `NonMatching`.
     EmptyPrograms,
+    /// As `NonMatching` with `--no-nftrace`: what tracer's nf_tables
+    /// table (one rule per packet at prerouting and output in each
+    /// namespace with tables) costs, by difference.
+    NonMatchingNoNftrace,
     Following,
     Tcpdump,
     /// tcpdump with a filter the traffic does not match: the peer's cost
@@ -79,6 +83,7 @@ impl Case {
             Case::NonMatching => "tracer, address not matched",
             Case::NonMatchingAllNs => "tracer, not matched, all namespaces (no --netns)",
             Case::EmptyPrograms => "tracer, not matched, empty programs (the hooks' own cost)",
+            Case::NonMatchingNoNftrace => "tracer, not matched, --no-nftrace",
             Case::Following => "tracer following the flow",
             Case::Tcpdump => "tcpdump -i any -w /dev/null",
             Case::TcpdumpNonMatching => "tcpdump -i any -w /dev/null, not matched",
@@ -179,7 +184,11 @@ fn run_case(case: Case, a: &Netns, b: &Netns, udp: bool, secs: u32) -> Result<Sa
             let _ = td.kill();
             let _ = td.wait();
         }
-        Case::NonMatching | Case::NonMatchingAllNs | Case::EmptyPrograms | Case::Following => {
+        Case::NonMatching
+        | Case::NonMatchingAllNs
+        | Case::EmptyPrograms
+        | Case::NonMatchingNoNftrace
+        | Case::Following => {
             let target = if case == Case::Following {
                 "10.240.0.2:5201"
             } else {
@@ -191,6 +200,9 @@ fn run_case(case: Case, a: &Netns, b: &Netns, udp: bool, secs: u32) -> Result<Sa
                 scope.to_vec()
             };
             args.extend_from_slice(&["--max-flows", "1000", "--duration", "10m"]);
+            if case == Case::NonMatchingNoNftrace {
+                args.push("--no-nftrace");
+            }
             let env: &[(&str, &str)] = if case == Case::EmptyPrograms {
                 &[("TRACER_EMPTY_PROGRAMS", "1")]
             } else {
@@ -538,6 +550,21 @@ fn main() -> Result<()> {
     veth(&a, "ba0", &b, "bb0")?;
     a.ip(&["addr", "add", "10.240.0.1/24", "dev", "ba0"])?;
     b.ip(&["addr", "add", "10.240.0.2/24", "dev", "bb0"])?;
+    // A node has an nf_tables ruleset (kube-proxy, iptables-nft): one
+    // empty input chain in each namespace, so that tracer adds its nftrace
+    // table there as it would on a node.
+    for n in [&a, &b] {
+        n.exec(&["nft", "add", "table", "ip", "bench"])?;
+        n.exec(&[
+            "nft",
+            "add",
+            "chain",
+            "ip",
+            "bench",
+            "input",
+            "{ type filter hook input priority 0; }",
+        ])?;
+    }
     let (_, server_cpu) = cpus();
     let _server: Child = b.spawn(&[
         "taskset",
@@ -557,6 +584,7 @@ fn main() -> Result<()> {
         Case::NonMatching,
         Case::NonMatchingAllNs,
         Case::EmptyPrograms,
+        Case::NonMatchingNoNftrace,
         Case::Following,
         Case::Tcpdump,
         Case::TcpdumpNonMatching,
@@ -571,7 +599,8 @@ fn main() -> Result<()> {
          (tc on the host's interfaces only, device tracepoints attached), the default on a node. \
          The \"empty programs\" case attaches the same hooks as \"address not matched\" with every program \
          returning at once (TRACER_EMPTY_PROGRAMS=1): the kernel's own cost of running a program there, which no \
-         program body can go below. tcpdump runs once with the followed flow's filter and once with the \
+         program body can go below. Both namespaces hold an nf_tables table (one empty input chain), as a node does, \
+         so tracer adds its nftrace table there; \"--no-nftrace\" is the same run without it. tcpdump runs once with the followed flow's filter and once with the \
          not-matched address. \
          iperf3 client pinned to CPU 0, server to the last CPU. \
          Counted in kernel: hook passages of followed packets counted past the budget of full records (tracer_common::agg).\n\n",

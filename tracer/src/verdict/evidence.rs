@@ -301,8 +301,8 @@ pub enum Evidence {
     /// kube-proxy dropped it: a Service with externalTrafficPolicy: Local
     /// and no endpoint on this node (its rule's comment says so).
     KubeNoLocalEndpoints { service: String },
-    /// kube-proxy (nftables mode) rejected it: the Service has no
-    /// endpoints (its element in @no-endpoint-services).
+    /// kube-proxy rejected it: the Service has no endpoints (its element
+    /// in @no-endpoint-services; in iptables mode, its rule's comment).
     KubeServiceNoEndpoints { service: String },
     /// kube-proxy dropped it: a ClusterIP no Service has (its rule
     /// "Drop traffic to unallocated ClusterIPs").
@@ -792,7 +792,7 @@ impl fmt::Display for Evidence {
             ),
             KubeServiceNoEndpoints { service } => write!(
                 f,
-                "kube-proxy: Service {service} has no endpoints (its element in @no-endpoint-services sends it to reject-chain)"
+                "kube-proxy: Service {service} has no endpoints, so its rule rejects connections to it"
             ),
             KubeClusterIpUnallocated { addr } => write!(
                 f,

@@ -33,6 +33,14 @@ pub(super) fn drop_reading(t: &NfTraced) -> Option<Evidence> {
             service: service.to_string(),
         });
     }
+    // Its iptables mode rejects traffic to a Service without endpoints
+    // by a rule commented "ns/svc:port has no endpoints".
+    const NONE: &str = " has no endpoints";
+    if let Some(c) = t.comment.as_deref().filter(|c| c.ends_with(NONE)) {
+        return Some(Evidence::KubeServiceNoEndpoints {
+            service: c.trim_end_matches(NONE).trim_matches('"').to_string(),
+        });
+    }
     if t.table != "kube-proxy" {
         return None;
     }
@@ -198,6 +206,13 @@ mod tests {
             drop_reading(&t),
             Some(Evidence::KubeNoLocalEndpoints {
                 service: "default/nginx:http".into()
+            })
+        );
+        t.comment = Some("default/empty:http has no endpoints".into());
+        assert_eq!(
+            drop_reading(&t),
+            Some(Evidence::KubeServiceNoEndpoints {
+                service: "default/empty:http".into()
             })
         );
         // Another table's rule, or another chain of kube-proxy's: nothing.
