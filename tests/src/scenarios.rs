@@ -21,6 +21,9 @@ pub struct Scenario {
     pub servers: Vec<Child>,
     /// A tc redirect program of the scenario's own (incident 3).
     pub redirect: Option<crate::redirect::Redirect>,
+    /// Sysctls of the initial namespace the scene changed, restored on
+    /// drop (after the servers go).
+    pub host_sysctls: Vec<HostSysctl>,
     client: usize,
     traffic: Vec<String>,
 }
@@ -51,6 +54,32 @@ impl Scenario {
 impl Drop for Scenario {
     fn drop(&mut self) {
         self.servers.clear();
+        self.host_sysctls.clear();
+    }
+}
+
+/// A sysctl of the initial namespace (this process's) set for a scene and
+/// written back on drop: for the few that only the initial namespace may
+/// write (net.netfilter.nf_conntrack_max).
+pub struct HostSysctl {
+    path: String,
+    old: String,
+}
+
+impl HostSysctl {
+    pub fn set(key: &str, val: &str) -> Result<HostSysctl> {
+        let path = format!("/proc/sys/{}", key.replace('.', "/"));
+        let old = std::fs::read_to_string(&path)?.trim().to_string();
+        std::fs::write(&path, val)?;
+        Ok(HostSysctl { path, old })
+    }
+}
+
+impl Drop for HostSysctl {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(&self.path, &self.old) {
+            eprintln!("could not restore {} to {}: {e}", self.path, self.old);
+        }
     }
 }
 
@@ -119,6 +148,8 @@ pub const NAMES: &[&str] = &[
     "rp_filter_strict",
     "dns_bound_elsewhere",
     "udp_rcvbuf_full",
+    "conntrack_full",
+    "listen_overflow",
 ];
 
 pub fn build(name: &str) -> Result<Scenario> {
@@ -135,6 +166,8 @@ pub fn build(name: &str) -> Result<Scenario> {
         "rp_filter_strict" => rp_filter_strict(),
         "dns_bound_elsewhere" => dns_bound_elsewhere(),
         "udp_rcvbuf_full" => udp_rcvbuf_full(),
+        "conntrack_full" => conntrack_full(),
+        "listen_overflow" => listen_overflow(),
         "incident5" => incident5(),
         "nat_output" => nat_output(),
         "udp_delivered" => udp_delivered(),
@@ -165,6 +198,7 @@ pub(crate) fn simple(
         args: vec![],
         servers: vec![],
         redirect: None,
+        host_sysctls: vec![],
         client: 0,
         traffic,
     }
@@ -394,6 +428,61 @@ pub fn udp_rcvbuf_full() -> Result<Scenario> {
             .collect(),
     );
     sc.servers.push(srv);
+    Ok(sc)
+}
+
+/// A full conntrack table on the router: one established connection
+/// through it (held open, so conntrack's garbage collector may not evict
+/// it) and nf_conntrack_max lowered to the router's entry count; a new
+/// connection then finds no room and netfilter drops its SYN. The limit
+/// is one value for the node (only the initial namespace may write it):
+/// it is written back when the scene goes, and no other namespace of
+/// this machine's tests uses conntrack while the privileged-test lock is
+/// held.
+pub fn conntrack_full() -> Result<Scenario> {
+    let nss = routed(237)?;
+    // A stateful rule: conntrack tracks what the router forwards.
+    nss[1].exec(&[
+        "nft",
+        "add table inet ctfull; add chain inet ctfull ctfwd { type filter hook forward priority 0; }; add rule inet ctfull ctfwd ct state established,related accept",
+    ])?;
+    let srv = serve(&nss[2], "tcp-backlog", "10.237.2.2:8080", 30)?;
+    let hold = serve(&nss[0], "tcp-hold", "10.237.2.2:8080", 30)?;
+    let count = nss[1].exec(&["cat", "/proc/sys/net/netfilter/nf_conntrack_count"])?;
+    let count = String::from_utf8_lossy(&count.stdout).trim().to_string();
+    anyhow::ensure!(
+        count.parse::<u64>().is_ok_and(|c| c > 0),
+        "no conntrack entry on the router ({count:?})"
+    );
+    let max = HostSysctl::set("net.netfilter.nf_conntrack_max", &count)?;
+    let mut sc = simple(
+        "conntrack_full",
+        "the router's conntrack table is full (nf_conntrack_max lowered to its entry count): a new connection's SYN is dropped",
+        nss,
+        "10.237.2.2:8080".into(),
+        tcp_connect("10.237.2.2:8080"),
+    );
+    sc.servers.extend([srv, hold]);
+    sc.host_sysctls.push(max);
+    Ok(sc)
+}
+
+/// A server stuck before accept() with a backlog of 0: one connection
+/// (made before tracing, held open) fills its accept queue, and the
+/// listener drops the next connection's SYNs (tcp_conn_request(),
+/// LISTENOVERFLOWS / LISTENDROPS).
+pub fn listen_overflow() -> Result<Scenario> {
+    let nss = routed(238)?;
+    let srv = serve(&nss[2], "tcp-backlog", "10.238.2.2:8080", 30)?;
+    let hold = serve(&nss[0], "tcp-hold", "10.238.2.2:8080", 30)?;
+    let mut sc = simple(
+        "listen_overflow",
+        "a server that never accepts, with a backlog of 0 and one connection queued: the next SYNs are dropped",
+        nss,
+        "10.238.2.2:8080".into(),
+        tcp_connect("10.238.2.2:8080"),
+    );
+    sc.servers.extend([srv, hold]);
     Ok(sc)
 }
 

@@ -396,3 +396,59 @@ fn ipv6_forwarding_disabled_names_the_sysctl() {
         "{dump}"
     );
 }
+
+/// A full conntrack table: netfilter's drop is conntrack's own (no rule's
+/// counter moved), named with the router's count, the limit and
+/// conntrack's drop counter.
+#[test]
+fn conntrack_table_full_names_count_and_max() {
+    let Some((f, dump)) = trace("conntrack_full", 8080) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "NETFILTER_DROP"), "{dump}");
+    assert!(
+        where_.starts_with("netfilter PREROUTING (nf_hook_slow) in netns")
+            && where_.contains("-router: the conntrack table is full (nf_conntrack_count "),
+        "{where_}"
+    );
+    let full = evidence::of_kind(&f, "conntrack_full");
+    assert!(
+        full.iter().any(|e| {
+            let n = |k: &str| e[k].as_u64().unwrap();
+            n("max") > 0 && n("entries") >= n("max") && n("drop") > 0
+        }),
+        "{dump}"
+    );
+    assert!(!evidence::has(&f, "nf_rule_moved"), "{dump}");
+    let hint = f["verdict"]["hint"].as_str().unwrap();
+    assert!(hint.contains("nf_conntrack_max"), "{hint}");
+}
+
+/// A listener that never accepts, its queue full: the SYNs it took and
+/// never answered are dropped (no drop reason: tcp_conn_request() consumes
+/// them), named with the queue, the backlog and the namespace's counters.
+#[test]
+fn listen_overflow_names_the_accept_queue() {
+    let Some((f, dump)) = trace("listen_overflow", 8080) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "listen_overflow"), "{dump}");
+    assert!(
+        where_.starts_with("tcp_conn_request in netns")
+            && where_.contains(
+                "-server: the accept queue of the tcp listener 10.238.2.2:8080 is full (1 waiting, backlog 0)"
+            ),
+        "{where_}"
+    );
+    let full = evidence::of_kind(&f, "listen_queue_full");
+    assert!(
+        full.iter().any(|e| e["syns"].as_u64().unwrap() > 0
+            && e["overflows"].as_u64().unwrap_or(0) > 0
+            && e["listen_drops"].as_u64().unwrap_or(0) > 0),
+        "{dump}"
+    );
+    let hint = f["verdict"]["hint"].as_str().unwrap();
+    assert!(hint.contains("accept queue is full"), "{hint}");
+}

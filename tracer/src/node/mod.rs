@@ -3,6 +3,7 @@
 //! address, names of kernel numbers, and the helper commands still run.
 
 pub mod command;
+pub mod conntrack;
 pub mod hostroot;
 pub mod ipvs;
 pub mod link;

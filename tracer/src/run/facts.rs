@@ -19,11 +19,12 @@ use crate::{
     model::flow::Flow,
     model::hop::HopData,
     model::names::Names,
+    node::conntrack::{ConntrackTable, conntrack_in},
     node::ipvs::VirtualService,
     node::link::{LinkConf, links_in},
     node::netfilter::{self, NfRule},
     node::netns::{NetnsRef, addresses_in},
-    node::sockets::{Bound, bound_in},
+    node::sockets::{Bound, ListenStats, bound_in, listen_stats_in},
     node::vip::VipWatch,
     run::pipeline::PreparedEnv,
     verdict::{Env, Evidence, IfAddr, Inventory},
@@ -40,6 +41,10 @@ struct NetnsFacts {
     links: Option<Vec<LinkConf>>,
     /// Its bound sockets, read at the same time.
     bound: Vec<Bound>,
+    /// Its conntrack table, read with the netfilter counters.
+    conntrack: Option<ConntrackTable>,
+    /// Its listen-queue counters, read with its sockets.
+    listen: Option<ListenStats>,
 }
 
 /// How often netfilter counters of a namespace are read again while
@@ -116,6 +121,16 @@ impl LiveEnv {
                 .filter(|(_, f)| !f.bound.is_empty())
                 .map(|(ino, f)| (*ino, f.bound.clone()))
                 .collect(),
+            conntrack: self
+                .cache
+                .iter()
+                .filter_map(|(ino, f)| Some((*ino, f.conntrack?)))
+                .collect(),
+            listen: self
+                .cache
+                .iter()
+                .filter_map(|(ino, f)| Some((*ino, f.listen?)))
+                .collect(),
         }
     }
 }
@@ -125,10 +140,16 @@ impl PreparedEnv for LiveEnv {
     /// with its netfilter counters where a followed packet was dropped by
     /// netfilter.
     fn prepare(&mut self, names: &mut Names, flow: &Flow) {
+        // Where a followed packet was dropped, or a SYN was taken by a
+        // listener that never answered (a full accept queue drops it
+        // without a drop reason).
         let drops_in: Vec<u32> = flow
             .hops
             .iter()
-            .filter(|h| matches!(h.data, HopData::Drop(_)))
+            .filter(|h| {
+                matches!(h.data, HopData::Drop(_))
+                    || flow.replies == 0 && crate::verdict::rules::syn_consumed(h)
+            })
             .map(|h| h.netns_inode)
             .collect();
         for h in &flow.hops {
@@ -174,6 +195,8 @@ impl PreparedEnv for LiveEnv {
                         nf,
                         links: None,
                         bound: Vec::new(),
+                        conntrack: None,
+                        listen: None,
                     },
                 );
             }
@@ -183,6 +206,7 @@ impl PreparedEnv for LiveEnv {
             {
                 facts.links = Some(links_in(Some(p)));
                 facts.bound = bound_in(p);
+                facts.listen = listen_stats_in(p);
             }
             if nf_due
                 && let Some(p) = &path
@@ -191,6 +215,7 @@ impl PreparedEnv for LiveEnv {
                 let now = netfilter::snapshot(p);
                 let moved = netfilter::moved(self.nf_baseline.get(&ino).map(Vec::as_slice), &now);
                 facts.nf = Some((Instant::now(), moved));
+                facts.conntrack = conntrack_in(p);
             }
         }
     }
@@ -235,6 +260,14 @@ impl Env for LiveEnv {
             .get(&netns)
             .map(|f| f.bound.as_slice())
             .unwrap_or(&[])
+    }
+
+    fn conntrack(&self, netns: u32) -> Option<&ConntrackTable> {
+        self.cache.get(&netns).and_then(|f| f.conntrack.as_ref())
+    }
+
+    fn listen_stats(&self, netns: u32) -> Option<ListenStats> {
+        self.cache.get(&netns).and_then(|f| f.listen)
     }
 
     fn dst_facts(&self, dst: IpAddr) -> Vec<Evidence> {

@@ -24,10 +24,11 @@ use serde::{Deserialize, Serialize};
 use tracer_common::AggKey;
 
 use crate::{
+    node::conntrack::ConntrackTable,
     node::ipvs::VirtualService,
     node::link::LinkConf,
     node::netfilter::NfRule,
-    node::sockets::Bound,
+    node::sockets::{Bound, ListenStats},
     output::Summary,
     verdict::{Completeness, IfAddr, Inventory, Verdict},
 };
@@ -124,6 +125,12 @@ pub struct Facts {
     /// Bound sockets where packets were dropped (format 2).
     #[serde(default)]
     pub bound: BTreeMap<u32, Vec<Bound>>,
+    /// Conntrack tables where packets were dropped by netfilter (format 2).
+    #[serde(default)]
+    pub conntrack: BTreeMap<u32, ConntrackTable>,
+    /// Listen-queue counters where a SYN went unanswered (format 2).
+    #[serde(default)]
+    pub listen: BTreeMap<u32, ListenStats>,
 }
 
 impl From<Inventory> for Facts {
@@ -137,6 +144,8 @@ impl From<Inventory> for Facts {
             ipvs: i.ipvs.into_iter().collect(),
             links: i.links.into_iter().collect(),
             bound: i.bound.into_iter().collect(),
+            conntrack: i.conntrack.into_iter().collect(),
+            listen: i.listen.into_iter().collect(),
         }
     }
 }
@@ -155,6 +164,8 @@ impl From<Facts> for Inventory {
             ipvs: f.ipvs.into_iter().collect(),
             links: f.links.into_iter().collect(),
             bound: f.bound.into_iter().collect(),
+            conntrack: f.conntrack.into_iter().collect(),
+            listen: f.listen.into_iter().collect(),
         }
     }
 }

@@ -62,6 +62,14 @@ impl Env for ReplayEnv {
     fn bound(&self, netns: u32) -> &[crate::node::sockets::Bound] {
         self.inventory.bound(netns)
     }
+
+    fn conntrack(&self, netns: u32) -> Option<&crate::node::conntrack::ConntrackTable> {
+        self.inventory.conntrack(netns)
+    }
+
+    fn listen_stats(&self, netns: u32) -> Option<crate::node::sockets::ListenStats> {
+        self.inventory.listen_stats(netns)
+    }
 }
 
 /// What replay found.

@@ -224,6 +224,35 @@ pub enum Evidence {
         endpoint: Endpoint,
         bound: Vec<Endpoint>,
     },
+    /// Netfilter dropped the packet with no rule's counter moving, in a
+    /// namespace whose conntrack table is at its limit
+    /// (nf_conntrack_count >= nf_conntrack_max) or whose conntrack has
+    /// dropped packets for want of an entry: __nf_conntrack_alloc() found
+    /// no room and nothing to evict, nf_conntrack_in() returned NF_DROP.
+    /// The counters are /proc/net/stat/nf_conntrack's, summed over CPUs.
+    ConntrackFull {
+        netns: String,
+        /// nf_conntrack_count and nf_conntrack_max.
+        entries: u64,
+        max: u64,
+        drop: u64,
+        early_drop: u64,
+        insert_failed: u64,
+    },
+
+    /// A TCP listener took the request's SYNs and never answered: its
+    /// accept queue is full (`waiting` > `backlog`, its /proc/net/tcp line),
+    /// so tcp_conn_request() drops them. `overflows` and `listen_drops`
+    /// are the namespace's TcpExt ListenOverflows / ListenDrops.
+    ListenQueueFull {
+        netns: String,
+        endpoint: Endpoint,
+        waiting: u64,
+        backlog: u64,
+        syns: u32,
+        overflows: Option<u64>,
+        listen_drops: Option<u64>,
+    },
 
     // Drops.
     /// Where the drop happened (skb:kfree_skb).
@@ -602,6 +631,35 @@ impl fmt::Display for Evidence {
                     endpoint.port,
                     b.join(", ")
                 )
+            }
+            Evidence::ConntrackFull {
+                netns,
+                entries,
+                max,
+                drop,
+                early_drop,
+                insert_failed,
+            } => write!(
+                f,
+                "the conntrack table of netns {netns} is full (nf_conntrack_count {entries}, nf_conntrack_max {max}): conntrack dropped {drop} packets for want of an entry (early_drop {early_drop}, insert_failed {insert_failed})"
+            ),
+            Evidence::ListenQueueFull {
+                netns,
+                endpoint,
+                waiting,
+                backlog,
+                syns,
+                overflows,
+                listen_drops,
+            } => {
+                write!(
+                    f,
+                    "the accept queue of the tcp listener {endpoint} in netns {netns} is full ({waiting} connections waiting to be accepted, backlog {backlog}): {syns} SYNs taken and dropped without an answer"
+                )?;
+                if let (Some(o), Some(d)) = (overflows, listen_drops) {
+                    write!(f, " (ListenOverflows {o}, ListenDrops {d})")?;
+                }
+                Ok(())
             }
             RpFilterMismatch {
                 netns,
@@ -1082,6 +1140,23 @@ mod tests {
                 drops: 5,
                 icmp_sent: 5,
             },
+            Evidence::ListenQueueFull {
+                netns: s("s"),
+                endpoint: Endpoint::new(a, 8080),
+                waiting: 1,
+                backlog: 0,
+                syns: 2,
+                overflows: Some(2),
+                listen_drops: Some(2),
+            },
+            Evidence::ConntrackFull {
+                netns: s("r"),
+                entries: 1,
+                max: 1,
+                drop: 3,
+                early_drop: 0,
+                insert_failed: 0,
+            },
             PacketDropped {
                 dir: Dir::Reply,
                 location: s(""),
@@ -1290,5 +1365,11 @@ mod tests {
             "10.0.0.9 changed owner 7 times during the trace (added on eth0 in node1 at +5 ms; ...)",
         );
         has("hooks unavailable: fib_lookup, tcp_reset");
+        has(
+            "the accept queue of the tcp listener 10.0.0.9:8080 in netns s is full (1 connections waiting to be accepted, backlog 0): 2 SYNs taken and dropped without an answer (ListenOverflows 2, ListenDrops 2)",
+        );
+        has(
+            "the conntrack table of netns r is full (nf_conntrack_count 1, nf_conntrack_max 1): conntrack dropped 3 packets for want of an entry (early_drop 0, insert_failed 0)",
+        );
     }
 }

@@ -91,9 +91,21 @@ pub const HINTS: &[Hint] = &[
     ),
     row(
         Some(Kind::Dropped),
+        Some("listen_overflow"),
+        &[E::ListenQueueFull],
+        "The server does not accept() connections as fast as they come (stuck, overloaded, or a backlog too small): its accept queue is full, and the kernel drops new SYNs silently (no RST: clients retry and time out). Check the server process (blocked, out of worker threads), raise its listen() backlog (capped by net.core.somaxconn) and scale it; `ss -lnt` in that namespace shows Recv-Q (waiting) against Send-Q (backlog), `nstat -az TcpExtListenOverflows` the drops.",
+    ),
+    row(
+        Some(Kind::Dropped),
         Some("PKT_TOO_BIG"),
         &[E::MtuExceeded],
         "A path-MTU black hole: the next link's MTU is smaller than the sender's packets and the ICMP \"fragmentation needed\" (ICMPv6 \"packet too big\") that would make it send smaller ones never reaches it. Let ICMP type 3 code 4 (ICMPv6 type 2) through every firewall on the way back, make the MTUs agree along the path (overlay/tunnel MTU = underlay MTU minus its overhead), or clamp TCP MSS on the router (nft: tcp flags syn tcp option maxseg size set rt mtu).",
+    ),
+    row(
+        Some(Kind::Dropped),
+        Some("NETFILTER_DROP"),
+        &[E::ConntrackFull],
+        "The conntrack table is full, so netfilter drops every packet that needs a new entry (new connections fail, established ones go on). Raise net.netfilter.nf_conntrack_max (one value for the node: set it in the host's namespace, and the hash size with it: /sys/module/nf_conntrack/parameters/hashsize, about max/4) and persist it in /etc/sysctl.d, shorten the timeouts that keep entries (nf_conntrack_tcp_timeout_*, nf_conntrack_udp_timeout), or find what opens so many connections (`conntrack -C`, `conntrack -S`, `conntrack -L` in that namespace).",
     ),
     row(
         Some(Kind::Dropped),

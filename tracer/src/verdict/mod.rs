@@ -12,7 +12,11 @@ use std::{collections::HashMap, net::IpAddr};
 use serde::Serialize;
 
 use crate::{
-    model::flow::Flow, node::link::LinkConf, node::netfilter::NfRule, node::sockets::Bound,
+    model::flow::Flow,
+    node::conntrack::ConntrackTable,
+    node::link::LinkConf,
+    node::netfilter::NfRule,
+    node::sockets::{Bound, ListenStats},
 };
 
 #[derive(
@@ -111,6 +115,15 @@ pub trait Env {
     fn bound(&self, _netns: u32) -> &[Bound] {
         &[]
     }
+    /// Its conntrack table's size and counters (read where a packet was
+    /// dropped by netfilter).
+    fn conntrack(&self, _netns: u32) -> Option<&ConntrackTable> {
+        None
+    }
+    /// Its listen-queue counters (read with its sockets).
+    fn listen_stats(&self, _netns: u32) -> Option<ListenStats> {
+        None
+    }
 }
 
 /// A fixed inventory (tests, and a snapshot taken by the loader).
@@ -123,6 +136,8 @@ pub struct Inventory {
     pub ipvs: HashMap<u32, Vec<crate::node::ipvs::VirtualService>>,
     pub links: HashMap<u32, Vec<LinkConf>>,
     pub bound: HashMap<u32, Vec<Bound>>,
+    pub conntrack: HashMap<u32, ConntrackTable>,
+    pub listen: HashMap<u32, ListenStats>,
 }
 
 impl Env for Inventory {
@@ -155,6 +170,14 @@ impl Env for Inventory {
 
     fn bound(&self, netns: u32) -> &[Bound] {
         self.bound.get(&netns).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    fn conntrack(&self, netns: u32) -> Option<&ConntrackTable> {
+        self.conntrack.get(&netns)
+    }
+
+    fn listen_stats(&self, netns: u32) -> Option<ListenStats> {
+        self.listen.get(&netns).copied()
     }
 }
 

@@ -26,6 +26,7 @@ pub const RULES: &[Rule] = &[
     reply_unroutable,
     mtu_black_hole,
     socket_buffer_full,
+    listen_overflow,
     delivered,
     forwarded,
 ];
@@ -555,6 +556,11 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             None => format!("{func} in netns {}", drop.netns),
         },
         "IP_RPFILTER" => rp_filter_where(flow, drop, env, &fn_part, &mut evidence),
+        "NETFILTER_DROP" if let Some(ct) = conntrack_full(flow, drop, env) => {
+            let at = netfilter_where(flow, drop, env, &fn_part, &mut evidence);
+            evidence.push(ct.0);
+            format!("{at}: {}", ct.1)
+        }
         "NETFILTER_DROP" => netfilter_where(flow, drop, env, &fn_part, &mut evidence),
         "NEIGH_FAILED" | "NEIGH_QUEUEFULL" | "NEIGH_DEAD" => {
             let neigh = flow
@@ -751,6 +757,32 @@ fn rp_filter_where(
         }
         None => format!("reverse-path filter{fn_part} in netns {}", drop.netns),
     }
+}
+
+/// A NETFILTER_DROP that no rule's counter explains, in a namespace whose
+/// conntrack table is full (or whose conntrack dropped packets for want
+/// of an entry): conntrack itself dropped it. The fact and what `where`
+/// says of it.
+fn conntrack_full(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<(Evidence, String)> {
+    let t = env.conntrack(drop.netns_inode).filter(|t| t.full())?;
+    if blame_rule(flow, env, drop.netns_inode).is_some() {
+        return None;
+    }
+    let said = format!(
+        "the conntrack table is full (nf_conntrack_count {} of nf_conntrack_max {}; {} packets dropped by conntrack)",
+        t.count, t.max, t.drop
+    );
+    Some((
+        Evidence::ConntrackFull {
+            netns: drop.netns.to_string(),
+            entries: t.count,
+            max: t.max,
+            drop: t.drop,
+            early_drop: t.early_drop,
+            insert_failed: t.insert_failed,
+        },
+        said,
+    ))
 }
 
 /// For a NO_SOCKET drop: the namespace's sockets on that port, when they
@@ -1063,6 +1095,66 @@ pub fn mtu_black_hole(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             icmp_sent: u32::try_from(icmp_sent).unwrap_or(u32::MAX),
         });
     }
+    v.add_all(side_evidence(flow));
+    Some(v)
+}
+
+/// A request consumed by a TCP listener's receive path: a SYN the
+/// listener took (tcp_rcv_state_process() consumes it whether
+/// tcp_conn_request() answered it or dropped it for a full accept queue).
+pub fn syn_consumed(h: &Hop) -> bool {
+    h.dir == Dir::Request
+        && matches!(&h.data, HopData::Consume { location }
+            if func_of(location) == "tcp_rcv_state_process")
+}
+
+/// A listener whose accept queue is full drops new SYNs without a drop
+/// reason (tcp_conn_request(): LISTENOVERFLOWS, then the SYN is consumed,
+/// no SYN-ACK, no RST): the request's SYNs were taken by the listener and
+/// nothing came back, and that listener's queue is full now, or the
+/// namespace counted listen overflows. Before `delivered`, which would
+/// take the consumed SYN for a delivery.
+pub fn listen_overflow(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
+    let syns: Vec<&Hop> = flow.hops.iter().filter(|h| syn_consumed(h)).collect();
+    let first = *syns.first()?;
+    if flow.hops.iter().any(|h| h.dir == Dir::Reply) {
+        return None;
+    }
+    let t = &first.tuple;
+    let listener = env.bound(first.netns_inode).iter().find(|b| {
+        b.proto == "tcp"
+            && b.listening
+            && b.port == t.dport
+            && (b.addr == t.dst || b.addr.is_unspecified())
+    })?;
+    let stats = env.listen_stats(first.netns_inode);
+    if !listener.accept_queue_full() && stats.is_none_or(|s| s.overflows == 0) {
+        return None;
+    }
+    let endpoint = Endpoint::new(listener.addr, listener.port);
+    let n = syns
+        .iter()
+        .filter(|h| h.netns_inode == first.netns_inode)
+        .count();
+    let mut v = verdict(
+        Kind::Dropped,
+        "listen_overflow",
+        format!(
+            "tcp_conn_request in netns {}: the accept queue of the tcp listener {endpoint} is full ({} waiting, backlog {}): {n} SYNs dropped unanswered",
+            first.netns, listener.rx_queue, listener.max_backlog
+        ),
+        &first.netns,
+        Some(first.dev.to_string()),
+    );
+    v.add(Evidence::ListenQueueFull {
+        netns: first.netns.to_string(),
+        endpoint,
+        waiting: listener.rx_queue,
+        backlog: listener.max_backlog,
+        syns: u32::try_from(n).unwrap_or(u32::MAX),
+        overflows: stats.map(|s| s.overflows),
+        listen_drops: stats.map(|s| s.drops),
+    });
     v.add_all(side_evidence(flow));
     Some(v)
 }
