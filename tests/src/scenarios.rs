@@ -150,6 +150,8 @@ pub const NAMES: &[&str] = &[
     "udp_rcvbuf_full",
     "conntrack_full",
     "listen_overflow",
+    "policy_no_route",
+    "policy_no_route_v6",
 ];
 
 pub fn build(name: &str) -> Result<Scenario> {
@@ -168,6 +170,8 @@ pub fn build(name: &str) -> Result<Scenario> {
         "udp_rcvbuf_full" => udp_rcvbuf_full(),
         "conntrack_full" => conntrack_full(),
         "listen_overflow" => listen_overflow(),
+        "policy_no_route" => policy_no_route(false),
+        "policy_no_route_v6" => policy_no_route(true),
         "incident5" => incident5(),
         "nat_output" => nat_output(),
         "udp_delivered" => udp_delivered(),
@@ -484,6 +488,57 @@ pub fn listen_overflow() -> Result<Scenario> {
     );
     sc.servers.extend([srv, hold]);
     Ok(sc)
+}
+
+/// A policy rule on the router sends the VIP's range to table 100, which
+/// nothing filled (a CNI or a VPN that did not start), and main has no
+/// route for it either: no route, after the rules that chose the tables.
+/// `v6`: the same over IPv6.
+pub fn policy_no_route(v6: bool) -> Result<Scenario> {
+    let nss = routed(239)?;
+    let (name, target) = if v6 {
+        for (n, dev, addr) in [
+            (0, "c0", "fd00:239:1::2/64"),
+            (1, "r0", "fd00:239:1::1/64"),
+            (1, "r1", "fd00:239:2::1/64"),
+            (2, "s0", "fd00:239:2::2/64"),
+        ] {
+            nss[n].ip(&["addr", "add", addr, "dev", dev, "nodad"])?;
+        }
+        nss[0].ip(&["-6", "route", "add", "default", "via", "fd00:239:1::1"])?;
+        nss[1].sysctl("net.ipv6.conf.all.forwarding", "1")?;
+        nss[1].ip(&[
+            "-6",
+            "rule",
+            "add",
+            "to",
+            "fd00:239:9::/64",
+            "lookup",
+            "100",
+            "pref",
+            "100",
+        ])?;
+        ("policy_no_route_v6", "[fd00:239:9::9]:8080")
+    } else {
+        nss[1].ip(&[
+            "rule",
+            "add",
+            "to",
+            "10.239.9.0/24",
+            "lookup",
+            "100",
+            "pref",
+            "100",
+        ])?;
+        ("policy_no_route", "10.239.9.9:8080")
+    };
+    Ok(simple(
+        name,
+        "a policy rule on the router sends the VIP to table 100, which is empty; main has no route for it",
+        nss,
+        target.into(),
+        tcp_connect(target),
+    ))
 }
 
 /// Incident 5: node2's address is bound on node1's kube-ipvs0 (a Service

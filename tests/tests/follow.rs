@@ -452,3 +452,49 @@ fn listen_overflow_names_the_accept_queue() {
     let hint = f["verdict"]["hint"].as_str().unwrap();
     assert!(hint.contains("accept queue is full"), "{hint}");
 }
+
+/// No route after policy rules: the verdict names the rules that chose
+/// the tables, the empty table the VIP's rule points at, and main.
+fn policy_no_route(name: &str, vip: &str, rule: &str) {
+    let Some((f, dump)) = trace(name, 8080) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "IP_INNOROUTES"), "{dump}");
+    assert!(
+        where_.starts_with("routing decision (fib_lookup) in netns")
+            && where_.contains(&format!("-router: no route to {vip}"))
+            && where_.contains(" after rules 0: from all lookup local (")
+            && where_.contains(&format!(
+                ", {rule} lookup 100 (empty), 32766: from all lookup main ("
+            )),
+        "{where_}"
+    );
+    let ev = evidence::of_kind(&f, "no_route_after_rules");
+    assert!(
+        ev.iter().any(|e| e["refused"] == false
+            && e["dst"] == vip
+            && e["rules"].as_array().is_some_and(|r| r.len() >= 3)),
+        "{dump}"
+    );
+    let hint = f["verdict"]["hint"].as_str().unwrap();
+    assert!(hint.contains("ip rule"), "{hint}");
+}
+
+#[test]
+fn no_route_after_policy_rules_names_them() {
+    policy_no_route(
+        "policy_no_route",
+        "10.239.9.9",
+        "100: from all to 10.239.9.0/24",
+    );
+}
+
+#[test]
+fn ipv6_no_route_after_policy_rules_names_them() {
+    policy_no_route(
+        "policy_no_route_v6",
+        "fd00:239:9::9",
+        "100: from all to fd00:239:9::/64",
+    );
+}

@@ -12,6 +12,7 @@ pub mod netlink;
 pub mod netns;
 pub mod nftables;
 pub mod procstat;
+pub mod route;
 pub mod sockets;
 pub mod tc;
 pub mod vip;

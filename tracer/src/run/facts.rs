@@ -24,6 +24,7 @@ use crate::{
     node::link::{LinkConf, links_in},
     node::netfilter::{self, NfRule},
     node::netns::{NetnsRef, addresses_in},
+    node::route::{Routing, routing_in},
     node::sockets::{Bound, ListenStats, bound_in, listen_stats_in},
     node::vip::VipWatch,
     run::pipeline::PreparedEnv,
@@ -45,6 +46,9 @@ struct NetnsFacts {
     conntrack: Option<ConntrackTable>,
     /// Its listen-queue counters, read with its sockets.
     listen: Option<ListenStats>,
+    /// Its routing rules and table sizes, read where a followed packet
+    /// found no route.
+    routing: Option<Routing>,
 }
 
 /// How often netfilter counters of a namespace are read again while
@@ -131,6 +135,11 @@ impl LiveEnv {
                 .iter()
                 .filter_map(|(ino, f)| Some((*ino, f.listen?)))
                 .collect(),
+            routing: self
+                .cache
+                .iter()
+                .filter_map(|(ino, f)| Some((*ino, f.routing.clone()?)))
+                .collect(),
         }
     }
 }
@@ -149,6 +158,15 @@ impl PreparedEnv for LiveEnv {
             .filter(|h| {
                 matches!(h.data, HopData::Drop(_))
                     || flow.replies == 0 && crate::verdict::rules::syn_consumed(h)
+            })
+            .map(|h| h.netns_inode)
+            .collect();
+        let no_route_in: Vec<u32> = flow
+            .hops
+            .iter()
+            .filter(|h| {
+                matches!(&h.data, HopData::Drop(d)
+                    if matches!(d.reason.as_str(), "IP_INNOROUTES" | "IP_OUTNOROUTES"))
             })
             .map(|h| h.netns_inode)
             .collect();
@@ -197,6 +215,7 @@ impl PreparedEnv for LiveEnv {
                         bound: Vec::new(),
                         conntrack: None,
                         listen: None,
+                        routing: None,
                     },
                 );
             }
@@ -207,6 +226,9 @@ impl PreparedEnv for LiveEnv {
                 facts.links = Some(links_in(Some(p)));
                 facts.bound = bound_in(p);
                 facts.listen = listen_stats_in(p);
+                if no_route_in.contains(&ino) {
+                    facts.routing = Some(routing_in(Some(p)));
+                }
             }
             if nf_due
                 && let Some(p) = &path
@@ -268,6 +290,10 @@ impl Env for LiveEnv {
 
     fn listen_stats(&self, netns: u32) -> Option<ListenStats> {
         self.cache.get(&netns).and_then(|f| f.listen)
+    }
+
+    fn routing(&self, netns: u32) -> Option<&Routing> {
+        self.cache.get(&netns).and_then(|f| f.routing.as_ref())
     }
 
     fn dst_facts(&self, dst: IpAddr) -> Vec<Evidence> {

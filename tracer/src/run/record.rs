@@ -28,6 +28,7 @@ use crate::{
     node::ipvs::VirtualService,
     node::link::LinkConf,
     node::netfilter::NfRule,
+    node::route::Routing,
     node::sockets::{Bound, ListenStats},
     output::Summary,
     verdict::{Completeness, IfAddr, Inventory, Verdict},
@@ -131,6 +132,10 @@ pub struct Facts {
     /// Listen-queue counters where a SYN went unanswered (format 2).
     #[serde(default)]
     pub listen: BTreeMap<u32, ListenStats>,
+    /// Routing rules and table sizes where a packet found no route
+    /// (format 2).
+    #[serde(default)]
+    pub routing: BTreeMap<u32, Routing>,
 }
 
 impl From<Inventory> for Facts {
@@ -146,6 +151,7 @@ impl From<Inventory> for Facts {
             bound: i.bound.into_iter().collect(),
             conntrack: i.conntrack.into_iter().collect(),
             listen: i.listen.into_iter().collect(),
+            routing: i.routing.into_iter().collect(),
         }
     }
 }
@@ -166,6 +172,7 @@ impl From<Facts> for Inventory {
             bound: f.bound.into_iter().collect(),
             conntrack: f.conntrack.into_iter().collect(),
             listen: f.listen.into_iter().collect(),
+            routing: f.routing.into_iter().collect(),
         }
     }
 }

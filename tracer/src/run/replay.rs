@@ -70,6 +70,10 @@ impl Env for ReplayEnv {
     fn listen_stats(&self, netns: u32) -> Option<crate::node::sockets::ListenStats> {
         self.inventory.listen_stats(netns)
     }
+
+    fn routing(&self, netns: u32) -> Option<&crate::node::route::Routing> {
+        self.inventory.routing(netns)
+    }
 }
 
 /// What replay found.

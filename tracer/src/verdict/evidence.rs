@@ -254,6 +254,17 @@ pub enum Evidence {
         listen_drops: Option<u64>,
     },
 
+    /// No route was found after these routing rules selected the packet
+    /// (`ip rule` order; each lookup with its table's size: an empty table
+    /// is passed over), or `refused`: the last rule's action (unreachable,
+    /// prohibit, blackhole) refused it.
+    NoRouteAfterRules {
+        netns: String,
+        dst: IpAddr,
+        rules: Vec<String>,
+        refused: bool,
+    },
+
     // Drops.
     /// Where the drop happened (skb:kfree_skb).
     PacketDropped {
@@ -660,6 +671,26 @@ impl fmt::Display for Evidence {
                     write!(f, " (ListenOverflows {o}, ListenDrops {d})")?;
                 }
                 Ok(())
+            }
+            Evidence::NoRouteAfterRules {
+                netns,
+                dst,
+                rules,
+                refused,
+            } => {
+                if *refused {
+                    write!(
+                        f,
+                        "the routing rules of netns {netns} refused {dst}: {}",
+                        rules.join(", ")
+                    )
+                } else {
+                    write!(
+                        f,
+                        "no route to {dst} in netns {netns} in any table its routing rules chose: {}",
+                        rules.join(", ")
+                    )
+                }
             }
             RpFilterMismatch {
                 netns,
@@ -1149,6 +1180,16 @@ mod tests {
                 overflows: Some(2),
                 listen_drops: Some(2),
             },
+            Evidence::NoRouteAfterRules {
+                netns: s("r"),
+                dst: a,
+                rules: vec![
+                    s("0: from all lookup local (5 routes)"),
+                    s("100: from all to 10.0.0.0/24 lookup 100 (empty)"),
+                    s("32766: from all lookup main (3 routes)"),
+                ],
+                refused: false,
+            },
             Evidence::ConntrackFull {
                 netns: s("r"),
                 entries: 1,
@@ -1367,6 +1408,9 @@ mod tests {
         has("hooks unavailable: fib_lookup, tcp_reset");
         has(
             "the accept queue of the tcp listener 10.0.0.9:8080 in netns s is full (1 connections waiting to be accepted, backlog 0): 2 SYNs taken and dropped without an answer (ListenOverflows 2, ListenDrops 2)",
+        );
+        has(
+            "no route to 10.0.0.9 in netns r in any table its routing rules chose: 0: from all lookup local (5 routes), 100: from all to 10.0.0.0/24 lookup 100 (empty), 32766: from all lookup main (3 routes)",
         );
         has(
             "the conntrack table of netns r is full (nf_conntrack_count 1, nf_conntrack_max 1): conntrack dropped 3 packets for want of an entry (early_drop 0, insert_failed 0)",

@@ -139,6 +139,12 @@ pub const HINTS: &[Hint] = &[
     ),
     row(
         Some(Kind::Dropped),
+        None,
+        &[E::NoRouteAfterRules],
+        "No table the routing rules chose has a route to the destination (or a rule's unreachable/prohibit/blackhole action refused it): `ip rule` (`ip -6 rule`) in that namespace lists the rules in order, `ip route show table N` each table. A lookup in a table that nothing filled (a CNI, VPN or kube-router table) is passed over, so the next rule's table decides: add the route to the table the rule points at, or fix or remove the rule.",
+    ),
+    row(
+        Some(Kind::Dropped),
         Some("IP_INNOROUTES"),
         &[],
         "The namespace that had to forward it has no route to the destination: check `ip route` there (CNI routes, BGP-learnt routes, a missing route for the Service range).",

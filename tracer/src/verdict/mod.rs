@@ -16,6 +16,7 @@ use crate::{
     node::conntrack::ConntrackTable,
     node::link::LinkConf,
     node::netfilter::NfRule,
+    node::route::Routing,
     node::sockets::{Bound, ListenStats},
 };
 
@@ -124,6 +125,11 @@ pub trait Env {
     fn listen_stats(&self, _netns: u32) -> Option<ListenStats> {
         None
     }
+    /// Its routing rules and table sizes (read where a packet found no
+    /// route).
+    fn routing(&self, _netns: u32) -> Option<&Routing> {
+        None
+    }
 }
 
 /// A fixed inventory (tests, and a snapshot taken by the loader).
@@ -138,6 +144,7 @@ pub struct Inventory {
     pub bound: HashMap<u32, Vec<Bound>>,
     pub conntrack: HashMap<u32, ConntrackTable>,
     pub listen: HashMap<u32, ListenStats>,
+    pub routing: HashMap<u32, Routing>,
 }
 
 impl Env for Inventory {
@@ -178,6 +185,10 @@ impl Env for Inventory {
 
     fn listen_stats(&self, netns: u32) -> Option<ListenStats> {
         self.listen.get(&netns).copied()
+    }
+
+    fn routing(&self, netns: u32) -> Option<&Routing> {
+        self.routing.get(&netns)
     }
 }
 

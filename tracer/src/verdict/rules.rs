@@ -45,7 +45,7 @@ fn verdict(kind: Kind, reason: &str, where_: String, netns: &str, dev: Option<St
     }
 }
 
-fn contains(addr: IpAddr, net: IpAddr, prefix: u8) -> bool {
+pub(crate) fn contains(addr: IpAddr, net: IpAddr, prefix: u8) -> bool {
     match (addr, net) {
         (IpAddr::V4(a), IpAddr::V4(n)) => {
             let m = if prefix == 0 {
@@ -579,32 +579,7 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             )
         }
         "IP_INNOROUTES" | "IP_OUTNOROUTES" => {
-            let tables: Vec<String> = flow
-                .hops
-                .iter()
-                .filter(|h| h.netns_inode == drop.netns_inode)
-                .filter_map(|h| match &h.data {
-                    HopData::Fib(f) if f.err != 0 => Some(format!(
-                        "{}: {}",
-                        crate::model::hop::table_name(f.table),
-                        crate::model::hop::errno_name(f.err)
-                    )),
-                    _ => None,
-                })
-                .collect();
-            let dst = drop.tuple.dst;
-            if tables.is_empty() {
-                format!(
-                    "routing decision (fib_lookup) in netns {}: no route to {dst}",
-                    drop.netns
-                )
-            } else {
-                format!(
-                    "routing decision (fib_lookup) in netns {}: no route to {dst} [{}]",
-                    drop.netns,
-                    tables.join("; ")
-                )
-            }
+            no_route_where(flow, drop, env, reason, &mut evidence)
         }
         _ if func.is_empty() => format!("kfree_skb in netns {}", drop.netns),
         _ => format!("{func} in netns {}", drop.netns),
@@ -623,6 +598,96 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     }
     v.add_all(side_evidence(flow));
     Some(v)
+}
+
+/// `where` of a no-route drop: each table lookup that failed (the fib
+/// tracepoint), and, when the namespace's rules were read, the rules that
+/// selected the packet in order with how many routes their tables hold
+/// (a lookup in an empty table is passed over), or the rule whose action
+/// (unreachable, prohibit, blackhole) refused it.
+fn no_route_where(
+    flow: &Flow,
+    drop: &Hop,
+    env: &dyn Env,
+    reason: &str,
+    evidence: &mut Vec<Evidence>,
+) -> String {
+    let tables: Vec<String> = flow
+        .hops
+        .iter()
+        .filter(|h| h.netns_inode == drop.netns_inode)
+        .filter_map(|h| match &h.data {
+            HopData::Fib(f) if f.err != 0 => Some(format!(
+                "{}: {}",
+                crate::model::hop::table_name(f.table),
+                crate::model::hop::errno_name(f.err)
+            )),
+            _ => None,
+        })
+        .collect();
+    let dst = drop.tuple.dst;
+    let mut said = if tables.is_empty() {
+        format!(
+            "routing decision (fib_lookup) in netns {}: no route to {dst}",
+            drop.netns
+        )
+    } else {
+        format!(
+            "routing decision (fib_lookup) in netns {}: no route to {dst} [{}]",
+            drop.netns,
+            tables.join("; ")
+        )
+    };
+    if let Some(r) = env.routing(drop.netns_inode) {
+        // Locally sent packets are looked up with iif lo.
+        let iif = if reason == "IP_OUTNOROUTES" {
+            "lo"
+        } else {
+            drop.dev.as_str()
+        };
+        let (rules, refused) = consulted_rules(r, drop.tuple.src, dst, iif);
+        if !rules.is_empty() {
+            said.push_str(&format!(" after rules {}", rules.join(", ")));
+            evidence.push(Evidence::NoRouteAfterRules {
+                netns: drop.netns.to_string(),
+                dst,
+                rules,
+                refused,
+            });
+        }
+    }
+    said
+}
+
+/// The rules that selected a packet from `src` to `dst` in by `iif`, in
+/// order, each lookup with its table's size, up to one whose action
+/// refuses the packet (then `true`).
+fn consulted_rules(
+    r: &crate::node::route::Routing,
+    src: IpAddr,
+    dst: IpAddr,
+    iif: &str,
+) -> (Vec<String>, bool) {
+    let fam = if dst.is_ipv4() { 4 } else { 6 };
+    let mut out = Vec::new();
+    for rule in r.rules.iter().filter(|x| x.selects(src, dst, iif)) {
+        match rule.action {
+            crate::node::route::FR_ACT_TO_TBL => {
+                let n = r.routes(fam, rule.table);
+                out.push(match n {
+                    0 => format!("{} (empty)", rule.text()),
+                    1 => format!("{} (1 route)", rule.text()),
+                    n => format!("{} ({n} routes)", rule.text()),
+                });
+            }
+            6..=8 => {
+                out.push(rule.text());
+                return (out, true);
+            }
+            _ => out.push(rule.text()),
+        }
+    }
+    (out, false)
 }
 
 /// Forwarding off where the packet came in: ip_error() drops a packet for
