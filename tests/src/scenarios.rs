@@ -152,6 +152,7 @@ pub const NAMES: &[&str] = &[
     "listen_overflow",
     "policy_no_route",
     "policy_no_route_v6",
+    "mtu_black_hole_v6",
 ];
 
 pub fn build(name: &str) -> Result<Scenario> {
@@ -165,6 +166,7 @@ pub fn build(name: &str) -> Result<Scenario> {
         "forwarding_disabled" => forwarding_disabled(),
         "forwarding_disabled_v6" => forwarding_disabled_v6(),
         "mtu_black_hole" => mtu_black_hole(),
+        "mtu_black_hole_v6" => mtu_black_hole_v6(),
         "rp_filter_strict" => rp_filter_strict(),
         "dns_bound_elsewhere" => dns_bound_elsewhere(),
         "udp_rcvbuf_full" => udp_rcvbuf_full(),
@@ -353,6 +355,42 @@ pub fn mtu_black_hole() -> Result<Scenario> {
         // 20 kB: more than one full-size segment; the kernel keeps
         // retransmitting after netprobe exits, until the scene goes.
         ["tcp-source", "10.229.2.2:8080", "--bytes", "20000"]
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect(),
+    );
+    sc.servers.push(srv);
+    Ok(sc)
+}
+
+/// The same black hole over IPv6: the router's server-side link has the
+/// IPv6 minimum MTU 1280, and its ICMPv6 "packet too big" is dropped by
+/// its own firewall (routers never fragment IPv6).
+pub fn mtu_black_hole_v6() -> Result<Scenario> {
+    let nss = routed(241)?;
+    for (n, dev, addr) in [
+        (0, "c0", "fd00:241:1::2/64"),
+        (1, "r0", "fd00:241:1::1/64"),
+        (1, "r1", "fd00:241:2::1/64"),
+        (2, "s0", "fd00:241:2::2/64"),
+    ] {
+        nss[n].ip(&["addr", "add", addr, "dev", dev, "nodad"])?;
+    }
+    nss[0].ip(&["-6", "route", "add", "default", "via", "fd00:241:1::1"])?;
+    nss[2].ip(&["-6", "route", "add", "default", "via", "fd00:241:2::1"])?;
+    nss[1].sysctl("net.ipv6.conf.all.forwarding", "1")?;
+    let srv = listen(&nss[2], "[fd00:241:2::2]:8080", 15)?;
+    nss[1].ip(&["link", "set", "r1", "mtu", "1280"])?;
+    nss[1].exec(&[
+        "nft",
+        "add table ip6 pmtu; add chain ip6 pmtu ptbout { type filter hook output priority 0; }; add rule ip6 pmtu ptbout icmpv6 type packet-too-big drop",
+    ])?;
+    let mut sc = simple(
+        "mtu_black_hole_v6",
+        "IPv6: the router's next link has a smaller MTU and its ICMPv6 packet-too-big is firewalled",
+        nss,
+        "[fd00:241:2::2]:8080".into(),
+        ["tcp-source", "[fd00:241:2::2]:8080", "--bytes", "20000"]
             .iter()
             .map(std::string::ToString::to_string)
             .collect(),

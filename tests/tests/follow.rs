@@ -498,3 +498,35 @@ fn ipv6_no_route_after_policy_rules_names_them() {
         "100: from all to fd00:239:9::/64",
     );
 }
+
+/// The IPv6 path-MTU black hole: ip6_forward()'s PKT_TOO_BIG drops, named
+/// with the link and its MTU (no DF in IPv6: routers never fragment).
+#[test]
+fn ipv6_mtu_black_hole_names_the_link_and_its_mtu() {
+    let Some((f, dump)) = trace("mtu_black_hole_v6", 8080) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "PKT_TOO_BIG"), "{dump}");
+    assert!(
+        where_.starts_with("ip6_forward in netns")
+            && where_.contains("-router: packets larger than the MTU 1280 of r1 dropped "),
+        "{where_}"
+    );
+    let mtu = evidence::of_kind(&f, "mtu_exceeded");
+    assert!(
+        mtu.iter().any(|e| e["dev"] == "r1"
+            && e["mtu"] == 1280
+            && e["in_dev"] == "r0"
+            && e["in_mtu"] == 1500
+            && e["family"] == "ipv6"
+            && e["drops"].as_u64().unwrap() >= 2),
+        "{dump}"
+    );
+    assert!(
+        evidence::text(&f).contains("ICMPv6 \"packet too big\" (not traced)"),
+        "{dump}"
+    );
+    let hint = f["verdict"]["hint"].as_str().unwrap();
+    assert!(hint.contains("path-MTU black hole"), "{hint}");
+}

@@ -178,8 +178,13 @@ pub enum Evidence {
         in_dev: String,
         in_mtu: Option<u32>,
         drops: u32,
-        /// ICMP errors the kernel built about them (icmp_send hops).
+        /// ICMP errors the kernel built about them (icmp_send hops: IPv4
+        /// only, icmpv6_send() has no tracepoint).
         icmp_sent: u32,
+        /// `ipv4` or `ipv6` ("" in facts read back from before it was
+        /// kept: IPv4).
+        #[serde(default)]
+        family: String,
     },
 
     /// The reverse-path filter of the device the packet came in by
@@ -724,6 +729,7 @@ impl fmt::Display for Evidence {
                 in_mtu,
                 drops,
                 icmp_sent,
+                family,
             } => {
                 write!(
                     f,
@@ -732,7 +738,12 @@ impl fmt::Display for Evidence {
                 if let Some(m) = in_mtu {
                     write!(f, " (they came in by {in_dev}, MTU {m})")?;
                 }
-                if *icmp_sent > 0 {
+                if family == "ipv6" {
+                    write!(
+                        f,
+                        "; ip6_forward() answers each with an ICMPv6 \"packet too big\" (not traced), yet the sender kept sending full-size packets: it never got them (PMTU black hole)"
+                    )
+                } else if *icmp_sent > 0 {
                     write!(
                         f,
                         "; {icmp_sent} ICMP \"fragmentation needed\" built, yet the sender kept sending full-size packets: it never got them (PMTU black hole)"
@@ -1170,6 +1181,17 @@ mod tests {
                 in_mtu: Some(1500),
                 drops: 5,
                 icmp_sent: 5,
+                family: s("ipv4"),
+            },
+            MtuExceeded {
+                netns: s("r"),
+                dev: s("r1"),
+                mtu: 1280,
+                in_dev: s("r0"),
+                in_mtu: Some(1500),
+                drops: 8,
+                icmp_sent: 0,
+                family: s("ipv6"),
             },
             Evidence::ListenQueueFull {
                 netns: s("s"),
@@ -1411,6 +1433,9 @@ mod tests {
         );
         has(
             "no route to 10.0.0.9 in netns r in any table its routing rules chose: 0: from all lookup local (5 routes), 100: from all to 10.0.0.0/24 lookup 100 (empty), 32766: from all lookup main (3 routes)",
+        );
+        has(
+            "8 packets larger than the MTU 1280 of r1 dropped in netns r (they came in by r0, MTU 1500); ip6_forward() answers each with an ICMPv6 \"packet too big\" (not traced), yet the sender kept sending full-size packets: it never got them (PMTU black hole)",
         );
         has(
             "the conntrack table of netns r is full (nf_conntrack_count 1, nf_conntrack_max 1): conntrack dropped 3 packets for want of an entry (early_drop 0, insert_failed 0)",

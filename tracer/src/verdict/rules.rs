@@ -1129,18 +1129,35 @@ pub fn mtu_black_hole(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         .filter(|h| matches!(h.data, HopData::IcmpSend { .. }))
         .count();
     let mtu = mtu_of(&out_dev);
+    // IPv6 has no DF: routers never fragment it.
+    let v6 = last.tuple.dst.is_ipv6();
+    let df = if v6 { "" } else { " (DF set)" };
     let where_ = match mtu {
         Some(m) => format!(
-            "{} in netns {}: packets larger than the MTU {m} of {out_dev} (DF set) dropped {drops} times",
+            "{} in netns {}: packets larger than the MTU {m} of {out_dev}{df} dropped {drops} times",
             func_of(&dd.location),
             last.netns
         ),
         None => format!(
-            "{} in netns {}: packets too big for {out_dev} (DF set) dropped {drops} times",
+            "{} in netns {}: packets too big for {out_dev}{df} dropped {drops} times",
             func_of(&dd.location),
             last.netns
         ),
     };
+    // ip6_forward() sets the packet's device to the egress one before it
+    // drops it: the way in is the namespace's last ingress before.
+    let in_dev = flow
+        .hops
+        .iter()
+        .rev()
+        .find(|h| {
+            h.netns_inode == last.netns_inode
+                && h.dir == Dir::Request
+                && h.is_ingress()
+                && h.ts_ns <= last.ts_ns
+                && !h.dev.is_empty()
+        })
+        .map_or_else(|| last.dev.to_string(), |h| h.dev.to_string());
     let mut v = verdict(
         Kind::Dropped,
         "PKT_TOO_BIG",
@@ -1154,8 +1171,9 @@ pub fn mtu_black_hole(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             netns: last.netns.to_string(),
             dev: out_dev,
             mtu,
-            in_dev: last.dev.to_string(),
-            in_mtu: mtu_of(last.dev.as_str()),
+            in_mtu: mtu_of(&in_dev),
+            in_dev,
+            family: if v6 { "ipv6" } else { "ipv4" }.into(),
             drops: u32::try_from(drops).unwrap_or(u32::MAX),
             icmp_sent: u32::try_from(icmp_sent).unwrap_or(u32::MAX),
         });
