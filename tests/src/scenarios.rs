@@ -153,6 +153,7 @@ pub const NAMES: &[&str] = &[
     "policy_no_route",
     "policy_no_route_v6",
     "mtu_black_hole_v6",
+    "conntrack_invalid_asymmetric",
 ];
 
 pub fn build(name: &str) -> Result<Scenario> {
@@ -167,6 +168,7 @@ pub fn build(name: &str) -> Result<Scenario> {
         "forwarding_disabled_v6" => forwarding_disabled_v6(),
         "mtu_black_hole" => mtu_black_hole(),
         "mtu_black_hole_v6" => mtu_black_hole_v6(),
+        "conntrack_invalid_asymmetric" => conntrack_invalid_asymmetric(),
         "rp_filter_strict" => rp_filter_strict(),
         "dns_bound_elsewhere" => dns_bound_elsewhere(),
         "udp_rcvbuf_full" => udp_rcvbuf_full(),
@@ -394,6 +396,56 @@ pub fn mtu_black_hole_v6() -> Result<Scenario> {
             .iter()
             .map(std::string::ToString::to_string)
             .collect(),
+    );
+    sc.servers.push(srv);
+    Ok(sc)
+}
+
+/// Asymmetric routing through a stateful firewall: the client reaches the
+/// server by a direct link (c1 - s1), the server answers by its default
+/// route through the router, whose rule dropping conntrack-INVALID
+/// packets (kube-proxy's KUBE-FORWARD has it) drops the SYN-ACK: conntrack there never
+/// saw the SYN, so the reply is INVALID.
+pub fn conntrack_invalid_asymmetric() -> Result<Scenario> {
+    let nss = routed(242)?;
+    veth(&nss[0], "c1", &nss[2], "s1")?;
+    nss[0].ip(&["addr", "add", "10.242.3.1/30", "dev", "c1"])?;
+    nss[2].ip(&["addr", "add", "10.242.3.2/30", "dev", "s1"])?;
+    nss[0].ip(&[
+        "route",
+        "add",
+        "10.242.2.2/32",
+        "via",
+        "10.242.3.2",
+        "dev",
+        "c1",
+        "src",
+        "10.242.1.2",
+    ])?;
+    // The server takes requests on s1 that it answers by s0.
+    for dev in ["all", "s1"] {
+        nss[2].sysctl(&format!("net.ipv4.conf.{dev}.rp_filter"), "0")?;
+    }
+    // kube-proxy's rule (KUBE-FORWARD), as iptables writes it.
+    nss[1].exec(&[
+        "iptables",
+        "-w",
+        "-A",
+        "FORWARD",
+        "-m",
+        "conntrack",
+        "--ctstate",
+        "INVALID",
+        "-j",
+        "DROP",
+    ])?;
+    let srv = listen(&nss[2], "10.242.2.2:8080", 15)?;
+    let mut sc = simple(
+        "conntrack_invalid_asymmetric",
+        "requests go by a direct link, replies through a router whose `ct state invalid drop` drops them",
+        nss,
+        "10.242.2.2:8080".into(),
+        tcp_connect("10.242.2.2:8080"),
     );
     sc.servers.push(srv);
     Ok(sc)

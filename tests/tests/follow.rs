@@ -530,3 +530,28 @@ fn ipv6_mtu_black_hole_names_the_link_and_its_mtu() {
     let hint = f["verdict"]["hint"].as_str().unwrap();
     assert!(hint.contains("path-MTU black hole"), "{hint}");
 }
+
+/// A reply dropped as conntrack-INVALID where its requests never passed
+/// (asymmetric routing): the rule, conntrack's counter and why.
+#[test]
+fn conntrack_invalid_reply_names_asymmetric_routing() {
+    let Some((f, dump)) = trace("conntrack_invalid_asymmetric", 8080) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "NETFILTER_DROP"), "{dump}");
+    assert!(
+        where_.starts_with("netfilter FORWARD")
+            && where_.contains("-router: rule `xt match \"conntrack\" drop` (table ip filter, chain FORWARD): conntrack found the reply INVALID: the requests never passed this namespace (asymmetric routing)"),
+        "{where_}"
+    );
+    let inv = evidence::of_kind(&f, "conntrack_invalid");
+    assert!(
+        inv.iter().any(|e| e["dir"] == "reply"
+            && e["requests_seen"] == false
+            && e["invalid"].as_u64().unwrap_or(0) > 0),
+        "{dump}"
+    );
+    let hint = f["verdict"]["hint"].as_str().unwrap();
+    assert!(hint.contains("asymmetric routing"), "{hint}");
+}

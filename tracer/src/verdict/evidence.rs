@@ -270,6 +270,18 @@ pub enum Evidence {
         refused: bool,
     },
 
+    /// A rule dropping what conntrack finds INVALID dropped the packet;
+    /// `invalid` is the namespace's conntrack counter (None: unread), and
+    /// `requests_seen` whether the flow's requests passed that namespace
+    /// (a reply dropped where none did: asymmetric routing).
+    ConntrackInvalid {
+        netns: String,
+        dir: Dir,
+        rule: String,
+        invalid: Option<u64>,
+        requests_seen: bool,
+    },
+
     // Drops.
     /// Where the drop happened (skb:kfree_skb).
     PacketDropped {
@@ -696,6 +708,32 @@ impl fmt::Display for Evidence {
                         rules.join(", ")
                     )
                 }
+            }
+            Evidence::ConntrackInvalid {
+                netns,
+                dir,
+                rule,
+                invalid,
+                requests_seen,
+            } => {
+                write!(
+                    f,
+                    "conntrack in netns {netns} found the {} packet INVALID and rule `{rule}` dropped it",
+                    match dir {
+                        Dir::Request => "request",
+                        Dir::Reply => "reply",
+                    }
+                )?;
+                if let Some(n) = invalid {
+                    write!(f, " (conntrack has counted {n} invalid packets there)")?;
+                }
+                if *dir == Dir::Reply && !requests_seen {
+                    write!(
+                        f,
+                        "; the requests never passed that namespace: replies come back a way the requests did not go (asymmetric routing), so conntrack has no entry for them"
+                    )?;
+                }
+                Ok(())
             }
             RpFilterMismatch {
                 netns,
@@ -1212,6 +1250,13 @@ mod tests {
                 ],
                 refused: false,
             },
+            Evidence::ConntrackInvalid {
+                netns: s("r"),
+                dir: Dir::Reply,
+                rule: s("ct state invalid drop"),
+                invalid: Some(3),
+                requests_seen: false,
+            },
             Evidence::ConntrackFull {
                 netns: s("r"),
                 entries: 1,
@@ -1436,6 +1481,9 @@ mod tests {
         );
         has(
             "8 packets larger than the MTU 1280 of r1 dropped in netns r (they came in by r0, MTU 1500); ip6_forward() answers each with an ICMPv6 \"packet too big\" (not traced), yet the sender kept sending full-size packets: it never got them (PMTU black hole)",
+        );
+        has(
+            "conntrack in netns r found the reply packet INVALID and rule `ct state invalid drop` dropped it (conntrack has counted 3 invalid packets there); the requests never passed that namespace: replies come back a way the requests did not go (asymmetric routing), so conntrack has no entry for them",
         );
         has(
             "the conntrack table of netns r is full (nf_conntrack_count 1, nf_conntrack_max 1): conntrack dropped 3 packets for want of an entry (early_drop 0, insert_failed 0)",

@@ -104,6 +104,12 @@ pub const HINTS: &[Hint] = &[
     row(
         Some(Kind::Dropped),
         Some("NETFILTER_DROP"),
+        &[E::ConntrackInvalid],
+        "A rule dropping conntrack-INVALID packets (`ct state invalid drop`, kube-proxy's KUBE-FORWARD and most stateful firewalls have one) dropped it: conntrack could not place the packet in a connection it knows. Usually the connection's packets do not all pass this node (asymmetric routing: requests one way, replies another; route both through the same node, or keep state off that path), or its entry was lost or the packet is out of the window it tracks (then net.netfilter.nf_conntrack_tcp_be_liberal=1 is kube-proxy's remedy). `conntrack -S` shows the invalid counter.",
+    ),
+    row(
+        Some(Kind::Dropped),
+        Some("NETFILTER_DROP"),
         &[E::ConntrackFull],
         "The conntrack table is full, so netfilter drops every packet that needs a new entry (new connections fail, established ones go on). Raise net.netfilter.nf_conntrack_max (one value for the node: set it in the host's namespace, and the hash size with it: /sys/module/nf_conntrack/parameters/hashsize, about max/4) and persist it in /etc/sysctl.d, shorten the timeouts that keep entries (nf_conntrack_tcp_timeout_*, nf_conntrack_udp_timeout), or find what opens so many connections (`conntrack -C`, `conntrack -S`, `conntrack -L` in that namespace).",
     ),

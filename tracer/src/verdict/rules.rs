@@ -27,6 +27,7 @@ pub const RULES: &[Rule] = &[
     mtu_black_hole,
     socket_buffer_full,
     listen_overflow,
+    invalid_reply_dropped,
     delivered,
     forwarded,
 ];
@@ -561,6 +562,11 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             evidence.push(ct.0);
             format!("{at}: {}", ct.1)
         }
+        "NETFILTER_DROP" if let Some(ct) = conntrack_invalid(flow, drop, env) => {
+            let at = netfilter_where(flow, drop, env, &fn_part, &mut evidence);
+            evidence.push(ct.0);
+            format!("{at}: {}", ct.1)
+        }
         "NETFILTER_DROP" => netfilter_where(flow, drop, env, &fn_part, &mut evidence),
         "NEIGH_FAILED" | "NEIGH_QUEUEFULL" | "NEIGH_DEAD" => {
             let neigh = flow
@@ -847,6 +853,99 @@ fn conntrack_full(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<(Evidence, S
             insert_failed: t.insert_failed,
         },
         said,
+    ))
+}
+
+/// A TCP reply (the SYN-ACK, say) dropped by a rule that drops what
+/// conntrack finds INVALID, and the client never completed its handshake:
+/// the server took the request (so `dropped` passed it by), but the
+/// connection failed. Before `delivered`, which would report the server's
+/// socket and the drop as a later one.
+pub fn invalid_reply_dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
+    if flow.key.proto != 6
+        || delivery_evidence(flow)
+            .iter()
+            .any(|(_, d)| *d == Delivery::ClientHandshake)
+    {
+        return None;
+    }
+    let (drop, dd) = flow.hops.iter().find_map(|h| match &h.data {
+        HopData::Drop(d) if h.dir == Dir::Reply && d.reason.as_str() == "NETFILTER_DROP" => {
+            Some((h, d))
+        }
+        _ => None,
+    })?;
+    let (fact, said) = conntrack_invalid(flow, drop, env)?;
+    let func = func_of(&dd.location);
+    let fn_part = if func.is_empty() {
+        String::new()
+    } else {
+        format!(" ({func})")
+    };
+    let mut evidence = Vec::new();
+    let at = netfilter_where(flow, drop, env, &fn_part, &mut evidence);
+    let mut v = verdict(
+        Kind::Dropped,
+        "NETFILTER_DROP",
+        format!("{at}: {said}"),
+        &drop.netns,
+        Some(drop.dev.to_string()),
+    );
+    v.add(dropped_at(drop, &dd.location));
+    v.add_all(evidence);
+    v.add(fact);
+    v.add_all(
+        delivery_evidence(flow)
+            .into_iter()
+            .map(|(h, d)| d.at(&h.netns)),
+    );
+    v.add_all(side_evidence(flow));
+    Some(v)
+}
+
+/// A NETFILTER_DROP by a rule that drops what conntrack finds INVALID
+/// (`ct state invalid drop`, kube-proxy's and most stateful firewalls'):
+/// the namespace's conntrack counter, and whether the flow's requests
+/// passed that namespace at all. A reply dropped where no request went
+/// is asymmetric routing: conntrack never saw the connection start.
+/// iptables-nft's `-m conntrack --ctstate INVALID` reads back as an
+/// opaque `xt match "conntrack"`: such a rule counts when the namespace's
+/// conntrack counted invalid packets, at least as many as the rule
+/// dropped.
+fn conntrack_invalid(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<(Evidence, String)> {
+    let (rule, delta) = blame_rule(flow, env, drop.netns_inode)?;
+    let text = rule.text.to_ascii_lowercase();
+    let invalid = env.conntrack(drop.netns_inode).map(|t| t.invalid);
+    let says_invalid = text.contains("ct state invalid")
+        || text.contains("ctstate invalid")
+        || text.contains("--state invalid");
+    let xt_conntrack =
+        text.contains("xt match \"conntrack\"") && invalid.is_some_and(|n| n >= *delta && n > 0);
+    if !says_invalid && !xt_conntrack {
+        return None;
+    }
+    // A request packet on a device there (not a route lookup: the
+    // reverse-path check of a reply looks its source up as a request).
+    let requests_here = flow.hops.iter().any(|h| {
+        h.netns_inode == drop.netns_inode
+            && h.dir == Dir::Request
+            && (h.is_ingress() || h.is_egress())
+    });
+    let asymmetric = drop.dir == Dir::Reply && !requests_here;
+    let said = if asymmetric {
+        "conntrack found the reply INVALID: the requests never passed this namespace (asymmetric routing)"
+    } else {
+        "conntrack found the packet INVALID"
+    };
+    Some((
+        Evidence::ConntrackInvalid {
+            netns: drop.netns.to_string(),
+            dir: drop.dir,
+            rule: rule.text.clone(),
+            invalid,
+            requests_seen: requests_here,
+        },
+        said.to_string(),
     ))
 }
 
