@@ -152,7 +152,7 @@ impl PreparedEnv for LiveEnv {
         // Where a followed packet was dropped, or a SYN was taken by a
         // listener that never answered (a full accept queue drops it
         // without a drop reason).
-        let drops_in: Vec<u32> = flow
+        let mut drops_in: Vec<u32> = flow
             .hops
             .iter()
             .filter(|h| {
@@ -161,6 +161,15 @@ impl PreparedEnv for LiveEnv {
             })
             .map(|h| h.netns_inode)
             .collect();
+        // A TCP request nothing came back for: where it was last seen
+        // (a listener's full queue drops SYNs with no sign where tc is
+        // the device hook).
+        if flow.replies == 0
+            && flow.key.proto == 6
+            && let Some(last) = crate::verdict::rules::last_request_netns(flow)
+        {
+            drops_in.push(last);
+        }
         let no_route_in: Vec<u32> = flow
             .hops
             .iter()

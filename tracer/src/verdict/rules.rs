@@ -22,9 +22,11 @@ pub const RULES: &[Rule] = &[
     misrouted_local_shadow,
     misrouted_local_transmitted,
     misrouted_nat_source,
+    // Repeated PKT_TOO_BIG drops are the flow's story even when a stray
+    // drop came first.
+    mtu_black_hole,
     dropped,
     reply_unroutable,
-    mtu_black_hole,
     socket_buffer_full,
     listen_overflow,
     invalid_reply_dropped,
@@ -1281,6 +1283,16 @@ pub fn mtu_black_hole(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     Some(v)
 }
 
+/// The namespace of the request's last hop, for a flow nothing came back
+/// for: where it was last seen.
+pub fn last_request_netns(flow: &Flow) -> Option<u32> {
+    flow.hops
+        .iter()
+        .filter(|h| h.dir == Dir::Request && h.netns_inode != 0)
+        .max_by_key(|h| h.ts_ns)
+        .map(|h| h.netns_inode)
+}
+
 /// A request consumed by a TCP listener's receive path: a SYN the
 /// listener took (tcp_rcv_state_process() consumes it whether
 /// tcp_conn_request() answered it or dropped it for a full accept queue).
@@ -1297,11 +1309,21 @@ pub fn syn_consumed(h: &Hop) -> bool {
 /// namespace counted listen overflows. Before `delivered`, which would
 /// take the consumed SYN for a delivery.
 pub fn listen_overflow(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
-    let syns: Vec<&Hop> = flow.hops.iter().filter(|h| syn_consumed(h)).collect();
-    let first = *syns.first()?;
-    if flow.hops.iter().any(|h| h.dir == Dir::Reply) {
+    if flow.key.proto != 6 || flow.hops.iter().any(|h| h.dir == Dir::Reply) {
         return None;
     }
+    let mut syns: Vec<&Hop> = flow.hops.iter().filter(|h| syn_consumed(h)).collect();
+    if syns.is_empty() {
+        // Where the consume is not seen (tc as the device hook): the
+        // request's arrivals in the last namespace it reached.
+        let last = last_request_netns(flow)?;
+        syns = flow
+            .hops
+            .iter()
+            .filter(|h| h.netns_inode == last && h.dir == Dir::Request && h.is_ingress())
+            .collect();
+    }
+    let first = *syns.first()?;
     let t = &first.tuple;
     let listener = env.bound(first.netns_inode).iter().find(|b| {
         b.proto == "tcp"
