@@ -21,6 +21,9 @@ pub struct Scenario {
     pub servers: Vec<Child>,
     /// A tc redirect program of the scenario's own (incident 3).
     pub redirect: Option<crate::redirect::Redirect>,
+    /// Sysctls of the initial namespace the scene changed, restored on
+    /// drop (after the servers go).
+    pub host_sysctls: Vec<HostSysctl>,
     client: usize,
     traffic: Vec<String>,
 }
@@ -51,6 +54,32 @@ impl Scenario {
 impl Drop for Scenario {
     fn drop(&mut self) {
         self.servers.clear();
+        self.host_sysctls.clear();
+    }
+}
+
+/// A sysctl of the initial namespace (this process's) set for a scene and
+/// written back on drop: for the few that only the initial namespace may
+/// write (net.netfilter.nf_conntrack_max).
+pub struct HostSysctl {
+    path: String,
+    old: String,
+}
+
+impl HostSysctl {
+    pub fn set(key: &str, val: &str) -> Result<HostSysctl> {
+        let path = format!("/proc/sys/{}", key.replace('.', "/"));
+        let old = std::fs::read_to_string(&path)?.trim().to_string();
+        std::fs::write(&path, val)?;
+        Ok(HostSysctl { path, old })
+    }
+}
+
+impl Drop for HostSysctl {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(&self.path, &self.old) {
+            eprintln!("could not restore {} to {}: {e}", self.path, self.old);
+        }
     }
 }
 
@@ -124,6 +153,12 @@ pub const NAMES: &[&str] = &[
     "kube_nft_unallocated",
     "kube_nft_source_ranges",
     "kube_nft_service_dnat",
+    "conntrack_full",
+    "listen_overflow",
+    "policy_no_route",
+    "policy_no_route_v6",
+    "mtu_black_hole_v6",
+    "conntrack_invalid_asymmetric",
 ];
 
 pub fn build(name: &str) -> Result<Scenario> {
@@ -148,9 +183,15 @@ pub fn build(name: &str) -> Result<Scenario> {
         "forwarding_disabled" => forwarding_disabled(),
         "forwarding_disabled_v6" => forwarding_disabled_v6(),
         "mtu_black_hole" => mtu_black_hole(),
+        "mtu_black_hole_v6" => mtu_black_hole_v6(),
+        "conntrack_invalid_asymmetric" => conntrack_invalid_asymmetric(),
         "rp_filter_strict" => rp_filter_strict(),
         "dns_bound_elsewhere" => dns_bound_elsewhere(),
         "udp_rcvbuf_full" => udp_rcvbuf_full(),
+        "conntrack_full" => conntrack_full(),
+        "listen_overflow" => listen_overflow(),
+        "policy_no_route" => policy_no_route(false),
+        "policy_no_route_v6" => policy_no_route(true),
         "incident5" => incident5(),
         "nat_output" => nat_output(),
         "udp_delivered" => udp_delivered(),
@@ -181,6 +222,7 @@ pub(crate) fn simple(
         args: vec![],
         servers: vec![],
         redirect: None,
+        host_sysctls: vec![],
         client: 0,
         traffic,
     }
@@ -459,6 +501,92 @@ pub fn mtu_black_hole() -> Result<Scenario> {
     Ok(sc)
 }
 
+/// The same black hole over IPv6: the router's server-side link has the
+/// IPv6 minimum MTU 1280, and its ICMPv6 "packet too big" is dropped by
+/// its own firewall (routers never fragment IPv6).
+pub fn mtu_black_hole_v6() -> Result<Scenario> {
+    let nss = routed(241)?;
+    for (n, dev, addr) in [
+        (0, "c0", "fd00:241:1::2/64"),
+        (1, "r0", "fd00:241:1::1/64"),
+        (1, "r1", "fd00:241:2::1/64"),
+        (2, "s0", "fd00:241:2::2/64"),
+    ] {
+        nss[n].ip(&["addr", "add", addr, "dev", dev, "nodad"])?;
+    }
+    nss[0].ip(&["-6", "route", "add", "default", "via", "fd00:241:1::1"])?;
+    nss[2].ip(&["-6", "route", "add", "default", "via", "fd00:241:2::1"])?;
+    nss[1].sysctl("net.ipv6.conf.all.forwarding", "1")?;
+    let srv = listen(&nss[2], "[fd00:241:2::2]:8080", 15)?;
+    nss[1].ip(&["link", "set", "r1", "mtu", "1280"])?;
+    nss[1].exec(&[
+        "nft",
+        "add table ip6 pmtu; add chain ip6 pmtu ptbout { type filter hook output priority 0; }; add rule ip6 pmtu ptbout icmpv6 type packet-too-big drop",
+    ])?;
+    let mut sc = simple(
+        "mtu_black_hole_v6",
+        "IPv6: the router's next link has a smaller MTU and its ICMPv6 packet-too-big is firewalled",
+        nss,
+        "[fd00:241:2::2]:8080".into(),
+        ["tcp-source", "[fd00:241:2::2]:8080", "--bytes", "20000"]
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect(),
+    );
+    sc.servers.push(srv);
+    Ok(sc)
+}
+
+/// Asymmetric routing through a stateful firewall: the client reaches the
+/// server by a direct link (c1 - s1), the server answers by its default
+/// route through the router, whose rule dropping conntrack-INVALID
+/// packets (kube-proxy's KUBE-FORWARD has it) drops the SYN-ACK: conntrack there never
+/// saw the SYN, so the reply is INVALID.
+pub fn conntrack_invalid_asymmetric() -> Result<Scenario> {
+    let nss = routed(242)?;
+    veth(&nss[0], "c1", &nss[2], "s1")?;
+    nss[0].ip(&["addr", "add", "10.242.3.1/30", "dev", "c1"])?;
+    nss[2].ip(&["addr", "add", "10.242.3.2/30", "dev", "s1"])?;
+    nss[0].ip(&[
+        "route",
+        "add",
+        "10.242.2.2/32",
+        "via",
+        "10.242.3.2",
+        "dev",
+        "c1",
+        "src",
+        "10.242.1.2",
+    ])?;
+    // The server takes requests on s1 that it answers by s0.
+    for dev in ["all", "s1"] {
+        nss[2].sysctl(&format!("net.ipv4.conf.{dev}.rp_filter"), "0")?;
+    }
+    // kube-proxy's rule (KUBE-FORWARD), as iptables writes it.
+    nss[1].exec(&[
+        "iptables",
+        "-w",
+        "-A",
+        "FORWARD",
+        "-m",
+        "conntrack",
+        "--ctstate",
+        "INVALID",
+        "-j",
+        "DROP",
+    ])?;
+    let srv = listen(&nss[2], "10.242.2.2:8080", 15)?;
+    let mut sc = simple(
+        "conntrack_invalid_asymmetric",
+        "requests go by a direct link, replies through a router whose `ct state invalid drop` drops them",
+        nss,
+        "10.242.2.2:8080".into(),
+        tcp_connect("10.242.2.2:8080"),
+    );
+    sc.servers.push(srv);
+    Ok(sc)
+}
+
 /// Strict reverse-path filtering on the router's client side, and a
 /// client that sends from an address the router routes back by its other
 /// side (asymmetric routing): the router drops it.
@@ -531,6 +659,112 @@ pub fn udp_rcvbuf_full() -> Result<Scenario> {
     );
     sc.servers.push(srv);
     Ok(sc)
+}
+
+/// A full conntrack table on the router: one established connection
+/// through it (held open, so conntrack's garbage collector may not evict
+/// it) and nf_conntrack_max lowered to the router's entry count; a new
+/// connection then finds no room and netfilter drops its SYN. The limit
+/// is one value for the node (only the initial namespace may write it):
+/// it is written back when the scene goes, and no other namespace of
+/// this machine's tests uses conntrack while the privileged-test lock is
+/// held.
+pub fn conntrack_full() -> Result<Scenario> {
+    let nss = routed(237)?;
+    // A stateful rule: conntrack tracks what the router forwards.
+    nss[1].exec(&[
+        "nft",
+        "add table inet ctfull; add chain inet ctfull ctfwd { type filter hook forward priority 0; }; add rule inet ctfull ctfwd ct state established,related accept",
+    ])?;
+    let srv = serve(&nss[2], "tcp-backlog", "10.237.2.2:8080", 30)?;
+    let hold = serve(&nss[0], "tcp-hold", "10.237.2.2:8080", 30)?;
+    let count = nss[1].exec(&["cat", "/proc/sys/net/netfilter/nf_conntrack_count"])?;
+    let count = String::from_utf8_lossy(&count.stdout).trim().to_string();
+    anyhow::ensure!(
+        count.parse::<u64>().is_ok_and(|c| c > 0),
+        "no conntrack entry on the router ({count:?})"
+    );
+    let max = HostSysctl::set("net.netfilter.nf_conntrack_max", &count)?;
+    let mut sc = simple(
+        "conntrack_full",
+        "the router's conntrack table is full (nf_conntrack_max lowered to its entry count): a new connection's SYN is dropped",
+        nss,
+        "10.237.2.2:8080".into(),
+        tcp_connect("10.237.2.2:8080"),
+    );
+    sc.servers.extend([srv, hold]);
+    sc.host_sysctls.push(max);
+    Ok(sc)
+}
+
+/// A server stuck before accept() with a backlog of 0: one connection
+/// (made before tracing, held open) fills its accept queue, and the
+/// listener drops the next connection's SYNs (tcp_conn_request(),
+/// LISTENOVERFLOWS / LISTENDROPS).
+pub fn listen_overflow() -> Result<Scenario> {
+    let nss = routed(238)?;
+    let srv = serve(&nss[2], "tcp-backlog", "10.238.2.2:8080", 30)?;
+    let hold = serve(&nss[0], "tcp-hold", "10.238.2.2:8080", 30)?;
+    let mut sc = simple(
+        "listen_overflow",
+        "a server that never accepts, with a backlog of 0 and one connection queued: the next SYNs are dropped",
+        nss,
+        "10.238.2.2:8080".into(),
+        tcp_connect("10.238.2.2:8080"),
+    );
+    sc.servers.extend([srv, hold]);
+    Ok(sc)
+}
+
+/// A policy rule on the router sends the VIP's range to table 100, which
+/// nothing filled (a CNI or a VPN that did not start), and main has no
+/// route for it either: no route, after the rules that chose the tables.
+/// `v6`: the same over IPv6.
+pub fn policy_no_route(v6: bool) -> Result<Scenario> {
+    let nss = routed(239)?;
+    let (name, target) = if v6 {
+        for (n, dev, addr) in [
+            (0, "c0", "fd00:239:1::2/64"),
+            (1, "r0", "fd00:239:1::1/64"),
+            (1, "r1", "fd00:239:2::1/64"),
+            (2, "s0", "fd00:239:2::2/64"),
+        ] {
+            nss[n].ip(&["addr", "add", addr, "dev", dev, "nodad"])?;
+        }
+        nss[0].ip(&["-6", "route", "add", "default", "via", "fd00:239:1::1"])?;
+        nss[1].sysctl("net.ipv6.conf.all.forwarding", "1")?;
+        nss[1].ip(&[
+            "-6",
+            "rule",
+            "add",
+            "to",
+            "fd00:239:9::/64",
+            "lookup",
+            "100",
+            "pref",
+            "100",
+        ])?;
+        ("policy_no_route_v6", "[fd00:239:9::9]:8080")
+    } else {
+        nss[1].ip(&[
+            "rule",
+            "add",
+            "to",
+            "10.239.9.0/24",
+            "lookup",
+            "100",
+            "pref",
+            "100",
+        ])?;
+        ("policy_no_route", "10.239.9.9:8080")
+    };
+    Ok(simple(
+        name,
+        "a policy rule on the router sends the VIP to table 100, which is empty; main has no route for it",
+        nss,
+        target.into(),
+        tcp_connect(target),
+    ))
 }
 
 /// Incident 5: node2's address is bound on node1's kube-ipvs0 (a Service

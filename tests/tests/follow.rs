@@ -566,3 +566,162 @@ fn ipv6_forwarding_disabled_names_the_sysctl() {
         "{dump}"
     );
 }
+
+/// A full conntrack table: netfilter's drop is conntrack's own (no rule's
+/// counter moved), named with the router's count, the limit and
+/// conntrack's drop counter.
+#[test]
+fn conntrack_table_full_names_count_and_max() {
+    let Some((f, dump)) = trace("conntrack_full", 8080) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "NETFILTER_DROP"), "{dump}");
+    assert!(
+        where_.starts_with("netfilter PREROUTING (nf_hook_slow) in netns")
+            && where_.contains("-router: the conntrack table is full (nf_conntrack_count "),
+        "{where_}"
+    );
+    let full = evidence::of_kind(&f, "conntrack_full");
+    assert!(
+        full.iter().any(|e| {
+            let n = |k: &str| e[k].as_u64().unwrap();
+            n("max") > 0 && n("entries") >= n("max") && n("drop") > 0
+        }),
+        "{dump}"
+    );
+    assert!(!evidence::has(&f, "nf_rule_moved"), "{dump}");
+    let hint = f["verdict"]["hint"].as_str().unwrap();
+    assert!(hint.contains("nf_conntrack_max"), "{hint}");
+}
+
+/// A listener that never accepts, its queue full: the SYNs it took and
+/// never answered are dropped (no drop reason: tcp_conn_request() consumes
+/// them), named with the queue, the backlog and the namespace's counters.
+#[test]
+fn listen_overflow_names_the_accept_queue() {
+    let Some((f, dump)) = trace("listen_overflow", 8080) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "listen_overflow"), "{dump}");
+    assert!(
+        where_.starts_with("tcp_conn_request in netns")
+            && where_.contains(
+                "-server: the accept queue of the tcp listener 10.238.2.2:8080 is full (1 waiting, backlog 0)"
+            ),
+        "{where_}"
+    );
+    let full = evidence::of_kind(&f, "listen_queue_full");
+    assert!(
+        full.iter().any(|e| e["syns"].as_u64().unwrap() > 0
+            && e["overflows"].as_u64().unwrap_or(0) > 0
+            && e["listen_drops"].as_u64().unwrap_or(0) > 0),
+        "{dump}"
+    );
+    let hint = f["verdict"]["hint"].as_str().unwrap();
+    assert!(hint.contains("accept queue is full"), "{hint}");
+}
+
+/// No route after policy rules: the verdict names the rules that chose
+/// the tables, the empty table the VIP's rule points at, and main.
+fn policy_no_route(name: &str, vip: &str, rule: &str) {
+    let Some((f, dump)) = trace(name, 8080) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "IP_INNOROUTES"), "{dump}");
+    assert!(
+        where_.starts_with("routing decision (fib_lookup) in netns")
+            && where_.contains(&format!("-router: no route to {vip}"))
+            && where_.contains(" after rules 0: from all lookup local (")
+            && where_.contains(&format!(
+                ", {rule} lookup 100 (empty), 32766: from all lookup main ("
+            )),
+        "{where_}"
+    );
+    let ev = evidence::of_kind(&f, "no_route_after_rules");
+    assert!(
+        ev.iter().any(|e| e["refused"] == false
+            && e["dst"] == vip
+            && e["rules"].as_array().is_some_and(|r| r.len() >= 3)),
+        "{dump}"
+    );
+    let hint = f["verdict"]["hint"].as_str().unwrap();
+    assert!(hint.contains("ip rule"), "{hint}");
+}
+
+#[test]
+fn no_route_after_policy_rules_names_them() {
+    policy_no_route(
+        "policy_no_route",
+        "10.239.9.9",
+        "100: from all to 10.239.9.0/24",
+    );
+}
+
+#[test]
+fn ipv6_no_route_after_policy_rules_names_them() {
+    policy_no_route(
+        "policy_no_route_v6",
+        "fd00:239:9::9",
+        "100: from all to fd00:239:9::/64",
+    );
+}
+
+/// The IPv6 path-MTU black hole: ip6_forward()'s PKT_TOO_BIG drops, named
+/// with the link and its MTU (no DF in IPv6: routers never fragment).
+#[test]
+fn ipv6_mtu_black_hole_names_the_link_and_its_mtu() {
+    let Some((f, dump)) = trace("mtu_black_hole_v6", 8080) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "PKT_TOO_BIG"), "{dump}");
+    assert!(
+        where_.starts_with("ip6_forward in netns")
+            && where_.contains("-router: packets larger than the MTU 1280 of r1 dropped "),
+        "{where_}"
+    );
+    let mtu = evidence::of_kind(&f, "mtu_exceeded");
+    assert!(
+        mtu.iter().any(|e| e["dev"] == "r1"
+            && e["mtu"] == 1280
+            && e["in_dev"] == "r0"
+            && e["in_mtu"] == 1500
+            && e["family"] == "ipv6"
+            && e["drops"].as_u64().unwrap() >= 2),
+        "{dump}"
+    );
+    assert!(
+        evidence::text(&f).contains("ICMPv6 \"packet too big\" (not traced)"),
+        "{dump}"
+    );
+    let hint = f["verdict"]["hint"].as_str().unwrap();
+    assert!(hint.contains("path-MTU black hole"), "{hint}");
+}
+
+/// A reply dropped as conntrack-INVALID where its requests never passed
+/// (asymmetric routing): the rule, conntrack's counter and why.
+#[test]
+fn conntrack_invalid_reply_names_asymmetric_routing() {
+    let Some((f, dump)) = trace("conntrack_invalid_asymmetric", 8080) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "NETFILTER_DROP"), "{dump}");
+    assert!(
+        where_.starts_with("netfilter FORWARD")
+            && where_.contains("-router: rule `xt match \"conntrack\" drop` (table ip filter, chain FORWARD): conntrack found the reply INVALID: the requests never passed this namespace (asymmetric routing)"),
+        "{where_}"
+    );
+    let inv = evidence::of_kind(&f, "conntrack_invalid");
+    assert!(
+        inv.iter().any(|e| e["dir"] == "reply"
+            && e["requests_seen"] == false
+            && e["invalid"].as_u64().unwrap_or(0) > 0),
+        "{dump}"
+    );
+    let hint = f["verdict"]["hint"].as_str().unwrap();
+    assert!(hint.contains("asymmetric routing"), "{hint}");
+}

@@ -50,6 +50,22 @@ enum Mode {
         #[arg(long = "for", default_value_t = 5)]
         secs: u64,
     },
+    /// Listen with an accept queue of BACKLOG and never accept, for SECS
+    /// seconds (a server stuck before accept(): its queue fills).
+    TcpBacklog {
+        addr: SocketAddr,
+        #[arg(long, default_value_t = 0)]
+        backlog: i32,
+        #[arg(long = "for", default_value_t = 5)]
+        secs: u64,
+    },
+    /// Connect once and keep the connection open and idle for SECS
+    /// seconds (an established entry in conntrack).
+    TcpHold {
+        addr: SocketAddr,
+        #[arg(long = "for", default_value_t = 5)]
+        secs: u64,
+    },
     /// Connect COUNT times, INTERVAL apart, each closed at once (a soak).
     TcpChurn {
         addr: SocketAddr,
@@ -118,6 +134,12 @@ fn main() -> Result<()> {
             Ok(())
         }
         Mode::UdpEcho { addr, secs } => udp_echo(addr, Duration::from_secs(secs)),
+        Mode::TcpBacklog {
+            addr,
+            backlog,
+            secs,
+        } => tcp_backlog(addr, backlog, Duration::from_secs(secs)),
+        Mode::TcpHold { addr, secs } => tcp_hold(addr, Duration::from_secs(secs)),
         Mode::UdpHold { addr, secs } => {
             let _sock = UdpSocket::bind(addr).with_context(|| format!("bind {addr}"))?;
             std::thread::sleep(Duration::from_secs(secs));
@@ -259,6 +281,29 @@ fn tcp_connect(addr: SocketAddr, timeout: Duration) -> String {
         }
         Err(e) => format!("connect failed: {e}"),
     }
+}
+
+/// Listen with an accept queue of `backlog` and never accept.
+fn tcp_backlog(addr: SocketAddr, backlog: i32, dur: Duration) -> Result<()> {
+    let l = TcpListener::bind(addr).with_context(|| format!("bind {addr}"))?;
+    // listen() on a listening socket sets its accept queue's size.
+    // SAFETY: a valid socket descriptor owned by `l`.
+    if unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&l), backlog) } != 0 {
+        anyhow::bail!("listen: {}", std::io::Error::last_os_error());
+    }
+    std::thread::sleep(dur);
+    drop(l);
+    Ok(())
+}
+
+/// Connect and keep the connection open, idle.
+fn tcp_hold(addr: SocketAddr, dur: Duration) -> Result<()> {
+    let s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+        .with_context(|| format!("connect {addr}"))?;
+    println!("connected to {addr}");
+    std::thread::sleep(dur);
+    drop(s);
+    Ok(())
 }
 
 fn tcp_listen(addr: SocketAddr, dur: Duration) -> Result<()> {

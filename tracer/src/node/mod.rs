@@ -3,6 +3,7 @@
 //! address, names of kernel numbers, and the helper commands still run.
 
 pub mod command;
+pub mod conntrack;
 pub mod hostroot;
 pub mod ipvs;
 pub mod link;
@@ -12,6 +13,7 @@ pub mod netns;
 pub mod nftables;
 pub mod nftrace;
 pub mod procstat;
+pub mod route;
 pub mod sockets;
 pub mod tc;
 pub mod vip;

@@ -23,6 +23,54 @@ pub struct Bound {
     pub rx_queue: u64,
     /// UDP: datagrams dropped (receive buffer full, bad checksum...).
     pub drops: u64,
+    /// TCP listeners: the accept queue's limit (listen()'s backlog, the
+    /// tx_queue column of a LISTEN socket); `rx_queue` is then how many
+    /// connections wait in it to be accepted.
+    #[serde(default)]
+    pub max_backlog: u64,
+}
+
+impl Bound {
+    /// A TCP listener whose accept queue is full: tcp_conn_request()
+    /// drops new SYNs (sk_acceptq_is_full(): more waiting than the
+    /// backlog).
+    pub fn accept_queue_full(&self) -> bool {
+        self.proto == "tcp" && self.listening && self.rx_queue > self.max_backlog
+    }
+}
+
+/// The namespace's listen-queue counters (/proc/net/netstat, TcpExt):
+/// SYNs and handshakes a listener dropped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListenStats {
+    /// ListenOverflows: the accept queue was full.
+    pub overflows: u64,
+    /// ListenDrops: every drop of a SYN or handshake by a listener.
+    pub drops: u64,
+}
+
+/// The TcpExt listen counters of the namespace at `path` (entered on this
+/// thread).
+pub fn listen_stats_in(path: &Path) -> Option<ListenStats> {
+    let _g = crate::node::netns::NetnsGuard::enter(path).ok()?;
+    parse_netstat(&std::fs::read_to_string("/proc/thread-self/net/netstat").ok()?)
+}
+
+/// /proc/net/netstat: pairs of lines, `TcpExt: NAME...` then `TcpExt:
+/// VALUE...`.
+pub fn parse_netstat(text: &str) -> Option<ListenStats> {
+    let mut rows = text.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (names, values) = (rows.next()?, rows.next()?);
+    let get = |key: &str| {
+        names
+            .split_whitespace()
+            .position(|n| n == key)
+            .and_then(|i| values.split_whitespace().nth(i)?.parse().ok())
+    };
+    Some(ListenStats {
+        overflows: get("ListenOverflows")?,
+        drops: get("ListenDrops")?,
+    })
 }
 
 /// TCP listeners and UDP sockets of the namespace at `path` (entered on
@@ -60,7 +108,7 @@ pub fn parse(text: &str, proto: &str) -> Vec<Bound> {
                 return None;
             }
             let (addr, port) = local.split_once(':')?;
-            let rx = queues.split_once(':')?.1;
+            let (tx, rx) = queues.split_once(':')?;
             Some(Bound {
                 proto: proto.to_string(),
                 addr: hex_addr(addr)?,
@@ -70,6 +118,11 @@ pub fn parse(text: &str, proto: &str) -> Vec<Bound> {
                 // udp: ... ref pointer drops (the last column).
                 drops: if proto == "udp" {
                     f.last().and_then(|d| d.parse().ok()).unwrap_or(0)
+                } else {
+                    0
+                },
+                max_backlog: if proto == "tcp" {
+                    u64::from_str_radix(tx, 16).ok()?
                 } else {
                     0
                 },
@@ -114,7 +167,29 @@ mod tests {
         let udp6 = "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
    1: 00000000000000000000000001000000:0035 00000000000000000000000000000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 5 2 0000000000000000 0\n";
         assert_eq!(parse(udp6, "udp")[0].addr, "::1".parse::<IpAddr>().unwrap());
+        // A listener with a backlog of 0 holding one connection: full.
+        let full = "  sl  local_address rem_address   st tx_queue rx_queue\n\
+   0: 0202EE0A:1F90 00000000:0000 0A 00000000:00000001 00:00000000 00000000     0        0 77 1\n";
+        let l = &parse(full, "tcp")[0];
+        assert_eq!((l.rx_queue, l.max_backlog), (1, 0));
+        assert!(l.accept_queue_full());
+        assert!(!t[0].accept_queue_full());
         // Garbage lines are skipped, never a panic.
         assert!(parse("header\n  0: zz:yy 0 0\n", "udp").is_empty());
+    }
+
+    #[test]
+    fn reads_the_listen_counters() {
+        let text = "TcpExt: SyncookiesSent ListenOverflows ListenDrops TCPBacklogDrop\n\
+TcpExt: 0 3 4 0\n\
+IpExt: InNoRoutes\nIpExt: 0\n";
+        assert_eq!(
+            parse_netstat(text),
+            Some(ListenStats {
+                overflows: 3,
+                drops: 4
+            })
+        );
+        assert_eq!(parse_netstat("IpExt: X\nIpExt: 1\n"), None);
     }
 }

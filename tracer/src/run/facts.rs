@@ -19,12 +19,14 @@ use crate::{
     model::flow::Flow,
     model::hop::HopData,
     model::names::Names,
+    node::conntrack::{ConntrackTable, conntrack_in},
     node::ipvs::VirtualService,
     node::link::{LinkConf, links_in},
     node::netfilter::{self, NfRule},
     node::netns::{NetnsRef, addresses_in},
     node::nftrace::{NfTrace, NfTraced, TracedGoto},
-    node::sockets::{Bound, bound_in},
+    node::route::{Routing, routing_in},
+    node::sockets::{Bound, ListenStats, bound_in, listen_stats_in},
     node::vip::VipWatch,
     run::pipeline::PreparedEnv,
     verdict::{Env, Evidence, IfAddr, Inventory},
@@ -46,6 +48,13 @@ struct NetnsFacts {
     traced: Vec<NfTraced>,
     /// The gotos nf_tables tracing saw followed packets take there.
     gotos: Vec<TracedGoto>,
+    /// Its conntrack table, read with the netfilter counters.
+    conntrack: Option<ConntrackTable>,
+    /// Its listen-queue counters, read with its sockets.
+    listen: Option<ListenStats>,
+    /// Its routing rules and table sizes, read where a followed packet
+    /// found no route.
+    routing: Option<Routing>,
 }
 
 /// How often netfilter counters of a namespace are read again while
@@ -153,6 +162,21 @@ impl LiveEnv {
                 .filter(|(_, f)| !f.gotos.is_empty())
                 .map(|(ino, f)| (*ino, f.gotos.clone()))
                 .collect(),
+            conntrack: self
+                .cache
+                .iter()
+                .filter_map(|(ino, f)| Some((*ino, f.conntrack?)))
+                .collect(),
+            listen: self
+                .cache
+                .iter()
+                .filter_map(|(ino, f)| Some((*ino, f.listen?)))
+                .collect(),
+            routing: self
+                .cache
+                .iter()
+                .filter_map(|(ino, f)| Some((*ino, f.routing.clone()?)))
+                .collect(),
         }
     }
 }
@@ -162,10 +186,34 @@ impl PreparedEnv for LiveEnv {
     /// with its netfilter counters where a followed packet was dropped by
     /// netfilter.
     fn prepare(&mut self, names: &mut Names, flow: &Flow) {
-        let drops_in: Vec<u32> = flow
+        // Where a followed packet was dropped, or a SYN was taken by a
+        // listener that never answered (a full accept queue drops it
+        // without a drop reason).
+        let mut drops_in: Vec<u32> = flow
             .hops
             .iter()
-            .filter(|h| matches!(h.data, HopData::Drop(_)))
+            .filter(|h| {
+                matches!(h.data, HopData::Drop(_))
+                    || flow.replies == 0 && crate::verdict::rules::syn_consumed(h)
+            })
+            .map(|h| h.netns_inode)
+            .collect();
+        // A TCP request nothing came back for: where it was last seen
+        // (a listener's full queue drops SYNs with no sign where tc is
+        // the device hook).
+        if flow.replies == 0
+            && flow.key.proto == 6
+            && let Some(last) = crate::verdict::rules::last_request_netns(flow)
+        {
+            drops_in.push(last);
+        }
+        let no_route_in: Vec<u32> = flow
+            .hops
+            .iter()
+            .filter(|h| {
+                matches!(&h.data, HopData::Drop(d)
+                    if matches!(d.reason.as_str(), "IP_INNOROUTES" | "IP_OUTNOROUTES"))
+            })
             .map(|h| h.netns_inode)
             .collect();
         for h in &flow.hops {
@@ -221,6 +269,9 @@ impl PreparedEnv for LiveEnv {
                             .as_ref()
                             .map(|t| t.gotos(ino))
                             .unwrap_or_default(),
+                        conntrack: None,
+                        listen: None,
+                        routing: None,
                     },
                 );
             }
@@ -230,6 +281,10 @@ impl PreparedEnv for LiveEnv {
             {
                 facts.links = Some(links_in(Some(p)));
                 facts.bound = bound_in(p);
+                facts.listen = listen_stats_in(p);
+                if no_route_in.contains(&ino) {
+                    facts.routing = Some(routing_in(Some(p)));
+                }
             }
             if nf_due
                 && let Some(p) = &path
@@ -242,6 +297,7 @@ impl PreparedEnv for LiveEnv {
                     t.poll();
                     facts.traced = t.resolved(ino);
                 }
+                facts.conntrack = conntrack_in(p);
             }
         }
     }
@@ -300,6 +356,18 @@ impl Env for LiveEnv {
             .get(&netns)
             .map(|f| f.gotos.as_slice())
             .unwrap_or(&[])
+    }
+
+    fn conntrack(&self, netns: u32) -> Option<&ConntrackTable> {
+        self.cache.get(&netns).and_then(|f| f.conntrack.as_ref())
+    }
+
+    fn listen_stats(&self, netns: u32) -> Option<ListenStats> {
+        self.cache.get(&netns).and_then(|f| f.listen)
+    }
+
+    fn routing(&self, netns: u32) -> Option<&Routing> {
+        self.cache.get(&netns).and_then(|f| f.routing.as_ref())
     }
 
     fn dst_facts(&self, dst: IpAddr) -> Vec<Evidence> {

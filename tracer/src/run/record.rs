@@ -24,13 +24,13 @@ use serde::{Deserialize, Serialize};
 use tracer_common::AggKey;
 
 use crate::{
+    node::conntrack::ConntrackTable,
     node::ipvs::VirtualService,
     node::link::LinkConf,
     node::netfilter::NfRule,
-    node::{
-        nftrace::{NfTraced, TracedGoto},
-        sockets::Bound,
-    },
+    node::nftrace::{NfTraced, TracedGoto},
+    node::route::Routing,
+    node::sockets::{Bound, ListenStats},
     output::Summary,
     verdict::{Completeness, IfAddr, Inventory, Verdict},
 };
@@ -133,6 +133,16 @@ pub struct Facts {
     /// Gotos nf_tables tracing saw followed packets take, per namespace.
     #[serde(default)]
     pub nf_gotos: BTreeMap<u32, Vec<TracedGoto>>,
+    /// Conntrack tables where packets were dropped by netfilter (format 2).
+    #[serde(default)]
+    pub conntrack: BTreeMap<u32, ConntrackTable>,
+    /// Listen-queue counters where a SYN went unanswered (format 2).
+    #[serde(default)]
+    pub listen: BTreeMap<u32, ListenStats>,
+    /// Routing rules and table sizes where a packet found no route
+    /// (format 2).
+    #[serde(default)]
+    pub routing: BTreeMap<u32, Routing>,
 }
 
 impl From<Inventory> for Facts {
@@ -148,6 +158,9 @@ impl From<Inventory> for Facts {
             bound: i.bound.into_iter().collect(),
             nftrace: i.nftrace.into_iter().collect(),
             nf_gotos: i.nf_gotos.into_iter().collect(),
+            conntrack: i.conntrack.into_iter().collect(),
+            listen: i.listen.into_iter().collect(),
+            routing: i.routing.into_iter().collect(),
         }
     }
 }
@@ -168,6 +181,9 @@ impl From<Facts> for Inventory {
             bound: f.bound.into_iter().collect(),
             nftrace: f.nftrace.into_iter().collect(),
             nf_gotos: f.nf_gotos.into_iter().collect(),
+            conntrack: f.conntrack.into_iter().collect(),
+            listen: f.listen.into_iter().collect(),
+            routing: f.routing.into_iter().collect(),
         }
     }
 }

@@ -70,6 +70,18 @@ impl Env for ReplayEnv {
     fn nf_gotos(&self, netns: u32) -> &[crate::node::nftrace::TracedGoto] {
         self.inventory.nf_gotos(netns)
     }
+
+    fn conntrack(&self, netns: u32) -> Option<&crate::node::conntrack::ConntrackTable> {
+        self.inventory.conntrack(netns)
+    }
+
+    fn listen_stats(&self, netns: u32) -> Option<crate::node::sockets::ListenStats> {
+        self.inventory.listen_stats(netns)
+    }
+
+    fn routing(&self, netns: u32) -> Option<&crate::node::route::Routing> {
+        self.inventory.routing(netns)
+    }
 }
 
 /// What replay found.

@@ -178,8 +178,13 @@ pub enum Evidence {
         in_dev: String,
         in_mtu: Option<u32>,
         drops: u32,
-        /// ICMP errors the kernel built about them (icmp_send hops).
+        /// ICMP errors the kernel built about them (icmp_send hops: IPv4
+        /// only, icmpv6_send() has no tracepoint).
         icmp_sent: u32,
+        /// `ipv4` or `ipv6` ("" in facts read back from before it was
+        /// kept: IPv4).
+        #[serde(default)]
+        family: String,
     },
 
     /// The reverse-path filter of the device the packet came in by
@@ -223,6 +228,58 @@ pub enum Evidence {
         proto: String,
         endpoint: Endpoint,
         bound: Vec<Endpoint>,
+    },
+    /// Netfilter dropped the packet with no rule's counter moving, in a
+    /// namespace whose conntrack table is at its limit
+    /// (nf_conntrack_count >= nf_conntrack_max) or whose conntrack has
+    /// dropped packets for want of an entry: __nf_conntrack_alloc() found
+    /// no room and nothing to evict, nf_conntrack_in() returned NF_DROP.
+    /// The counters are /proc/net/stat/nf_conntrack's, summed over CPUs.
+    ConntrackFull {
+        netns: String,
+        /// nf_conntrack_count and nf_conntrack_max.
+        entries: u64,
+        max: u64,
+        drop: u64,
+        early_drop: u64,
+        insert_failed: u64,
+    },
+
+    /// A TCP listener took the request's SYNs and never answered: its
+    /// accept queue is full (`waiting` > `backlog`, its /proc/net/tcp line),
+    /// so tcp_conn_request() drops them. `overflows` and `listen_drops`
+    /// are the namespace's TcpExt ListenOverflows / ListenDrops.
+    ListenQueueFull {
+        netns: String,
+        endpoint: Endpoint,
+        waiting: u64,
+        backlog: u64,
+        syns: u32,
+        overflows: Option<u64>,
+        listen_drops: Option<u64>,
+    },
+
+    /// No route was found after these routing rules selected the packet
+    /// (`ip rule` order; each lookup with its table's size: an empty table
+    /// is passed over), or `refused`: the last rule's action (unreachable,
+    /// prohibit, blackhole) refused it.
+    NoRouteAfterRules {
+        netns: String,
+        dst: IpAddr,
+        rules: Vec<String>,
+        refused: bool,
+    },
+
+    /// A rule dropping what conntrack finds INVALID dropped the packet;
+    /// `invalid` is the namespace's conntrack counter (None: unread), and
+    /// `requests_seen` whether the flow's requests passed that namespace
+    /// (a reply dropped where none did: asymmetric routing).
+    ConntrackInvalid {
+        netns: String,
+        dir: Dir,
+        rule: String,
+        invalid: Option<u64>,
+        requests_seen: bool,
     },
 
     // Drops.
@@ -644,6 +701,81 @@ impl fmt::Display for Evidence {
                     b.join(", ")
                 )
             }
+            Evidence::ConntrackFull {
+                netns,
+                entries,
+                max,
+                drop,
+                early_drop,
+                insert_failed,
+            } => write!(
+                f,
+                "the conntrack table of netns {netns} is full (nf_conntrack_count {entries}, nf_conntrack_max {max}): conntrack dropped {drop} packets for want of an entry (early_drop {early_drop}, insert_failed {insert_failed})"
+            ),
+            Evidence::ListenQueueFull {
+                netns,
+                endpoint,
+                waiting,
+                backlog,
+                syns,
+                overflows,
+                listen_drops,
+            } => {
+                write!(
+                    f,
+                    "the accept queue of the tcp listener {endpoint} in netns {netns} is full ({waiting} connections waiting to be accepted, backlog {backlog}): {syns} SYNs taken and dropped without an answer"
+                )?;
+                if let (Some(o), Some(d)) = (overflows, listen_drops) {
+                    write!(f, " (ListenOverflows {o}, ListenDrops {d})")?;
+                }
+                Ok(())
+            }
+            Evidence::NoRouteAfterRules {
+                netns,
+                dst,
+                rules,
+                refused,
+            } => {
+                if *refused {
+                    write!(
+                        f,
+                        "the routing rules of netns {netns} refused {dst}: {}",
+                        rules.join(", ")
+                    )
+                } else {
+                    write!(
+                        f,
+                        "no route to {dst} in netns {netns} in any table its routing rules chose: {}",
+                        rules.join(", ")
+                    )
+                }
+            }
+            Evidence::ConntrackInvalid {
+                netns,
+                dir,
+                rule,
+                invalid,
+                requests_seen,
+            } => {
+                write!(
+                    f,
+                    "conntrack in netns {netns} found the {} packet INVALID and rule `{rule}` dropped it",
+                    match dir {
+                        Dir::Request => "request",
+                        Dir::Reply => "reply",
+                    }
+                )?;
+                if let Some(n) = invalid {
+                    write!(f, " (conntrack has counted {n} invalid packets there)")?;
+                }
+                if *dir == Dir::Reply && !requests_seen {
+                    write!(
+                        f,
+                        "; the requests never passed that namespace: replies come back a way the requests did not go (asymmetric routing), so conntrack has no entry for them"
+                    )?;
+                }
+                Ok(())
+            }
             RpFilterMismatch {
                 netns,
                 dev,
@@ -676,6 +808,7 @@ impl fmt::Display for Evidence {
                 in_mtu,
                 drops,
                 icmp_sent,
+                family,
             } => {
                 write!(
                     f,
@@ -684,7 +817,12 @@ impl fmt::Display for Evidence {
                 if let Some(m) = in_mtu {
                     write!(f, " (they came in by {in_dev}, MTU {m})")?;
                 }
-                if *icmp_sent > 0 {
+                if family == "ipv6" {
+                    write!(
+                        f,
+                        "; ip6_forward() answers each with an ICMPv6 \"packet too big\" (not traced), yet the sender kept sending full-size packets: it never got them (PMTU black hole)"
+                    )
+                } else if *icmp_sent > 0 {
                     write!(
                         f,
                         "; {icmp_sent} ICMP \"fragmentation needed\" built, yet the sender kept sending full-size packets: it never got them (PMTU black hole)"
@@ -1183,6 +1321,51 @@ mod tests {
                 in_mtu: Some(1500),
                 drops: 5,
                 icmp_sent: 5,
+                family: s("ipv4"),
+            },
+            MtuExceeded {
+                netns: s("r"),
+                dev: s("r1"),
+                mtu: 1280,
+                in_dev: s("r0"),
+                in_mtu: Some(1500),
+                drops: 8,
+                icmp_sent: 0,
+                family: s("ipv6"),
+            },
+            Evidence::ListenQueueFull {
+                netns: s("s"),
+                endpoint: Endpoint::new(a, 8080),
+                waiting: 1,
+                backlog: 0,
+                syns: 2,
+                overflows: Some(2),
+                listen_drops: Some(2),
+            },
+            Evidence::NoRouteAfterRules {
+                netns: s("r"),
+                dst: a,
+                rules: vec![
+                    s("0: from all lookup local (5 routes)"),
+                    s("100: from all to 10.0.0.0/24 lookup 100 (empty)"),
+                    s("32766: from all lookup main (3 routes)"),
+                ],
+                refused: false,
+            },
+            Evidence::ConntrackInvalid {
+                netns: s("r"),
+                dir: Dir::Reply,
+                rule: s("ct state invalid drop"),
+                invalid: Some(3),
+                requests_seen: false,
+            },
+            Evidence::ConntrackFull {
+                netns: s("r"),
+                entries: 1,
+                max: 1,
+                drop: 3,
+                early_drop: 0,
+                insert_failed: 0,
             },
             PacketDropped {
                 dir: Dir::Reply,
@@ -1425,5 +1608,20 @@ mod tests {
             "10.0.0.9 changed owner 7 times during the trace (added on eth0 in node1 at +5 ms; ...)",
         );
         has("hooks unavailable: fib_lookup, tcp_reset");
+        has(
+            "the accept queue of the tcp listener 10.0.0.9:8080 in netns s is full (1 connections waiting to be accepted, backlog 0): 2 SYNs taken and dropped without an answer (ListenOverflows 2, ListenDrops 2)",
+        );
+        has(
+            "no route to 10.0.0.9 in netns r in any table its routing rules chose: 0: from all lookup local (5 routes), 100: from all to 10.0.0.0/24 lookup 100 (empty), 32766: from all lookup main (3 routes)",
+        );
+        has(
+            "8 packets larger than the MTU 1280 of r1 dropped in netns r (they came in by r0, MTU 1500); ip6_forward() answers each with an ICMPv6 \"packet too big\" (not traced), yet the sender kept sending full-size packets: it never got them (PMTU black hole)",
+        );
+        has(
+            "conntrack in netns r found the reply packet INVALID and rule `ct state invalid drop` dropped it (conntrack has counted 3 invalid packets there); the requests never passed that namespace: replies come back a way the requests did not go (asymmetric routing), so conntrack has no entry for them",
+        );
+        has(
+            "the conntrack table of netns r is full (nf_conntrack_count 1, nf_conntrack_max 1): conntrack dropped 3 packets for want of an entry (early_drop 0, insert_failed 0)",
+        );
     }
 }

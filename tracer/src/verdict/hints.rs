@@ -91,9 +91,27 @@ pub const HINTS: &[Hint] = &[
     ),
     row(
         Some(Kind::Dropped),
+        Some("listen_overflow"),
+        &[E::ListenQueueFull],
+        "The server does not accept() connections as fast as they come (stuck, overloaded, or a backlog too small): its accept queue is full, and the kernel drops new SYNs silently (no RST: clients retry and time out). Check the server process (blocked, out of worker threads), raise its listen() backlog (capped by net.core.somaxconn) and scale it; `ss -lnt` in that namespace shows Recv-Q (waiting) against Send-Q (backlog), `nstat -az TcpExtListenOverflows` the drops.",
+    ),
+    row(
+        Some(Kind::Dropped),
         Some("PKT_TOO_BIG"),
         &[E::MtuExceeded],
         "A path-MTU black hole: the next link's MTU is smaller than the sender's packets and the ICMP \"fragmentation needed\" (ICMPv6 \"packet too big\") that would make it send smaller ones never reaches it. Let ICMP type 3 code 4 (ICMPv6 type 2) through every firewall on the way back, make the MTUs agree along the path (overlay/tunnel MTU = underlay MTU minus its overhead), or clamp TCP MSS on the router (nft: tcp flags syn tcp option maxseg size set rt mtu).",
+    ),
+    row(
+        Some(Kind::Dropped),
+        Some("NETFILTER_DROP"),
+        &[E::ConntrackInvalid],
+        "A rule dropping conntrack-INVALID packets (`ct state invalid drop`, kube-proxy's KUBE-FORWARD and most stateful firewalls have one) dropped it: conntrack could not place the packet in a connection it knows. Usually the connection's packets do not all pass this node (asymmetric routing: requests one way, replies another; route both through the same node, or keep state off that path), or its entry was lost or the packet is out of the window it tracks (then net.netfilter.nf_conntrack_tcp_be_liberal=1 is kube-proxy's remedy). `conntrack -S` shows the invalid counter.",
+    ),
+    row(
+        Some(Kind::Dropped),
+        Some("NETFILTER_DROP"),
+        &[E::ConntrackFull],
+        "The conntrack table is full, so netfilter drops every packet that needs a new entry (new connections fail, established ones go on). Raise net.netfilter.nf_conntrack_max (one value for the node: set it in the host's namespace, and the hash size with it: /sys/module/nf_conntrack/parameters/hashsize, about max/4) and persist it in /etc/sysctl.d, shorten the timeouts that keep entries (nf_conntrack_tcp_timeout_*, nf_conntrack_udp_timeout), or find what opens so many connections (`conntrack -C`, `conntrack -S`, `conntrack -L` in that namespace).",
     ),
     row(
         Some(Kind::Dropped),
@@ -154,6 +172,12 @@ pub const HINTS: &[Hint] = &[
         Some("NO_SOCKET"),
         &[],
         "Nothing listens on that address/port where the packet arrived: check the Service targetPort, the endpoints, and that the backend process is up and bound to that address.",
+    ),
+    row(
+        Some(Kind::Dropped),
+        None,
+        &[E::NoRouteAfterRules],
+        "No table the routing rules chose has a route to the destination (or a rule's unreachable/prohibit/blackhole action refused it): `ip rule` (`ip -6 rule`) in that namespace lists the rules in order, `ip route show table N` each table. A lookup in a table that nothing filled (a CNI, VPN or kube-router table) is passed over, so the next rule's table decides: add the route to the table the rule points at, or fix or remove the rule.",
     ),
     row(
         Some(Kind::Dropped),

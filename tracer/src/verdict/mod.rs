@@ -14,10 +14,12 @@ use serde::Serialize;
 
 use crate::{
     model::flow::Flow,
+    node::conntrack::ConntrackTable,
     node::link::LinkConf,
     node::netfilter::NfRule,
     node::nftrace::{NfTraced, TracedGoto},
-    node::sockets::Bound,
+    node::route::Routing,
+    node::sockets::{Bound, ListenStats},
 };
 
 #[derive(
@@ -125,6 +127,21 @@ pub trait Env {
     fn nf_gotos(&self, _netns: u32) -> &[TracedGoto] {
         &[]
     }
+
+    /// Its conntrack table's size and counters (read where a packet was
+    /// dropped by netfilter).
+    fn conntrack(&self, _netns: u32) -> Option<&ConntrackTable> {
+        None
+    }
+    /// Its listen-queue counters (read with its sockets).
+    fn listen_stats(&self, _netns: u32) -> Option<ListenStats> {
+        None
+    }
+    /// Its routing rules and table sizes (read where a packet found no
+    /// route).
+    fn routing(&self, _netns: u32) -> Option<&Routing> {
+        None
+    }
 }
 
 /// A fixed inventory (tests, and a snapshot taken by the loader).
@@ -139,6 +156,9 @@ pub struct Inventory {
     pub nftrace: HashMap<u32, Vec<NfTraced>>,
     pub nf_gotos: HashMap<u32, Vec<TracedGoto>>,
     pub bound: HashMap<u32, Vec<Bound>>,
+    pub conntrack: HashMap<u32, ConntrackTable>,
+    pub listen: HashMap<u32, ListenStats>,
+    pub routing: HashMap<u32, Routing>,
 }
 
 impl Env for Inventory {
@@ -179,6 +199,18 @@ impl Env for Inventory {
 
     fn nf_gotos(&self, netns: u32) -> &[TracedGoto] {
         self.nf_gotos.get(&netns).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    fn conntrack(&self, netns: u32) -> Option<&ConntrackTable> {
+        self.conntrack.get(&netns)
+    }
+
+    fn listen_stats(&self, netns: u32) -> Option<ListenStats> {
+        self.listen.get(&netns).copied()
+    }
+
+    fn routing(&self, netns: u32) -> Option<&Routing> {
+        self.routing.get(&netns)
     }
 }
 

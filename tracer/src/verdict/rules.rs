@@ -23,10 +23,14 @@ pub const RULES: &[Rule] = &[
     misrouted_local_shadow,
     misrouted_local_transmitted,
     misrouted_nat_source,
+    // Repeated PKT_TOO_BIG drops are the flow's story even when a stray
+    // drop came first.
+    mtu_black_hole,
     dropped,
     reply_unroutable,
-    mtu_black_hole,
     socket_buffer_full,
+    listen_overflow,
+    invalid_reply_dropped,
     delivered,
     forwarded,
 ];
@@ -45,7 +49,7 @@ fn verdict(kind: Kind, reason: &str, where_: String, netns: &str, dev: Option<St
     }
 }
 
-fn contains(addr: IpAddr, net: IpAddr, prefix: u8) -> bool {
+pub(crate) fn contains(addr: IpAddr, net: IpAddr, prefix: u8) -> bool {
     match (addr, net) {
         (IpAddr::V4(a), IpAddr::V4(n)) => {
             let m = if prefix == 0 {
@@ -556,6 +560,16 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             None => format!("{func} in netns {}", drop.netns),
         },
         "IP_RPFILTER" => rp_filter_where(flow, drop, env, &fn_part, &mut evidence),
+        "NETFILTER_DROP" if let Some(ct) = conntrack_full(flow, drop, env) => {
+            let at = netfilter_where(flow, drop, env, &fn_part, &mut evidence);
+            evidence.push(ct.0);
+            format!("{at}: {}", ct.1)
+        }
+        "NETFILTER_DROP" if let Some(ct) = conntrack_invalid(flow, drop, env) => {
+            let at = netfilter_where(flow, drop, env, &fn_part, &mut evidence);
+            evidence.push(ct.0);
+            format!("{at}: {}", ct.1)
+        }
         "NETFILTER_DROP" => netfilter_where(flow, drop, env, &fn_part, &mut evidence),
         "NEIGH_FAILED" | "NEIGH_QUEUEFULL" | "NEIGH_DEAD" => {
             let neigh = flow
@@ -574,32 +588,7 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             )
         }
         "IP_INNOROUTES" | "IP_OUTNOROUTES" => {
-            let tables: Vec<String> = flow
-                .hops
-                .iter()
-                .filter(|h| h.netns_inode == drop.netns_inode)
-                .filter_map(|h| match &h.data {
-                    HopData::Fib(f) if f.err != 0 => Some(format!(
-                        "{}: {}",
-                        crate::model::hop::table_name(f.table),
-                        crate::model::hop::errno_name(f.err)
-                    )),
-                    _ => None,
-                })
-                .collect();
-            let dst = drop.tuple.dst;
-            if tables.is_empty() {
-                format!(
-                    "routing decision (fib_lookup) in netns {}: no route to {dst}",
-                    drop.netns
-                )
-            } else {
-                format!(
-                    "routing decision (fib_lookup) in netns {}: no route to {dst} [{}]",
-                    drop.netns,
-                    tables.join("; ")
-                )
-            }
+            no_route_where(flow, drop, env, reason, &mut evidence)
         }
         _ if func.is_empty() => format!("kfree_skb in netns {}", drop.netns),
         _ => format!("{func} in netns {}", drop.netns),
@@ -618,6 +607,96 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     }
     v.add_all(side_evidence(flow));
     Some(v)
+}
+
+/// `where` of a no-route drop: each table lookup that failed (the fib
+/// tracepoint), and, when the namespace's rules were read, the rules that
+/// selected the packet in order with how many routes their tables hold
+/// (a lookup in an empty table is passed over), or the rule whose action
+/// (unreachable, prohibit, blackhole) refused it.
+fn no_route_where(
+    flow: &Flow,
+    drop: &Hop,
+    env: &dyn Env,
+    reason: &str,
+    evidence: &mut Vec<Evidence>,
+) -> String {
+    let tables: Vec<String> = flow
+        .hops
+        .iter()
+        .filter(|h| h.netns_inode == drop.netns_inode)
+        .filter_map(|h| match &h.data {
+            HopData::Fib(f) if f.err != 0 => Some(format!(
+                "{}: {}",
+                crate::model::hop::table_name(f.table),
+                crate::model::hop::errno_name(f.err)
+            )),
+            _ => None,
+        })
+        .collect();
+    let dst = drop.tuple.dst;
+    let mut said = if tables.is_empty() {
+        format!(
+            "routing decision (fib_lookup) in netns {}: no route to {dst}",
+            drop.netns
+        )
+    } else {
+        format!(
+            "routing decision (fib_lookup) in netns {}: no route to {dst} [{}]",
+            drop.netns,
+            tables.join("; ")
+        )
+    };
+    if let Some(r) = env.routing(drop.netns_inode) {
+        // Locally sent packets are looked up with iif lo.
+        let iif = if reason == "IP_OUTNOROUTES" {
+            "lo"
+        } else {
+            drop.dev.as_str()
+        };
+        let (rules, refused) = consulted_rules(r, drop.tuple.src, dst, iif);
+        if !rules.is_empty() {
+            said.push_str(&format!(" after rules {}", rules.join(", ")));
+            evidence.push(Evidence::NoRouteAfterRules {
+                netns: drop.netns.to_string(),
+                dst,
+                rules,
+                refused,
+            });
+        }
+    }
+    said
+}
+
+/// The rules that selected a packet from `src` to `dst` in by `iif`, in
+/// order, each lookup with its table's size, up to one whose action
+/// refuses the packet (then `true`).
+fn consulted_rules(
+    r: &crate::node::route::Routing,
+    src: IpAddr,
+    dst: IpAddr,
+    iif: &str,
+) -> (Vec<String>, bool) {
+    let fam = if dst.is_ipv4() { 4 } else { 6 };
+    let mut out = Vec::new();
+    for rule in r.rules.iter().filter(|x| x.selects(src, dst, iif)) {
+        match rule.action {
+            crate::node::route::FR_ACT_TO_TBL => {
+                let n = r.routes(fam, rule.table);
+                out.push(match n {
+                    0 => format!("{} (empty)", rule.text()),
+                    1 => format!("{} (1 route)", rule.text()),
+                    n => format!("{} ({n} routes)", rule.text()),
+                });
+            }
+            6..=8 => {
+                out.push(rule.text());
+                return (out, true);
+            }
+            _ => out.push(rule.text()),
+        }
+    }
+    (out, false)
 }
 
 /// Forwarding off where the packet came in: ip_error() drops a packet for
@@ -755,6 +834,125 @@ fn rp_filter_where(
         }
         None => format!("reverse-path filter{fn_part} in netns {}", drop.netns),
     }
+}
+
+/// A NETFILTER_DROP that no rule's counter explains, in a namespace whose
+/// conntrack table is full (or whose conntrack dropped packets for want
+/// of an entry): conntrack itself dropped it. The fact and what `where`
+/// says of it.
+fn conntrack_full(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<(Evidence, String)> {
+    let t = env.conntrack(drop.netns_inode).filter(|t| t.full())?;
+    if blame_rule(flow, env, drop.netns_inode).is_some() {
+        return None;
+    }
+    let said = format!(
+        "the conntrack table is full (nf_conntrack_count {} of nf_conntrack_max {}; {} packets dropped by conntrack)",
+        t.count, t.max, t.drop
+    );
+    Some((
+        Evidence::ConntrackFull {
+            netns: drop.netns.to_string(),
+            entries: t.count,
+            max: t.max,
+            drop: t.drop,
+            early_drop: t.early_drop,
+            insert_failed: t.insert_failed,
+        },
+        said,
+    ))
+}
+
+/// A TCP reply (the SYN-ACK, say) dropped by a rule that drops what
+/// conntrack finds INVALID, and the client never completed its handshake:
+/// the server took the request (so `dropped` passed it by), but the
+/// connection failed. Before `delivered`, which would report the server's
+/// socket and the drop as a later one.
+pub fn invalid_reply_dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
+    if flow.key.proto != 6
+        || delivery_evidence(flow)
+            .iter()
+            .any(|(_, d)| *d == Delivery::ClientHandshake)
+    {
+        return None;
+    }
+    let (drop, dd) = flow.hops.iter().find_map(|h| match &h.data {
+        HopData::Drop(d) if h.dir == Dir::Reply && d.reason.as_str() == "NETFILTER_DROP" => {
+            Some((h, d))
+        }
+        _ => None,
+    })?;
+    let (fact, said) = conntrack_invalid(flow, drop, env)?;
+    let func = func_of(&dd.location);
+    let fn_part = if func.is_empty() {
+        String::new()
+    } else {
+        format!(" ({func})")
+    };
+    let mut evidence = Vec::new();
+    let at = netfilter_where(flow, drop, env, &fn_part, &mut evidence);
+    let mut v = verdict(
+        Kind::Dropped,
+        "NETFILTER_DROP",
+        format!("{at}: {said}"),
+        &drop.netns,
+        Some(drop.dev.to_string()),
+    );
+    v.add(dropped_at(drop, &dd.location));
+    v.add_all(evidence);
+    v.add(fact);
+    v.add_all(
+        delivery_evidence(flow)
+            .into_iter()
+            .map(|(h, d)| d.at(&h.netns)),
+    );
+    v.add_all(side_evidence(flow));
+    Some(v)
+}
+
+/// A NETFILTER_DROP by a rule that drops what conntrack finds INVALID
+/// (`ct state invalid drop`, kube-proxy's and most stateful firewalls'):
+/// the namespace's conntrack counter, and whether the flow's requests
+/// passed that namespace at all. A reply dropped where no request went
+/// is asymmetric routing: conntrack never saw the connection start.
+/// iptables-nft's `-m conntrack --ctstate INVALID` reads back as an
+/// opaque `xt match "conntrack"`: such a rule counts when the namespace's
+/// conntrack counted invalid packets, at least as many as the rule
+/// dropped.
+fn conntrack_invalid(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<(Evidence, String)> {
+    let (rule, delta) = blame_rule(flow, env, drop.netns_inode)?;
+    let text = rule.text.to_ascii_lowercase();
+    let invalid = env.conntrack(drop.netns_inode).map(|t| t.invalid);
+    let says_invalid = text.contains("ct state invalid")
+        || text.contains("ctstate invalid")
+        || text.contains("--state invalid");
+    let xt_conntrack =
+        text.contains("xt match \"conntrack\"") && invalid.is_some_and(|n| n >= *delta && n > 0);
+    if !says_invalid && !xt_conntrack {
+        return None;
+    }
+    // A request packet on a device there (not a route lookup: the
+    // reverse-path check of a reply looks its source up as a request).
+    let requests_here = flow.hops.iter().any(|h| {
+        h.netns_inode == drop.netns_inode
+            && h.dir == Dir::Request
+            && (h.is_ingress() || h.is_egress())
+    });
+    let asymmetric = drop.dir == Dir::Reply && !requests_here;
+    let said = if asymmetric {
+        "conntrack found the reply INVALID: the requests never passed this namespace (asymmetric routing)"
+    } else {
+        "conntrack found the packet INVALID"
+    };
+    Some((
+        Evidence::ConntrackInvalid {
+            netns: drop.netns.to_string(),
+            dir: drop.dir,
+            rule: rule.text.clone(),
+            invalid,
+            requests_seen: requests_here,
+        },
+        said.to_string(),
+    ))
 }
 
 /// For a NO_SOCKET drop: the namespace's sockets on that port, when they
@@ -1099,18 +1297,35 @@ pub fn mtu_black_hole(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         .filter(|h| matches!(h.data, HopData::IcmpSend { .. }))
         .count();
     let mtu = mtu_of(&out_dev);
+    // IPv6 has no DF: routers never fragment it.
+    let v6 = last.tuple.dst.is_ipv6();
+    let df = if v6 { "" } else { " (DF set)" };
     let where_ = match mtu {
         Some(m) => format!(
-            "{} in netns {}: packets larger than the MTU {m} of {out_dev} (DF set) dropped {drops} times",
+            "{} in netns {}: packets larger than the MTU {m} of {out_dev}{df} dropped {drops} times",
             func_of(&dd.location),
             last.netns
         ),
         None => format!(
-            "{} in netns {}: packets too big for {out_dev} (DF set) dropped {drops} times",
+            "{} in netns {}: packets too big for {out_dev}{df} dropped {drops} times",
             func_of(&dd.location),
             last.netns
         ),
     };
+    // ip6_forward() sets the packet's device to the egress one before it
+    // drops it: the way in is the namespace's last ingress before.
+    let in_dev = flow
+        .hops
+        .iter()
+        .rev()
+        .find(|h| {
+            h.netns_inode == last.netns_inode
+                && h.dir == Dir::Request
+                && h.is_ingress()
+                && h.ts_ns <= last.ts_ns
+                && !h.dev.is_empty()
+        })
+        .map_or_else(|| last.dev.to_string(), |h| h.dev.to_string());
     let mut v = verdict(
         Kind::Dropped,
         "PKT_TOO_BIG",
@@ -1124,12 +1339,93 @@ pub fn mtu_black_hole(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             netns: last.netns.to_string(),
             dev: out_dev,
             mtu,
-            in_dev: last.dev.to_string(),
-            in_mtu: mtu_of(last.dev.as_str()),
+            in_mtu: mtu_of(&in_dev),
+            in_dev,
+            family: if v6 { "ipv6" } else { "ipv4" }.into(),
             drops: u32::try_from(drops).unwrap_or(u32::MAX),
             icmp_sent: u32::try_from(icmp_sent).unwrap_or(u32::MAX),
         });
     }
+    v.add_all(side_evidence(flow));
+    Some(v)
+}
+
+/// The namespace of the request's last hop, for a flow nothing came back
+/// for: where it was last seen.
+pub fn last_request_netns(flow: &Flow) -> Option<u32> {
+    flow.hops
+        .iter()
+        .filter(|h| h.dir == Dir::Request && h.netns_inode != 0)
+        .max_by_key(|h| h.ts_ns)
+        .map(|h| h.netns_inode)
+}
+
+/// A request consumed by a TCP listener's receive path: a SYN the
+/// listener took (tcp_rcv_state_process() consumes it whether
+/// tcp_conn_request() answered it or dropped it for a full accept queue).
+pub fn syn_consumed(h: &Hop) -> bool {
+    h.dir == Dir::Request
+        && matches!(&h.data, HopData::Consume { location }
+            if func_of(location) == "tcp_rcv_state_process")
+}
+
+/// A listener whose accept queue is full drops new SYNs without a drop
+/// reason (tcp_conn_request(): LISTENOVERFLOWS, then the SYN is consumed,
+/// no SYN-ACK, no RST): the request's SYNs were taken by the listener and
+/// nothing came back, and that listener's queue is full now, or the
+/// namespace counted listen overflows. Before `delivered`, which would
+/// take the consumed SYN for a delivery.
+pub fn listen_overflow(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
+    if flow.key.proto != 6 || flow.hops.iter().any(|h| h.dir == Dir::Reply) {
+        return None;
+    }
+    let mut syns: Vec<&Hop> = flow.hops.iter().filter(|h| syn_consumed(h)).collect();
+    if syns.is_empty() {
+        // Where the consume is not seen (tc as the device hook): the
+        // request's arrivals in the last namespace it reached.
+        let last = last_request_netns(flow)?;
+        syns = flow
+            .hops
+            .iter()
+            .filter(|h| h.netns_inode == last && h.dir == Dir::Request && h.is_ingress())
+            .collect();
+    }
+    let first = *syns.first()?;
+    let t = &first.tuple;
+    let listener = env.bound(first.netns_inode).iter().find(|b| {
+        b.proto == "tcp"
+            && b.listening
+            && b.port == t.dport
+            && (b.addr == t.dst || b.addr.is_unspecified())
+    })?;
+    let stats = env.listen_stats(first.netns_inode);
+    if !listener.accept_queue_full() && stats.is_none_or(|s| s.overflows == 0) {
+        return None;
+    }
+    let endpoint = Endpoint::new(listener.addr, listener.port);
+    let n = syns
+        .iter()
+        .filter(|h| h.netns_inode == first.netns_inode)
+        .count();
+    let mut v = verdict(
+        Kind::Dropped,
+        "listen_overflow",
+        format!(
+            "tcp_conn_request in netns {}: the accept queue of the tcp listener {endpoint} is full ({} waiting, backlog {}): {n} SYNs dropped unanswered",
+            first.netns, listener.rx_queue, listener.max_backlog
+        ),
+        &first.netns,
+        Some(first.dev.to_string()),
+    );
+    v.add(Evidence::ListenQueueFull {
+        netns: first.netns.to_string(),
+        endpoint,
+        waiting: listener.rx_queue,
+        backlog: listener.max_backlog,
+        syns: u32::try_from(n).unwrap_or(u32::MAX),
+        overflows: stats.map(|s| s.overflows),
+        listen_drops: stats.map(|s| s.drops),
+    });
     v.add_all(side_evidence(flow));
     Some(v)
 }
