@@ -43,11 +43,19 @@ const VM_APT: &[&str] = &[
     "ipvsadm",
 ];
 
-/// The kernels of the matrix: a name and the apt package-name pattern; the
-/// newest package matching is used.
-const KERNELS: &[(&str, &str)] = &[
-    ("6.1", r"^linux-image-6\.1\.0-[0-9]+-amd64$"),
-    ("6.12", r"^linux-image-6\.12\.[0-9]+\+deb12-amd64$"),
+/// The kernels of the matrix: a name, the apt package-name pattern (the
+/// newest package matching is used) and the Debian suite to take it from
+/// when it is not the host's (a private apt list, [`suite_apt`]).
+const KERNELS: &[(&str, &str, Option<&str>)] = &[
+    // Debian 11's kernel: no drop reasons in skb:kfree_skb (5.17+), no tcx
+    // (6.6+): the inferred reasons and the tc netlink fallback.
+    (
+        "5.10",
+        r"^linux-image-5\.10\.0-[0-9]+-amd64$",
+        Some("bullseye"),
+    ),
+    ("6.1", r"^linux-image-6\.1\.0-[0-9]+-amd64$", None),
+    ("6.12", r"^linux-image-6\.12\.[0-9]+\+deb12-amd64$", None),
 ];
 
 /// The suites run inside each kernel: the incident suite and the verdict
@@ -57,7 +65,7 @@ const SUITES: &[&str] = &["incidents", "follow", "ipvs", "backends"];
 
 #[derive(Args, Clone)]
 pub(crate) struct VmArgs {
-    /// Kernels to run: 6.1, 6.12 (default: both).
+    /// Kernels to run: 5.10, 6.1, 6.12 (default: all).
     #[arg(long = "kernel")]
     pub kernels: Vec<String>,
     /// Only tests whose name contains this.
@@ -98,6 +106,44 @@ pub(crate) fn ensure_tools() -> Result<()> {
     // which must exist as a mount point (this machine ships no modules).
     fs::create_dir_all("/usr/lib/modules")?;
     Ok(())
+}
+
+/// apt options for the packages of another Debian suite (amd64), with a
+/// sources list, package lists and cache of their own under
+/// /var/cache/tracer-vm/SUITE: the host's apt state is left alone. The
+/// lists are refreshed (`apt-get update` with the same options) at most
+/// daily.
+fn suite_apt(suite: &str) -> Result<Vec<String>> {
+    let dir = Path::new(CACHE).join(suite);
+    let opts: Vec<String> = [
+        format!("Dir::Etc::sourcelist={}/sources.list", dir.display()),
+        "Dir::Etc::sourceparts=-".to_string(),
+        format!("Dir::State::Lists={}/lists", dir.display()),
+        format!("Dir::Cache={}/apt-cache", dir.display()),
+    ]
+    .into_iter()
+    .flat_map(|o| ["-o".to_string(), o])
+    .collect();
+    for d in ["lists/partial", "apt-cache/archives/partial"] {
+        fs::create_dir_all(dir.join(d))?;
+    }
+    let sources = format!("deb http://deb.debian.org/debian {suite} main\n");
+    let list = dir.join("sources.list");
+    let same = fs::read_to_string(&list).is_ok_and(|old| old == sources);
+    let fresh = fs::read_dir(dir.join("lists"))?
+        .filter_map(std::result::Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains("_Packages"))
+        .filter_map(|e| e.metadata().ok()?.modified().ok())
+        .any(|t| {
+            std::time::SystemTime::now()
+                .duration_since(t)
+                .is_ok_and(|age| age < std::time::Duration::from_secs(86_400))
+        });
+    if !same || !fresh {
+        fs::write(&list, sources)?;
+        sh(Command::new("apt-get").args(&opts).args(["-q", "update"]))?;
+    }
+    Ok(opts)
 }
 
 /// Fetch, unpack and depmod one kernel; returns (dir, version). `apt`:
@@ -543,11 +589,15 @@ pub(crate) fn matrix(a: &VmArgs) -> Result<Vec<KernelResult>> {
     let run_dir = Path::new(CACHE).join("run");
     fs::create_dir_all(&run_dir)?;
     let mut jobs = Vec::new();
-    for (name, pattern) in KERNELS {
+    for (name, pattern, suite) in KERNELS {
         if !a.kernels.is_empty() && !a.kernels.iter().any(|k| k == name) {
             continue;
         }
-        let (dir, version) = kernel(&[], pattern)?;
+        let apt = match suite {
+            Some(s) => suite_apt(s)?,
+            None => Vec::new(),
+        };
+        let (dir, version) = kernel(&apt, pattern)?;
         let initrd = initramfs(&dir, &version)?;
         let sc = run_dir.join(format!("{name}.sh"));
         let static_bin = (*name == STATIC_TEST.0
