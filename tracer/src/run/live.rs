@@ -396,6 +396,7 @@ impl Live<'_> {
         let names = pipeline.names();
         let (netns_names, locations) = (names.netns.known(), names.kallsyms.recorded());
         let (drop_reasons, rst_reasons) = (names.drop_reasons.clone(), names.rst_reasons.clone());
+        let no_drop_reason = names.no_drop_reason;
         let decode_errors = pipeline.decode_errors;
         let target = pipeline.target().to_string();
         sink.report_start(pipeline.flow_count(), &target, stop);
@@ -444,6 +445,7 @@ impl Live<'_> {
         if let (Some(r), Some(path)) = (rec, &opts.record) {
             let trailer = Trailer {
                 drop_reasons: drop_reasons.into_iter().collect(),
+                no_drop_reason,
                 rst_reasons: rst_reasons.into_iter().collect(),
                 netns_names,
                 locations,

@@ -108,6 +108,7 @@ pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed> {
     let target = Target::parse(&header.target, header.proto.as_deref())?;
     let names = Names {
         drop_reasons: trailer.drop_reasons.into_iter().collect(),
+        no_drop_reason: trailer.no_drop_reason,
         rst_reasons: trailer.rst_reasons.into_iter().collect(),
         kallsyms: Kallsyms::fixed(trailer.locations.into_iter().collect()),
         netns: NetnsNames::fixed(trailer.netns_names),

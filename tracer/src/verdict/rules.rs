@@ -34,6 +34,7 @@ fn verdict(kind: Kind, reason: &str, where_: String, netns: &str, dev: Option<St
     Verdict {
         kind,
         reason: reason.into(),
+        reason_inferred: false,
         where_,
         hint: String::new(),
         netns: netns.into(),
