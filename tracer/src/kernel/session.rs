@@ -77,6 +77,7 @@ impl KernelNames {
         Names {
             drop_reasons: self.drop_reasons,
             no_drop_reason: self.no_drop_reason,
+            icmp_unhooked: false,
             rst_reasons: self.rst_reasons,
             kallsyms: self.kallsyms,
             netns: Default::default(),

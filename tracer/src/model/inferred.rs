@@ -19,9 +19,16 @@
 /// What the packet's own hops, before its drop and in the same
 /// namespace, tell about the drop site.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent facts of one packet, not a state machine"
+)]
 pub struct Context {
-    /// The ICMP error the kernel sent for it: (IPv6, type, code).
-    pub icmp: Option<(bool, u8, u8)>,
+    /// The ICMP error the kernel sent for it: (type, code). IPv4 only: no
+    /// hook sees icmpv6_send().
+    pub icmp: Option<(u8, u8)>,
+    /// The icmp_send hook was not attached: no ICMP seen says nothing.
+    pub icmp_unhooked: bool,
     /// The kernel sent a TCP reset in answer to it.
     pub tcp_reset: bool,
     /// The errno ip_route_input_noref() returned for it (function hooks).
@@ -67,18 +74,11 @@ pub enum Inferred {
 
 const ICMP_DEST_UNREACH: u8 = 3;
 const ICMP_TIME_EXCEEDED: u8 = 11;
-const ICMPV6_DEST_UNREACH: u8 = 1;
-const ICMPV6_PKT_TOOBIG: u8 = 2;
-const ICMPV6_TIME_EXCEED: u8 = 3;
 const EXDEV: i64 = 18;
 
-/// ICMP destination unreachable of this code (IPv4), or ICMPv6 of this
-/// type, sent for the packet.
+/// An ICMP (IPv4) error of this type (and code) sent for the packet.
 fn icmp4(c: &Context, ty: u8, code: Option<u8>) -> bool {
-    matches!(c.icmp, Some((false, t, k)) if t == ty && code.is_none_or(|x| x == k))
-}
-fn icmp6(c: &Context, ty: u8, code: Option<u8>) -> bool {
-    matches!(c.icmp, Some((true, t, k)) if t == ty && code.is_none_or(|x| x == k))
+    matches!(c.icmp, Some((t, k)) if t == ty && code.is_none_or(|x| x == k))
 }
 
 /// The table, by function name.
@@ -101,6 +101,7 @@ const TABLE: &[Row] = &[
     Row {
         func: "ip_error",
         rule: Rule::ByContext(|c| match c.icmp {
+            None if c.icmp_unhooked => None,
             None => Some("IP_INADDRERRORS"),
             Some(_) if icmp4(c, ICMP_DEST_UNREACH, Some(0)) => Some("IP_INNOROUTES"),
             Some(_) => None,
@@ -131,23 +132,15 @@ const TABLE: &[Row] = &[
         ],
     },
     // net/ipv6/ip6_output.c ip6_forward(): forwarding off
-    // (devconf_all->forwarding != 1: `goto error`, no ICMP;
-    // IP_INADDRERRORS on 6.x), hop limit (ICMPv6 time exceeded; IP_INHDR),
-    // too big (ICMPv6 packet too big; PKT_TOO_BIG), and silently xfrm
-    // policy, not-for-us, NOMEM.
+    // (devconf_all->forwarding != 1, its first check: `goto error`, no
+    // ICMP; IP_INADDRERRORS on 6.x), hop limit (ICMPv6 time exceeded;
+    // IP_INHDR), too big (ICMPv6 packet too big; PKT_TOO_BIG), and
+    // silently xfrm policy, not-for-us, NOMEM. tracer sees no ICMPv6
+    // error, so the location alone does not tell; with forwarding off (a
+    // node fact) the verdict's forwarding rule gives IP_INADDRERRORS.
     Row {
         func: "ip6_forward",
-        rule: Rule::ByContext(|c| {
-            if icmp6(c, ICMPV6_PKT_TOOBIG, None) {
-                Some("PKT_TOO_BIG")
-            } else if icmp6(c, ICMPV6_TIME_EXCEED, None) {
-                Some("IP_INHDR")
-            } else if c.icmp.is_none() {
-                Some("IP_INADDRERRORS")
-            } else {
-                None
-            }
-        }),
+        rule: Rule::ByContext(|_| None),
         reasons: &[
             "IP_INADDRERRORS",
             "PKT_TOO_BIG",
@@ -209,11 +202,11 @@ const TABLE: &[Row] = &[
         rule: Rule::ByContext(|c| icmp4(c, ICMP_DEST_UNREACH, Some(3)).then_some("NO_SOCKET")),
         reasons: &["NO_SOCKET", "PKT_TOO_SMALL", "UDP_CSUM"],
     },
-    // net/ipv6/udp.c __udp6_lib_rcv(): the same with ICMPv6 port
-    // unreachable.
+    // net/ipv6/udp.c __udp6_lib_rcv(): the same, with ICMPv6 port
+    // unreachable, which tracer does not see: the location does not tell.
     Row {
         func: "__udp6_lib_rcv",
-        rule: Rule::ByContext(|c| icmp6(c, ICMPV6_DEST_UNREACH, Some(4)).then_some("NO_SOCKET")),
+        rule: Rule::ByContext(|_| None),
         reasons: &["NO_SOCKET", "PKT_TOO_SMALL", "UDP_CSUM"],
     },
     // net/ipv4/udp.c __udp_queue_rcv_skb(): __udp_enqueue_schedule_skb()
@@ -361,9 +354,9 @@ pub fn len() -> usize {
 mod tests {
     use super::*;
 
-    fn icmp(v6: bool, ty: u8, code: u8) -> Context {
+    fn icmp(ty: u8, code: u8) -> Context {
         Context {
-            icmp: Some((v6, ty, code)),
+            icmp: Some((ty, code)),
             ..Context::default()
         }
     }
@@ -382,14 +375,11 @@ mod tests {
             // Every reason a context may give is listed in the row.
             for c in [
                 Context::default(),
-                icmp(false, 3, 0),
-                icmp(false, 3, 2),
-                icmp(false, 3, 3),
-                icmp(false, 3, 4),
-                icmp(false, 11, 0),
-                icmp(true, 1, 4),
-                icmp(true, 2, 0),
-                icmp(true, 3, 0),
+                icmp(3, 0),
+                icmp(3, 2),
+                icmp(3, 3),
+                icmp(3, 4),
+                icmp(11, 0),
                 Context {
                     tcp_reset: true,
                     ingress: true,
@@ -444,7 +434,7 @@ mod tests {
         ));
         // UDP: port unreachable sent.
         assert_eq!(
-            infer("__udp4_lib_rcv", &icmp(false, 3, 3)),
+            infer("__udp4_lib_rcv", &icmp(3, 3)),
             Inferred::Reason("NO_SOCKET")
         );
         assert!(matches!(
@@ -458,34 +448,34 @@ mod tests {
             Inferred::Reason("IP_INADDRERRORS")
         );
         assert_eq!(
-            infer("ip_error", &icmp(false, 3, 0)),
+            infer("ip_error", &icmp(3, 0)),
             Inferred::Reason("IP_INNOROUTES")
         );
-        assert!(matches!(
-            infer("ip_error", &icmp(false, 3, 1)),
-            Inferred::OneOf(_)
-        ));
+        assert!(matches!(infer("ip_error", &icmp(3, 1)), Inferred::OneOf(_)));
+        // Without the icmp_send hook, no ICMP seen says nothing.
+        let unhooked = Context {
+            icmp_unhooked: true,
+            ..Context::default()
+        };
+        assert!(matches!(infer("ip_error", &unhooked), Inferred::OneOf(_)));
         // Forwarding: frag needed is a path-MTU drop, time exceeded a TTL.
         assert_eq!(
-            infer("ip_forward", &icmp(false, 3, 4)),
+            infer("ip_forward", &icmp(3, 4)),
             Inferred::Reason("PKT_TOO_BIG")
         );
         assert_eq!(
-            infer("ip_forward", &icmp(false, 11, 0)),
+            infer("ip_forward", &icmp(11, 0)),
             Inferred::Reason("IP_INHDR")
         );
         assert!(matches!(
             infer("ip_forward", &Context::default()),
             Inferred::OneOf(_)
         ));
-        assert_eq!(
+        // No ICMPv6 is seen: ip6_forward's reasons stay open here.
+        assert!(matches!(
             infer("ip6_forward", &Context::default()),
-            Inferred::Reason("IP_INADDRERRORS")
-        );
-        assert_eq!(
-            infer("ip6_forward", &icmp(true, 2, 0)),
-            Inferred::Reason("PKT_TOO_BIG")
-        );
+            Inferred::OneOf(r) if r.contains(&"IP_INADDRERRORS")
+        ));
         // The input route's errno: -EXDEV is the reverse-path filter.
         let exdev = Context {
             route_input_err: Some(-18),

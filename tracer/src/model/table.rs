@@ -860,6 +860,10 @@ impl FlowTable {
                         .get_mut(id)
                         .map(|f| drop_context(f, p.hdr.skb, netns_inode))
                         .unwrap_or_default();
+                    let c = inferred::Context {
+                        icmp_unhooked: names.icmp_unhooked,
+                        ..c
+                    };
                     match inferred::infer(func_of(&location), &c) {
                         Inferred::Reason(r) => (names.intern(r), ReasonFrom::Location),
                         Inferred::OneOf(_) | Inferred::Unknown => {
@@ -1002,7 +1006,7 @@ fn drop_context(f: &Flow, skb: u64, netns: u32) -> inferred::Context {
                 icmp_type,
                 icmp_code,
                 ..
-            } => c.icmp = Some((h.tuple.dst.is_ipv6(), *icmp_type, *icmp_code)),
+            } if !h.tuple.dst.is_ipv6() => c.icmp = Some((*icmp_type, *icmp_code)),
             HopData::TcpReset { .. } => c.tcp_reset = true,
             HopData::Func(d) if d.func.as_str() == "ip_route_input_noref" && d.ret.is_some() => {
                 c.route_input_err = d.ret;

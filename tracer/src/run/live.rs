@@ -154,7 +154,11 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
     let baseline = std::thread::spawn(move || nf_baseline(netns_paths));
 
     let (session, knames, start) = Session::start(&opts.session, started)?;
-    let names = knames.into_names();
+    let mut names = knames.into_names();
+    names.icmp_unhooked = session
+        .plan()
+        .iter()
+        .any(|p| p.hook == "icmp_send" && p.missing());
     let rec = match &opts.record {
         Some(p) => {
             names.kallsyms.record();

@@ -198,7 +198,8 @@ pub fn func_hook_feeds(hook: &str, v: &Verdict) -> bool {
 /// reason came from: inferred from the location of the drop it names, or,
 /// when that told none, which reasons the location may stand for.
 fn reason_origin(flow: &Flow, v: &mut Verdict) {
-    if v.kind != Kind::Dropped {
+    // Dropped, and not already inferred by the rule (with a node fact).
+    if v.kind != Kind::Dropped || v.reason_inferred {
         return;
     }
     let drops = || {

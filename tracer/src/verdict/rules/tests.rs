@@ -312,6 +312,51 @@ fn a_location_with_several_reasons_names_them() {
 }
 
 #[test]
+fn forwarding_off_gives_the_reason_a_location_alone_does_not() {
+    use crate::model::hop::ReasonFrom;
+    // ip6_forward() without a reason from the kernel: its drops are
+    // several, but with net.ipv6.conf.all.forwarding = 0 its first check
+    // drops everything, IP_INADDRERRORS.
+    let (mut f, mut env) = load("tcp_closed_port");
+    without_kernel_reasons(&mut f, "NOT_SPECIFIED", ReasonFrom::Unknown);
+    let drop = f.hops.iter_mut().find(|h| h.hook == Hook::Drop).unwrap();
+    if let HopData::Drop(d) = &mut drop.data {
+        d.location = "ip6_forward+0x3c".into();
+    }
+    let (netns, dev) = (drop.netns_inode, drop.dev.to_string());
+    let link = |v6: Option<bool>| crate::node::link::LinkConf {
+        dev: dev.clone(),
+        mtu: 1500,
+        forwarding_v4: Some(true),
+        forwarding_v6: v6,
+        rp_filter: None,
+    };
+    env.links.insert(netns, vec![link(Some(false))]);
+    let v = judge(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Dropped, "IP_INADDRERRORS"),
+        "{v:?}"
+    );
+    assert!(v.reason_inferred);
+    assert!(v.has(EvidenceKind::ForwardingDisabled));
+    assert!(facts(&v).any(
+        |e| matches!(e, Evidence::DropReasonInferred { location, reason, .. }
+        if location == "ip6_forward" && reason.as_deref() == Some("IP_INADDRERRORS"))
+    ));
+    // Forwarding on: the location does not tell, and the verdict says so.
+    env.links.insert(netns, vec![link(Some(true))]);
+    let v = judge(&f, &env);
+    assert_eq!(v.reason, "NOT_SPECIFIED");
+    assert!(!v.reason_inferred);
+    assert!(
+        text(&v).contains("ip6_forward drops for one of IP_INADDRERRORS"),
+        "{}",
+        text(&v)
+    );
+}
+
+#[test]
 fn netfilter_drop_names_the_hook() {
     let (f, env) = load("netfilter_forward_drop");
     let v = judge(&f, &env);
