@@ -72,7 +72,7 @@ pub fn require_kernel_feature(test: &str, missing: Option<String>) -> bool {
         "{test}: {why} (required here: TRACER_REQUIRE_KERNEL_FEATURES=1)"
     );
     eprintln!(
-        "\n!!!!! SKIPPED (kernel feature) {test}: {why}; it runs in `cargo xtask vm` (Debian 6.1 and 6.12) !!!!!\n"
+        "\n!!!!! SKIPPED (kernel feature) {test}: {why}; it runs in `cargo xtask vm` (Debian 5.10, 6.1 and 6.12) !!!!!\n"
     );
     // `cargo xtask test` lists these in its summary (the harness hides a
     // passing test's stderr).

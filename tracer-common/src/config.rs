@@ -137,6 +137,10 @@ pub struct KernelOffsets {
     pub nft_table_name: u32,
     // x_tables (module BTF): xt_table.name (inline char array)
     pub xt_table_name: u32,
+    /// 1 when the kernel has the bpf_get_func_ip() helper (5.15+): the
+    /// function hooks call it only then (before, the verifier refuses a
+    /// program that calls it at all, unless the branch is dead).
+    pub has_func_ip: u32,
 }
 
 impl KernelOffsets {
@@ -212,6 +216,7 @@ impl KernelOffsets {
             nft_chain_table: OFFSET_NONE,
             nft_table_name: OFFSET_NONE,
             xt_table_name: OFFSET_NONE,
+            has_func_ip: 0,
         }
     }
 }
@@ -275,11 +280,12 @@ mod tests {
 
     #[test]
     fn offsets_layout() {
-        // 70 u32 fields, no implicit padding.
-        assert_eq!(size_of::<KernelOffsets>(), 70 * 4);
+        // 71 u32 fields, no implicit padding.
+        assert_eq!(size_of::<KernelOffsets>(), 71 * 4);
         assert_eq!(offset_of!(KernelOffsets, skb_len), 0);
         assert_eq!(offset_of!(KernelOffsets, tp_consume_has_location), 62 * 4);
         assert_eq!(offset_of!(KernelOffsets, xt_table_name), 69 * 4);
+        assert_eq!(offset_of!(KernelOffsets, has_func_ip), 70 * 4);
         assert_eq!(KernelOffsets::none().skb_head, OFFSET_NONE);
     }
 

@@ -13,9 +13,15 @@ use tracer_common::{backend::FENTRY, func};
 
 use crate::func::{Decide, Extra, call, enter, leave, nf_decide, nf_state};
 
+/// The traced function's address, 0 before Linux 5.15 (no
+/// bpf_get_func_ip(); the dead branch is skipped by the verifier).
 #[inline(always)]
 fn ip(ctx: &FEntryContext) -> u64 {
-    unsafe { bpf_get_func_ip(ctx.as_ptr()) }
+    if crate::offsets().has_func_ip != 0 {
+        unsafe { bpf_get_func_ip(ctx.as_ptr()) }
+    } else {
+        0
+    }
 }
 
 /// The traced function's return value (bpf_get_func_ret(), Linux 5.17+).

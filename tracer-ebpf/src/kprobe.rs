@@ -15,10 +15,16 @@ use tracer_common::{backend::KPROBE, func};
 
 use crate::func::{Decide, Extra, call, enter, leave, nf_decide, nf_state, nft_chain, xt_table};
 
-/// The probed function's address (kprobes on a function entry; Linux 5.15+).
+/// The probed function's address (kprobes on a function entry), 0 before
+/// Linux 5.15: the verifier refuses the helper there, and skips this dead
+/// branch (`has_func_ip` is in .rodata).
 #[inline(always)]
 fn ip(ctx: &ProbeContext) -> u64 {
-    unsafe { bpf_get_func_ip(ctx.as_ptr()) }
+    if crate::offsets().has_func_ip != 0 {
+        unsafe { bpf_get_func_ip(ctx.as_ptr()) }
+    } else {
+        0
+    }
 }
 
 #[inline(always)]

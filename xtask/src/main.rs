@@ -44,7 +44,7 @@ enum Task {
     Test(test::TestArgs),
     /// Benchmarks: userspace pipeline, and traffic vs tcpdump (BENCHMARKS.md).
     Bench(bench::BenchArgs),
-    /// Kernel matrix: boot Debian 6.1 and 6.12 under qemu (TCG) and run the
+    /// Kernel matrix: boot Debian 5.10, 6.1 and 6.12 under qemu (TCG) and run the
     /// incident and verdict suites inside (`--arch aarch64`: boot Debian's
     /// arm64 kernel and run the static aarch64 binary).
     Vm(vm::VmArgs),

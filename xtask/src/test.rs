@@ -20,7 +20,7 @@ pub(crate) struct TestArgs {
     /// Only integration tests whose name contains this.
     #[arg(long)]
     filter: Option<String>,
-    /// Skip the kernel-matrix tier (Debian 6.1 and 6.12 under qemu).
+    /// Skip the kernel-matrix tier (Debian 5.10, 6.1 and 6.12 under qemu).
     #[arg(long)]
     no_vm: bool,
 }
@@ -233,7 +233,7 @@ fn vm_stages(a: &TestArgs, t: &mut Tally) {
         filter: a.filter.clone(),
         arch: "x86_64".into(),
     };
-    let matrix = "kernel matrix (qemu TCG: Debian 6.1, 6.12)";
+    let matrix = "kernel matrix (qemu TCG: Debian 5.10, 6.1, 6.12)";
     match crate::vm::matrix(&vm) {
         Ok(results) => {
             let (p, f) = crate::vm::report("kernel matrix", &results);

@@ -178,12 +178,27 @@ fn btf_checks() -> (Vec<Check>, Vec<ProbeStatus>) {
         Err(e) => check("offsets", false, Status::Fail, e.to_string()),
     });
     let reasons = offsets::enum_names(b, "skb_drop_reason", "SKB_DROP_REASON_");
-    checks.push(check(
-        "drop reasons",
-        !reasons.is_empty(),
-        Status::Warn,
-        format!("{} names from enum skb_drop_reason", reasons.len()),
-    ));
+    // Before 5.17 skb:kfree_skb has no reason (and BTF no enum): the
+    // reasons are inferred from the drop locations (model/inferred.rs).
+    let kernel_reasons = b.tracepoint_arity("kfree_skb").unwrap_or(0) >= 3;
+    checks.push(if kernel_reasons || !reasons.is_empty() {
+        check(
+            "drop reasons",
+            !reasons.is_empty(),
+            Status::Warn,
+            format!("{} names from enum skb_drop_reason", reasons.len()),
+        )
+    } else {
+        check(
+            "drop reasons",
+            false,
+            Status::Warn,
+            format!(
+                "none from this kernel (skb:kfree_skb has no reason before 5.17): inferred from the drop location ({} kernel functions known); verdicts say so",
+                crate::model::inferred::len()
+            ),
+        )
+    });
     let mut caps = probes::KernelCaps::probe();
     caps.fentry_error = crate::kernel::loader::fentry_trial();
     let plan = probes::plan(b, &caps);

@@ -66,6 +66,8 @@ pub struct Session {
 /// The kernel's name tables and symbols, read while the session starts.
 pub struct KernelNames {
     pub drop_reasons: HashMap<u32, String>,
+    /// skb:kfree_skb has no reason on this kernel (before 5.17).
+    pub no_drop_reason: bool,
     pub rst_reasons: HashMap<u32, String>,
     pub kallsyms: Kallsyms,
 }
@@ -74,6 +76,8 @@ impl KernelNames {
     pub fn into_names(self) -> Names {
         Names {
             drop_reasons: self.drop_reasons,
+            no_drop_reason: self.no_drop_reason,
+            icmp_unhooked: false,
             rst_reasons: self.rst_reasons,
             kallsyms: self.kallsyms,
             netns: Default::default(),
@@ -208,6 +212,7 @@ impl Session {
         warnings.extend(tc.errors.iter().cloned());
         let names = KernelNames {
             drop_reasons,
+            no_drop_reason: resolved.offsets.tp_kfree_has_reason == 0,
             rst_reasons,
             kallsyms: kallsyms.join().unwrap_or_default(),
         };

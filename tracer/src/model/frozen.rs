@@ -25,7 +25,7 @@ use tracer_common::Hook;
 use crate::{
     model::event::Tuple,
     model::flow::{Flow, NatBy},
-    model::hop::{DropData, FibData, FuncData, Hop, HopData, NeighData, Nud, SockData},
+    model::hop::{DropData, FibData, FuncData, Hop, HopData, NeighData, Nud, ReasonFrom, SockData},
     model::intern::Name,
 };
 
@@ -304,7 +304,13 @@ impl Codec {
                 w.push(1);
                 let (r, l) = (self.name(&d.reason), self.name(&d.location));
                 put(w, r);
-                put(w, d.reason_code as u64);
+                // The reason's origin above the 32 bits of its code.
+                let from = match d.reason_from {
+                    ReasonFrom::Kernel => 0u64,
+                    ReasonFrom::Location => 1,
+                    ReasonFrom::Unknown => 2,
+                };
+                put(w, u64::from(d.reason_code) | from << 32);
                 put(w, l);
             }
             HopData::Consume { location } => {
@@ -529,11 +535,16 @@ impl Codec {
             }
             1 => {
                 let reason = self.name_of(r.get());
-                let reason_code = r.get() as u32;
+                let code = r.get();
                 HopData::Drop(Box::new(DropData {
                     reason,
-                    reason_code,
+                    reason_code: code as u32,
                     location: self.name_of(r.get()),
+                    reason_from: match code >> 32 {
+                        1 => ReasonFrom::Location,
+                        2 => ReasonFrom::Unknown,
+                        _ => ReasonFrom::Kernel,
+                    },
                 }))
             }
             2 => HopData::Consume {
@@ -865,6 +876,7 @@ mod tests {
                         reason: "NETFILTER_DROP".into(),
                         reason_code: 6,
                         location: "nf_hook_slow+0x9c".into(),
+                        reason_from: ReasonFrom::Kernel,
                     })),
                 ),
                 hop(

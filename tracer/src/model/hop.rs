@@ -238,6 +238,33 @@ pub struct DropData {
     pub reason: Name,
     pub reason_code: u32,
     pub location: Name,
+    /// Where `reason` comes from: the kernel (absent from JSON), or, on a
+    /// kernel that gives none (before 5.17), the drop location.
+    #[serde(default, skip_serializing_if = "ReasonFrom::is_kernel")]
+    pub reason_from: ReasonFrom,
+}
+
+/// Where a drop's reason comes from.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasonFrom {
+    /// skb:kfree_skb's own `reason`.
+    #[default]
+    Kernel,
+    /// Inferred from the drop location (model/inferred.rs): this kernel's
+    /// skb:kfree_skb has no reason.
+    Location,
+    /// This kernel gives no reason and the location does not tell one:
+    /// `reason` is `NOT_SPECIFIED`.
+    Unknown,
+}
+
+impl ReasonFrom {
+    pub fn is_kernel(&self) -> bool {
+        *self == ReasonFrom::Kernel
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -371,7 +398,16 @@ impl Hop {
                     format!("len {len}")
                 }
             }
-            HopData::Drop(d) => format!("DROP reason {} at {}", d.reason, d.location),
+            HopData::Drop(d) => format!(
+                "DROP reason {}{} at {}",
+                d.reason,
+                match d.reason_from {
+                    ReasonFrom::Kernel => "",
+                    ReasonFrom::Location => " (inferred)",
+                    ReasonFrom::Unknown => " (none from this kernel)",
+                },
+                d.location
+            ),
             HopData::Consume { location } => format!("consumed at {location}"),
             HopData::IcmpSend { desc, .. } => format!("kernel sent ICMP {desc}"),
             HopData::TcpReset { reason } => match reason {

@@ -7,6 +7,7 @@ pub mod flow;
 pub mod frozen;
 pub mod funcs;
 pub mod hop;
+pub mod inferred;
 pub mod intern;
 pub mod names;
 pub mod table;

@@ -268,6 +268,12 @@ impl NetnsNames {
 #[derive(Debug, Default)]
 pub struct Names {
     pub drop_reasons: HashMap<u32, String>,
+    /// This kernel's skb:kfree_skb has no reason (before 5.17): drop
+    /// reasons are inferred from the location (model/inferred.rs).
+    pub no_drop_reason: bool,
+    /// The icmp_send hook is not attached (inference then does not take
+    /// "no ICMP sent" for a fact).
+    pub icmp_unhooked: bool,
     pub rst_reasons: HashMap<u32, String>,
     pub kallsyms: Kallsyms,
     pub netns: NetnsNames,

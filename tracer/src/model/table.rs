@@ -17,9 +17,11 @@ use crate::{
     model::flow::{Flow, NatBy},
     model::frozen::{self, Codec},
     model::hop::{
-        Dir, DropData, FibData, Hop, HopData, NeighData, Nud, SockData, icmp_desc, tcp_state,
+        Dir, DropData, FibData, Hop, HopData, NeighData, Nud, ReasonFrom, SockData, icmp_desc,
+        tcp_state,
     },
-    model::names::Names,
+    model::inferred::{self, Inferred},
+    model::names::{Names, func_of},
 };
 
 /// An skb seen again with unreadable headers after this long is another
@@ -851,11 +853,33 @@ impl FlowTable {
         }
         let data = match (data, hook) {
             (Some(d), _) => d,
-            (None, Hook::Drop) => HopData::Drop(Box::new(DropData {
-                reason: names.drop_reason(p.reason),
-                reason_code: p.reason,
-                location: names.location(p.location),
-            })),
+            (None, Hook::Drop) => {
+                let location = names.location(p.location);
+                let (reason, reason_from) = if names.no_drop_reason {
+                    let c = self
+                        .get_mut(id)
+                        .map(|f| drop_context(f, p.hdr.skb, netns_inode))
+                        .unwrap_or_default();
+                    let c = inferred::Context {
+                        icmp_unhooked: names.icmp_unhooked,
+                        ..c
+                    };
+                    match inferred::infer(func_of(&location), &c) {
+                        Inferred::Reason(r) => (names.intern(r), ReasonFrom::Location),
+                        Inferred::OneOf(_) | Inferred::Unknown => {
+                            (names.intern("NOT_SPECIFIED"), ReasonFrom::Unknown)
+                        }
+                    }
+                } else {
+                    (names.drop_reason(p.reason), ReasonFrom::Kernel)
+                };
+                HopData::Drop(Box::new(DropData {
+                    reason,
+                    reason_code: p.reason,
+                    location,
+                    reason_from,
+                }))
+            }
             (None, Hook::Consume) => HopData::Consume {
                 location: names.location(p.location),
             },
@@ -962,6 +986,36 @@ fn fib_matches(key: &Tuple, t: &Tuple, dir: Dir) -> bool {
         && (t.dport == 0 || t.dport == k.dport)
         && (t.sport == 0 || t.sport == k.sport)
         && (t.src.is_unspecified() || t.src == k.src)
+}
+
+/// What the packet's own hops in the namespace where it is dropped say
+/// about the drop site, for a kernel that gives no drop reason
+/// ([`inferred`]): the ICMP error or TCP reset the kernel sent for that
+/// skb, the errno of its input route lookup, whether it came in there,
+/// and whether other packets of the flow were queued to a socket there.
+fn drop_context(f: &Flow, skb: u64, netns: u32) -> inferred::Context {
+    let mut c = inferred::Context::default();
+    for h in f.hops.iter().filter(|h| h.netns_inode == netns) {
+        // Any skb: a queued packet's address may be reused by the next.
+        c.queued_before |= h.hook == Hook::SockQueue;
+        if h.skb != skb {
+            continue;
+        }
+        match &h.data {
+            HopData::IcmpSend {
+                icmp_type,
+                icmp_code,
+                ..
+            } if !h.tuple.dst.is_ipv6() => c.icmp = Some((*icmp_type, *icmp_code)),
+            HopData::TcpReset { .. } => c.tcp_reset = true,
+            HopData::Func(d) if d.func.as_str() == "ip_route_input_noref" && d.ret.is_some() => {
+                c.route_input_err = d.ret;
+            }
+            _ => {}
+        }
+        c.ingress |= h.is_ingress();
+    }
+    c
 }
 
 #[cfg(test)]

@@ -94,11 +94,16 @@ pub fn flow_json_line(flow: &Flow, v: &Verdict, final_: bool) -> String {
 pub fn flow_text(flow: &Flow, v: &Verdict) -> String {
     let mut s = String::new();
     s.push_str(&format!(
-        "flow #{} {}  =>  {} {}{}\n",
+        "flow #{} {}  =>  {} {}{}{}\n",
         flow.id,
         flow.key,
         v.kind.as_str().to_uppercase(),
         v.reason,
+        if v.reason_inferred {
+            " (reason inferred from drop location)"
+        } else {
+            ""
+        },
         if v.incomplete { " (incomplete)" } else { "" }
     ));
     if let Some(t) = flow.translated {

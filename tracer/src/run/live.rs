@@ -191,7 +191,11 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
     });
 
     let (session, knames, start) = Session::start(&opts.session, started)?;
-    let names = knames.into_names();
+    let mut names = knames.into_names();
+    names.icmp_unhooked = session
+        .plan()
+        .iter()
+        .any(|p| p.hook == "icmp_send" && p.missing());
     let rec = match &opts.record {
         Some(p) => {
             names.kallsyms.record();
@@ -444,6 +448,7 @@ impl Live<'_> {
         let names = pipeline.names();
         let (netns_names, locations) = (names.netns.known(), names.kallsyms.recorded());
         let (drop_reasons, rst_reasons) = (names.drop_reasons.clone(), names.rst_reasons.clone());
+        let no_drop_reason = names.no_drop_reason;
         let decode_errors = pipeline.decode_errors;
         let target = pipeline.target().to_string();
         sink.report_start(pipeline.flow_count(), &target, stop);
@@ -492,6 +497,7 @@ impl Live<'_> {
         if let (Some(r), Some(path)) = (rec, &opts.record) {
             let trailer = Trailer {
                 drop_reasons: drop_reasons.into_iter().collect(),
+                no_drop_reason,
                 rst_reasons: rst_reasons.into_iter().collect(),
                 netns_names,
                 locations,

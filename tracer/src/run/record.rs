@@ -100,6 +100,10 @@ pub struct Header {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Trailer {
     pub drop_reasons: BTreeMap<u32, String>,
+    /// The recording kernel's skb:kfree_skb has no reason (before 5.17):
+    /// replay infers them from the drop locations as `follow` did.
+    #[serde(default)]
+    pub no_drop_reason: bool,
     pub rst_reasons: BTreeMap<u32, String>,
     /// Namespace inode -> name, as the run named them.
     pub netns_names: BTreeMap<u32, String>,
@@ -461,6 +465,7 @@ mod tests {
     fn trailer() -> Trailer {
         Trailer {
             drop_reasons: BTreeMap::new(),
+            no_drop_reason: false,
             rst_reasons: BTreeMap::new(),
             netns_names: BTreeMap::from([(7, "pod".to_string())]),
             locations: BTreeMap::new(),

@@ -128,6 +128,12 @@ pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed> {
     let target = Target::parse(&header.target, header.proto.as_deref())?;
     let names = Names {
         drop_reasons: trailer.drop_reasons.into_iter().collect(),
+        no_drop_reason: trailer.no_drop_reason,
+        icmp_unhooked: trailer
+            .completeness
+            .missing_hooks
+            .iter()
+            .any(|h| h == "icmp_send"),
         rst_reasons: trailer.rst_reasons.into_iter().collect(),
         kallsyms: Kallsyms::fixed(trailer.locations.into_iter().collect()),
         netns: NetnsNames::fixed(trailer.netns_names),

@@ -395,6 +395,15 @@ pub enum Evidence {
     },
     /// A NEIGH_* drop: what the sender is told.
     HostUnreachableInferred,
+    /// This kernel's skb:kfree_skb gives no reason (before 5.17): `reason`
+    /// was inferred from the drop location's function
+    /// (tracer/src/model/inferred.rs), or, when null, that function drops
+    /// for any of `one_of` (empty: it is not in the table).
+    DropReasonInferred {
+        location: String,
+        reason: Option<String>,
+        one_of: Vec<String>,
+    },
     /// The dropped flow's destination is an address of that namespace.
     LocalDestination {
         addr: IpAddr,
@@ -550,18 +559,19 @@ impl fmt::Display for Evidence {
     #[expect(clippy::too_many_lines, reason = "one arm per evidence kind")]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use Evidence::{
-            ClientHandshake, CountedInKernel, DestinationAnswered, EventsLost, Forwarded,
-            ForwardedBack, ForwardingDisabled, FuncHookUnavailable, FunctionHook, HooksUnavailable,
-            HopsNotKept, HostUnreachableInferred, IcmpSent, IpvsHooksSilent, IpvsLocalAddress,
-            IpvsNoDestination, IpvsNoService, IpvsScheduled, IpvsService, KubeClusterIpUnallocated,
-            KubeNoLocalEndpoints, KubeServiceNoEndpoints, KubeServiceRouted, KubeSourceRangesDrop,
-            LaterDrop, ListensElsewhere, LocalAddressTransmitted, LocalDestination, LocalRoute,
-            MapInsertsFailed, MtuExceeded, NatSourceMismatch, NeighbourState, NfChainVerdict,
-            NfHookDrop, NfHookInferred, NfRuleMoved, NfRuleTraced, NoListener,
-            NoLocalEndpointsRuleMoved, NoReply, NoReplyLeft, NoRouteBack, OtherHostsSubnet,
-            OwnerChanged, PacketDropped, PacketsSeen, PreNatRoute, RepliesCameBack, RequestDropped,
-            RpFilterMismatch, ServerSocketState, SeveralMacs, SocketBufferFull, SocketConsumed,
-            SocketQueued, SocketRead, TcFilter, TcRedirect, TcpResetSent,
+            ClientHandshake, CountedInKernel, DestinationAnswered, DropReasonInferred, EventsLost,
+            Forwarded, ForwardedBack, ForwardingDisabled, FuncHookUnavailable, FunctionHook,
+            HooksUnavailable, HopsNotKept, HostUnreachableInferred, IcmpSent, IpvsHooksSilent,
+            IpvsLocalAddress, IpvsNoDestination, IpvsNoService, IpvsScheduled, IpvsService,
+            KubeClusterIpUnallocated, KubeNoLocalEndpoints, KubeServiceNoEndpoints,
+            KubeServiceRouted, KubeSourceRangesDrop, LaterDrop, ListensElsewhere,
+            LocalAddressTransmitted, LocalDestination, LocalRoute, MapInsertsFailed, MtuExceeded,
+            NatSourceMismatch, NeighbourState, NfChainVerdict, NfHookDrop, NfHookInferred,
+            NfRuleMoved, NfRuleTraced, NoListener, NoLocalEndpointsRuleMoved, NoReply, NoReplyLeft,
+            NoRouteBack, OtherHostsSubnet, OwnerChanged, PacketDropped, PacketsSeen, PreNatRoute,
+            RepliesCameBack, RequestDropped, RpFilterMismatch, ServerSocketState, SeveralMacs,
+            SocketBufferFull, SocketConsumed, SocketQueued, SocketRead, TcFilter, TcRedirect,
+            TcpResetSent,
         };
         let or = |s: &str, dflt: &'static str| -> String {
             if s.is_empty() {
@@ -940,6 +950,26 @@ impl fmt::Display for Evidence {
                 f,
                 "kube-proxy: {src} is not in Service {service}'s loadBalancerSourceRanges (its firewall chain drops it)"
             ),
+            DropReasonInferred {
+                location,
+                reason,
+                one_of,
+            } => {
+                f.write_str("this kernel gives no drop reason (before 5.17): ")?;
+                match reason {
+                    Some(r) => write!(f, "{r} inferred from the drop location {location}"),
+                    None if one_of.is_empty() => write!(
+                        f,
+                        "{} is not a drop location tracer knows the reason of",
+                        or(location, "the drop location")
+                    ),
+                    None => write!(
+                        f,
+                        "{location} drops for one of {}, and nothing seen tells which",
+                        one_of.join(", ")
+                    ),
+                }
+            }
             HostUnreachableInferred => f.write_str(
                 "a failed resolution is reported to the sender as ICMP host-unreachable (ipv4_link_failure()); a local client gets EHOSTUNREACH, \"No route to host\" (errno 113) [inferred from the drop reason]",
             ),
@@ -1408,6 +1438,16 @@ mod tests {
                 delta: 1,
             },
             HostUnreachableInferred,
+            DropReasonInferred {
+                location: s("tcp_v4_rcv"),
+                reason: Some(s("NO_SOCKET")),
+                one_of: vec![],
+            },
+            DropReasonInferred {
+                location: s("ip_forward"),
+                reason: None,
+                one_of: vec![s("PKT_TOO_BIG"), s("OTHERHOST")],
+            },
             LocalDestination {
                 addr: a,
                 dev: s("kube-ipvs0"),

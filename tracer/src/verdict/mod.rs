@@ -14,6 +14,9 @@ use serde::Serialize;
 
 use crate::{
     model::flow::Flow,
+    model::hop::{HopData, ReasonFrom},
+    model::inferred,
+    model::names::func_of,
     node::conntrack::ConntrackTable,
     node::link::LinkConf,
     node::netfilter::NfRule,
@@ -55,6 +58,9 @@ impl Kind {
 pub struct Verdict {
     pub kind: Kind,
     pub reason: String,
+    /// `reason` was inferred from the drop location: this kernel's
+    /// skb:kfree_skb gives none (before 5.17).
+    pub reason_inferred: bool,
     #[serde(rename = "where")]
     pub where_: String,
     pub hint: String,
@@ -244,11 +250,55 @@ pub fn func_hook_feeds(hook: &str, v: &Verdict) -> bool {
     }
 }
 
+/// On a kernel without drop reasons, a dropped verdict says where its
+/// reason came from: inferred from the location of the drop it names, or,
+/// when that told none, which reasons the location may stand for.
+fn reason_origin(flow: &Flow, v: &mut Verdict) {
+    // Dropped, and not already inferred by the rule (with a node fact).
+    if v.kind != Kind::Dropped || v.reason_inferred {
+        return;
+    }
+    let drops = || {
+        flow.hops.iter().filter_map(|h| match &h.data {
+            HopData::Drop(d) if !d.reason_from.is_kernel() => Some(d),
+            _ => None,
+        })
+    };
+    let Some(d) = drops()
+        .find(|d| d.reason.as_str() == v.reason)
+        .or_else(|| drops().next())
+    else {
+        return;
+    };
+    let location = func_of(&d.location).to_string();
+    let fact = if d.reason_from == ReasonFrom::Location && d.reason.as_str() == v.reason {
+        v.reason_inferred = true;
+        Evidence::DropReasonInferred {
+            location,
+            reason: Some(v.reason.clone()),
+            one_of: Vec::new(),
+        }
+    } else if d.reason_from == ReasonFrom::Unknown {
+        let one_of = inferred::row(&location)
+            .map(|r| r.reasons.iter().map(ToString::to_string).collect())
+            .unwrap_or_default();
+        Evidence::DropReasonInferred {
+            location,
+            reason: None,
+            one_of,
+        }
+    } else {
+        return;
+    };
+    v.add(fact);
+}
+
 pub fn evaluate(flow: &Flow, env: &dyn Env, c: &Completeness) -> Verdict {
     let mut v = rules::RULES
         .iter()
         .find_map(|rule| rule(flow, env))
         .unwrap_or_else(|| rules::fallback(flow));
+    reason_origin(flow, &mut v);
     for dst in flow.dsts() {
         v.add_all(env.dst_facts(dst));
     }

@@ -10,7 +10,7 @@ use crate::node::netfilter::{NfMethod, NfRule};
 use crate::node::nftrace::NfTraced;
 use crate::{
     model::flow::Flow,
-    model::hop::{Dir, Hop, HopData, Nud},
+    model::hop::{Dir, Hop, HopData, Nud, ReasonFrom},
     model::names::func_of,
 };
 
@@ -39,6 +39,7 @@ fn verdict(kind: Kind, reason: &str, where_: String, netns: &str, dev: Option<St
     Verdict {
         kind,
         reason: reason.into(),
+        reason_inferred: false,
         where_,
         hint: String::new(),
         netns: netns.into(),
@@ -548,8 +549,21 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         format!(" ({func})")
     };
     let mut evidence = Vec::new();
-    let where_ = match reason.as_str() {
-        _ if let Some(family) = forwarding_off(drop, env, func, reason) => {
+    let unknown = dd.reason_from == ReasonFrom::Unknown;
+    let mut reason: &str = reason;
+    let mut inferred_here = false;
+    let where_ = match reason {
+        _ if let Some(family) = forwarding_off(drop, env, func, reason, unknown) => {
+            if unknown {
+                // ip_error()/ip6_forward() with forwarding off: IP_INADDRERRORS.
+                reason = "IP_INADDRERRORS";
+                inferred_here = true;
+                evidence.push(Evidence::DropReasonInferred {
+                    location: func.to_string(),
+                    reason: Some(reason.to_string()),
+                    one_of: Vec::new(),
+                });
+            }
             forwarding_where(drop, func, family, &mut evidence)
         }
         "NO_SOCKET" => match no_listener(drop, env) {
@@ -600,6 +614,7 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         &drop.netns,
         Some(drop.dev.to_string()),
     );
+    v.reason_inferred = inferred_here;
     v.add(dropped_at(drop, location));
     v.add_all(evidence);
     if reason == "NETFILTER_DROP" {
@@ -704,13 +719,24 @@ fn consulted_rules(
 /// (IP_INADDRERRORS or IP_INNOROUTES, no ICMP sent), ip6_forward() one
 /// whose namespace has net.ipv6.conf.all.forwarding = 0
 /// (IP_INADDRERRORS). The family, when the device's sysctl says so.
-fn forwarding_off(drop: &Hop, env: &dyn Env, func: &str, reason: &str) -> Option<&'static str> {
+/// On a kernel without drop reasons (`unknown`: the location did not
+/// tell), forwarding off is what those sites drop for: the reason is then
+/// IP_INADDRERRORS, as 6.x gives it.
+fn forwarding_off(
+    drop: &Hop,
+    env: &dyn Env,
+    func: &str,
+    reason: &str,
+    unknown: bool,
+) -> Option<&'static str> {
     env.links(drop.netns_inode)
         .iter()
         .filter(|l| l.dev == drop.dev.as_str())
         .find_map(|l| match func {
             "ip_error" if l.forwarding_v4 == Some(false) => Some("ipv4"),
-            "ip6_forward" if reason == "IP_INADDRERRORS" && l.forwarding_v6 == Some(false) => {
+            "ip6_forward"
+                if (reason == "IP_INADDRERRORS" || unknown) && l.forwarding_v6 == Some(false) =>
+            {
                 Some("ipv6")
             }
             _ => None,

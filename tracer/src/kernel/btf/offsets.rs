@@ -111,6 +111,7 @@ pub fn resolve(btf: &Btf) -> Result<Resolved, BtfError> {
         nft_chain_table: get("nft_chain", "table"),
         nft_table_name: get("nft_table", "name"),
         xt_table_name: get("xt_table", "name"),
+        has_func_ip: 0,
     };
     // Module types are absent while their module is not loaded: that is
     // the hook's reported gap (`module X not loaded`), not a missing field.
@@ -135,6 +136,12 @@ pub fn resolve(btf: &Btf) -> Result<Resolved, BtfError> {
     o.tp_reset_has_reason = (btf.tracepoint_arity("tcp_send_reset").unwrap_or(0) >= 3) as u32;
     o.tp_kfree_has_reason = (btf.tracepoint_arity("kfree_skb").unwrap_or(0) >= 3) as u32;
     o.tp_consume_has_location = (btf.tracepoint_arity("consume_skb").unwrap_or(0) >= 2) as u32;
+    // bpf_get_func_ip() came in 5.15 (kprobes and fentry alike): the
+    // function hooks name their function's address only with it.
+    o.has_func_ip = btf
+        .enum_values("bpf_func_id")
+        .is_some_and(|v| v.iter().any(|(name, _)| name == "BPF_FUNC_get_func_ip"))
+        as u32;
     Ok(Resolved {
         offsets: o,
         missing,

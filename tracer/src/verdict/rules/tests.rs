@@ -226,6 +226,136 @@ fn closed_port_is_no_socket_with_reset() {
     assert!(v.hint.contains("RST"));
 }
 
+/// The drops of `f` as a kernel without drop reasons (before 5.17) gives
+/// them: reason 0, then `reason` and its origin as model/table.rs sets them.
+fn without_kernel_reasons(f: &mut Flow, reason: &str, from: crate::model::hop::ReasonFrom) {
+    for h in &mut f.hops {
+        if let HopData::Drop(d) = &mut h.data {
+            d.reason = reason.into();
+            d.reason_code = 0;
+            d.reason_from = from;
+        }
+    }
+}
+
+#[test]
+fn closed_port_with_an_inferred_reason_says_so() {
+    use crate::model::hop::ReasonFrom;
+    let (mut f, env) = load("tcp_closed_port");
+    without_kernel_reasons(&mut f, "NO_SOCKET", ReasonFrom::Location);
+    let v = judge(&f, &env);
+    // The rules judge it as with the kernel's own reason...
+    assert_eq!((v.kind, v.reason.as_str()), (Kind::Dropped, "NO_SOCKET"));
+    assert_eq!(v.where_, "tcp_v4_rcv in netns s");
+    assert!(v.hint.contains("RST"));
+    // ...and the verdict says where the reason came from.
+    assert!(v.reason_inferred);
+    assert!(facts(&v).any(
+        |e| matches!(e, Evidence::DropReasonInferred { location, reason, .. }
+        if location == "tcp_v4_rcv" && reason.as_deref() == Some("NO_SOCKET"))
+    ));
+    assert!(
+        text(&v).contains(
+            "this kernel gives no drop reason (before 5.17): NO_SOCKET inferred from the drop location tcp_v4_rcv"
+        ),
+        "{}",
+        text(&v)
+    );
+    let out = crate::output::render::flow_text(&f, &v);
+    assert!(
+        out.contains("=>  DROPPED NO_SOCKET (reason inferred from drop location)"),
+        "{out}"
+    );
+    let json: Value =
+        serde_json::from_str(&crate::output::render::flow_json_line(&f, &v, true)).unwrap();
+    assert_eq!(json["verdict"]["reason_inferred"], true);
+    let drops: Vec<&Value> = json["hops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["hook"] == "drop")
+        .collect();
+    assert!(!drops.is_empty());
+    for h in drops {
+        assert_eq!(h["fields"]["reason_from"], "location", "{h}");
+        assert!(
+            h["detail"]
+                .as_str()
+                .unwrap()
+                .starts_with("DROP reason NO_SOCKET (inferred) at tcp_v4_rcv"),
+            "{h}"
+        );
+    }
+    // The kernel's own reason is not "inferred".
+    let (f, env) = load("tcp_closed_port");
+    let v = judge(&f, &env);
+    assert!(!v.reason_inferred);
+    assert!(!v.has(EvidenceKind::DropReasonInferred));
+}
+
+#[test]
+fn a_location_with_several_reasons_names_them() {
+    use crate::model::hop::ReasonFrom;
+    let (mut f, env) = load("tcp_closed_port");
+    without_kernel_reasons(&mut f, "NOT_SPECIFIED", ReasonFrom::Unknown);
+    let v = judge(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Dropped, "NOT_SPECIFIED")
+    );
+    assert!(!v.reason_inferred);
+    let t = text(&v);
+    assert!(
+        t.contains("tcp_v4_rcv drops for one of NO_SOCKET, TCP_CSUM"),
+        "{t}"
+    );
+}
+
+#[test]
+fn forwarding_off_gives_the_reason_a_location_alone_does_not() {
+    use crate::model::hop::ReasonFrom;
+    // ip6_forward() without a reason from the kernel: its drops are
+    // several, but with net.ipv6.conf.all.forwarding = 0 its first check
+    // drops everything, IP_INADDRERRORS.
+    let (mut f, mut env) = load("tcp_closed_port");
+    without_kernel_reasons(&mut f, "NOT_SPECIFIED", ReasonFrom::Unknown);
+    let drop = f.hops.iter_mut().find(|h| h.hook == Hook::Drop).unwrap();
+    if let HopData::Drop(d) = &mut drop.data {
+        d.location = "ip6_forward+0x3c".into();
+    }
+    let (netns, dev) = (drop.netns_inode, drop.dev.to_string());
+    let link = |v6: Option<bool>| crate::node::link::LinkConf {
+        dev: dev.clone(),
+        mtu: 1500,
+        forwarding_v4: Some(true),
+        forwarding_v6: v6,
+        rp_filter: None,
+    };
+    env.links.insert(netns, vec![link(Some(false))]);
+    let v = judge(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Dropped, "IP_INADDRERRORS"),
+        "{v:?}"
+    );
+    assert!(v.reason_inferred);
+    assert!(v.has(EvidenceKind::ForwardingDisabled));
+    assert!(facts(&v).any(
+        |e| matches!(e, Evidence::DropReasonInferred { location, reason, .. }
+        if location == "ip6_forward" && reason.as_deref() == Some("IP_INADDRERRORS"))
+    ));
+    // Forwarding on: the location does not tell, and the verdict says so.
+    env.links.insert(netns, vec![link(Some(true))]);
+    let v = judge(&f, &env);
+    assert_eq!(v.reason, "NOT_SPECIFIED");
+    assert!(!v.reason_inferred);
+    assert!(
+        text(&v).contains("ip6_forward drops for one of IP_INADDRERRORS"),
+        "{}",
+        text(&v)
+    );
+}
+
 #[test]
 fn netfilter_drop_names_the_hook() {
     let (f, env) = load("netfilter_forward_drop");
@@ -816,6 +946,7 @@ fn ipvs_empty_service_is_found_from_the_table_without_function_hooks() {
         reason: "NETFILTER_DROP".into(),
         reason_code: 0,
         location: "nf_hook_slow+0xa1".into(),
+        reason_from: crate::model::hop::ReasonFrom::Kernel,
     }));
     f.hops.push(drop);
     let v = judge(&f, &env);
