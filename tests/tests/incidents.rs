@@ -10,8 +10,8 @@
 
 use serde_json::Value;
 use tracer_tests::{
-    evidence, keep_recording, recording_path, replay, require_privileges, scenarios,
-    trace_scenario, trace_scenario_scoped, tracer::TracerRun,
+    evidence, keep_recording, recording_path, replay, require_kernel_feature, require_privileges,
+    scenarios, trace_scenario, trace_scenario_scoped, tracer::TracerRun,
 };
 
 fn trace(name: &str, dport: u64) -> Option<(Value, String)> {
@@ -271,7 +271,19 @@ fn incident1_vip_flapping_between_two_nodes() {
         ev.contains("-node1 forwarded it back out of eth0, the interface it came in on"),
         "{ev}"
     );
-    // Every flow to the VIP says it changed owner and was answered by two MACs.
+    // Every flow to the VIP says it changed owner and was answered by two
+    // MACs (seen by the neigh_update hook; 5.10's verifier refuses its
+    // tp_btf program, which reads a `const u8 *` argument).
+    let neigh_update = out.summary().unwrap()["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["hook"] == "neigh_update" && p["attached"] == true);
+    let neigh_update = neigh_update
+        || require_kernel_feature(
+            "incident1 [answered by two MACs]",
+            Some("the neigh_update hook is unavailable on this kernel".into()),
+        );
     for f in &flows {
         let ev = evidence::text(f);
         let owner = evidence::of_kind(f, "owner_changed");
@@ -283,6 +295,10 @@ fn incident1_vip_flapping_between_two_nodes() {
             "{ev}"
         );
         assert!(ev.contains("10.227.0.99 changed owner 3 times"), "{ev}");
+        // The MACs come from the neighbour updates (neigh_update hook).
+        if !neigh_update {
+            continue;
+        }
         let macs = evidence::of_kind(f, "several_macs");
         assert!(
             macs.len() == 1 && macs[0]["macs"].as_array().unwrap().len() == 2,
@@ -367,8 +383,35 @@ fn every_scenario_is_judged_the_same_with_netns_scope() {
     // Not driven by Scenario::traffic() alone (incident 1's flap steps), or
     // already scoped (incident 3). The IPVS scenarios are not in NAMES.
     let apart = ["incident1", "incident3", "incident3_mirred"];
+    // Under emulation (the kernel-matrix VMs) each traced run takes about
+    // a minute: the scenarios added with the node-fact and nftrace
+    // verdicts, which read the same hooks as those before them, run on
+    // the host only.
+    let host_only = [
+        "netfilter_forward_drop_counters",
+        "kube_nft_no_endpoints",
+        "kube_nft_unallocated",
+        "kube_nft_source_ranges",
+        "kube_nft_service_dnat",
+        "conntrack_full",
+        "listen_overflow",
+        "policy_no_route",
+        "policy_no_route_v6",
+        "mtu_black_hole_v6",
+        "conntrack_invalid_asymmetric",
+    ];
+    let emulated = tracer_tests::time_scale() > 1.0;
+    if emulated {
+        eprintln!(
+            "\n!!!!! SKIPPED (emulated, wall time) the netns-scope sweep of {}: they run on the host !!!!!\n",
+            host_only.join(", ")
+        );
+    }
     let mut differ = Vec::new();
-    for &name in scenarios::NAMES.iter().filter(|n| !apart.contains(n)) {
+    for &name in scenarios::NAMES
+        .iter()
+        .filter(|n| !(apart.contains(n) || emulated && host_only.contains(n)))
+    {
         let mut verdicts = Vec::new();
         for scoped in [false, true] {
             let (out, dport) = trace_scenario_scoped(name, scoped).expect("privileged");

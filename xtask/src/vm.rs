@@ -376,6 +376,7 @@ const STATIC_TEST: (&str, &str, &str) = (
 );
 
 fn script(
+    kernel: &str,
     bins: &[(String, PathBuf)],
     suites: &[&str],
     filter: Option<&str>,
@@ -391,7 +392,11 @@ fn script(
     s += &format!("export TRACER_TIME_SCALE={TIME_SCALE}\n");
     // These kernels have IPVS, kprobes and fentry: a test that finds one
     // missing fails here instead of skipping.
-    s += "export TRACER_REQUIRE_KERNEL_FEATURES=1\n";
+    // 5.10 lacks some (bpf_get_func_ip, the neigh_update tp_btf program's
+    // pointer-to-int argument): there its tests skip loudly.
+    if kernel != "5.10" {
+        s += "export TRACER_REQUIRE_KERNEL_FEATURES=1\n";
+    }
     // Pass through a backend restriction given to `cargo xtask vm`.
     if let Ok(b) = std::env::var("TRACER_BACKENDS") {
         s += &format!("export TRACER_BACKENDS='{b}'\n");
@@ -408,8 +413,16 @@ fn script(
     s += "for m in veth dummy bridge br_netfilter nf_conntrack nf_tables nft_compat ip_tables iptable_filter iptable_nat ip_vs ip_vs_rr; do modprobe -q $m || echo \"modprobe $m failed\"; done\n";
     s += "uname -r; $TRACER_BIN doctor 2>&1 | sed 's/^/doctor: /'\n";
     for (suite, path) in bins.iter().filter(|(s, _)| suites.contains(&s.as_str())) {
+        // The netns-scope sweep traces every scenario twice (about half
+        // an hour under TCG); 6.1 and 6.12 run it, 5.10 says it skips it.
+        let skip = if kernel == "5.10" && suite == "incidents" {
+            s += "echo '!!!!! SKIPPED (5.10, wall time) every_scenario_is_judged_the_same_with_netns_scope: it runs on 6.1, 6.12 and the host !!!!!'\n";
+            "--skip every_scenario_is_judged_the_same_with_netns_scope"
+        } else {
+            ""
+        };
         s += &format!(
-            "echo \"VM-SUITE {suite}\"; {} --test-threads=1 --color never {} 2>&1\n",
+            "echo \"VM-SUITE {suite}\"; {} --test-threads=1 --color never {skip} {} 2>&1\n",
             path.display(),
             filter.unwrap_or("")
         );
@@ -629,6 +642,7 @@ pub(crate) fn matrix(a: &VmArgs) -> Result<Vec<KernelResult>> {
         fs::write(
             &sc,
             script(
+                name,
                 &bins,
                 suites_of(name),
                 a.filter.as_deref(),
