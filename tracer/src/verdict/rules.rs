@@ -424,12 +424,7 @@ pub fn reply_unroutable(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
         None,
     );
     v.add(first.clone());
-    v.add_all(
-        delivery_evidence(flow)
-            .into_iter()
-            .map(|(h, d)| d.at(&h.netns)),
-    );
-    v.add_all(side_evidence(flow));
+    v.add_all(delivered_and_side_evidence(flow));
     Some(v)
 }
 
@@ -456,6 +451,17 @@ impl Delivery {
             Delivery::Answered => Evidence::DestinationAnswered { netns },
         }
     }
+}
+
+/// What reached a socket, then the side facts: the evidence of a verdict
+/// whose packets were delivered though a later step failed.
+fn delivered_and_side_evidence(flow: &Flow) -> Vec<Evidence> {
+    let mut v: Vec<Evidence> = delivery_evidence(flow)
+        .into_iter()
+        .map(|(h, d)| d.at(&h.netns))
+        .collect();
+    v.extend(side_evidence(flow));
+    v
 }
 
 fn delivery_evidence(flow: &Flow) -> Vec<(&Hop, Delivery)> {
@@ -926,12 +932,7 @@ pub fn invalid_reply_dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     v.add(dropped_at(drop, &dd.location));
     v.add_all(evidence);
     v.add(fact);
-    v.add_all(
-        delivery_evidence(flow)
-            .into_iter()
-            .map(|(h, d)| d.at(&h.netns)),
-    );
-    v.add_all(side_evidence(flow));
+    v.add_all(delivered_and_side_evidence(flow));
     Some(v)
 }
 
