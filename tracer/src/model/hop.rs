@@ -27,14 +27,7 @@ pub enum Dir {
 }
 
 /// Routing table ids with names (include/uapi/linux/rtnetlink.h).
-pub fn table_name(t: u32) -> String {
-    match t {
-        255 => "local".into(),
-        254 => "main".into(),
-        253 => "default".into(),
-        n => n.to_string(),
-    }
-}
+pub use crate::node::route::table_name;
 
 /// RT_SCOPE_NOWHERE: fib_create_info() gives the nexthop of every
 /// host-scope (local) route this scope, so with err 0 it marks a LOCAL

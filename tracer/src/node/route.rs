@@ -94,10 +94,7 @@ impl RouteRule {
             t.push_str(&format!(" oif {o}"));
         }
         match self.action {
-            FR_ACT_TO_TBL => t.push_str(&format!(
-                " lookup {}",
-                crate::model::hop::table_name(self.table)
-            )),
+            FR_ACT_TO_TBL => t.push_str(&format!(" lookup {}", table_name(self.table))),
             2 => t.push_str(" goto"),
             3 => t.push_str(" nop"),
             6 => t.push_str(" blackhole"),
@@ -116,7 +113,7 @@ impl RouteRule {
             return false;
         }
         let within = |sel: &Option<(IpAddr, u8)>, a: IpAddr| {
-            sel.is_none_or(|(net, len)| crate::verdict::rules::contains(a, net, len))
+            sel.is_none_or(|(net, len)| contains(a, net, len))
         };
         let m = within(&self.src, src)
             && within(&self.dst, dst)
@@ -251,6 +248,38 @@ fn route_table(m: &[u8]) -> Option<u32> {
             .and_then(netlink::ne32)
             .unwrap_or(t8),
     )
+}
+
+/// A routing table's name as `ip route` gives it.
+pub fn table_name(t: u32) -> String {
+    match t {
+        255 => "local".into(),
+        254 => "main".into(),
+        253 => "default".into(),
+        n => n.to_string(),
+    }
+}
+
+pub fn contains(addr: IpAddr, net: IpAddr, prefix: u8) -> bool {
+    match (addr, net) {
+        (IpAddr::V4(a), IpAddr::V4(n)) => {
+            let m = if prefix == 0 {
+                0
+            } else {
+                u32::MAX << (32 - prefix.min(32))
+            };
+            u32::from(a) & m == u32::from(n) & m
+        }
+        (IpAddr::V6(a), IpAddr::V6(n)) => {
+            let m = if prefix == 0 {
+                0
+            } else {
+                u128::MAX << (128 - prefix.min(128))
+            };
+            u128::from(a) & m == u128::from(n) & m
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]

@@ -50,28 +50,6 @@ fn verdict(kind: Kind, reason: &str, where_: String, netns: &str, dev: Option<St
     }
 }
 
-pub(crate) fn contains(addr: IpAddr, net: IpAddr, prefix: u8) -> bool {
-    match (addr, net) {
-        (IpAddr::V4(a), IpAddr::V4(n)) => {
-            let m = if prefix == 0 {
-                0
-            } else {
-                u32::MAX << (32 - prefix.min(32))
-            };
-            u32::from(a) & m == u32::from(n) & m
-        }
-        (IpAddr::V6(a), IpAddr::V6(n)) => {
-            let m = if prefix == 0 {
-                0
-            } else {
-                u128::MAX << (128 - prefix.min(128))
-            };
-            u128::from(a) & m == u128::from(n) & m
-        }
-        _ => false,
-    }
-}
-
 /// Facts every verdict may carry: what the kernel answered.
 fn side_evidence(flow: &Flow) -> Vec<Evidence> {
     let mut ev = Vec::new();
@@ -205,7 +183,7 @@ pub fn misrouted_local_shadow(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
                 && a.dev != "lo"
                 && a.prefix < full
                 && a.addr != dst
-                && contains(dst, a.addr, a.prefix)
+                && crate::node::route::contains(dst, a.addr, a.prefix)
         })?;
         let mut v = verdict(
             Kind::Misrouted,
@@ -649,7 +627,7 @@ fn no_route_where(
         .filter_map(|h| match &h.data {
             HopData::Fib(f) if f.err != 0 => Some(format!(
                 "{}: {}",
-                crate::model::hop::table_name(f.table),
+                crate::node::route::table_name(f.table),
                 crate::model::hop::errno_name(f.err)
             )),
             _ => None,
