@@ -505,22 +505,22 @@ fn set_up(
         .ok_or(NfTraceError::Subscribe)?;
     grow_buffer(&sub);
     let ctl = netlink::netfilter_socket().ok_or(NfTraceError::Socket)?;
-    let mut msgs = table_messages(table, target, NFT_TABLE_F_OWNER);
-    // Before 5.12 there is no owner flag: the table then outlives a
-    // SIGKILL and `tracer cleanup` removes it.
-    let r = netlink::nft_batch(&ctl, &msgs).or_else(|e| {
-        if e == libc::EOPNOTSUPP || e == libc::EINVAL {
-            msgs = table_messages(table, target, 0);
-            netlink::nft_batch(&ctl, &msgs)
-        } else {
-            Err(e)
-        }
-    });
-    r.map_err(|e| NfTraceError::Table {
+    let failed = |e: i32| NfTraceError::Table {
         table: table.into(),
         err: std::io::Error::from_raw_os_error(e),
-    })?;
-    Ok(Some((ctl, sub)))
+    };
+    match netlink::nft_batch(&ctl, &table_messages(table, target, NFT_TABLE_F_OWNER)) {
+        Ok(()) => Ok(Some((ctl, sub))),
+        // Before 5.12 there is no owner flag: the table then outlives a
+        // SIGKILL and `tracer cleanup` removes it. A new socket: the
+        // refused batch's other answers are still queued on the first.
+        Err(e) if e == libc::EOPNOTSUPP || e == libc::EINVAL => {
+            let ctl = netlink::netfilter_socket().ok_or(NfTraceError::Socket)?;
+            netlink::nft_batch(&ctl, &table_messages(table, target, 0)).map_err(failed)?;
+            Ok(Some((ctl, sub)))
+        }
+        Err(e) => Err(failed(e)),
+    }
 }
 
 /// Whether this thread's namespace has any nf_tables table.
@@ -616,8 +616,12 @@ pub fn probe() -> Result<bool, NfTraceError> {
     let owner = match netlink::nft_batch(&ctl, &[add_table(&table, NFT_TABLE_F_OWNER)]) {
         Ok(()) => true,
         Err(e) if e == libc::EOPNOTSUPP || e == libc::EINVAL => {
+            let ctl = netlink::netfilter_socket().ok_or(NfTraceError::Socket)?;
             netlink::nft_batch(&ctl, &[add_table(&table, 0)]).map_err(failed)?;
-            false
+            let _ = netlink::nft_batch(&ctl, &[del_table(&table)]);
+            return netlink::subscribe(libc::NETLINK_NETFILTER, &[NFNLGRP_NFTRACE])
+                .map(|_| false)
+                .ok_or(NfTraceError::Subscribe);
         }
         Err(e) => return Err(failed(e)),
     };
