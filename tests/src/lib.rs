@@ -59,6 +59,15 @@ pub fn require_privileges(test: &str) -> bool {
     }
 }
 
+/// Whether the running kernel is at least `major.minor`.
+pub fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut v = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    (v.next().unwrap_or(0), v.next().unwrap_or(0)) >= (major, minor)
+}
+
 /// Tests of what only some kernels have (IPVS, kprobes, fentry): false,
 /// after a loud SKIPPED line, when this kernel lacks it, unless
 /// TRACER_REQUIRE_KERNEL_FEATURES=1 (set in the kernel-matrix VMs, which

@@ -226,11 +226,7 @@ fn after_sigkill_cleanup_removes_netlink_leftovers() {
     let _ = run.stop();
     // The nftrace table is owned by the killed process's netlink socket
     // (NFT_TABLE_F_OWNER, Linux 5.12): the kernel removed it.
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
-    let mut v = release
-        .split(|c: char| !c.is_ascii_digit())
-        .map(|n| n.parse::<u32>().unwrap_or(0));
-    let owner_flag = (v.next().unwrap_or(0), v.next().unwrap_or(0)) >= (5, 12);
+    let owner_flag = tracer_tests::kernel_at_least(5, 12);
     if owner_flag {
         assert!(
             !nft_tables(&a).contains("tracer_"),

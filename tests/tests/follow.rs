@@ -680,11 +680,7 @@ fn ipv6_mtu_black_hole_names_the_link_and_its_mtu() {
     // sent, verdict delivered): the black hole does not form there, and
     // ip6_forward()'s drop reason could not be inferred anyway (the ICMPv6
     // packet-too-big that would tell is not traced). Not yet understood.
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let mut v = release
-        .split(|c: char| !c.is_ascii_digit())
-        .map(|n| n.parse::<u32>().unwrap_or(0));
-    if (v.next().unwrap_or(0), v.next().unwrap_or(0)) < (5, 17)
+    if !tracer_tests::kernel_at_least(5, 17)
         && !tracer_tests::require_kernel_feature(
             "ipv6_mtu_black_hole_names_the_link_and_its_mtu",
             Some(format!(
