@@ -498,7 +498,7 @@ fn set_up(
     path: &std::path::Path,
 ) -> Result<Option<(OwnedFd, OwnedFd)>, NfTraceError> {
     let _in = NetnsGuard::enter(path)?;
-    if !has_tables() {
+    if tables().is_empty() {
         return Ok(None);
     }
     let sub = netlink::subscribe(libc::NETLINK_NETFILTER, &[NFNLGRP_NFTRACE])
@@ -523,16 +523,23 @@ fn set_up(
     }
 }
 
-/// Whether this thread's namespace has any nf_tables table.
-fn has_tables() -> bool {
-    let mut any = false;
+/// The nf_tables tables of this thread's namespace: (family, name).
+fn tables() -> Vec<(u8, String)> {
+    let mut out = Vec::new();
     let _ = netlink::dump(
         libc::NETLINK_NETFILTER,
         (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETTABLE,
         &[0u8; 4],
-        &mut |ty, _| any |= ty == (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWTABLE,
+        &mut |ty, msg| {
+            if ty == (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWTABLE
+                && let Some(&family) = msg.get(NLMSG_HDRLEN)
+                && let Some(n) = msg.get(NLMSG_HDRLEN + 4..).and_then(|a| attr(a, 1))
+            {
+                out.push((family, string(n)));
+            }
+        },
     );
-    any
+    out
 }
 
 /// Trace events come in bursts (one per matching rule): room for many.
@@ -642,20 +649,11 @@ fn del_table(name: &str) -> (u16, u16, Vec<u8>) {
 /// (`tracer cleanup`: tables a tracer killed on a pre-5.12 kernel left);
 /// the names deleted.
 pub fn delete_left_tables() -> Vec<String> {
-    let mut names = Vec::new();
-    let _ = netlink::dump(
-        libc::NETLINK_NETFILTER,
-        (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETTABLE,
-        &[0u8; 4],
-        &mut |ty, msg| {
-            if ty == (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWTABLE
-                && msg.get(NLMSG_HDRLEN) == Some(&1)
-                && let Some(n) = msg.get(NLMSG_HDRLEN + 4..).and_then(|a| attr(a, 1))
-            {
-                names.push(string(n));
-            }
-        },
-    );
+    let names: Vec<String> = tables()
+        .into_iter()
+        .filter(|(family, _)| *family == 1)
+        .map(|(_, n)| n)
+        .collect();
     let Some(sock) = netlink::netfilter_socket() else {
         return Vec::new();
     };
