@@ -103,6 +103,58 @@ pub fn routed(b: u8) -> Result<Vec<Netns>> {
     Ok(vec![c, r, s])
 }
 
+/// IPv6 on `routed(b)`'s links: fd00:B:1::/64 client side, fd00:B:2::/64
+/// server side, default routes through the router. Returns once no
+/// address is tentative: until the link-local address of r1 has passed
+/// DAD, ndisc_send_ns() (net/ipv6/ndisc.c) has no source address and
+/// sends nothing, so the router's first neighbour solicitations for the
+/// server were silently not sent and the client's connect timed out
+/// (one run in four).
+pub(crate) fn routed_v6(nss: &[Netns], b: u8) -> Result<()> {
+    for (n, dev, addr) in [
+        (0, "c0", format!("fd00:{b}:1::2/64")),
+        (1, "r0", format!("fd00:{b}:1::1/64")),
+        (1, "r1", format!("fd00:{b}:2::1/64")),
+        (2, "s0", format!("fd00:{b}:2::2/64")),
+    ] {
+        nss[n].ip(&["addr", "add", &addr, "dev", dev, "nodad"])?;
+    }
+    nss[0].ip(&[
+        "-6",
+        "route",
+        "add",
+        "default",
+        "via",
+        &format!("fd00:{b}:1::1"),
+    ])?;
+    nss[2].ip(&[
+        "-6",
+        "route",
+        "add",
+        "default",
+        "via",
+        &format!("fd00:{b}:2::1"),
+    ])?;
+    let deadline = std::time::Instant::now() + crate::scaled_ms(10_000);
+    for ns in nss {
+        loop {
+            let out = ns.ip(&["-6", "addr", "show", "tentative"])?;
+            if out.stdout.is_empty() {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                anyhow::bail!(
+                    "IPv6 addresses in {} still tentative (DAD): {}",
+                    ns.name,
+                    String::from_utf8_lossy(&out.stdout)
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn listen(s: &Netns, addr: &str, secs: u32) -> Result<Child> {
     serve(s, "tcp-listen", addr, secs)
 }
@@ -445,16 +497,7 @@ pub fn forwarding_disabled() -> Result<Scenario> {
 /// The same over IPv6: ip6_forward() reads net.ipv6.conf.all.forwarding.
 pub fn forwarding_disabled_v6() -> Result<Scenario> {
     let nss = routed(236)?;
-    for (n, dev, addr) in [
-        (0, "c0", "fd00:236:1::2/64"),
-        (1, "r0", "fd00:236:1::1/64"),
-        (1, "r1", "fd00:236:2::1/64"),
-        (2, "s0", "fd00:236:2::2/64"),
-    ] {
-        nss[n].ip(&["addr", "add", addr, "dev", dev, "nodad"])?;
-    }
-    nss[0].ip(&["-6", "route", "add", "default", "via", "fd00:236:1::1"])?;
-    nss[2].ip(&["-6", "route", "add", "default", "via", "fd00:236:2::1"])?;
+    routed_v6(&nss, 236)?;
     nss[1].sysctl("net.ipv6.conf.all.forwarding", "0")?;
     Ok(simple(
         "forwarding_disabled_v6",
@@ -506,16 +549,7 @@ pub fn mtu_black_hole() -> Result<Scenario> {
 /// its own firewall (routers never fragment IPv6).
 pub fn mtu_black_hole_v6() -> Result<Scenario> {
     let nss = routed(241)?;
-    for (n, dev, addr) in [
-        (0, "c0", "fd00:241:1::2/64"),
-        (1, "r0", "fd00:241:1::1/64"),
-        (1, "r1", "fd00:241:2::1/64"),
-        (2, "s0", "fd00:241:2::2/64"),
-    ] {
-        nss[n].ip(&["addr", "add", addr, "dev", dev, "nodad"])?;
-    }
-    nss[0].ip(&["-6", "route", "add", "default", "via", "fd00:241:1::1"])?;
-    nss[2].ip(&["-6", "route", "add", "default", "via", "fd00:241:2::1"])?;
+    routed_v6(&nss, 241)?;
     nss[1].sysctl("net.ipv6.conf.all.forwarding", "1")?;
     let srv = listen(&nss[2], "[fd00:241:2::2]:8080", 15)?;
     nss[1].ip(&["link", "set", "r1", "mtu", "1280"])?;
@@ -723,15 +757,7 @@ pub fn listen_overflow() -> Result<Scenario> {
 pub fn policy_no_route(v6: bool) -> Result<Scenario> {
     let nss = routed(239)?;
     let (name, target) = if v6 {
-        for (n, dev, addr) in [
-            (0, "c0", "fd00:239:1::2/64"),
-            (1, "r0", "fd00:239:1::1/64"),
-            (1, "r1", "fd00:239:2::1/64"),
-            (2, "s0", "fd00:239:2::2/64"),
-        ] {
-            nss[n].ip(&["addr", "add", addr, "dev", dev, "nodad"])?;
-        }
-        nss[0].ip(&["-6", "route", "add", "default", "via", "fd00:239:1::1"])?;
+        routed_v6(&nss, 239)?;
         nss[1].sysctl("net.ipv6.conf.all.forwarding", "1")?;
         nss[1].ip(&[
             "-6",
