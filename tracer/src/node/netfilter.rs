@@ -174,20 +174,23 @@ fn save_comment(rule: &str) -> Option<String> {
 /// counters: nf_tables by netlink, legacy tables by iptables-legacy-save
 /// where there are any.
 pub fn snapshot(netns_path: &Path) -> Vec<NfRule> {
+    snapshot_and_nft(netns_path).0
+}
+
+/// `snapshot`, plus every nf_tables rule of the dump it was made from
+/// (nftrace names traced drops among them: one GETRULE dump serves both).
+pub fn snapshot_and_nft(netns_path: &Path) -> (Vec<NfRule>, Vec<nftables::NftRule>) {
     let Ok(_in) = crate::node::netns::NetnsGuard::enter(netns_path) else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
-    let mut rules: Vec<NfRule> = nftables::rules()
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(NfRule::from_nft)
-        .collect();
+    let nft = nftables::rules().unwrap_or_default();
+    let mut rules: Vec<NfRule> = nft.iter().cloned().filter_map(NfRule::from_nft).collect();
     for ((names, tool), family) in LEGACY_HELPERS.into_iter().zip(["ip", "ip6"]) {
         if legacy_tables(names) {
             rules.extend(legacy_save(tool, family, netns_path));
         }
     }
-    rules
+    (rules, nft)
 }
 
 /// The helpers tracer may run, each for a namespace whose

@@ -296,10 +296,11 @@ impl NfTrace {
             .unwrap_or_default()
     }
 
-    /// The drops traced in namespace `ino` with their rules named: its
-    /// rules (and the verdict maps the packets went through) are read in
-    /// it now. Empty when it is not traced or nothing dropped there.
-    pub fn resolved(&self, ino: u32) -> Vec<NfTraced> {
+    /// The drops traced in namespace `ino` with their rules named among
+    /// `rules` (its nf_tables rules, dumped by the caller); the verdict
+    /// maps the packets went through are read in it now. Empty when it is
+    /// not traced or nothing dropped there.
+    pub fn resolved(&self, ino: u32, rules: &[NftRule]) -> Vec<NfTraced> {
         let Some((path, drops, _)) = self.drops(ino) else {
             return Vec::new();
         };
@@ -309,7 +310,7 @@ impl NfTrace {
         let Ok(_in) = NetnsGuard::enter(path) else {
             return Vec::new();
         };
-        resolve(&drops, &nftables::rules().unwrap_or_default())
+        resolve(&drops, rules)
     }
 }
 

@@ -290,12 +290,12 @@ impl PreparedEnv for LiveEnv {
                 && let Some(p) = &path
                 && let Some(facts) = self.cache.get_mut(&ino)
             {
-                let now = netfilter::snapshot(p);
+                let (now, nft) = netfilter::snapshot_and_nft(p);
                 let moved = netfilter::moved(self.nf_baseline.get(&ino).map(Vec::as_slice), &now);
                 facts.nf = Some((Instant::now(), moved));
                 if let Some(t) = &mut self.nftrace {
                     t.poll();
-                    facts.traced = t.resolved(ino);
+                    facts.traced = t.resolved(ino, &nft);
                 }
                 facts.conntrack = conntrack_in(p);
             }
