@@ -4,3 +4,17 @@
 pub mod btf;
 pub mod loader;
 pub mod session;
+
+/// An error with its causes, each after ": " (as the error line of a
+/// failed command prints them): aya's errors keep the why in their
+/// `source` ("`bpf_link_create` failed" says nothing by itself), and a
+/// warning line or a fallback reason made with `{e}` alone would drop it.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s += &format!(": {c}");
+        src = c.source();
+    }
+    s
+}

@@ -7,24 +7,54 @@
 
 use std::{
     collections::HashMap,
+    path::PathBuf,
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, Result, anyhow, bail};
-use aya::maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf};
+use aya::maps::{MapData, MapError, PerCpuArray, PerCpuHashMap, RingBuf};
 use tokio::io::unix::AsyncFd;
 use tracer_common::{AGG_HOT_SLOTS, AggHot, AggKey, AggVal};
 
 use crate::{
-    kernel::btf::{Btf, offsets},
+    kernel::btf::{Btf, BtfError, offsets},
+    kernel::error_chain,
     kernel::loader::{
-        self, Counters, counters, probes,
-        tc::{TcManager, TcMode, TcScope},
+        self, Counters, LoadError, counters, probes,
+        tc::{TcError, TcManager, TcMode, TcScope},
     },
     model::names::{Kallsyms, Names},
     model::target::Target,
     node::netns::NetnsRef,
 };
+
+/// Why a session could not start, or its ring buffer or maps be read.
+/// The loader's and tc's errors pass through as they are.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(
+        "this kernel exposes no BTF ({path} missing): tracer needs a kernel built with CONFIG_DEBUG_INFO_BTF=y"
+    )]
+    NoBtf { path: PathBuf },
+    #[error(transparent)]
+    Btf(#[from] BtfError),
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error(transparent)]
+    Tc(#[from] TcError),
+    #[error("read kernel BTF for program loading")]
+    ProgramBtf(#[source] aya::BtfError),
+    #[error("read the kernel programs' log")]
+    BpfLog(#[source] aya_log::Error),
+    #[error("interface(s) {0} not found in the traced namespace(s)")]
+    MissingIfaces(String),
+    #[error("register ring buffer: {0}")]
+    RingRegister(std::io::Error),
+    #[error("wait on the ring buffer")]
+    RingWait(#[source] std::io::Error),
+    /// Said in a warning line: the map error is part of the message.
+    #[error("read the {map} map: {}", error_chain(.err))]
+    Map { map: &'static str, err: MapError },
+}
 
 /// What to follow and how to attach.
 #[derive(Debug, Clone)]
@@ -110,13 +140,10 @@ impl Session {
     pub fn start(
         opts: &SessionOptions,
         started: Instant,
-    ) -> Result<(Session, KernelNames, StartReport)> {
+    ) -> Result<(Session, KernelNames, StartReport), SessionError> {
         let vmlinux = crate::kernel::btf::vmlinux_path();
         if !vmlinux.exists() {
-            bail!(
-                "this kernel exposes no BTF ({} missing): tracer needs a kernel built with CONFIG_DEBUG_INFO_BTF=y",
-                vmlinux.display()
-            );
+            return Err(SessionError::NoBtf { path: vmlinux });
         }
         // /proc/kallsyms takes ~50 ms to read: off the start-up path. One
         // read serves both: the registry's symbols first (needed for the
@@ -152,9 +179,9 @@ impl Session {
         )?;
         // Parsed after the loader's own parse is gone (loader::load).
         let aya_btf = aya::Btf::parse_file(&vmlinux, aya::Endianness::default())
-            .context("read kernel BTF for program loading")?;
+            .map_err(SessionError::ProgramBtf)?;
         let bpf_log = if opts.debug_bpf {
-            Some(aya_log::EbpfLogger::init(&mut ebpf).context("read the kernel programs' log")?)
+            Some(aya_log::EbpfLogger::init(&mut ebpf).map_err(SessionError::BpfLog)?)
         } else {
             None
         };
@@ -198,17 +225,14 @@ impl Session {
         let missing = tc.missing_ifaces();
         if !missing.is_empty() {
             tc.detach_all();
-            bail!(
-                "interface(s) {} not found in the traced namespace(s)",
-                missing.join(", ")
-            );
+            return Err(SessionError::MissingIfaces(missing.join(", ")));
         }
         // SAFETY: the RingBuf owns its map fd, which stays open and the
         // same for as long as the AsyncFd (which owns the RingBuf) lives.
         let ring = unsafe {
             AsyncFd::register_with_interest(loader::ring(&mut ebpf)?, tokio::io::Interest::READABLE)
         }
-        .map_err(|e| anyhow!("register ring buffer: {e}"))?;
+        .map_err(|e| SessionError::RingRegister(e.into()))?;
         warnings.extend(tc.errors.iter().cloned());
         let names = KernelNames {
             drop_reasons,
@@ -251,8 +275,12 @@ impl Session {
     /// Wait until the kernel wakes us (WAKE_BYTES waiting, emit.rs); the
     /// caller then drains. Readiness is cleared before the drain, so a
     /// record that arrives during it wakes us again.
-    pub async fn readable(&mut self) -> Result<()> {
-        let mut guard = self.ring.readable_mut().await?;
+    pub async fn readable(&mut self) -> Result<(), SessionError> {
+        let mut guard = self
+            .ring
+            .readable_mut()
+            .await
+            .map_err(SessionError::RingWait)?;
         guard.clear_ready();
         Ok(())
     }
@@ -279,7 +307,7 @@ impl Session {
         self.last_sync = Instant::now();
         let mut warnings = Vec::new();
         if let Err(e) = self.tc.sync(&mut self.ebpf) {
-            warnings.push(format!("interface rescan: {e:#}"));
+            warnings.push(format!("interface rescan: {e}"));
         }
         warnings.extend(give_back_to_tracepoints(
             &mut self.ebpf,
@@ -303,11 +331,12 @@ impl Session {
     pub fn counted_totals(
         &self,
         knows: &dyn Fn(&AggKey) -> bool,
-    ) -> Result<Vec<(AggKey, u64, u32)>> {
+    ) -> Result<Vec<(AggKey, u64, u32)>, SessionError> {
         let Some(map) = self.ebpf.map("AGG") else {
             return Ok(Vec::new());
         };
-        let map = PerCpuHashMap::<&MapData, AggKey, AggVal>::try_from(map)?;
+        let map = PerCpuHashMap::<&MapData, AggKey, AggVal>::try_from(map)
+            .map_err(|err| SessionError::Map { map: "AGG", err })?;
         let mut seen: HashMap<AggKey, (u64, u32)> = HashMap::new();
         // A key can be evicted while we iterate: skip the error, not the rest.
         for (k, vals) in map.iter().flatten() {
@@ -324,9 +353,13 @@ impl Session {
         // Read after AGG: a count moving from a slot to AGG meanwhile is
         // missed this once (a short read), never counted twice.
         if let Some(hot) = self.ebpf.map("AGG_HOT") {
-            let hot = PerCpuArray::<&MapData, AggHot>::try_from(hot)?;
+            let hot_err = |err| SessionError::Map {
+                map: "AGG_HOT",
+                err,
+            };
+            let hot = PerCpuArray::<&MapData, AggHot>::try_from(hot).map_err(hot_err)?;
             for i in 0..AGG_HOT_SLOTS {
-                for h in hot.get(&i, 0)?.iter() {
+                for h in hot.get(&i, 0).map_err(hot_err)?.iter() {
                     if h.until != 0 && h.pending != 0 {
                         seen.entry(h.key).or_insert((0, 0)).0 += h.pending;
                     }

@@ -7,12 +7,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, Result};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{
     kernel::loader::{self, probes},
-    kernel::session::{Session, SessionOptions, trim_heap},
+    kernel::session::{Session, SessionError, SessionOptions, trim_heap},
     node::{
         nftrace::{Followed, NfTrace},
         vip::VipWatch,
@@ -23,9 +22,30 @@ use crate::{
     },
     run::facts::{LiveEnv, nf_baseline, watched_netns},
     run::pipeline::Pipeline,
-    run::record::{Header, RecordedVerdict, Recorder, Trailer},
+    run::record::{Header, RecordError, RecordedVerdict, Recorder, Trailer},
     verdict::Completeness,
 };
+
+/// Why `follow` could not start or went on no longer. The session's and
+/// the recording's errors pass through as they are.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("start runtime")]
+    Runtime(#[source] std::io::Error),
+    #[error("install the SIGINT/SIGTERM handlers")]
+    Signals(#[source] std::io::Error),
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    #[error("write ready file {path}")]
+    ReadyFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("wait for address changes of the watched namespaces")]
+    VipWatch(#[source] std::io::Error),
+}
 
 /// Everything `tracer follow` was asked.
 #[derive(Debug, Clone)]
@@ -48,11 +68,11 @@ pub struct FollowOptions {
 /// from the ring buffer and events were lost.
 const DRAIN_EVERY: usize = 64;
 
-pub fn follow(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
+pub fn follow(opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .context("start runtime")?
+        .map_err(RunError::Runtime)?
         .block_on(run(opts, sink))
 }
 
@@ -167,11 +187,11 @@ struct Live<'a> {
     started: Instant,
 }
 
-async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
+async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunError> {
     let started = Instant::now();
     // Signals first: a Ctrl-C during attach is handled after it, with cleanup.
-    let mut sigint = signal(SignalKind::interrupt())?;
-    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sigint = signal(SignalKind::interrupt()).map_err(RunError::Signals)?;
+    let mut sigterm = signal(SignalKind::terminate()).map_err(RunError::Signals)?;
     // Netfilter counters before tracing: off the start-up path, joined
     // before the ready file is written.
     // The nftrace tables are added from the same thread.
@@ -272,7 +292,7 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
         tokio::select! {
             _ = sigint.recv() => break "interrupted",
             r = vip_changed => {
-                r?;
+                r.map_err(RunError::VipWatch)?;
                 live.vip_changed();
             }
             _ = sigterm.recv() => break "terminated",
@@ -308,9 +328,13 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<()> {
 struct ReadyFile(PathBuf);
 
 impl ReadyFile {
-    fn create(path: &std::path::Path) -> Result<ReadyFile> {
-        std::fs::write(path, format!("{}\n", std::process::id()))
-            .with_context(|| format!("write ready file {}", path.display()))?;
+    fn create(path: &std::path::Path) -> Result<ReadyFile, RunError> {
+        std::fs::write(path, format!("{}\n", std::process::id())).map_err(|source| {
+            RunError::ReadyFile {
+                path: path.into(),
+                source,
+            }
+        })?;
         Ok(ReadyFile(path.into()))
     }
 }
@@ -348,7 +372,7 @@ impl Live<'_> {
                 }
                 self.pipeline.fold_counted(totals);
             }
-            Err(e) => diag::warn(&format!("reading counted packets: {e:#}")),
+            Err(e) => diag::warn(&format!("reading counted packets: {e}")),
         }
     }
 
@@ -538,4 +562,42 @@ fn now_ns() -> u64 {
     let ts =
         nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC");
     ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{error_chain, loader::LoadError};
+
+    /// The error line of a failed `follow` (each cause after ": ") says
+    /// every cause once: wrapped errors pass through, sources are not
+    /// repeated in the messages.
+    #[test]
+    fn error_lines_say_each_cause_once() {
+        let e = RunError::from(SessionError::from(LoadError::TcProgram {
+            name: "tracer_tc_ingress".into(),
+            why: "the kernel refused the load: Operation not permitted (os error 1)".into(),
+        }));
+        assert_eq!(
+            error_chain(&e),
+            "load tracer_tc_ingress: the kernel refused the load: Operation not permitted (os error 1)"
+        );
+        let e = RunError::from(SessionError::NoBtf {
+            path: "/nonexistent/vmlinux".into(),
+        });
+        let line = error_chain(&e);
+        assert!(
+            line.contains("no BTF (/nonexistent/vmlinux missing)")
+                && line.contains("CONFIG_DEBUG_INFO_BTF"),
+            "{line}"
+        );
+        let e = RunError::ReadyFile {
+            path: "/nonexistent/ready".into(),
+            source: std::io::Error::from_raw_os_error(libc::ENOENT),
+        };
+        assert_eq!(
+            error_chain(&e),
+            "write ready file /nonexistent/ready: No such file or directory (os error 2)"
+        );
+    }
 }

@@ -7,17 +7,25 @@
 
 use std::path::Path;
 
-use anyhow::Result;
-
 use crate::{
     model::names::{Kallsyms, Names, NetnsNames},
-    model::target::Target,
+    model::target::{Target, TargetError},
     node::vip::VipWatch,
     output::{Sink, summary::ReplayInfo},
     run::pipeline::{Pipeline, PreparedEnv},
-    run::record::{Frame, RecordedVerdict, Recording},
+    run::record::{Frame, RecordError, RecordedVerdict, Recording},
     verdict::{Env, IfAddr, Inventory},
 };
+
+/// Why a recording could not be replayed: it could not be read, or its
+/// header names a target this tracer does not parse.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    #[error(transparent)]
+    Target(#[from] TargetError),
+}
 
 /// The node as the recorded run read it: its namespaces' facts, and the
 /// owners of the followed address rebuilt from the summary.
@@ -118,7 +126,7 @@ impl Replayed {
     }
 }
 
-pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed> {
+pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed, ReplayError> {
     let rec = Recording::open(path)?;
     let Recording {
         header,

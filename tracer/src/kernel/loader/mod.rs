@@ -4,15 +4,72 @@
 pub mod probes;
 pub mod tc;
 
-use anyhow::{Context, Result, anyhow, bail};
+use std::path::PathBuf;
+
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
-    programs::Program,
+    maps::{HashMap as BpfHashMap, MapData, MapError, PerCpuArray, RingBuf},
+    programs::{Program, ProgramError},
 };
 use tracer_common::{FilterConfig, KernelOffsets, stat};
 
 use self::probes::{Backend, KernelCaps, ProbeStatus};
+use crate::kernel::error_chain;
+
+/// Why the kernel object or one of its programs could not be loaded or
+/// attached. aya's errors are part of the message with their causes
+/// ([`error_chain`]), except where a `source` is kept: these messages
+/// also go into hooks' fallback reasons, made with `{e}`.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(
+        "this tracer was built without its kernel programs (AYA_BUILD_SKIP=1): build it with `cargo xtask build`"
+    )]
+    NoObject,
+    #[error("read kernel BTF {path}")]
+    ReadBtf {
+        path: PathBuf,
+        source: aya::BtfError,
+    },
+    #[error("load eBPF object: {0}")]
+    Object(aya::EbpfError),
+    #[error("{0} map missing")]
+    MissingMap(&'static str),
+    #[error("fill the NETNS map: {}", error_chain(.0))]
+    NetnsMap(MapError),
+    #[error("open the EVENTS ring buffer: {}", error_chain(.0))]
+    RingMap(MapError),
+    #[error("program {0} missing from the object")]
+    MissingProgram(String),
+    #[error("program {name} cannot be loaded as {target}")]
+    WrongTarget { name: String, target: String },
+    /// The verifier log's last lines, or the kernel's refusal
+    /// ([`verifier_summary`]).
+    #[error("{0}")]
+    Verifier(String),
+    /// A tc program failed to load: nothing is traced without them.
+    #[error("load {name}: {why}")]
+    TcProgram { name: String, why: String },
+    #[error("required hook {hook} failed to load: {why}")]
+    RequiredLoad { hook: String, why: String },
+    #[error("required hook {hook} unavailable: {why}")]
+    RequiredUnavailable { hook: String, why: String },
+    #[error("required hook {hook} failed: {why}")]
+    RequiredAttach { hook: String, why: String },
+    /// `why`: aya's error with its causes ([`error_chain`]).
+    #[error("attach {name}: {why}")]
+    Attach { name: String, why: String },
+    #[error("attach {name} to {func}: {why}")]
+    AttachTo {
+        name: String,
+        func: String,
+        why: String,
+    },
+    #[error("none of {0} in kallsyms")]
+    NoSymbol(String),
+    #[error("unexpected program type for {0}")]
+    UnexpectedType(String),
+}
 
 /// The kernel object, built by build.rs.
 pub static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer"));
@@ -33,11 +90,9 @@ fn debug_level(on: bool) -> u8 {
 
 /// A build without the kernel programs (AYA_BUILD_SKIP=1, for the unit
 /// tests on the stable toolchain alone) cannot trace: say so, once.
-fn object() -> Result<&'static [u8]> {
+fn object() -> Result<&'static [u8], LoadError> {
     if EBPF_OBJECT.is_empty() {
-        bail!(
-            "this tracer was built without its kernel programs (AYA_BUILD_SKIP=1): build it with `cargo xtask build`"
-        );
+        return Err(LoadError::NoObject);
     }
     Ok(EBPF_OBJECT)
 }
@@ -58,13 +113,17 @@ pub fn load(
     vmlinux: &std::path::Path,
     ring_bytes: u32,
     debug_bpf: bool,
-) -> Result<Ebpf> {
+) -> Result<Ebpf, LoadError> {
     let other = if vmlinux == std::path::Path::new(crate::kernel::btf::SYS) {
         None
     } else {
         Some(
-            aya::Btf::parse_file(vmlinux, aya::Endianness::default())
-                .with_context(|| format!("read kernel BTF {}", vmlinux.display()))?,
+            aya::Btf::parse_file(vmlinux, aya::Endianness::default()).map_err(|source| {
+                LoadError::ReadBtf {
+                    path: vmlinux.into(),
+                    source,
+                }
+            })?,
         )
     };
     let mut loader = EbpfLoader::new();
@@ -81,14 +140,15 @@ pub fn load(
         // tracer-ebpf); Off makes every log call dead code to the verifier.
         .override_global("AYA_LOG_LEVEL", &debug_level(debug_bpf), true)
         .load(object()?)
-        .map_err(|e| anyhow!("load eBPF object: {e}"))?;
+        .map_err(LoadError::Object)?;
     if filter.netns_filter != 0 {
         let mut m: BpfHashMap<&mut MapData, u32, u8> = BpfHashMap::try_from(
             ebpf.map_mut("NETNS")
-                .ok_or_else(|| anyhow!("NETNS map missing"))?,
-        )?;
+                .ok_or(LoadError::MissingMap("NETNS"))?,
+        )
+        .map_err(LoadError::NetnsMap)?;
         for ino in netns {
-            m.insert(ino, 1, 0)?;
+            m.insert(ino, 1, 0).map_err(LoadError::NetnsMap)?;
         }
     }
     Ok(ebpf)
@@ -156,7 +216,7 @@ pub fn load_programs(
     plan: &mut [ProbeStatus],
     caps: &mut KernelCaps,
     btf: &aya::Btf,
-) -> Result<()> {
+) -> Result<(), LoadError> {
     // fentry either works on this kernel or not at all (lockdown, no
     // trampoline support): one trial load decides for every hook.
     if let Some(st) = plan.iter().find(|s| s.backend() == Backend::Fentry) {
@@ -206,7 +266,7 @@ pub fn load_programs(
         .map_or(1, std::num::NonZero::get)
         .clamp(1, 8);
     let queue = std::sync::Mutex::new(jobs.into_iter());
-    let results: Vec<(String, Result<()>)> = std::thread::scope(|s| {
+    let results: Vec<(String, Result<(), LoadError>)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
                 s.spawn(|| {
@@ -232,16 +292,22 @@ pub fn load_programs(
     for (name, r) in results {
         let Err(e) = r else { continue };
         if name == tc::INGRESS_PROG || name == tc::EGRESS_PROG {
-            return Err(e.context(format!("load {name}")));
+            return Err(LoadError::TcProgram {
+                name,
+                why: e.to_string(),
+            });
         }
         if let Some(st) = plan
             .iter_mut()
             .find(|st| st.programs().contains(&name.as_str()))
         {
             failed_hooks.push(st.hook.clone());
-            let keep_going = st.fall_back(format!("load {name}: {e:#}"));
+            let keep_going = st.fall_back(format!("load {name}: {e}"));
             if !keep_going && st.required {
-                bail!("required hook {} failed to load: {e:#}", st.hook);
+                return Err(LoadError::RequiredLoad {
+                    hook: st.hook.clone(),
+                    why: e.to_string(),
+                });
             }
         }
     }
@@ -255,19 +321,19 @@ pub fn load_programs(
 
 /// Load the current backend's programs of `st`, falling back until one
 /// backend loads or none is left.
-fn ensure_loaded(ebpf: &mut Ebpf, st: &mut ProbeStatus, btf: &aya::Btf) -> Result<()> {
+fn ensure_loaded(ebpf: &mut Ebpf, st: &mut ProbeStatus, btf: &aya::Btf) -> Result<(), LoadError> {
     while st.backend() != Backend::None {
         let t = target_of(st);
         let mut err = None;
         for name in st.programs() {
             let prog = ebpf
                 .program_mut(name)
-                .ok_or_else(|| anyhow!("program {name} missing from the object"))?;
+                .ok_or_else(|| LoadError::MissingProgram(name.into()))?;
             if prog.fd().is_ok() {
                 continue;
             }
             if let Err(e) = load_one(name, prog, &t, btf) {
-                err = Some(format!("load {name}: {e:#}"));
+                err = Some(format!("load {name}: {e}"));
                 break;
             }
         }
@@ -275,7 +341,10 @@ fn ensure_loaded(ebpf: &mut Ebpf, st: &mut ProbeStatus, btf: &aya::Btf) -> Resul
             None => return Ok(()),
             Some(e) => {
                 if !st.fall_back(e.clone()) && st.required {
-                    bail!("required hook {} failed to load: {e}", st.hook);
+                    return Err(LoadError::RequiredLoad {
+                        hook: st.hook.clone(),
+                        why: e,
+                    });
                 }
             }
         }
@@ -283,24 +352,25 @@ fn ensure_loaded(ebpf: &mut Ebpf, st: &mut ProbeStatus, btf: &aya::Btf) -> Resul
     Ok(())
 }
 
-fn first_line(e: &anyhow::Error) -> String {
-    format!("{e:#}")
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_string()
+fn first_line(e: &LoadError) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_string()
 }
 
-fn load_one(name: &str, prog: &mut Program, t: &Target, btf: &aya::Btf) -> Result<()> {
+fn load_one(name: &str, prog: &mut Program, t: &Target, btf: &aya::Btf) -> Result<(), LoadError> {
     let r = match (prog, t) {
         (Program::SchedClassifier(p), _) => p.load(),
         (Program::BtfTracePoint(p), Target::TpBtf(tp)) => p.load(tp, btf),
         (Program::KProbe(p), _) => p.load(),
         (Program::FEntry(p), Target::Traced(f)) => p.load(f, btf),
         (Program::FExit(p), Target::Traced(f)) => p.load(f, btf),
-        (_, t) => bail!("program {name} cannot be loaded as {t:?}"),
+        (_, t) => {
+            return Err(LoadError::WrongTarget {
+                name: name.into(),
+                target: format!("{t:?}"),
+            });
+        }
     };
-    r.map_err(|e| anyhow!(verifier_summary(&e)))
+    r.map_err(|e| LoadError::Verifier(verifier_summary(&e)))
 }
 
 /// Attach every hook of the plan, falling back to the next backend (loading
@@ -310,16 +380,15 @@ pub fn attach_hooks(
     plan: &mut [ProbeStatus],
     caps: &KernelCaps,
     btf: &aya::Btf,
-) -> Result<()> {
+) -> Result<(), LoadError> {
     for st in plan.iter_mut().filter(|st| !st.left_to_tc) {
         loop {
             if st.backend() == Backend::None {
                 if st.required {
-                    bail!(
-                        "required hook {} unavailable: {}",
-                        st.hook,
-                        st.error.clone().unwrap_or_default()
-                    );
+                    return Err(LoadError::RequiredUnavailable {
+                        hook: st.hook.clone(),
+                        why: st.error.clone().unwrap_or_default(),
+                    });
                 }
                 break;
             }
@@ -334,8 +403,11 @@ pub fn attach_hooks(
                     break;
                 }
                 Err(e) => {
-                    if !st.fall_back(format!("{e:#}")) && st.required {
-                        bail!("required hook {} failed: {e:#}", st.hook);
+                    if !st.fall_back(e.to_string()) && st.required {
+                        return Err(LoadError::RequiredAttach {
+                            hook: st.hook.clone(),
+                            why: e.to_string(),
+                        });
                     }
                 }
             }
@@ -357,8 +429,8 @@ pub fn attach_left(
         match attach_one(ebpf, st, caps) {
             Ok(()) => st.attached = true,
             Err(e) => {
-                st.error = Some(format!("{e:#}"));
-                errors.push(format!("hook {}: {e:#}", st.hook));
+                st.error = Some(e.to_string());
+                errors.push(format!("hook {}: {e}", st.hook));
             }
         }
     }
@@ -375,19 +447,7 @@ enum Attached {
     Kprobe(&'static str, aya::programs::kprobe::KProbeLinkId),
 }
 
-/// An aya error with its causes ("bpf_raw_tracepoint_open failed: Device
-/// or resource busy"): the top level alone does not say why.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        s += &format!(": {c}");
-        src = c.source();
-    }
-    s
-}
-
-fn attach_one(ebpf: &mut Ebpf, st: &ProbeStatus, caps: &KernelCaps) -> Result<()> {
+fn attach_one(ebpf: &mut Ebpf, st: &ProbeStatus, caps: &KernelCaps) -> Result<(), LoadError> {
     let mut done = Vec::new();
     let r = attach_programs(ebpf, st, caps, &mut done);
     if r.is_err() {
@@ -413,7 +473,7 @@ fn undo(ebpf: &mut Ebpf, a: Attached) {
         _ => return,
     };
     if let Err(e) = r {
-        log::warn!("detach {name} after a partial attach: {}", chain(&e));
+        log::warn!("detach {name} after a partial attach: {}", error_chain(&e));
     }
 }
 
@@ -422,13 +482,16 @@ fn attach_programs(
     st: &ProbeStatus,
     caps: &KernelCaps,
     done: &mut Vec<Attached>,
-) -> Result<()> {
+) -> Result<(), LoadError> {
     let spec = probes::spec(&st.hook).expect("plan comes from the registry");
     for name in st.programs() {
         let prog = ebpf
             .program_mut(name)
-            .ok_or_else(|| anyhow!("program {name} missing from the object"))?;
-        let err = |e: aya::programs::ProgramError| anyhow!("attach {name}: {}", chain(&e));
+            .ok_or_else(|| LoadError::MissingProgram(name.into()))?;
+        let err = |e: ProgramError| LoadError::Attach {
+            name: name.into(),
+            why: error_chain(&e),
+        };
         match prog {
             Program::BtfTracePoint(p) => done.push(Attached::Tp(name, p.attach().map_err(err)?)),
             Program::FEntry(p) => done.push(Attached::Fentry(name, p.attach().map_err(err)?)),
@@ -440,27 +503,29 @@ fn attach_programs(
                     .iter()
                     .filter(|f| caps.symbols.iter().any(|s| s == *f))
                 {
-                    let id = p
-                        .attach(*f, 0)
-                        .map_err(|e| anyhow!("attach {name} to {f}: {}", chain(&e)))?;
+                    let id = p.attach(*f, 0).map_err(|e| LoadError::AttachTo {
+                        name: name.into(),
+                        func: (*f).into(),
+                        why: error_chain(&e),
+                    })?;
                     done.push(Attached::Kprobe(name, id));
                     n += 1;
                 }
                 if n == 0 {
-                    bail!("none of {} in kallsyms", spec.funcs.join(","));
+                    return Err(LoadError::NoSymbol(spec.funcs.join(",")));
                 }
             }
-            _ => bail!("unexpected program type for {name}"),
+            _ => return Err(LoadError::UnexpectedType(name.into())),
         }
     }
     Ok(())
 }
 
 /// The verifier log is long; keep its last lines.
-fn verifier_summary(e: &aya::programs::ProgramError) -> String {
+fn verifier_summary(e: &ProgramError) -> String {
     // An empty verifier log: the kernel refused before verifying (EPERM
     // under lockdown, EINVAL for an unknown attach target): say just that.
-    if let aya::programs::ProgramError::LoadError {
+    if let ProgramError::LoadError {
         io_error,
         verifier_log,
     } = e
@@ -477,11 +542,11 @@ fn verifier_summary(e: &aya::programs::ProgramError) -> String {
     }
 }
 
-pub fn ring(ebpf: &mut Ebpf) -> Result<RingBuf<MapData>> {
+pub fn ring(ebpf: &mut Ebpf) -> Result<RingBuf<MapData>, LoadError> {
     let map = ebpf
         .take_map("EVENTS")
-        .ok_or_else(|| anyhow!("EVENTS map missing"))?;
-    Ok(RingBuf::try_from(map)?)
+        .ok_or(LoadError::MissingMap("EVENTS"))?;
+    RingBuf::try_from(map).map_err(LoadError::RingMap)
 }
 
 /// Kernel-side counters summed over CPUs.

@@ -19,16 +19,53 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, Result, anyhow};
 use aya::{
     Ebpf,
     programs::{
-        LinkOrder, SchedClassifier, TcAttachType,
+        LinkOrder, ProgramError, SchedClassifier, TcAttachType,
         tc::{NlOptions, SchedClassifierLink, TcAttachOptions, qdisc_add_clsact},
     },
 };
 
-use crate::node::netns::{NetnsGuard, interfaces};
+use crate::{
+    kernel::error_chain,
+    node::netns::{NetnsError, NetnsGuard, interfaces},
+};
+
+/// Why tc could not be put on an interface, or the attacher started.
+/// aya's errors are part of the message with their causes
+/// ([`error_chain`]): these messages also end up in warning lines made
+/// with `{e}`.
+#[derive(Debug, thiserror::Error)]
+pub enum TcError {
+    #[error("program {0} missing from the object")]
+    MissingProgram(&'static str),
+    #[error("program {name} is not a tc program: {}", error_chain(.err))]
+    NotTc {
+        name: &'static str,
+        err: ProgramError,
+    },
+    #[error("{name} not loaded: {}", error_chain(.err))]
+    NotLoaded {
+        name: &'static str,
+        err: ProgramError,
+    },
+    #[error("dup program fd: {0}")]
+    DupFd(std::io::Error),
+    #[error("start the tc attacher thread: {0}")]
+    Thread(std::io::Error),
+    #[error(transparent)]
+    Netns(#[from] NetnsError),
+    #[error("add clsact qdisc: {0}")]
+    AddClsact(aya::programs::tc::TcError),
+    #[error("attach {name}: {err}")]
+    Attach {
+        name: &'static str,
+        err: ProgramError,
+    },
+    #[error("take tc link: {}", error_chain(.0))]
+    TakeLink(ProgramError),
+}
 
 pub const INGRESS_PROG: &str = "tracer_tc_ingress";
 pub const EGRESS_PROG: &str = "tracer_tc_egress";
@@ -198,14 +235,14 @@ impl TcManager {
 
     /// Attach to interfaces that appeared, forget those that vanished.
     /// Returns how many were newly attached.
-    pub fn sync(&mut self, ebpf: &mut Ebpf) -> Result<usize> {
+    pub fn sync(&mut self, ebpf: &mut Ebpf) -> Result<usize, TcError> {
         match self.mode {
             TcMode::Netlink => self.sync_inline(ebpf),
             TcMode::Tcx => self.sync_tcx(ebpf),
         }
     }
 
-    fn sync_tcx(&mut self, ebpf: &mut Ebpf) -> Result<usize> {
+    fn sync_tcx(&mut self, ebpf: &mut Ebpf) -> Result<usize, TcError> {
         if self.attacher.is_none() {
             self.attacher = Some(self.start_attacher(ebpf)?);
         }
@@ -293,15 +330,16 @@ impl TcManager {
         }
     }
 
-    fn start_attacher(&self, ebpf: &mut Ebpf) -> Result<Attacher> {
+    fn start_attacher(&self, ebpf: &mut Ebpf) -> Result<Attacher, TcError> {
         let mut fds = Vec::new();
         for name in [INGRESS_PROG, EGRESS_PROG] {
             let prog: &mut SchedClassifier = ebpf
                 .program_mut(name)
-                .ok_or_else(|| anyhow!("program {name} missing from the object"))?
-                .try_into()?;
-            let fd = prog.fd().with_context(|| format!("{name} not loaded"))?;
-            fds.push(fd.as_fd().try_clone_to_owned().context("dup program fd")?);
+                .ok_or(TcError::MissingProgram(name))?
+                .try_into()
+                .map_err(|err| TcError::NotTc { name, err })?;
+            let fd = prog.fd().map_err(|err| TcError::NotLoaded { name, err })?;
+            fds.push(fd.as_fd().try_clone_to_owned().map_err(TcError::DupFd)?);
         }
         let egress = fds.pop().expect("egress fd");
         let ingress = fds.pop().expect("ingress fd");
@@ -324,7 +362,7 @@ impl TcManager {
         let handle = std::thread::Builder::new()
             .name("tc-attach".into())
             .spawn(move || worker.run(scan_rx))
-            .context("start the tc attacher thread")?;
+            .map_err(TcError::Thread)?;
         Ok(Attacher {
             scan_tx: Some(scan_tx),
             events,
@@ -353,7 +391,7 @@ impl TcManager {
         }
     }
 
-    fn sync_inline(&mut self, ebpf: &mut Ebpf) -> Result<usize> {
+    fn sync_inline(&mut self, ebpf: &mut Ebpf) -> Result<usize, TcError> {
         let mut added = 0;
         for si in 0..self.scopes.len() {
             let scope = self.scopes[si].clone();
@@ -397,14 +435,18 @@ impl TcManager {
                     }
                     Err(e) => self
                         .errors
-                        .push(format!("tc on {name} in netns {}: {e:#}", scope.label)),
+                        .push(format!("tc on {name} in netns {}: {e}", scope.label)),
                 }
             }
         }
         Ok(added)
     }
 
-    fn attach_one(&self, ebpf: &mut Ebpf, iface: &str) -> Result<(Vec<SchedClassifierLink>, bool)> {
+    fn attach_one(
+        &self,
+        ebpf: &mut Ebpf,
+        iface: &str,
+    ) -> Result<(Vec<SchedClassifierLink>, bool), TcError> {
         let mut created_qdisc = false;
         if self.mode == TcMode::Netlink {
             match qdisc_add_clsact(iface) {
@@ -417,7 +459,7 @@ impl TcManager {
                     if e.to_string().contains("exists")
                         || e.to_string().contains("os error 17")
                         || e.to_string().contains("Exclusivity flag on") => {}
-                Err(e) => return Err(anyhow!("add clsact qdisc: {e}")),
+                Err(e) => return Err(TcError::AddClsact(e)),
             }
         }
         let mut links = Vec::new();
@@ -427,8 +469,12 @@ impl TcManager {
         ] {
             let prog: &mut SchedClassifier = ebpf
                 .program_mut(prog_name)
-                .ok_or_else(|| anyhow!("program {prog_name} missing from the object"))?
-                .try_into()?;
+                .ok_or(TcError::MissingProgram(prog_name))?
+                .try_into()
+                .map_err(|err| TcError::NotTc {
+                    name: prog_name,
+                    err,
+                })?;
             let opts = match self.mode {
                 TcMode::Tcx => TcAttachOptions::TcxOrder(LinkOrder::first()),
                 // Priority 1 runs before other filters (a redirect would
@@ -458,10 +504,13 @@ impl TcManager {
                     if created_qdisc {
                         del_clsact(iface);
                     }
-                    return Err(anyhow!("attach {prog_name}: {e}"));
+                    return Err(TcError::Attach {
+                        name: prog_name,
+                        err: e,
+                    });
                 }
             };
-            links.push(prog.take_link(id).context("take tc link")?);
+            links.push(prog.take_link(id).map_err(TcError::TakeLink)?);
         }
         Ok((links, created_qdisc))
     }
