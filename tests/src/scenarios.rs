@@ -211,11 +211,13 @@ pub const NAMES: &[&str] = &[
     "policy_no_route_v6",
     "mtu_black_hole_v6",
     "conntrack_invalid_asymmetric",
+    "netpol_kube_router",
 ];
 
 pub fn build(name: &str) -> Result<Scenario> {
     match name {
         "tcp_delivered" => tcp_delivered(),
+        "netpol_kube_router" => netpol_kube_router(),
         "tcp_closed_port" => tcp_closed_port(),
         "netfilter_forward_drop" => netfilter_forward_drop(),
         "netfilter_input_drop" => netfilter_input_drop(),
@@ -334,6 +336,52 @@ pub fn netfilter_forward_drop_counters() -> Result<Scenario> {
         tcp_connect("10.240.2.2:8082"),
     );
     sc.args = vec!["--no-nftrace".into()];
+    Ok(sc)
+}
+
+/// kube-router's NetworkPolicy firewall in the router (the node), as
+/// pkg/controllers/netpol writes it with iptables(-nft): traffic to the
+/// pod `shop/web-0` (the server, 10.B.2.2) goes through its pod firewall
+/// chain, whose only policy (`deny-all`, no ingress rules) marks nothing,
+/// so the chain's last rule rejects it.
+pub fn netpol_kube_router() -> Result<Scenario> {
+    let b = 247;
+    let nss = routed(b)?;
+    let pod = format!("10.{b}.2.2");
+    let rules = format!(
+        r#"*filter
+:KUBE-ROUTER-FORWARD - [0:0]
+:KUBE-POD-FW-24CAQJ4LYSAY3PHB - [0:0]
+:KUBE-NWPLCY-YHLEAEBS3CXTIVIH - [0:0]
+-I FORWARD 1 -m comment --comment "kube-router netpol - TEMCG2JMHZYE7H7T" -j KUBE-ROUTER-FORWARD
+-A KUBE-ROUTER-FORWARD -d {pod}/32 -m comment --comment "rule to jump traffic destined to POD name:web-0 namespace: shop to chain KUBE-POD-FW-24CAQJ4LYSAY3PHB" -j KUBE-POD-FW-24CAQJ4LYSAY3PHB
+-A KUBE-POD-FW-24CAQJ4LYSAY3PHB -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "rule for stateful firewall for pod" -j ACCEPT
+-A KUBE-POD-FW-24CAQJ4LYSAY3PHB -d {pod}/32 -m comment --comment "run through nw policy deny-all" -j KUBE-NWPLCY-YHLEAEBS3CXTIVIH
+-A KUBE-POD-FW-24CAQJ4LYSAY3PHB -m comment --comment "rule to REJECT traffic destined for POD name:web-0 namespace: shop" -m mark ! --mark 0x10000/0x10000 -j REJECT --reject-with icmp-port-unreachable
+-A KUBE-POD-FW-24CAQJ4LYSAY3PHB -j MARK --set-xmark 0x0/0x10000
+COMMIT
+"#
+    );
+    let file = std::env::temp_dir().join(format!("tracer-{}.rules", nss[1].name));
+    std::fs::write(&file, rules)?;
+    let r = nss[1].exec(&[
+        "iptables-restore",
+        "-w",
+        "--noflush",
+        file.to_str().unwrap(),
+    ]);
+    let _ = std::fs::remove_file(&file);
+    r?;
+    let srv = listen(&nss[2], &format!("{pod}:8080"), 10)?;
+    let target = format!("{pod}:8080");
+    let mut sc = simple(
+        "netpol_kube_router",
+        "a pod whose NetworkPolicy (kube-router, iptables) allows no ingress: its firewall chain rejects",
+        nss,
+        target.clone(),
+        tcp_connect(&target),
+    );
+    sc.servers.push(srv);
     Ok(sc)
 }
 

@@ -141,6 +141,43 @@ fn without_nftrace_the_rule_is_named_by_its_counter() {
     );
 }
 
+/// A NetworkPolicy default deny (kube-router's pod firewall chain): the
+/// rule is named by nftrace and read as the pod it protects.
+#[test]
+fn network_policy_default_deny_names_the_pod() {
+    let Some((f, dump)) = trace("netpol_kube_router", 8080) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "NETFILTER_DROP"), "{dump}");
+    assert!(
+        where_.contains("chain KUBE-POD-FW-24CAQJ4LYSAY3PHB, handle ")
+            && where_.ends_with(
+                ": kube-router: no NetworkPolicy selecting pod shop/web-0 allows this ingress traffic (its default deny)"
+            ),
+        "{where_}"
+    );
+    let t = &evidence::of_kind(&f, "nf_rule_traced")[0];
+    assert_eq!(
+        t["via"],
+        serde_json::json!([
+            "FORWARD: jump KUBE-ROUTER-FORWARD",
+            "KUBE-ROUTER-FORWARD: jump KUBE-POD-FW-24CAQJ4LYSAY3PHB"
+        ]),
+        "{dump}"
+    );
+    assert!(
+        evidence::of_kind(&f, "network_policy_drop")
+            .iter()
+            .any(|e| e["enforcer"] == "kube-router"
+                && e["pod"] == "shop/web-0"
+                && e["direction"] == "ingress"),
+        "{dump}"
+    );
+    let hint = f["verdict"]["hint"].as_str().unwrap();
+    assert!(hint.contains("kubectl get networkpolicy"), "{hint}");
+}
+
 /// kube-proxy's nftables mode: the verdict names the rule nftrace saw,
 /// the verdict-map element and what it means for the Service.
 fn kube_nft(name: &str) -> Option<(Value, String, String)> {

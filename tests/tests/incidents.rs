@@ -399,6 +399,7 @@ fn every_scenario_is_judged_the_same_with_netns_scope() {
         "policy_no_route_v6",
         "conntrack_invalid_asymmetric",
         "mtu_black_hole_v6",
+        "netpol_kube_router",
     ];
     let emulated = tracer_tests::time_scale() > 1.0;
     if emulated {

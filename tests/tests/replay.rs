@@ -63,6 +63,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("policy_no_route_v6", "dropped", "IP_INNOROUTES"),
     ("rp_filter_strict", "dropped", "IP_RPFILTER"),
     ("udp_rcvbuf_full", "dropped", "SOCKET_RCVBUFF"),
+    ("netpol_kube_router", "dropped", "NETFILTER_DROP"),
 ];
 
 fn recordings() -> Vec<PathBuf> {

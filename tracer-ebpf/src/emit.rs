@@ -223,6 +223,12 @@ pub fn follow_by_conntrack(skb: u64, pkt: &PacketInfo, ct: &mut CtScratch) -> u8
     if pkt.family == 0 || !skb_conntrack(skb, orig, reply) {
         return 0;
     }
+    // An ICMP error the stack built about a followed packet carries that
+    // packet's conntrack entry (icmp_send() -> nf_ct_attach(), as
+    // IP_CT_RELATED_REPLY): it is not the flow's request rewritten.
+    if pkt.proto != orig.proto {
+        return 0;
+    }
     o.family = orig.family;
     o.proto = orig.proto;
     o.saddr = orig.saddr;

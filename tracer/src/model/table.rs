@@ -928,7 +928,14 @@ impl FlowTable {
             }
             // Without conntrack, a request seen with another tuple than the
             // key was translated by something else (e.g. a BPF program).
-            if parsed && dir == Dir::Request && seen != f.key && f.translated.is_none() {
+            // Not an ICMP error about it (recordings made before the
+            // kernel side stopped following those by conntrack).
+            if parsed
+                && dir == Dir::Request
+                && seen != f.key
+                && seen.proto == f.key.proto
+                && f.translated.is_none()
+            {
                 f.translated = Some(seen);
                 // IPVS rewrites without conntrack too; its hooks say so.
                 let ipvs = f

@@ -42,6 +42,18 @@ impl fmt::Display for Endpoint {
     }
 }
 
+/// Which of a pod's NetworkPolicy directions: traffic to it (ingress) or
+/// from it (egress).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, IntoStaticStr, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum PolicyDirection {
+    Ingress,
+    Egress,
+}
+
 /// One fact behind a verdict. Namespaces are their labels (`netns` of a
 /// hop), devices their names.
 #[derive(
@@ -367,6 +379,20 @@ pub enum Evidence {
     /// kube-proxy dropped it: its source is outside the Service's
     /// loadBalancerSourceRanges (its firewall chain).
     KubeSourceRangesDrop { service: String, src: IpAddr },
+    /// A NetworkPolicy controller's rule dropped it: no policy selecting
+    /// the pod allows this traffic (read from the rule's comment and
+    /// chain, as the controller names them).
+    NetworkPolicyDrop {
+        /// `kube-router` or `calico`.
+        enforcer: String,
+        direction: PolicyDirection,
+        /// `namespace/name`, when the controller's rule names the pod.
+        #[serde(default)]
+        pod: Option<String>,
+        /// The pod's host-side interface, when the chain names it.
+        #[serde(default)]
+        iface: Option<String>,
+    },
     /// As `nf_rule_moved`, for kube-proxy's rule dropping traffic to a
     /// Service without local endpoints (externalTrafficPolicy: Local).
     NoLocalEndpointsRuleMoved {
@@ -566,12 +592,12 @@ impl fmt::Display for Evidence {
             KubeClusterIpUnallocated, KubeNoLocalEndpoints, KubeServiceNoEndpoints,
             KubeServiceRouted, KubeSourceRangesDrop, LaterDrop, ListensElsewhere,
             LocalAddressTransmitted, LocalDestination, LocalRoute, MapInsertsFailed, MtuExceeded,
-            NatSourceMismatch, NeighbourState, NfChainVerdict, NfHookDrop, NfHookInferred,
-            NfRuleMoved, NfRuleTraced, NoListener, NoLocalEndpointsRuleMoved, NoReply, NoReplyLeft,
-            NoRouteBack, OtherHostsSubnet, OwnerChanged, PacketDropped, PacketsSeen, PreNatRoute,
-            RepliesCameBack, RequestDropped, RpFilterMismatch, ServerSocketState, SeveralMacs,
-            SocketBufferFull, SocketConsumed, SocketQueued, SocketRead, TcFilter, TcRedirect,
-            TcpResetSent,
+            NatSourceMismatch, NeighbourState, NetworkPolicyDrop, NfChainVerdict, NfHookDrop,
+            NfHookInferred, NfRuleMoved, NfRuleTraced, NoListener, NoLocalEndpointsRuleMoved,
+            NoReply, NoReplyLeft, NoRouteBack, OtherHostsSubnet, OwnerChanged, PacketDropped,
+            PacketsSeen, PreNatRoute, RepliesCameBack, RequestDropped, RpFilterMismatch,
+            ServerSocketState, SeveralMacs, SocketBufferFull, SocketConsumed, SocketQueued,
+            SocketRead, TcFilter, TcRedirect, TcpResetSent,
         };
         let or = |s: &str, dflt: &'static str| -> String {
             if s.is_empty() {
@@ -950,6 +976,21 @@ impl fmt::Display for Evidence {
                 f,
                 "kube-proxy: {src} is not in Service {service}'s loadBalancerSourceRanges (its firewall chain drops it)"
             ),
+            NetworkPolicyDrop {
+                enforcer,
+                direction,
+                pod,
+                iface,
+            } => {
+                let dir: &str = direction.into();
+                write!(f, "{enforcer}: no NetworkPolicy ")?;
+                match (pod, iface) {
+                    (Some(p), _) => write!(f, "selecting pod {p}")?,
+                    (None, Some(i)) => write!(f, "of the pod on {i}")?,
+                    (None, None) => f.write_str("of the pod")?,
+                }
+                write!(f, " allows this {dir} traffic (its default deny)")
+            }
             DropReasonInferred {
                 location,
                 reason,
@@ -1555,6 +1596,12 @@ mod tests {
             KubeSourceRangesDrop {
                 service: s("default/lb:http"),
                 src: a,
+            },
+            NetworkPolicyDrop {
+                enforcer: s("kube-router"),
+                direction: PolicyDirection::Ingress,
+                pod: Some(s("shop/web-0")),
+                iface: None,
             },
             KubeNoLocalEndpoints {
                 service: s("default/nginx:http"),

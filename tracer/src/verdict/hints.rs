@@ -146,6 +146,12 @@ pub const HINTS: &[Hint] = &[
     row(
         Some(Kind::Dropped),
         Some("NETFILTER_DROP"),
+        &[E::NetworkPolicyDrop],
+        "A NetworkPolicy selects the pod and none of its rules allows this traffic, so the controller's default deny dropped it. `kubectl get networkpolicy -n NS` and `kubectl describe networkpolicy` show which policies select the pod (podSelector) and what they allow; add a rule for this source (namespaceSelector/podSelector/ipBlock as the pod sees it, after any SNAT) and port, in the right direction (ingress on the receiving pod, egress on the sending one).",
+    ),
+    row(
+        Some(Kind::Dropped),
+        Some("NETFILTER_DROP"),
         &[E::NfRuleTraced],
         "The named rule decided it (table, chain and handle are in the verdict; `nft -a list table FAMILY TABLE` shows it). If the drop is wrong, change what that rule matches or remove it (`nft delete rule FAMILY TABLE CHAIN handle N`); for a table kube-proxy, a CNI or a NetworkPolicy controller writes, fix the object behind the rule instead (it is rewritten on its next sync).",
     ),

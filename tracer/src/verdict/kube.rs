@@ -3,7 +3,7 @@
 //! gives its chains, maps and rules (pkg/proxy/nftables/proxier.go, and
 //! the iptables mode's comments).
 
-use super::{Env, Evidence};
+use super::{Env, Evidence, evidence::PolicyDirection};
 use crate::{
     model::flow::Flow,
     node::nftrace::{NfTraced, TracedTuple},
@@ -24,6 +24,9 @@ pub(super) fn is_flows(flow: &Flow, t: &TracedTuple) -> bool {
 /// ClusterIP rule has its own comment, and a Service's firewall chain is
 /// `firewall-HASH-ns/svc/proto/port`.
 pub(super) fn drop_reading(t: &NfTraced) -> Option<Evidence> {
+    if let Some(e) = policy_reading(t) {
+        return Some(e);
+    }
     // Its iptables and nftables modes comment the rule "ns/svc:port has
     // no local endpoints".
     const NO_LOCAL: &str = " has no local endpoints";
@@ -66,6 +69,48 @@ pub(super) fn drop_reading(t: &NfTraced) -> Option<Evidence> {
             .unwrap_or(svc),
         src: t.tuple.src,
     })
+}
+
+/// A NetworkPolicy controller's default deny, read as it writes it:
+/// kube-router comments its per-pod firewall chain's last rule "rule to
+/// REJECT traffic destined for POD name:NAME namespace: NS" (ingress; "from
+/// POD" for egress; pkg/controllers/netpol/pod_fw.go), Calico ends a
+/// workload's chains `cali-tw-IFACE` (to the workload) and `cali-fw-IFACE`
+/// (from it) with a rule commented "Drop if no policies passed packet"
+/// (felix rules/endpoints.go).
+fn policy_reading(t: &NfTraced) -> Option<Evidence> {
+    let comment = t.comment.as_deref()?.trim_matches('"');
+    if let Some((head, pod)) = comment.split_once(" POD name:")
+        && head.contains("rule to REJECT traffic")
+    {
+        let (name, ns) = pod.split_once("namespace:")?;
+        return Some(Evidence::NetworkPolicyDrop {
+            enforcer: "kube-router".into(),
+            direction: if head.ends_with("destined for") {
+                PolicyDirection::Ingress
+            } else {
+                PolicyDirection::Egress
+            },
+            pod: Some(format!("{}/{}", ns.trim(), name.trim())),
+            iface: None,
+        });
+    }
+    if comment.ends_with("Drop if no policies passed packet") {
+        let (direction, iface) = if let Some(i) = t.chain.strip_prefix("cali-tw-") {
+            (PolicyDirection::Ingress, i)
+        } else if let Some(i) = t.chain.strip_prefix("cali-fw-") {
+            (PolicyDirection::Egress, i)
+        } else {
+            return None;
+        };
+        return Some(Evidence::NetworkPolicyDrop {
+            enforcer: "calico".into(),
+            direction,
+            pod: None,
+            iface: Some(iface.to_string()),
+        });
+    }
+    None
 }
 
 /// `ns/svc/proto/port` (a kube-proxy chain name's tail) as `ns/svc:port`.
@@ -160,6 +205,45 @@ mod tests {
                 comment: Some(c.into()),
             }),
         }
+    }
+
+    #[test]
+    fn network_policy_default_denies_read_as_pods() {
+        let mut t = traced(
+            "KUBE-POD-FW-24CAQJ4LYSAY3PHB",
+            Some("rule to REJECT traffic destined for POD name:web-0 namespace: shop"),
+            None,
+        );
+        t.table = "filter".into();
+        assert_eq!(
+            drop_reading(&t),
+            Some(Evidence::NetworkPolicyDrop {
+                enforcer: "kube-router".into(),
+                direction: PolicyDirection::Ingress,
+                pod: Some("shop/web-0".into()),
+                iface: None,
+            })
+        );
+        // Newer kube-router: no space after "namespace:", egress.
+        t.comment = Some("rule to REJECT traffic from POD name:job-1 namespace:batch".into());
+        assert!(matches!(
+            drop_reading(&t),
+            Some(Evidence::NetworkPolicyDrop { direction: PolicyDirection::Egress, pod: Some(p), .. }) if p == "batch/job-1"
+        ));
+        t.chain = "cali-fw-cali0ef24b1".into();
+        t.comment = Some("End of tier default. Drop if no policies passed packet".into());
+        assert_eq!(
+            drop_reading(&t),
+            Some(Evidence::NetworkPolicyDrop {
+                enforcer: "calico".into(),
+                direction: PolicyDirection::Egress,
+                pod: None,
+                iface: Some("cali0ef24b1".into()),
+            })
+        );
+        // The same words in another chain are not read as a policy.
+        t.chain = "FORWARD".into();
+        assert_eq!(drop_reading(&t), None);
     }
 
     #[test]
