@@ -206,6 +206,7 @@ fn the_trace_rule_for_a_prefix_masks_the_address() {
             "payload",
             "bitwise",
             "cmp",
+            "limit",
             "immediate",
             "meta"
         ]
@@ -230,6 +231,7 @@ fn the_trace_rule_for_a_prefix_masks_the_address() {
             "cmp",
             "payload",
             "cmp",
+            "limit",
             "immediate",
             "meta"
         ]
