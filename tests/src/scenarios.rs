@@ -212,12 +212,14 @@ pub const NAMES: &[&str] = &[
     "mtu_black_hole_v6",
     "conntrack_invalid_asymmetric",
     "netpol_kube_router",
+    "dns_queries",
 ];
 
 pub fn build(name: &str) -> Result<Scenario> {
     match name {
         "tcp_delivered" => tcp_delivered(),
         "netpol_kube_router" => netpol_kube_router(),
+        "dns_queries" => dns_queries(),
         "tcp_closed_port" => tcp_closed_port(),
         "netfilter_forward_drop" => netfilter_forward_drop(),
         "netfilter_input_drop" => netfilter_input_drop(),
@@ -900,6 +902,39 @@ pub fn nat_output() -> Result<Scenario> {
         nss,
         "10.43.218.1:443".into(),
         tcp_connect("10.43.218.1:443"),
+    );
+    sc.servers.push(srv);
+    Ok(sc)
+}
+
+/// DNS over UDP to a responder of the tests' own (netprobe dns-serve),
+/// four questions from one client socket: one answered, one NXDOMAIN, one
+/// the server ignores (no answer), one answered truncated (TC bit). (Within
+/// the kernel side's budget of full records per tuple, hook and device: 8.)
+pub fn dns_queries() -> Result<Scenario> {
+    let nss = routed(248)?;
+    let srv = serve(&nss[2], "dns-serve", "10.248.2.2:53", 15)?;
+    let mut args: Vec<String> = ["dns-query", "10.248.2.2:53"]
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect();
+    args.extend(
+        [
+            "kubernetes.default.svc.cluster.local",
+            "nx.example.com",
+            "silent.example.com",
+            "big.example.com",
+        ]
+        .map(String::from),
+    );
+
+    args.extend(["--timeout-ms".into(), crate::scaled_arg(500)]);
+    let mut sc = simple(
+        "dns_queries",
+        "DNS questions over UDP: answered, NXDOMAIN, unanswered, truncated",
+        nss,
+        "10.248.2.2:53".into(),
+        args,
     );
     sc.servers.push(srv);
     Ok(sc)

@@ -62,6 +62,11 @@ fn bad_inputs_are_one_clear_error() {
             2,
             "out of range",
         ),
+        (
+            &["follow", "10.0.0.1", "--snaplen", "9000"],
+            2,
+            "bad snap length '9000': a number of bytes from 0 to 1600",
+        ),
         (&["follow"], 2, "required"),
         (&["follow", "10.0.0.1", "--bogus"], 2, "unexpected argument"),
         (&["frobnicate"], 2, "unrecognized subcommand"),

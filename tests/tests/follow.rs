@@ -2,7 +2,7 @@
 //! namespaces it creates, runs the real tracer with `-o json`, sends
 //! bounded traffic and asserts on the verdict.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tracer_tests::{evidence, trace_scenario};
 
 fn trace(name: &str, dport: u64) -> Option<(Value, String)> {
@@ -137,6 +137,64 @@ fn without_nftrace_the_rule_is_named_by_its_counter() {
             .any(|e| evidence::field(e, "chain") == "FORWARD"
                 && evidence::field(e, "verdict") == "drop"
                 && evidence::field(e, "method") == "counters"),
+        "{dump}"
+    );
+}
+
+/// DNS read from the followed packets' bytes: each question of the
+/// client's socket with what came back, and the run's count by result.
+#[test]
+fn dns_questions_and_answers_are_read_from_the_packets() {
+    let Some((out, seen)) = tracer_tests::trace_scenario_out("dns_queries", &[]) else {
+        return;
+    };
+    let dump = out.dump();
+    assert!(
+        seen.contains("kubernetes.default.svc.cluster.local NoError 1 answers"),
+        "{seen}"
+    );
+    let f = out.flow_to(53);
+    let (kind, reason, _) = verdict(f);
+    assert_eq!((kind, reason), ("delivered", "local_socket"), "{dump}");
+    let q = f["dns"]["queries"].as_array().expect("dns queries");
+    let by_name = |n: &str| {
+        q.iter()
+            .find(|x| x["name"] == n)
+            .unwrap_or_else(|| panic!("no query {n}: {dump}"))
+    };
+    let ok = by_name("kubernetes.default.svc.cluster.local");
+    assert_eq!(
+        (&ok["id"], &ok["qtype"], &ok["rcode"], &ok["answer_count"]),
+        (&json!(0x1000), &json!("A"), &json!("NOERROR"), &json!(1)),
+        "{dump}"
+    );
+    assert_eq!(ok["answers"][0]["data"], "192.0.2.10", "{dump}");
+    assert!(
+        ok["latency_ms"].as_f64().is_some_and(|ms| ms > 0.0),
+        "{dump}"
+    );
+    assert!(
+        ok["text"].as_str().unwrap().starts_with(
+            "A kubernetes.default.svc.cluster.local (id 0x1000) => NOERROR 1 answer (192.0.2.10) "
+        ),
+        "{dump}"
+    );
+    assert_eq!(by_name("nx.example.com")["rcode"], "NXDOMAIN", "{dump}");
+    let silent = by_name("silent.example.com");
+    assert!(silent["rcode"].is_null() && silent["sent"] == 1, "{dump}");
+    assert!(
+        silent["text"].as_str().unwrap().ends_with("=> no answer"),
+        "{dump}"
+    );
+    let big = by_name("big.example.com");
+    assert!(
+        big["truncated"] == true && big["rcode"] == "NOERROR",
+        "{dump}"
+    );
+    let summary = out.summary().unwrap();
+    assert_eq!(
+        summary["dns"],
+        json!({"NOERROR": 2, "NXDOMAIN": 1, "unanswered": 1}),
         "{dump}"
     );
 }

@@ -400,6 +400,7 @@ fn every_scenario_is_judged_the_same_with_netns_scope() {
         "conntrack_invalid_asymmetric",
         "mtu_black_hole_v6",
         "netpol_kube_router",
+        "dns_queries",
     ];
     let emulated = tracer_tests::time_scale() > 1.0;
     if emulated {

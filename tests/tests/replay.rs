@@ -64,6 +64,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("rp_filter_strict", "dropped", "IP_RPFILTER"),
     ("udp_rcvbuf_full", "dropped", "SOCKET_RCVBUFF"),
     ("netpol_kube_router", "dropped", "NETFILTER_DROP"),
+    ("dns_queries", "delivered", "local_socket"),
 ];
 
 fn recordings() -> Vec<PathBuf> {

@@ -26,7 +26,9 @@ pub struct FilterConfig {
     pub netns_filter: u8,
     /// Destination port (host order) when `has_port`.
     pub port: u16,
-    pub _pad: [u8; 2],
+    /// Bytes of each followed packet to copy, from its IP header on
+    /// (kind BYTES records); 0 copies none.
+    pub snaplen: u16,
 }
 
 impl FilterConfig {
@@ -39,7 +41,7 @@ impl FilterConfig {
             has_port: 0,
             netns_filter: 0,
             port: 0,
-            _pad: [0; 2],
+            snaplen: 0,
         }
     }
 }
@@ -141,6 +143,9 @@ pub struct KernelOffsets {
     /// function hooks call it only then (before, the verifier refuses a
     /// program that calls it at all, unless the branch is dead).
     pub has_func_ip: u32,
+    /// struct sk_buff: tail (an offset from head on 64-bit kernels,
+    /// NET_SKBUFF_DATA_USES_OFFSET): the end of the linear data.
+    pub skb_tail: u32,
 }
 
 impl KernelOffsets {
@@ -217,6 +222,7 @@ impl KernelOffsets {
             nft_table_name: OFFSET_NONE,
             xt_table_name: OFFSET_NONE,
             has_func_ip: 0,
+            skb_tail: OFFSET_NONE,
         }
     }
 }
@@ -276,16 +282,18 @@ mod tests {
         assert_eq!(offset_of!(FilterConfig, mask), 16);
         assert_eq!(offset_of!(FilterConfig, family), 32);
         assert_eq!(offset_of!(FilterConfig, port), 36);
+        assert_eq!(offset_of!(FilterConfig, snaplen), 38);
     }
 
     #[test]
     fn offsets_layout() {
-        // 71 u32 fields, no implicit padding.
-        assert_eq!(size_of::<KernelOffsets>(), 71 * 4);
+        // 72 u32 fields, no implicit padding.
+        assert_eq!(size_of::<KernelOffsets>(), 72 * 4);
         assert_eq!(offset_of!(KernelOffsets, skb_len), 0);
         assert_eq!(offset_of!(KernelOffsets, tp_consume_has_location), 62 * 4);
         assert_eq!(offset_of!(KernelOffsets, xt_table_name), 69 * 4);
         assert_eq!(offset_of!(KernelOffsets, has_func_ip), 70 * 4);
+        assert_eq!(offset_of!(KernelOffsets, skb_tail), 71 * 4);
         assert_eq!(KernelOffsets::none().skb_head, OFFSET_NONE);
     }
 

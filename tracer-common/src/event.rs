@@ -11,6 +11,8 @@ pub mod kind {
     pub const SOCK: u8 = 3;
     pub const NEIGH: u8 = 4;
     pub const FUNC: u8 = 5;
+    /// A [`BytesHeader`] and the packet's first bytes.
+    pub const BYTES: u8 = 6;
 }
 
 /// Where an event was observed. Stable numbers: they appear in the ABI.
@@ -259,6 +261,26 @@ pub struct NeighEvent {
     pub err: i32,
 }
 
+/// The most packet bytes a [`kind::BYTES`] record carries: a full
+/// 1500-byte MTU packet, and room for IPv6 extension headers.
+pub const SNAP_MAX: usize = 1600;
+
+/// The first bytes of a followed packet, from its IP header on (kind
+/// BYTES): once per skb, where the kernel side first follows it (so once
+/// per packet and namespace hop where a new skb is made). `caplen` bytes
+/// follow this header in the record; the record is `size_of::<BytesHeader>()
+/// + caplen` long. Its `hook` is the hook that saw it first.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BytesHeader {
+    pub hdr: EventHeader,
+    /// Bytes that follow (at most the snap length and [`SNAP_MAX`]).
+    pub caplen: u16,
+    /// 1 when the packet matched as a reply.
+    pub reply: u8,
+    pub _pad: [u8; 5],
+}
+
 /// Kernel functions the function hooks follow. Stable numbers: they appear
 /// in the ABI ([`FuncEvent::func`]) and key pending calls.
 pub mod func {
@@ -329,8 +351,10 @@ pub struct FuncEvent {
 #[cfg(feature = "user")]
 mod pod {
     use super::{
-        CtTuple, EventHeader, FibEvent, FuncEvent, NeighEvent, PacketEvent, PacketInfo, SockEvent,
+        BytesHeader, CtTuple, EventHeader, FibEvent, FuncEvent, NeighEvent, PacketEvent,
+        PacketInfo, SockEvent,
     };
+    unsafe impl aya::Pod for BytesHeader {}
     unsafe impl aya::Pod for EventHeader {}
     unsafe impl aya::Pod for PacketInfo {}
     unsafe impl aya::Pod for PacketEvent {}
@@ -376,6 +400,8 @@ mod tests {
         assert_eq!(offset_of!(FibEvent, gw), 120);
         assert_eq!(size_of::<SockEvent>(), 48 + 48 + 16);
         assert_eq!(size_of::<NeighEvent>(), 48 + 16 + 8 + 8);
+        assert_eq!(size_of::<BytesHeader>(), 48 + 8);
+        assert_eq!(offset_of!(BytesHeader, caplen), 48);
         assert_eq!(size_of::<FuncEvent>(), 48 + 48 + 8 + 8 + 8 + 8 + 64);
         assert_eq!(offset_of!(FuncEvent, location), 96);
         assert_eq!(offset_of!(FuncEvent, ret), 104);

@@ -1,10 +1,12 @@
 //! Building and sending records.
 
 use aya_ebpf::{
-    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel_buf},
     maps::ring_buf::RingBufEntry,
 };
-use tracer_common::{EventHeader, Hook, PacketEvent, PacketInfo, kind, stat};
+use tracer_common::{
+    BytesHeader, EventHeader, Hook, PacketEvent, PacketInfo, SNAP_MAX, kind, stat,
+};
 
 use crate::{
     agg,
@@ -13,7 +15,7 @@ use crate::{
         dev_info, l4_ports, skb_conntrack, skb_dev, skb_has_conntrack_btf, skb_ip_btf, skb_packet,
         sock_netns,
     },
-    maps::{CtScratch, EVENTS, LAST, bump},
+    maps::{BYTES, CtScratch, EVENTS, LAST, bump},
     offsets,
 };
 
@@ -207,8 +209,67 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
     if keep && budgeted {
         agg::recorded(k, ev.hdr.ifindex, ev.hdr.netns);
     }
+    if keep && need_track {
+        packet_bytes(hook, skb, ev);
+    }
     r.finish(keep);
     Some(())
+}
+
+/// The first bytes of a packet followed here for the first time (kind
+/// BYTES), from its IP header on: at most the filter's snap length, and
+/// only the skb's linear part (from skb->head + network_header to
+/// skb->tail; paged data is not read). `ev` is its packet record, for the
+/// header's device, namespace and time.
+#[inline(always)]
+pub fn packet_bytes(hook: Hook, skb: u64, ev: &PacketEvent) {
+    let snap = crate::filter().snaplen as u32;
+    if snap == 0 {
+        return;
+    }
+    let o = offsets();
+    let (Some(head), Some(nh), Some(tail)) = (
+        crate::kread::read::<u64>(skb, o.skb_head),
+        crate::kread::read::<u16>(skb, o.skb_network_header),
+        crate::kread::read::<u32>(skb, o.skb_tail),
+    ) else {
+        return;
+    };
+    if head == 0 || nh == 0xffff || tail <= nh as u32 {
+        return;
+    }
+    let mut len = (tail - nh as u32).min(snap) as usize;
+    if len > SNAP_MAX {
+        len = SNAP_MAX;
+    }
+    let Some(rec) = BYTES.get_ptr_mut(hook as u32) else {
+        return;
+    };
+    // SAFETY: this CPU's slot for this hook (see maps::BYTES).
+    let rec = unsafe { &mut *rec };
+    let Some(dst) = rec.data.get_mut(..len) else {
+        return;
+    };
+    if unsafe { bpf_probe_read_kernel_buf((head + nh as u64) as *const u8, dst) }.is_err() {
+        return;
+    }
+    rec.hdr = BytesHeader {
+        hdr: ev.hdr,
+        caplen: len as u16,
+        reply: ev.pkt.reply,
+        _pad: [0; 5],
+    };
+    rec.hdr.hdr.kind = kind::BYTES;
+    let size = core::mem::size_of::<BytesHeader>() + len;
+    // SAFETY: BytesRecord is repr(C): its header, then `data`, so its
+    // first `size` bytes are the header and the `len` bytes read.
+    let bytes = unsafe {
+        core::slice::from_raw_parts((rec as *const crate::maps::BytesRecord).cast::<u8>(), size)
+    };
+    match EVENTS.output::<[u8]>(bytes, wake_flags()) {
+        Ok(()) => bump(stat::EVENTS),
+        Err(_) => bump(stat::LOST),
+    }
 }
 
 /// A locally generated packet is first seen after the OUTPUT hook, where

@@ -5,8 +5,8 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, LruPerCpuHashMap, PerCpuArray, RingBuf},
 };
 use tracer_common::{
-    AGG_HOT_SLOTS, AGG_MAX, AggHot, AggKey, AggVal, CtTuple, FLOW_KEYS_MAX, PacketInfo, RING_BYTES,
-    TRACKED_SKBS_MAX, TrackInfo, stat,
+    AGG_HOT_SLOTS, AGG_MAX, AggHot, AggKey, AggVal, BytesHeader, CtTuple, FLOW_KEYS_MAX,
+    PacketInfo, RING_BYTES, SNAP_MAX, TRACKED_SKBS_MAX, TrackInfo, stat,
 };
 
 /// Events for userspace.
@@ -130,3 +130,17 @@ pub fn bump(idx: u32) {
 /// cannot fill it.
 #[map]
 pub static CALLS: LruHashMap<u64, tracer_common::FuncEvent> = LruHashMap::with_max_entries(4096, 0);
+
+/// A kind BYTES record being built (emit::packet_bytes): its header and
+/// the packet's bytes, in map memory (1.6 kB is more than the BPF stack).
+/// One slot per hook and CPU, as `SCRATCH`: a program can be interrupted
+/// by another hook's, never by its own (the kernel skips a program that
+/// would recurse: bpf_prog_active / prog->active).
+#[repr(C)]
+pub struct BytesRecord {
+    pub hdr: BytesHeader,
+    pub data: [u8; SNAP_MAX],
+}
+
+#[map]
+pub static BYTES: PerCpuArray<BytesRecord> = PerCpuArray::with_max_entries(AGG_HOT_SLOTS, 0);

@@ -11,7 +11,7 @@ use tracer_common::{Hook, PacketInfo};
 
 use crate::{
     agg,
-    emit::{Reserved, fill_skb_event, follow_by_conntrack},
+    emit::{Reserved, fill_skb_event, follow_by_conntrack, packet_bytes},
     filter::{
         DIR_REPLY, classify_matched, header_match, surely_not_followed_words, track, word_of,
     },
@@ -260,6 +260,9 @@ fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
     let keep = fill_skb_event(ev, skb, dev, ct);
     if keep && budgeted {
         agg::recorded(k, ev.hdr.ifindex, ev.hdr.netns);
+    }
+    if keep && need_track {
+        packet_bytes(hook, skb, ev);
     }
     r.finish(keep);
     Some(())

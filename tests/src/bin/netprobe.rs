@@ -110,6 +110,25 @@ enum Mode {
         #[arg(long, default_value_t = 0)]
         pps: u32,
     },
+    /// Answer DNS queries over UDP for SECS seconds, by the name asked:
+    /// `nx.*` NXDOMAIN, `silent.*` no reply at all, `big.*` an empty reply
+    /// with the TC bit (too big for UDP), anything else one A record,
+    /// 192.0.2.10 (RFC 5737's documentation range).
+    DnsServe {
+        addr: SocketAddr,
+        #[arg(long = "for", default_value_t = 5)]
+        secs: u64,
+    },
+    /// Ask for the A record of each NAME in turn from one UDP socket (DNS
+    /// ids 0x1000, 0x1001, ...), each waiting up to the timeout; one line
+    /// per name: its RCODE and answer count, or `no answer`.
+    DnsQuery {
+        addr: SocketAddr,
+        #[arg(required = true)]
+        names: Vec<String>,
+        #[arg(long, default_value_t = 500)]
+        timeout_ms: u64,
+    },
     /// Send COUNT datagrams, each waiting up to the timeout for a reply.
     UdpSend {
         addr: SocketAddr,
@@ -120,6 +139,10 @@ enum Mode {
     },
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "one match over the modes, each arm a call or a short loop"
+)]
 fn main() -> Result<()> {
     match Args::parse().mode {
         Mode::TcpListen { addr, secs } => tcp_listen(addr, Duration::from_secs(secs)),
@@ -134,6 +157,12 @@ fn main() -> Result<()> {
             Ok(())
         }
         Mode::UdpEcho { addr, secs } => udp_echo(addr, Duration::from_secs(secs)),
+        Mode::DnsServe { addr, secs } => dns_serve(addr, Duration::from_secs(secs)),
+        Mode::DnsQuery {
+            addr,
+            names,
+            timeout_ms,
+        } => dns_query(addr, &names, Duration::from_millis(timeout_ms)),
         Mode::TcpBacklog {
             addr,
             backlog,
@@ -386,6 +415,81 @@ fn udp_echo(addr: SocketAddr, dur: Duration) -> Result<()> {
         if let Ok((n, from)) = s.recv_from(&mut buf) {
             let _ = s.send_to(&buf[..n], from);
         }
+    }
+    Ok(())
+}
+
+fn dns_serve(addr: SocketAddr, dur: Duration) -> Result<()> {
+    use simple_dns::{CLASS, Packet, PacketFlag, RCODE, ResourceRecord, rdata};
+    let s = UdpSocket::bind(addr).with_context(|| format!("bind {addr}"))?;
+    s.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let end = Instant::now() + dur;
+    let mut buf = [0u8; 2048];
+    while Instant::now() < end {
+        let Ok((n, from)) = s.recv_from(&mut buf) else {
+            continue;
+        };
+        let Ok(q) = Packet::parse(&buf[..n]) else {
+            continue;
+        };
+        let Some(question) = q.questions.first().cloned() else {
+            continue;
+        };
+        let name = question.qname.to_string();
+        if name.starts_with("silent.") {
+            continue;
+        }
+        let mut r = q.clone().into_reply();
+        if name.starts_with("nx.") {
+            *r.rcode_mut() = RCODE::NameError;
+        } else if name.starts_with("big.") {
+            r.set_flags(PacketFlag::TRUNCATION);
+        } else {
+            r.answers.push(ResourceRecord::new(
+                question.qname.clone(),
+                CLASS::IN,
+                30,
+                rdata::RData::A(rdata::A {
+                    address: u32::from(std::net::Ipv4Addr::new(192, 0, 2, 10)),
+                }),
+            ));
+        }
+        if let Ok(b) = r.build_bytes_vec() {
+            let _ = s.send_to(&b, from);
+        }
+    }
+    Ok(())
+}
+
+fn dns_query(addr: SocketAddr, names: &[String], timeout: Duration) -> Result<()> {
+    use simple_dns::{CLASS, Name, Packet, PacketFlag, QCLASS, QTYPE, Question, TYPE};
+    let local: SocketAddr = if addr.is_ipv4() {
+        "0.0.0.0:0".parse()?
+    } else {
+        "[::]:0".parse()?
+    };
+    let s = UdpSocket::bind(local)?;
+    s.set_read_timeout(Some(timeout))?;
+    let mut buf = [0u8; 2048];
+    for (i, name) in names.iter().enumerate() {
+        let id = 0x1000 + i as u16;
+        let mut q = Packet::new_query(id);
+        q.set_flags(PacketFlag::RECURSION_DESIRED);
+        q.questions.push(Question::new(
+            Name::new(name).with_context(|| format!("name {name}"))?,
+            QTYPE::TYPE(TYPE::A),
+            QCLASS::CLASS(CLASS::IN),
+            false,
+        ));
+        s.send_to(&q.build_bytes_vec()?, addr)?;
+        let line = match s.recv_from(&mut buf) {
+            Ok((n, _)) => match Packet::parse(&buf[..n]) {
+                Ok(r) => format!("{name} {:?} {} answers", r.rcode(), r.answers.len()),
+                Err(e) => format!("{name} bad reply: {e}"),
+            },
+            Err(_) => format!("{name} no answer"),
+        };
+        println!("{line}");
     }
     Ok(())
 }

@@ -72,6 +72,24 @@ pub struct FollowArgs {
     /// netfilter rules are then named by their counters only.
     #[arg(long)]
     pub no_nftrace: bool,
+    /// Bytes of each followed packet to keep, from its IP header on
+    /// (copied in the kernel where a packet is first followed, never for
+    /// other packets): what DNS questions and answers are read from, and
+    /// what `--record` keeps. 0 keeps none. The default, 576, is the
+    /// datagram every IPv4 host must accept: a whole classic (512-byte)
+    /// DNS message over UDP.
+    #[arg(long, default_value_t = 576, value_parser = parse_snaplen)]
+    pub snaplen: u16,
+}
+
+fn parse_snaplen(s: &str) -> Result<u16, String> {
+    let max = tracer_common::SNAP_MAX;
+    match s.parse::<usize>() {
+        Ok(n) if n <= max => Ok(n as u16),
+        _ => Err(format!(
+            "bad snap length '{s}': a number of bytes from 0 to {max}"
+        )),
+    }
 }
 
 fn parse_ring_bytes(s: &str) -> Result<u32, String> {
@@ -120,6 +138,7 @@ pub fn run(args: FollowArgs) -> Result<ExitCode> {
             device_tracepoints: args.device_tracepoints,
             debug_bpf: args.debug_bpf
                 || log::log_enabled!(target: "tracer_ebpf", log::Level::Debug),
+            snaplen: args.snaplen,
         },
         target_arg: args.target,
         proto_arg: args.proto,

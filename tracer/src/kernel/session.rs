@@ -71,6 +71,9 @@ pub struct SessionOptions {
     /// The kernel programs log why packets are (not) followed (aya-log,
     /// target `tracer_ebpf`, level debug).
     pub debug_bpf: bool,
+    /// Bytes of each followed packet the kernel side copies (kind BYTES
+    /// records), from the IP header on; 0: none.
+    pub snaplen: u16,
 }
 
 /// What start-up found, for the operator.
@@ -167,7 +170,8 @@ impl Session {
         trim_heap();
         log::debug!("names ready: {:?}", started.elapsed());
 
-        let filter = opts.target.filter(!opts.netns.is_empty());
+        let mut filter = opts.target.filter(!opts.netns.is_empty());
+        filter.snaplen = opts.snaplen;
         let inodes: Vec<u32> = opts.netns.iter().map(|n| n.inode).collect();
         let mut ebpf = loader::load(
             &filter,

@@ -57,6 +57,9 @@ pub struct Flow {
     /// `last_ns` when it was printed: a printed flow with no hop since is
     /// not judged again (follow.rs print_settled).
     pub printed_at: u64,
+    /// DNS queries and answers read from its packets' bytes (flows to
+    /// port 53 only; boxed: 8 bytes for every other flow).
+    pub dns: Option<Box<crate::model::dns::DnsLog>>,
 }
 
 impl Flow {

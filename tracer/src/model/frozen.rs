@@ -285,6 +285,15 @@ impl Codec {
             self.put_data(&mut w, &h.data);
             prev = Some(h);
         }
+        // The DNS log (flows to port 53 only) as JSON: a few queries.
+        match f.dns.as_deref().and_then(|d| serde_json::to_vec(d).ok()) {
+            Some(j) => {
+                w.push(1);
+                put(&mut w, j.len() as u64);
+                w.extend_from_slice(&j);
+            }
+            None => w.push(0),
+        }
         w.into_boxed_slice()
     }
 
@@ -497,6 +506,14 @@ impl Codec {
                 data,
             });
         }
+        let dns = (r.byte() == 1)
+            .then(|| {
+                let n = r.get() as usize;
+                let j = r.b.get(r.at..r.at + n)?;
+                r.at += n;
+                serde_json::from_slice(j).ok().map(Box::new)
+            })
+            .flatten();
         Flow {
             id: id(b),
             key,
@@ -511,6 +528,7 @@ impl Codec {
             last_ns: last_ns(b),
             printed: printed(b),
             printed_at: printed_at(b),
+            dns,
         }
     }
 
@@ -995,10 +1013,21 @@ mod tests {
                 printed: 42,
                 printed_at: 250,
                 hops,
+                dns: Some(Box::new(crate::model::dns::DnsLog {
+                    queries: vec![crate::model::dns::Query {
+                        id: 7,
+                        question: None,
+                        first_ns: 120,
+                        sent: 2,
+                        reply: None,
+                    }],
+                    more: 1,
+                })),
             };
             let mut c = Codec::default();
             let b = c.pack(&f);
             let g = c.unpack(&b);
+            assert_eq!(g.dns, f.dns);
             assert_eq!(g.hops, f.hops);
             assert_eq!(
                 (g.id, g.key, g.translated, g.nat_by, g.hops_truncated),

@@ -2,6 +2,7 @@
 //! flows and the flow table, packing of quiet flows, counted packets.
 
 pub mod counted;
+pub mod dns;
 pub mod event;
 pub mod flow;
 pub mod frozen;

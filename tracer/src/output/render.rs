@@ -5,6 +5,7 @@ use std::io::Write;
 use serde::Serialize;
 
 use crate::{
+    model::dns::{self, DnsLog, Query},
     model::event::{Tuple, proto_name},
     model::flow::{Flow, NatBy},
     model::hop::{Dir, HopData, hook_name},
@@ -31,7 +32,130 @@ pub(crate) struct FlowOut<'a> {
     packets: u32,
     replies: u32,
     counted_in_kernel: u32,
+    /// DNS read from the flow's packets (flows to port 53).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dns: Option<DnsOut>,
     hops: Vec<HopOut<'a>>,
+}
+
+/// A flow's DNS: its queries with what came back.
+#[derive(Serialize, schemars::JsonSchema)]
+struct DnsOut {
+    queries: Vec<QueryOut>,
+    /// Queries past the ones kept.
+    more: u32,
+}
+
+#[derive(Serialize, schemars::JsonSchema)]
+struct QueryOut {
+    id: u16,
+    /// The question's name, type and class (null when only a reply whose
+    /// question could not be read was seen).
+    name: Option<String>,
+    qtype: Option<String>,
+    qclass: Option<u16>,
+    /// Times the query was seen sent (0: only its reply was seen).
+    sent: u32,
+    /// The reply's RCODE name (`NOERROR`, `NXDOMAIN`, ...); null: no reply.
+    rcode: Option<String>,
+    /// The reply had the TC bit (retry over TCP).
+    truncated: bool,
+    answer_count: u16,
+    answers: Vec<AnswerOut>,
+    /// From the first sending to the reply.
+    latency_ms: Option<f64>,
+    /// The reply was cut by the snap length (its header alone was read).
+    partial: bool,
+    text: String,
+}
+
+#[derive(Serialize, schemars::JsonSchema)]
+struct AnswerOut {
+    name: String,
+    #[serde(rename = "type")]
+    type_: String,
+    ttl: u32,
+    data: String,
+}
+
+fn dns_out(log: &DnsLog) -> DnsOut {
+    DnsOut {
+        queries: log
+            .queries
+            .iter()
+            .map(|q| {
+                let r = q.reply.as_ref();
+                QueryOut {
+                    id: q.id,
+                    name: q.question.as_ref().map(|x| x.name.clone()),
+                    qtype: q.question.as_ref().map(|x| dns::qtype_name(x.qtype)),
+                    qclass: q.question.as_ref().map(|x| x.qclass),
+                    sent: q.sent,
+                    rcode: r.map(|r| dns::rcode_name(r.rcode)),
+                    truncated: r.is_some_and(|r| r.truncated),
+                    answer_count: r.map_or(0, |r| r.answer_count),
+                    answers: r.map_or_else(Vec::new, |r| {
+                        r.answers
+                            .iter()
+                            .map(|a| AnswerOut {
+                                name: a.name.clone(),
+                                type_: dns::qtype_name(a.rtype),
+                                ttl: a.ttl,
+                                data: a.data.clone(),
+                            })
+                            .collect()
+                    }),
+                    latency_ms: latency_ms(q),
+                    partial: r.is_some_and(|r| r.partial),
+                    text: query_text(q),
+                }
+            })
+            .collect(),
+        more: log.more,
+    }
+}
+
+fn latency_ms(q: &Query) -> Option<f64> {
+    let r = q.reply.as_ref()?;
+    (q.sent > 0).then(|| r.ts_ns.saturating_sub(q.first_ns) as f64 / 1e6)
+}
+
+/// `A kubernetes.default.svc.cluster.local (id 0x1a2b) => NOERROR 1 answer
+/// (10.96.0.1) 0.80 ms`, or `=> no answer`.
+pub(crate) fn query_text(q: &Query) -> String {
+    let mut s = match &q.question {
+        Some(x) => format!("{} {}", dns::qtype_name(x.qtype), x.name),
+        None => "(question not read)".to_string(),
+    };
+    s.push_str(&format!(" (id {:#06x}", q.id));
+    if q.sent > 1 {
+        s.push_str(&format!(", sent {} times", q.sent));
+    }
+    s.push(')');
+    let Some(r) = &q.reply else {
+        s.push_str(" => no answer");
+        return s;
+    };
+    s.push_str(&format!(" => {}", dns::rcode_name(r.rcode)));
+    if r.truncated {
+        s.push_str(" truncated (TC: retry over TCP)");
+    }
+    s.push_str(&format!(
+        " {} answer{}",
+        r.answer_count,
+        if r.answer_count == 1 { "" } else { "s" }
+    ));
+    if !r.answers.is_empty() {
+        let a: Vec<&str> = r.answers.iter().map(|a| a.data.as_str()).collect();
+        s.push_str(&format!(" ({})", a.join(", ")));
+    }
+    if let Some(ms) = latency_ms(q) {
+        s.push_str(&format!(" {ms:.2} ms"));
+    }
+    if q.sent == 0 {
+        s.push_str(" (its query was not seen)");
+    }
+    s
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
@@ -65,6 +189,7 @@ fn flow_out<'a>(flow: &'a Flow, v: &'a Verdict, final_: bool) -> FlowOut<'a> {
         packets: flow.packets,
         replies: flow.replies,
         counted_in_kernel: flow.counted,
+        dns: flow.dns.as_deref().map(dns_out),
         hops: flow
             .hops
             .iter()
@@ -113,6 +238,14 @@ pub fn flow_text(flow: &Flow, v: &Verdict) -> String {
         ));
     }
     s.push_str(&format!("  where: {}\n", v.where_));
+    if let Some(log) = flow.dns.as_deref() {
+        for q in &log.queries {
+            s.push_str(&format!("  dns: {}\n", query_text(q)));
+        }
+        if log.more > 0 {
+            s.push_str(&format!("  dns: {} more queries not kept\n", log.more));
+        }
+    }
     s.push_str(&format!("  hint:  {}\n", v.hint));
     for e in &v.evidence {
         s.push_str(&format!("  - {e}\n"));

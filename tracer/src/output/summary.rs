@@ -30,6 +30,11 @@ pub struct Summary {
     pub probes: Vec<ProbeStatus>,
     pub tc: TcSummary,
     pub verdicts: BTreeMap<String, usize>,
+    /// DNS queries of all flows by result: the reply's RCODE name, or
+    /// `unanswered`; `not_dns` counts payloads to or from port 53 that
+    /// were not DNS messages.
+    #[serde(default)]
+    pub dns: BTreeMap<String, usize>,
     /// The traced namespaces ("all" by default).
     pub netns: Vec<String>,
     /// The process's peak resident set (VmHWM), KiB, when readable.
@@ -103,6 +108,10 @@ impl Summary {
         if !v.is_empty() {
             out.push_str(&format!(" [{}]", v.join(" ")));
         }
+        if !self.dns.is_empty() {
+            let d: Vec<String> = self.dns.iter().map(|(k, n)| format!("{k}={n}")).collect();
+            out.push_str(&format!("\ndns: {}", d.join(" ")));
+        }
         if self.lost_events > 0 {
             out.push_str(
                 "\nWARNING: events were lost (ring buffer full): verdicts are marked incomplete",
@@ -173,6 +182,7 @@ mod tests {
                 ready_ms: 0,
             },
             verdicts: BTreeMap::new(),
+            dns: BTreeMap::new(),
             netns: vec!["all".into()],
             peak_rss_kib: None,
             stop: "duration reached".into(),

@@ -502,6 +502,7 @@ impl Live<'_> {
                 ready_ms: ready_ms as u64,
             },
             verdicts: tally.verdicts,
+            dns: tally.dns,
             netns: if opts.session.netns.is_empty() {
                 vec!["all".into()]
             } else {

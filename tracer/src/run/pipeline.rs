@@ -7,7 +7,7 @@
 
 use std::{collections::BTreeMap, net::IpAddr};
 
-use tracer_common::AggKey;
+use tracer_common::{AggKey, BytesHeader, kind};
 
 use crate::{
     model::counted::Counted,
@@ -46,6 +46,9 @@ pub struct Tally {
     pub counted_total: u64,
     pub counted_unattributed: u64,
     pub verdicts: BTreeMap<String, usize>,
+    /// DNS queries by result, and payloads that were not DNS
+    /// (`Summary::dns`).
+    pub dns: BTreeMap<String, usize>,
 }
 
 impl Pipeline {
@@ -76,6 +79,13 @@ impl Pipeline {
 
     /// One ring record, as the kernel wrote it.
     pub fn ingest(&mut self, record: &[u8]) {
+        if record.first() == Some(&kind::BYTES) {
+            match bytes_record(record) {
+                Some((h, data)) => self.flows.ingest_bytes(h.hdr.skb, h.hdr.ts_ns, data),
+                None => self.decode_errors += 1,
+            }
+            return;
+        }
         match decode(record) {
             Ok(ev) => {
                 self.note_neighbour(&ev);
@@ -191,8 +201,21 @@ impl Pipeline {
             counted_total: counted.total,
             counted_unattributed: counted.unattributed,
             verdicts: BTreeMap::new(),
+            dns: BTreeMap::new(),
         };
+        if flows.dns_malformed > 0 {
+            tally
+                .dns
+                .insert("not_dns".into(), flows.dns_malformed as usize);
+        }
         for f in flows.into_flows() {
+            for q in f.dns.iter().flat_map(|d| &d.queries) {
+                let result = q.reply.as_ref().map_or_else(
+                    || "unanswered".to_string(),
+                    |r| crate::model::dns::rcode_name(r.rcode),
+                );
+                *tally.dns.entry(result).or_default() += 1;
+            }
             env.prepare(&mut names, &f);
             let v = evaluate(&f, env.env(), c);
             *tally
@@ -203,6 +226,17 @@ impl Pipeline {
         }
         tally
     }
+}
+
+/// A kind BYTES record: its header and the packet bytes after it.
+fn bytes_record(record: &[u8]) -> Option<(BytesHeader, &[u8])> {
+    let n = std::mem::size_of::<BytesHeader>();
+    let head = record.get(..n)?;
+    // SAFETY: BytesHeader is a plain-old-data ABI struct (repr(C), no
+    // invalid bit patterns) and `head` holds size_of::<BytesHeader>() bytes.
+    let h: BytesHeader = unsafe { std::ptr::read_unaligned(head.as_ptr().cast()) };
+    let data = record.get(n..n + usize::from(h.caplen))?;
+    Some((h, data))
 }
 
 /// Node facts that must be read for a flow before it is judged (the live

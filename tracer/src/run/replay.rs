@@ -183,6 +183,7 @@ pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed, ReplayError>
     });
     summary.flows = tally.flows;
     summary.verdicts = tally.verdicts;
+    summary.dns = tally.dns;
     summary.flows_evicted = tally.evicted;
     summary.counted_in_kernel = tally.counted_total;
     summary.counted_unattributed = tally.counted_unattributed;

@@ -112,6 +112,7 @@ pub fn resolve(btf: &Btf) -> Result<Resolved, BtfError> {
         nft_table_name: get("nft_table", "name"),
         xt_table_name: get("xt_table", "name"),
         has_func_ip: 0,
+        skb_tail: get("sk_buff", "tail"),
     };
     // Module types are absent while their module is not loaded: that is
     // the hook's reported gap (`module X not loaded`), not a missing field.

@@ -109,6 +109,7 @@ pub(crate) fn load(name: &str) -> (Flow, Inventory) {
         printed: 0,
         printed_at: 0,
         hops,
+        dns: None,
     };
     let mut inv = Inventory::default();
     if let Some(env) = j["_env"].as_object() {
