@@ -431,6 +431,9 @@ impl Live<'_> {
             }
             if let Some((f, v)) = self.pipeline.judge(id, &mut self.env, c) {
                 self.sink.flow(&f, &v, false);
+                if let Some(r) = self.rec.as_mut() {
+                    r.printed(id);
+                }
             }
         }
     }

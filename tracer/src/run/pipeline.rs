@@ -173,6 +173,25 @@ impl Pipeline {
         Some((f, v))
     }
 
+    /// Judge a flow `follow` printed at this point of a recording (its
+    /// printed frame): its verdict whether or not it is settled with the
+    /// facts replay has (the run's final ones).
+    pub fn judge_printed(
+        &mut self,
+        id: u64,
+        env: &mut dyn PreparedEnv,
+        c: &Completeness,
+    ) -> Option<(Flow, Verdict)> {
+        let f = self.flows.get(id)?.into_owned();
+        env.prepare(&mut self.names, &f);
+        let v = evaluate(&f, env.env(), c);
+        if f.printed == 0 {
+            self.settled += 1;
+        }
+        self.flows.set_printed(id, verdict_key(&v));
+        Some((f, v))
+    }
+
     /// Flows whose verdict was printed before the final report.
     pub fn settled_count(&self) -> u64 {
         self.settled

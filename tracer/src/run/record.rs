@@ -9,7 +9,8 @@
 //! then frames of `tag: u8, len: u32 LE, payload`: one header (JSON), ring
 //! records (raw bytes, as the kernel wrote them), counted polls (binary:
 //! see [`Recorder::counted`]), ticks (when `follow` looked for settled
-//! flows: [`Recorder::tick`]), and one trailer (JSON) last. A recording
+//! flows: [`Recorder::tick`]), printed marks (a flow `follow` printed as
+//! settled: [`Recorder::printed`]), and one trailer (JSON) last. A recording
 //! without its trailer was cut short (tracer killed).
 
 use std::{
@@ -37,8 +38,8 @@ use crate::{
 
 pub const MAGIC: &[u8; 8] = b"TRACEREC";
 /// Bumped when a reader of the previous version could not read it.
-/// Version 2 added tick frames.
-pub const VERSION: u16 = 2;
+/// Version 2 added tick frames, version 3 printed frames.
+pub const VERSION: u16 = 3;
 /// The oldest version this tracer still reads (version 1 has no ticks:
 /// its replay prints the final report only).
 pub const MIN_VERSION: u16 = 1;
@@ -48,6 +49,7 @@ const TAG_RING: u8 = 2;
 const TAG_COUNTED: u8 = 3;
 const TAG_TRAILER: u8 = 4;
 const TAG_TICK: u8 = 5;
+const TAG_PRINTED: u8 = 6;
 
 /// Bytes of one counted total: the key, the total (u64), the netns (u32).
 const COUNTED_ITEM: usize = size_of::<AggKey>() + 8 + 4;
@@ -293,6 +295,14 @@ impl Recorder {
         self.frame(TAG_TICK, &b);
     }
 
+    /// `follow` printed flow `id` as settled, here in the record stream
+    /// (u64 LE). Replay prints the same flows at the same points: judged
+    /// again with the run's final facts, a flow's settledness can differ
+    /// from what the facts of that moment gave (seen under emulation).
+    pub fn printed(&mut self, id: u64) {
+        self.frame(TAG_PRINTED, &id.to_le_bytes());
+    }
+
     /// Write the trailer and flush; the file is complete.
     pub fn finish(mut self, trailer: &Trailer) -> Result<u64, RecordError> {
         let json = serde_json::to_vec(trailer).expect("a trailer serializes");
@@ -329,16 +339,20 @@ fn agg_key_bytes(k: &AggKey) -> &[u8] {
 pub enum Frame {
     Ring(Bytes),
     Counted(Vec<(AggKey, u64, u32)>),
-    /// `follow` printed the flows settled by `now_ns`.
+    /// `follow` looked for the flows settled by `now_ns`.
     Tick {
         now_ns: u64,
         recheck: bool,
     },
+    /// `follow` printed this flow as settled (version 3).
+    Printed(u64),
 }
 
 /// A recording read whole.
 #[derive(Debug)]
 pub struct Recording {
+    /// The format version it was written in.
+    pub version: u16,
     pub header: Header,
     pub frames: Vec<Frame>,
     pub trailer: Trailer,
@@ -416,6 +430,12 @@ impl Recording {
                         recheck: b[8] != 0,
                     });
                 }
+                TAG_PRINTED => {
+                    let b: [u8; 8] = payload[..]
+                        .try_into()
+                        .map_err(|_| corrupt("printed", at, format!("{len} bytes, not 8")))?;
+                    frames.push(Frame::Printed(u64::from_le_bytes(b)));
+                }
                 TAG_TRAILER => {
                     trailer = Some(
                         serde_json::from_slice(&payload)
@@ -431,6 +451,7 @@ impl Recording {
             at: total,
         })?;
         Ok(Recording {
+            version: found,
             header,
             frames,
             trailer,
@@ -492,6 +513,7 @@ mod tests {
         let mut r = Recorder::create(&path, &header).unwrap();
         r.ring(&[1, 2, 3]);
         r.tick(42, true);
+        r.printed(7);
         r.counted(&[]);
         r.tick(43, false);
         r.finish(&trailer()).unwrap();
@@ -504,6 +526,7 @@ mod tests {
                 Frame::Ring(b) => format!("ring {b:?}"),
                 Frame::Counted(t) => format!("counted {}", t.len()),
                 Frame::Tick { now_ns, recheck } => format!("tick {now_ns} {recheck}"),
+                Frame::Printed(id) => format!("printed {id}"),
             })
             .collect();
         assert_eq!(
@@ -511,6 +534,7 @@ mod tests {
             [
                 "ring b\"\\x01\\x02\\x03\"",
                 "tick 42 true",
+                "printed 7",
                 "counted 0",
                 "tick 43 false"
             ]

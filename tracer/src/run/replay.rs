@@ -129,10 +129,14 @@ impl Replayed {
 pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed, ReplayError> {
     let rec = Recording::open(path)?;
     let Recording {
+        version,
         header,
         frames,
         trailer,
     } = rec;
+    // From version 3 the recording says which flows `follow` printed and
+    // where; before, they are found again at each tick.
+    let printed_frames = version >= 3;
     let target = Target::parse(&header.target, header.proto.as_deref())?;
     let names = Names {
         drop_reasons: trailer.drop_reasons.into_iter().collect(),
@@ -165,11 +169,17 @@ pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed, ReplayError>
         match f {
             Frame::Ring(b) => pipeline.ingest(&b),
             Frame::Counted(totals) => pipeline.fold_counted(totals),
-            Frame::Tick { now_ns, recheck } => {
+            Frame::Tick { now_ns, recheck } if !printed_frames => {
                 for id in pipeline.quiet_flows(now_ns, recheck) {
                     if let Some((f, v)) = pipeline.judge(id, &mut env, &trailer.completeness) {
                         sink.flow(&f, &v, false);
                     }
+                }
+            }
+            Frame::Tick { .. } => {}
+            Frame::Printed(id) => {
+                if let Some((f, v)) = pipeline.judge_printed(id, &mut env, &trailer.completeness) {
+                    sink.flow(&f, &v, false);
                 }
             }
         }
