@@ -1360,7 +1360,12 @@ pub fn mtu_black_hole(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
 pub fn last_request_netns(flow: &Flow) -> Option<u32> {
     flow.hops
         .iter()
+        // Where the request's packets were: not a route lookup's or a
+        // neighbour entry's namespace (a router's neighbour timer fires
+        // seconds after the last SYN passed it: under emulation that took
+        // listen_overflow's verdict to the router).
         .filter(|h| h.dir == Dir::Request && h.netns_inode != 0)
+        .filter(|h| !matches!(h.data, HopData::Fib(_) | HopData::Neigh(_)))
         .max_by_key(|h| h.ts_ns)
         .map(|h| h.netns_inode)
 }

@@ -1229,3 +1229,44 @@ fn json_evidence_items_have_kind_fields_and_text() {
     assert!(a[0]["text"].as_str().unwrap().ends_with(" (2 times)"));
     assert!(a[1].get("count").is_none());
 }
+
+/// A neighbour timer or a route lookup in a namespace the request passed
+/// earlier does not move where the request was last seen (the 6.1 and
+/// 5.10 VMs' listen_overflow: the router's neighbour entry went STALE and
+/// PROBE seconds after the last SYN reached the server).
+#[test]
+fn a_late_neighbour_event_does_not_move_the_last_request_namespace() {
+    let (mut f, _) = load("tcp_closed_port");
+    let server = last_request_netns(&f).expect("a request namespace");
+    let (n1, _) = load("incident1_neigh_failed");
+    let mut neigh = n1
+        .hops
+        .iter()
+        .find(|h| matches!(h.data, HopData::Neigh(_)))
+        .expect("a neighbour hop")
+        .clone();
+    let other = f
+        .hops
+        .iter()
+        .find(|h| h.netns_inode != server && h.netns_inode != 0)
+        .expect("a hop in another namespace")
+        .clone();
+    neigh.netns_inode = other.netns_inode;
+    neigh.netns = other.netns.clone();
+    neigh.dir = Dir::Request;
+    neigh.ts_ns = f.last_ns + 5_000_000_000;
+    f.hops.push(neigh);
+    assert_eq!(last_request_netns(&f), Some(server));
+    // Any packet hop later there does move it.
+    let later = f
+        .hops
+        .iter()
+        .find(|h| h.netns_inode == other.netns_inode && matches!(h.data, HopData::Packet { .. }))
+        .cloned();
+    if let Some(mut p) = later {
+        p.ts_ns = f.last_ns + 6_000_000_000;
+        p.dir = Dir::Request;
+        f.hops.push(p);
+        assert_eq!(last_request_netns(&f), Some(other.netns_inode));
+    }
+}
