@@ -155,22 +155,7 @@ impl Pipeline {
         env: &mut dyn PreparedEnv,
         c: &Completeness,
     ) -> Option<(Flow, Verdict)> {
-        let f = self.flows.get(id)?.into_owned();
-        env.prepare(&mut self.names, &f);
-        let v = evaluate(&f, env.env(), c);
-        if !v.settled {
-            return None;
-        }
-        let key = verdict_key(&v);
-        let first_time = f.printed == 0;
-        self.flows.set_printed(id, key);
-        if f.printed == key {
-            return None;
-        }
-        if first_time {
-            self.settled += 1;
-        }
-        Some((f, v))
+        self.judge_as(id, env, c, false)
     }
 
     /// Judge a flow `follow` printed at this point of a recording (its
@@ -182,13 +167,31 @@ impl Pipeline {
         env: &mut dyn PreparedEnv,
         c: &Completeness,
     ) -> Option<(Flow, Verdict)> {
+        self.judge_as(id, env, c, true)
+    }
+
+    /// `printed`: `follow` printed it here, settled or not (replay).
+    fn judge_as(
+        &mut self,
+        id: u64,
+        env: &mut dyn PreparedEnv,
+        c: &Completeness,
+        printed: bool,
+    ) -> Option<(Flow, Verdict)> {
         let f = self.flows.get(id)?.into_owned();
         env.prepare(&mut self.names, &f);
         let v = evaluate(&f, env.env(), c);
+        if !printed && !v.settled {
+            return None;
+        }
+        let key = verdict_key(&v);
+        self.flows.set_printed(id, key);
+        if !printed && f.printed == key {
+            return None;
+        }
         if f.printed == 0 {
             self.settled += 1;
         }
-        self.flows.set_printed(id, verdict_key(&v));
         Some((f, v))
     }
 
