@@ -8,8 +8,8 @@ use std::{
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tracer_common::{
-    CtTuple, EventHeader, FibEvent, FuncEvent, Hook, NeighEvent, PacketEvent, PacketInfo,
-    SockEvent, kind,
+    BytesHeader, CtTuple, EventHeader, FibEvent, FuncEvent, Hook, NeighEvent, PacketEvent,
+    PacketInfo, SockEvent, kind,
 };
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -80,6 +80,20 @@ pub fn decode(buf: &[u8]) -> Result<Event, DecodeError> {
         kind::FUNC => Event::Func(read(buf, k)?),
         other => return Err(DecodeError::UnknownKind(other)),
     })
+}
+
+/// A kind BYTES record: its header and the `caplen` packet bytes after it
+/// (variable length, so not an [`Event`]).
+pub fn decode_bytes(buf: &[u8]) -> Result<(BytesHeader, &[u8]), DecodeError> {
+    let h: BytesHeader = read(buf, kind::BYTES)?;
+    let n = std::mem::size_of::<BytesHeader>();
+    let need = n + usize::from(h.caplen);
+    let data = buf.get(n..need).ok_or(DecodeError::Truncated {
+        kind: kind::BYTES,
+        need,
+        got: buf.len(),
+    })?;
+    Ok((h, data))
 }
 
 /// A NUL-padded kernel name.
@@ -284,6 +298,28 @@ pub(crate) mod tests {
         assert_eq!(decode(&b), Err(DecodeError::UnknownKind(99)));
         b[1] = 0;
         assert_eq!(decode(&b), Err(DecodeError::UnknownHook(0)));
+    }
+
+    #[test]
+    fn decodes_bytes_records() {
+        let h = BytesHeader {
+            hdr: header(kind::BYTES, Hook::TcIngress),
+            caplen: 3,
+            reply: 0,
+            _pad: [0; 5],
+        };
+        let mut b = bytes(&h);
+        b.extend_from_slice(&[0x45, 0, 0]);
+        let (got, data) = decode_bytes(&b).unwrap();
+        assert_eq!((got, data), (h, &[0x45u8, 0, 0][..]));
+        assert!(matches!(
+            decode_bytes(&b[..b.len() - 1]),
+            Err(DecodeError::Truncated { need: 59, .. })
+        ));
+        assert!(matches!(
+            decode_bytes(&b[..10]),
+            Err(DecodeError::Truncated { .. })
+        ));
     }
 
     #[test]

@@ -7,11 +7,11 @@
 
 use std::{collections::BTreeMap, net::IpAddr};
 
-use tracer_common::{AggKey, BytesHeader, kind};
+use tracer_common::{AggKey, kind};
 
 use crate::{
     model::counted::Counted,
-    model::event::{Event, decode, ip_from},
+    model::event::{Event, decode, decode_bytes, ip_from},
     model::names::Names,
     model::target::Target,
     model::{flow::Flow, table::FlowTable},
@@ -80,9 +80,12 @@ impl Pipeline {
     /// One ring record, as the kernel wrote it.
     pub fn ingest(&mut self, record: &[u8]) {
         if record.first() == Some(&kind::BYTES) {
-            match bytes_record(record) {
-                Some((h, data)) => self.flows.ingest_bytes(h.hdr.skb, h.hdr.ts_ns, data),
-                None => self.decode_errors += 1,
+            match decode_bytes(record) {
+                Ok((h, data)) => self.flows.ingest_bytes(h.hdr.skb, h.hdr.ts_ns, data),
+                Err(e) => {
+                    self.decode_errors += 1;
+                    log::debug!("undecodable record: {e}");
+                }
             }
             return;
         }
@@ -248,17 +251,6 @@ impl Pipeline {
         }
         tally
     }
-}
-
-/// A kind BYTES record: its header and the packet bytes after it.
-fn bytes_record(record: &[u8]) -> Option<(BytesHeader, &[u8])> {
-    let n = std::mem::size_of::<BytesHeader>();
-    let head = record.get(..n)?;
-    // SAFETY: BytesHeader is a plain-old-data ABI struct (repr(C), no
-    // invalid bit patterns) and `head` holds size_of::<BytesHeader>() bytes.
-    let h: BytesHeader = unsafe { std::ptr::read_unaligned(head.as_ptr().cast()) };
-    let data = record.get(n..n + usize::from(h.caplen))?;
-    Some((h, data))
 }
 
 /// Node facts that must be read for a flow before it is judged (the live
