@@ -68,6 +68,19 @@ impl Netns {
         run(&v)
     }
 
+    /// Run a command inside the namespace with `text` in a temporary file
+    /// whose path is its last argument (`nft -f`, `iptables-restore`); the
+    /// file is removed whatever the command did.
+    pub fn exec_file(&self, args: &[&str], text: &str) -> Result<Output> {
+        let file = std::env::temp_dir().join(format!("tracer-{}-{}.in", self.name, args[0]));
+        std::fs::write(&file, text)?;
+        let mut v = args.to_vec();
+        v.push(file.to_str().context("temp path")?);
+        let r = self.exec(&v);
+        let _ = std::fs::remove_file(&file);
+        r
+    }
+
     /// Run a command inside the namespace without failing on its exit code.
     pub fn exec_status(&self, args: &[&str]) -> Output {
         Command::new("ip")

@@ -364,16 +364,7 @@ pub fn netpol_kube_router() -> Result<Scenario> {
 COMMIT
 "#
     );
-    let file = std::env::temp_dir().join(format!("tracer-{}.rules", nss[1].name));
-    std::fs::write(&file, rules)?;
-    let r = nss[1].exec(&[
-        "iptables-restore",
-        "-w",
-        "--noflush",
-        file.to_str().unwrap(),
-    ]);
-    let _ = std::fs::remove_file(&file);
-    r?;
+    nss[1].exec_file(&["iptables-restore", "-w", "--noflush"], &rules)?;
     let srv = listen(&nss[2], &format!("{pod}:8080"), 10)?;
     let target = format!("{pod}:8080");
     let mut sc = simple(
@@ -474,11 +465,7 @@ fn kube_nft(name: &'static str, b: u8, vip: &str) -> Result<Scenario> {
         "via",
         &format!("10.{b}.2.2"),
     ])?;
-    let file = std::env::temp_dir().join(format!("tracer-{}.nft", nss[1].name));
-    std::fs::write(&file, kube_proxy_nft_table(b))?;
-    let r = nss[1].exec(&["nft", "-f", file.to_str().unwrap()]);
-    let _ = std::fs::remove_file(&file);
-    r?;
+    nss[1].exec_file(&["nft", "-f"], &kube_proxy_nft_table(b))?;
     let target = format!("10.{b}.{vip}:80");
     Ok(simple(
         name,
