@@ -421,9 +421,6 @@ impl Live<'_> {
         let recheck = self.env.vip.changes.len() != self.vip_changes;
         self.vip_changes = self.env.vip.changes.len();
         let now = now_ns();
-        if let Some(r) = self.rec.as_mut() {
-            r.tick(now, recheck);
-        }
         let quiet = self.pipeline.quiet_flows(now, recheck);
         for (i, id) in quiet.into_iter().enumerate() {
             if i > 0 && i % DRAIN_EVERY == 0 {

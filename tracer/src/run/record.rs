@@ -8,9 +8,10 @@
 //! Layout: the magic `TRACEREC`, a u16 format version (little endian),
 //! then frames of `tag: u8, len: u32 LE, payload`: one header (JSON), ring
 //! records (raw bytes, as the kernel wrote them), counted polls (binary:
-//! see [`Recorder::counted`]), ticks (when `follow` looked for settled
-//! flows: [`Recorder::tick`]), printed marks (a flow `follow` printed as
-//! settled: [`Recorder::printed`]), and one trailer (JSON) last. A recording
+//! see [`Recorder::counted`]), printed marks (a flow `follow` printed as
+//! settled: [`Recorder::printed`]; version 2 had ticks instead, when
+//! `follow` looked for settled flows, still read), and one trailer (JSON)
+//! last. A recording
 //! without its trailer was cut short (tracer killed).
 
 use std::{
@@ -284,17 +285,6 @@ impl Recorder {
         self.frame(TAG_COUNTED, &payload);
     }
 
-    /// One look for settled flows: the monotonic time it judged quiet
-    /// flows by (u64 LE ns) and whether the target's owners had changed
-    /// (u8), so that replay prints the flows `follow` printed as they
-    /// settled, at the same points of the record stream.
-    pub fn tick(&mut self, now_ns: u64, recheck: bool) {
-        let mut b = [0u8; 9];
-        b[..8].copy_from_slice(&now_ns.to_le_bytes());
-        b[8] = u8::from(recheck);
-        self.frame(TAG_TICK, &b);
-    }
-
     /// `follow` printed flow `id` as settled, here in the record stream
     /// (u64 LE). Replay prints the same flows at the same points: judged
     /// again with the run's final facts, a flow's settledness can differ
@@ -339,7 +329,9 @@ fn agg_key_bytes(k: &AggKey) -> &[u8] {
 pub enum Frame {
     Ring(Bytes),
     Counted(Vec<(AggKey, u64, u32)>),
-    /// `follow` looked for the flows settled by `now_ns`.
+    /// Version 2: `follow` looked for the flows settled by `now_ns`
+    /// (monotonic, u64 LE), and whether the target's owners had changed
+    /// (u8). Version 3 writes printed frames instead.
     Tick {
         now_ns: u64,
         recheck: bool,
@@ -351,8 +343,6 @@ pub enum Frame {
 /// A recording read whole.
 #[derive(Debug)]
 pub struct Recording {
-    /// The format version it was written in.
-    pub version: u16,
     pub header: Header,
     pub frames: Vec<Frame>,
     pub trailer: Trailer,
@@ -451,7 +441,6 @@ impl Recording {
             at: total,
         })?;
         Ok(Recording {
-            version: found,
             header,
             frames,
             trailer,
@@ -511,11 +500,17 @@ mod tests {
             started_unix_ms: 1,
         };
         let mut r = Recorder::create(&path, &header).unwrap();
+        // Tick frames as version 2 wrote them (u64 LE time, u8 recheck).
+        let tick = |r: &mut Recorder, now: u64, recheck: bool| {
+            let mut b = now.to_le_bytes().to_vec();
+            b.push(u8::from(recheck));
+            r.frame(TAG_TICK, &b);
+        };
         r.ring(&[1, 2, 3]);
-        r.tick(42, true);
+        tick(&mut r, 42, true);
         r.printed(7);
         r.counted(&[]);
-        r.tick(43, false);
+        tick(&mut r, 43, false);
         r.finish(&trailer()).unwrap();
         let mut data = std::fs::read(&path).unwrap();
         let rec = Recording::parse(&path, Bytes::from(data.clone())).unwrap();

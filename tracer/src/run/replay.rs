@@ -1,9 +1,9 @@
 //! `tracer replay`: a recording through the same [`Pipeline`] as `follow`,
 //! with no root, BTF or kernel: the records in the order they arrived,
-//! the flows `follow` printed as they settled at each of its ticks, then
+//! the flows `follow` printed as they settled, where it printed them, then
 //! the final report against the node facts the run read. (Flows printed
-//! at a tick are judged against the facts read at the end: the run's
-//! facts at that moment are not kept.)
+//! as they settled are judged against the facts read at the end: the
+//! run's facts at that moment are not kept.)
 
 use std::path::Path;
 
@@ -129,14 +129,10 @@ impl Replayed {
 pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed, ReplayError> {
     let rec = Recording::open(path)?;
     let Recording {
-        version,
         header,
         frames,
         trailer,
     } = rec;
-    // From version 3 the recording says which flows `follow` printed and
-    // where; before, they are found again at each tick.
-    let printed_frames = version >= 3;
     let target = Target::parse(&header.target, header.proto.as_deref())?;
     let names = Names {
         drop_reasons: trailer.drop_reasons.into_iter().collect(),
@@ -169,14 +165,15 @@ pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed, ReplayError>
         match f {
             Frame::Ring(b) => pipeline.ingest(&b),
             Frame::Counted(totals) => pipeline.fold_counted(totals),
-            Frame::Tick { now_ns, recheck } if !printed_frames => {
+            // Version 2: the flows settled by then are found again.
+            Frame::Tick { now_ns, recheck } => {
                 for id in pipeline.quiet_flows(now_ns, recheck) {
                     if let Some((f, v)) = pipeline.judge(id, &mut env, &trailer.completeness) {
                         sink.flow(&f, &v, false);
                     }
                 }
             }
-            Frame::Tick { .. } => {}
+            // Version 3: the flow `follow` printed here.
             Frame::Printed(id) => {
                 if let Some((f, v)) = pipeline.judge_printed(id, &mut env, &trailer.completeness) {
                     sink.flow(&f, &v, false);
