@@ -238,6 +238,29 @@ pub struct TrackInfo {
     pub _pad: [u8; 2],
     pub sport: u16,
     pub dport: u16,
+    /// The addresses it had then, folded (`addr_fold`): a change means NAT
+    /// rewrote the packet, and its bytes are captured again.
+    pub addrs: u32,
+}
+
+/// Source and destination addresses folded into one word (xor of their
+/// 32-bit words): equal for the same pair, different after a NAT rewrite
+/// of either (but for a crafted collision, which costs only a capture).
+#[expect(
+    clippy::inline_always,
+    reason = "called by the kernel programs, which must not make BPF-to-BPF calls for it"
+)]
+#[inline(always)]
+#[must_use]
+pub fn addr_fold(saddr: &[u8; 16], daddr: &[u8; 16]) -> u32 {
+    let w = |a: &[u8; 16], i: usize| u32::from_ne_bytes([a[i], a[i + 1], a[i + 2], a[i + 3]]);
+    // The source rotated, so that swapping source and destination (a
+    // reply) does not give the same fold.
+    (w(saddr, 0) ^ w(saddr, 4) ^ w(saddr, 8) ^ w(saddr, 12)).rotate_left(16)
+        ^ w(daddr, 0)
+        ^ w(daddr, 4)
+        ^ w(daddr, 8)
+        ^ w(daddr, 12)
 }
 
 /// Indexes into the per-CPU `STATS` counter array.
@@ -299,7 +322,7 @@ mod tests {
 
     #[test]
     fn track_info_layout() {
-        assert_eq!(size_of::<TrackInfo>(), 8);
+        assert_eq!(size_of::<TrackInfo>(), 12);
         assert_eq!(offset_of!(TrackInfo, sport), 4);
     }
 }

@@ -114,6 +114,10 @@ pub struct EventHeader {
     pub ifname: [u8; 16],
 }
 
+/// The DNS port: UDP packets to or from it carry their DNS id in
+/// [`PacketInfo::dns_id`], and userspace reads their bytes as DNS.
+pub const DNS_PORT: u16 = 53;
+
 /// The packet as seen at a hook. Addresses in network order (IPv4 in the
 /// first four bytes), ports in host order.
 #[repr(C)]
@@ -132,7 +136,10 @@ pub struct PacketInfo {
     pub icmp_code: u8,
     /// 1 when this packet matched as a reply (source side of the filter).
     pub reply: u8,
-    pub _pad: [u8; 2],
+    /// The DNS message id of a UDP packet to or from port 53 (the first two
+    /// bytes after the UDP header), else 0: each query of one client socket
+    /// gets its own budget of full records (tracer-ebpf agg.rs).
+    pub dns_id: u16,
     /// skb->len.
     pub len: u32,
 }
@@ -150,7 +157,7 @@ impl PacketInfo {
             icmp_type: 0,
             icmp_code: 0,
             reply: 0,
-            _pad: [0; 2],
+            dns_id: 0,
             len: 0,
         }
     }

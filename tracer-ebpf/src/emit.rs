@@ -174,11 +174,13 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
     } else {
         dev
     };
-    // Drops are budgeted per drop site and reason, the rest per device.
+    // Drops are budgeted per drop site and reason, the rest per device and
+    // DNS id (0 but for DNS over UDP): each query of a client socket that
+    // asks many is recorded, and its bytes read.
     let (site, aux) = if hook == Hook::Drop {
         (location, reason)
     } else {
-        (dev, 0)
+        (dev, pkt.dns_id as u32)
     };
     let m = header_match(pkt);
     let budgeted = m != 0 && agg::countable(pkt);

@@ -213,6 +213,7 @@ pub fn classify_matched(skb: u64, pkt: &PacketInfo, d: u8) -> (u8, bool) {
             _pad: [0; 2],
             sport: 0,
             dport: 0,
+            addrs: 0,
         },
     };
     if pkt.family == 0 {
@@ -222,19 +223,29 @@ pub fn classify_matched(skb: u64, pkt: &PacketInfo, d: u8) -> (u8, bool) {
         if t.dir != d {
             crate::debug::matched(d, pkt);
         }
-        return (d, t.dir != d);
+        // Tracked in this direction already: tracked again (and its bytes
+        // captured again, emit.rs) only when NAT rewrote it since.
+        return (d, t.dir != d || rewritten(&t, pkt));
     }
     if t.dir == 0 {
         return (0, false);
     }
     if t.proto == pkt.proto && (t.sport == pkt.sport || t.dport == pkt.dport) {
         crate::debug::rewritten(pkt);
-        return (t.dir, false);
+        return (t.dir, rewritten(&t, pkt));
     }
     crate::debug::reused(pkt);
     bump(stat::STALE);
     untrack(skb);
     (0, false)
+}
+
+/// Has the tracked skb's tuple changed since it was tracked (NAT)?
+#[inline(always)]
+fn rewritten(t: &TrackInfo, pkt: &PacketInfo) -> bool {
+    t.sport != pkt.sport
+        || t.dport != pkt.dport
+        || t.addrs != tracer_common::addr_fold(&pkt.saddr, &pkt.daddr)
 }
 
 /// For hooks that only concern skbs already followed (consume, socket
@@ -266,6 +277,7 @@ pub fn track(skb: u64, dir: u8, pkt: &PacketInfo) {
         _pad: [0; 2],
         sport: pkt.sport,
         dport: pkt.dport,
+        addrs: tracer_common::addr_fold(&pkt.saddr, &pkt.daddr),
     };
     // BPF_NOEXIST first: only a new entry counts as live.
     match TRACKED.insert(&skb, &info, BPF_NOEXIST) {
