@@ -173,17 +173,32 @@ fn dns_questions_and_answers_are_read_from_the_packets() {
         ok["latency_ms"].as_f64().is_some_and(|ms| ms > 0.0),
         "{dump}"
     );
+    assert_eq!(
+        (&ok["server"], &ok["verdict"]["kind"]),
+        (&json!("10.248.2.2:53"), &json!("delivered")),
+        "{dump}"
+    );
+    let text = ok["text"].as_str().unwrap();
     assert!(
-        ok["text"].as_str().unwrap().starts_with(
-            "A kubernetes.default.svc.cluster.local (id 0x1000) => NOERROR 1 answer (192.0.2.10) "
-        ),
+        text.starts_with("A kubernetes.default.svc.cluster.local from 10.248.1.2:")
+            && text.contains(" -> 10.248.2.2:53 (id 0x1000) => NOERROR 1 answer (192.0.2.10) "),
         "{dump}"
     );
     assert_eq!(by_name("nx.example.com")["rcode"], "NXDOMAIN", "{dump}");
+    // The server got the query and kept silent: judged on its own packets,
+    // the query was delivered to the server's socket.
     let silent = by_name("silent.example.com");
     assert!(silent["rcode"].is_null() && silent["sent"] == 1, "{dump}");
+    assert_eq!(
+        (&silent["verdict"]["kind"], &silent["verdict"]["reason"]),
+        (&json!("delivered"), &json!("local_socket")),
+        "{dump}"
+    );
     assert!(
-        silent["text"].as_str().unwrap().ends_with("=> no answer"),
+        silent["text"]
+            .as_str()
+            .unwrap()
+            .contains("=> no answer: DELIVERED local_socket (local socket 10.248.2.2:53 in netns "),
         "{dump}"
     );
     let big = by_name("big.example.com");

@@ -11,7 +11,7 @@ use simple_dns::{Packet, rdata::RData};
 use thiserror::Error;
 
 /// The DNS port; flows to it (UDP or TCP) have their payloads read.
-pub const DNS_PORT: u16 = 53;
+pub use tracer_common::DNS_PORT;
 /// Queries kept per flow (one client socket may ask many); more are
 /// counted in `DnsLog::more`.
 pub const MAX_QUERIES: usize = 32;
@@ -86,6 +86,46 @@ pub struct Query {
     /// Times it was seen sent (retries of the same id and question).
     pub sent: u32,
     pub reply: Option<Reply>,
+    /// Where its packets' bytes were read: the request's and the reply's
+    /// skbs, each from that time on (a NAT rewrite reads them again, on
+    /// the same skb). The hops of those skbs are this query's own
+    /// (`dns_flow::query_flow`).
+    #[serde(default)]
+    pub captures: Vec<Capture>,
+}
+
+/// A packet of a query read at `ts_ns` on the skb at `skb`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capture {
+    pub skb: u64,
+    pub ts_ns: u64,
+}
+
+/// Captures kept per query: a request and its reply, each read again
+/// after a NAT or two.
+pub const MAX_CAPTURES: usize = 8;
+
+/// The same request read again on the same skb within this time is one
+/// sending seen after NAT, not a retry (a resolver retries after hundreds
+/// of milliseconds at least; an skb crosses a node in microseconds, a few
+/// milliseconds under emulation).
+const SAME_SENDING_NS: u64 = 100_000_000;
+
+impl Query {
+    fn capture(&mut self, skb: u64, ts_ns: u64) {
+        if skb != 0 && self.captures.len() < MAX_CAPTURES {
+            self.captures.push(Capture { skb, ts_ns });
+        }
+    }
+
+    /// Was this request's packet already read on `skb` just before?
+    fn seen_on(&self, skb: u64, ts_ns: u64) -> bool {
+        skb != 0
+            && self
+                .captures
+                .iter()
+                .any(|c| c.skb == skb && ts_ns.saturating_sub(c.ts_ns) < SAME_SENDING_NS)
+    }
 }
 
 /// The DNS of one flow.
@@ -97,8 +137,8 @@ pub struct DnsLog {
 }
 
 impl DnsLog {
-    /// A message of the flow seen at `ts_ns`.
-    pub fn note(&mut self, ts_ns: u64, m: Message) {
+    /// A message of the flow read at `ts_ns` from the skb at `skb`.
+    pub fn note(&mut self, ts_ns: u64, skb: u64, m: Message) {
         let same_question = |q: &Query| m.question.is_none() || q.question == m.question;
         if m.response {
             let reply = Reply {
@@ -120,15 +160,19 @@ impl DnsLog {
                 if q.reply.is_none() {
                     q.reply = Some(reply);
                 }
+                q.capture(skb, ts_ns);
                 return;
             }
-            self.push(Query {
+            let mut q = Query {
                 id: m.id,
                 question: m.question,
                 first_ns: ts_ns,
                 sent: 0,
                 reply: Some(reply),
-            });
+                captures: Vec::new(),
+            };
+            q.capture(skb, ts_ns);
+            self.push(q);
             return;
         }
         if let Some(q) = self
@@ -137,16 +181,22 @@ impl DnsLog {
             .rev()
             .find(|q| q.id == m.id && q.reply.is_none() && same_question(q))
         {
-            q.sent += 1;
+            if !q.seen_on(skb, ts_ns) {
+                q.sent += 1;
+            }
+            q.capture(skb, ts_ns);
             return;
         }
-        self.push(Query {
+        let mut q = Query {
             id: m.id,
             question: m.question,
             first_ns: ts_ns,
             sent: 1,
             reply: None,
-        });
+            captures: Vec::new(),
+        };
+        q.capture(skb, ts_ns);
+        self.push(q);
     }
 
     fn push(&mut self, q: Query) {
@@ -391,12 +441,16 @@ mod tests {
         assert!(r.response);
         assert_eq!(r.answers[0].data, "10.96.0.1");
         let mut log = DnsLog::default();
-        log.note(1_000, q.clone());
-        log.note(2_000, q);
-        log.note(2_800, r);
+        log.note(1_000, 0xa0, q.clone());
+        // The same packet read again after NAT (same skb): not a retry.
+        log.note(1_200, 0xa0, q.clone());
+        log.note(2_000, 0xb0, q);
+        log.note(2_800, 0xc0, r);
         assert_eq!(log.queries.len(), 1);
         let got = &log.queries[0];
         assert_eq!(got.sent, 2);
+        let skbs: Vec<u64> = got.captures.iter().map(|c| c.skb).collect();
+        assert_eq!(skbs, [0xa0, 0xa0, 0xb0, 0xc0]);
         let reply = got.reply.as_ref().unwrap();
         assert_eq!(
             (reply.rcode, reply.answer_count, reply.ts_ns),
@@ -444,6 +498,7 @@ mod tests {
         for id in 0..(MAX_QUERIES as u16 + 3) {
             log.note(
                 u64::from(id),
+                0,
                 parse(&query(id, "x.example", TYPE::A)).unwrap(),
             );
         }

@@ -63,6 +63,26 @@ pub struct Flow {
 }
 
 impl Flow {
+    /// A copy without its hops and DNS (a query's own flow starts so).
+    pub(crate) fn clone_meta(&self) -> Flow {
+        Flow {
+            id: self.id,
+            key: self.key,
+            translated: self.translated,
+            nat_by: self.nat_by,
+            hops: Vec::new(),
+            hops_truncated: self.hops_truncated,
+            packets: self.packets,
+            replies: self.replies,
+            counted: self.counted,
+            first_ns: self.first_ns,
+            last_ns: self.last_ns,
+            printed: self.printed,
+            printed_at: self.printed_at,
+            dns: None,
+        }
+    }
+
     pub(crate) fn push(&mut self, hop: Hop) {
         self.last_ns = self.last_ns.max(hop.ts_ns);
         self.first_ns = self.first_ns.min(hop.ts_ns);

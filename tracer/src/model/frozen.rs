@@ -1020,6 +1020,10 @@ mod tests {
                         first_ns: 120,
                         sent: 2,
                         reply: None,
+                        captures: vec![crate::model::dns::Capture {
+                            skb: 0xffff_8880_0000_1000,
+                            ts_ns: 120,
+                        }],
                     }],
                     more: 1,
                 })),

@@ -3,6 +3,7 @@
 
 pub mod counted;
 pub mod dns;
+pub mod dns_flow;
 pub mod event;
 pub mod flow;
 pub mod frozen;

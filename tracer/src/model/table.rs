@@ -527,7 +527,7 @@ impl FlowTable {
             }
         };
         if let Some(f) = self.get_mut(id) {
-            f.dns.get_or_insert_with(Box::default).note(ts_ns, m);
+            f.dns.get_or_insert_with(Box::default).note(ts_ns, skb, m);
         }
     }
 

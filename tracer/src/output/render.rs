@@ -9,7 +9,7 @@ use crate::{
     model::event::{Tuple, proto_name},
     model::flow::{Flow, NatBy},
     model::hop::{Dir, HopData, hook_name},
-    verdict::Verdict,
+    verdict::{QueryVerdict, Verdict},
 };
 
 /// A flow record as written: serialized straight to text. Going through a
@@ -34,20 +34,20 @@ pub(crate) struct FlowOut<'a> {
     counted_in_kernel: u32,
     /// DNS read from the flow's packets (flows to port 53).
     #[serde(skip_serializing_if = "Option::is_none")]
-    dns: Option<DnsOut>,
+    dns: Option<DnsOut<'a>>,
     hops: Vec<HopOut<'a>>,
 }
 
 /// A flow's DNS: its queries with what came back.
 #[derive(Serialize, schemars::JsonSchema)]
-struct DnsOut {
-    queries: Vec<QueryOut>,
+struct DnsOut<'a> {
+    queries: Vec<QueryOut<'a>>,
     /// Queries past the ones kept.
     more: u32,
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
-struct QueryOut {
+struct QueryOut<'a> {
     id: u16,
     /// The question's name, type and class (null when only a reply whose
     /// question could not be read was seen).
@@ -66,6 +66,12 @@ struct QueryOut {
     latency_ms: Option<f64>,
     /// The reply was cut by the snap length (its header alone was read).
     partial: bool,
+    /// The client (the flow's source) and the server it asked.
+    client: String,
+    server: String,
+    /// The query judged as its own flow, on the packets that carried it
+    /// and its reply: where an unanswered query went.
+    verdict: Option<&'a QueryVerdict>,
     text: String,
 }
 
@@ -78,12 +84,15 @@ struct AnswerOut {
     data: String,
 }
 
-fn dns_out(log: &DnsLog) -> DnsOut {
+fn dns_out<'a>(log: &DnsLog, flow: &Flow, v: &'a Verdict) -> DnsOut<'a> {
+    let (client, server) = endpoints(flow);
     DnsOut {
         queries: log
             .queries
             .iter()
-            .map(|q| {
+            .enumerate()
+            .map(|(i, q)| {
+                let qv = v.queries.get(i);
                 let r = q.reply.as_ref();
                 QueryOut {
                     id: q.id,
@@ -107,7 +116,10 @@ fn dns_out(log: &DnsLog) -> DnsOut {
                     }),
                     latency_ms: latency_ms(q),
                     partial: r.is_some_and(|r| r.partial),
-                    text: query_text(q),
+                    client: client.clone(),
+                    server: server.clone(),
+                    verdict: qv,
+                    text: query_text(q, flow, qv),
                 }
             })
             .collect(),
@@ -120,20 +132,37 @@ fn latency_ms(q: &Query) -> Option<f64> {
     (q.sent > 0).then(|| r.ts_ns.saturating_sub(q.first_ns) as f64 / 1e6)
 }
 
-/// `A kubernetes.default.svc.cluster.local (id 0x1a2b) => NOERROR 1 answer
-/// (10.96.0.1) 0.80 ms`, or `=> no answer`.
-pub(crate) fn query_text(q: &Query) -> String {
+/// The flow's client and server as `addr:port` (`[v6]:port`).
+fn endpoints(flow: &Flow) -> (String, String) {
+    let k = &flow.key;
+    let ep = |a: std::net::IpAddr, p: u16| std::net::SocketAddr::new(a, p).to_string();
+    (ep(k.src, k.sport), ep(k.dst, k.dport))
+}
+
+/// `A kubernetes.default.svc.cluster.local from 10.0.1.5:41234 ->
+/// 169.254.25.10:53 (id 0x1a2b) => NOERROR 1 answer (10.96.0.1) 0.80 ms`,
+/// or `=> no answer: MISROUTED reason (where)`: the query's own verdict.
+pub(crate) fn query_text(q: &Query, flow: &Flow, qv: Option<&QueryVerdict>) -> String {
     let mut s = match &q.question {
         Some(x) => format!("{} {}", dns::qtype_name(x.qtype), x.name),
         None => "(question not read)".to_string(),
     };
-    s.push_str(&format!(" (id {:#06x}", q.id));
+    let (client, server) = endpoints(flow);
+    s.push_str(&format!(" from {client} -> {server} (id {:#06x}", q.id));
     if q.sent > 1 {
         s.push_str(&format!(", sent {} times", q.sent));
     }
     s.push(')');
     let Some(r) = &q.reply else {
         s.push_str(" => no answer");
+        if let Some(v) = qv {
+            s.push_str(&format!(
+                ": {} {} ({})",
+                v.kind.as_str().to_uppercase(),
+                v.reason,
+                v.where_
+            ));
+        }
         return s;
     };
     s.push_str(&format!(" => {}", dns::rcode_name(r.rcode)));
@@ -189,7 +218,7 @@ fn flow_out<'a>(flow: &'a Flow, v: &'a Verdict, final_: bool) -> FlowOut<'a> {
         packets: flow.packets,
         replies: flow.replies,
         counted_in_kernel: flow.counted,
-        dns: flow.dns.as_deref().map(dns_out),
+        dns: flow.dns.as_deref().map(|d| dns_out(d, flow, v)),
         hops: flow
             .hops
             .iter()
@@ -239,8 +268,11 @@ pub fn flow_text(flow: &Flow, v: &Verdict) -> String {
     }
     s.push_str(&format!("  where: {}\n", v.where_));
     if let Some(log) = flow.dns.as_deref() {
-        for q in &log.queries {
-            s.push_str(&format!("  dns: {}\n", query_text(q)));
+        for (i, q) in log.queries.iter().enumerate() {
+            s.push_str(&format!(
+                "  dns {}\n",
+                query_text(q, flow, v.queries.get(i))
+            ));
         }
         if log.more > 0 {
             s.push_str(&format!("  dns: {} more queries not kept\n", log.more));

@@ -73,6 +73,20 @@ pub struct Verdict {
     /// when more events could still change it (forwarded, no reply yet).
     #[serde(skip)]
     pub settled: bool,
+    /// The verdict of each DNS query of the flow, judged on its own
+    /// packets (model::dns_flow), in the order of `flow.dns`; rendered
+    /// with the queries, not here.
+    #[serde(skip)]
+    pub queries: Vec<QueryVerdict>,
+}
+
+/// What became of one DNS query.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct QueryVerdict {
+    pub kind: Kind,
+    pub reason: String,
+    #[serde(rename = "where")]
+    pub where_: String,
 }
 
 impl Verdict {
@@ -348,7 +362,24 @@ pub fn evaluate(flow: &Flow, env: &dyn Env, c: &Completeness) -> Verdict {
         });
     }
     v.evidence = evidence::collapse(std::mem::take(&mut v.evidence));
+    v.queries = query_verdicts(flow, env, c);
     v
+}
+
+/// Each DNS query of the flow judged as its own flow (its packets only).
+fn query_verdicts(flow: &Flow, env: &dyn Env, c: &Completeness) -> Vec<QueryVerdict> {
+    let n = flow.dns.as_deref().map_or(0, |d| d.queries.len());
+    (0..n)
+        .filter_map(|i| {
+            let sub = crate::model::dns_flow::query_flow(flow, i)?;
+            let v = evaluate(&sub, env, c);
+            Some(QueryVerdict {
+                kind: v.kind,
+                reason: v.reason,
+                where_: v.where_,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

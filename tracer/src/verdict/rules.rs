@@ -47,6 +47,7 @@ fn verdict(kind: Kind, reason: &str, where_: String, netns: &str, dev: Option<St
         incomplete: false,
         evidence: Vec::new(),
         settled: true,
+        queries: Vec::new(),
     }
 }
 
