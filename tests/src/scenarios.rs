@@ -213,6 +213,7 @@ pub const NAMES: &[&str] = &[
     "conntrack_invalid_asymmetric",
     "netpol_kube_router",
     "dns_queries",
+    "dns_one_query_dropped",
 ];
 
 pub fn build(name: &str) -> Result<Scenario> {
@@ -220,6 +221,7 @@ pub fn build(name: &str) -> Result<Scenario> {
         "tcp_delivered" => tcp_delivered(),
         "netpol_kube_router" => netpol_kube_router(),
         "dns_queries" => dns_queries(),
+        "dns_one_query_dropped" => dns_one_query_dropped(),
         "tcp_closed_port" => tcp_closed_port(),
         "netfilter_forward_drop" => netfilter_forward_drop(),
         "netfilter_input_drop" => netfilter_input_drop(),
@@ -921,6 +923,37 @@ pub fn dns_queries() -> Result<Scenario> {
         "DNS questions over UDP: answered, NXDOMAIN, unanswered, truncated",
         nss,
         "10.248.2.2:53".into(),
+        args,
+    );
+    sc.servers.push(srv);
+    Ok(sc)
+}
+
+/// Twelve DNS questions from one client socket (more than the kernel
+/// side's 8 full records per tuple, hook and device: the budget is per DNS
+/// id), and an nftables rule on the router that drops the second one only
+/// (DNS id 0x1001, matched in the payload): that query alone is dropped,
+/// the others answered.
+pub fn dns_one_query_dropped() -> Result<Scenario> {
+    let nss = routed(253)?;
+    nss[1].exec_file(
+        &["nft", "-f"],
+        "table ip dnsdrop {\n\
+         \tchain filter_dns {\n\
+         \t\ttype filter hook forward priority 0; policy accept;\n\
+         \t\tudp dport 53 @th,64,16 0x1001 counter drop comment \"drop DNS id 0x1001\"\n\
+         \t}\n\
+         }\n",
+    )?;
+    let srv = serve(&nss[2], "dns-serve", "10.253.2.2:53", 15)?;
+    let mut args: Vec<String> = vec!["dns-query".into(), "10.253.2.2:53".into()];
+    args.extend((0..12).map(|i| format!("q{i}.example.com")));
+    args.extend(["--timeout-ms".into(), crate::scaled_arg(500)]);
+    let mut sc = simple(
+        "dns_one_query_dropped",
+        "twelve DNS questions from one socket; an nftables rule drops the second",
+        nss,
+        "10.253.2.2:53".into(),
         args,
     );
     sc.servers.push(srv);

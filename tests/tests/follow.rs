@@ -214,6 +214,57 @@ fn dns_questions_and_answers_are_read_from_the_packets() {
     );
 }
 
+/// Twelve questions from one socket, the second dropped by an nftables
+/// rule on the router: every question is read (the kernel side's record
+/// budget is per DNS query), and each query is judged on its own packets:
+/// the dropped one names the drop, the others were answered.
+#[test]
+fn each_dns_query_is_judged_on_its_own_packets() {
+    let Some((out, _seen)) = tracer_tests::trace_scenario_out("dns_one_query_dropped", &[]) else {
+        return;
+    };
+    let dump = out.dump();
+    let f = out.flow_to(53);
+    let q = f["dns"]["queries"].as_array().expect("dns queries");
+    assert_eq!((q.len(), &f["dns"]["more"]), (12, &json!(0)), "{dump}");
+    for (i, x) in q.iter().enumerate() {
+        assert_eq!(x["name"], format!("q{i}.example.com"), "{dump}");
+        if x["id"] == 0x1001 {
+            assert!(x["rcode"].is_null(), "{dump}");
+            assert_eq!(
+                (&x["verdict"]["kind"], &x["verdict"]["reason"]),
+                (&json!("dropped"), &json!("NETFILTER_DROP")),
+                "{dump}"
+            );
+            assert!(
+                x["text"]
+                    .as_str()
+                    .unwrap()
+                    .contains("=> no answer: DROPPED NETFILTER_DROP"),
+                "{dump}"
+            );
+            // The rule, as nft prints it: raw payload as one big-endian
+            // number.
+            assert!(
+                x["verdict"]["where"]
+                    .as_str()
+                    .unwrap()
+                    .contains("@th,64,16 0x1001 drop"),
+                "{dump}"
+            );
+        } else {
+            assert_eq!(x["rcode"], "NOERROR", "{dump}");
+            assert_eq!(x["verdict"]["kind"], "delivered", "{dump}");
+        }
+    }
+    let summary = out.summary().unwrap();
+    assert_eq!(
+        summary["dns"],
+        json!({"NOERROR": 11, "unanswered": 1}),
+        "{dump}"
+    );
+}
+
 /// A NetworkPolicy default deny (kube-router's pod firewall chain): the
 /// rule is named by nftrace and read as the pod it protects.
 #[test]

@@ -401,6 +401,7 @@ fn every_scenario_is_judged_the_same_with_netns_scope() {
         "mtu_black_hole_v6",
         "netpol_kube_router",
         "dns_queries",
+        "dns_one_query_dropped",
     ];
     let emulated = tracer_tests::time_scale() > 1.0;
     if emulated {

@@ -259,6 +259,9 @@ enum Ty {
     IfName,
     IfIndex,
     Hex,
+    /// Raw packet bytes (`@th,64,16`): nft prints them as one big-endian
+    /// number.
+    Raw,
     Dec,
     CtState,
     CtStatus,
@@ -811,7 +814,7 @@ impl<'a> Render<'a> {
                 (2, 0, 1) if self.l4 == Some(1) => Ty::IcmpType,
                 (2, 0, 1) if self.l4 == Some(58) => Ty::Icmp6Type,
                 (2, 1, 1) if matches!(self.l4, Some(1 | 58)) => Ty::Dec,
-                _ => Ty::Hex,
+                _ => Ty::Raw,
             },
             Src::Meta(k) => match k {
                 1 => Ty::EtherType,
@@ -973,6 +976,7 @@ impl<'a> Render<'a> {
                 n => n.to_string(),
             },
             Ty::Hex => hex(v),
+            Ty::Raw => be_hex(v),
         }
     }
 
@@ -1137,11 +1141,16 @@ pub(crate) fn hex(v: &[u8]) -> String {
         b[..v.len()].copy_from_slice(v);
         format!("0x{:0w$x}", u32::from_ne_bytes(b), w = v.len() * 2)
     } else {
-        v.iter().fold("0x".to_string(), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+        be_hex(v)
     }
+}
+
+/// Bytes as one big-endian hex number, as nft prints raw payload.
+fn be_hex(v: &[u8]) -> String {
+    v.iter().fold("0x".to_string(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
 }
 
 /// The prefix length of a contiguous mask, None if not one.
