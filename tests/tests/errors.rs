@@ -67,6 +67,16 @@ fn bad_inputs_are_one_clear_error() {
             2,
             "bad snap length '9000': a number of bytes from 0 to 1600",
         ),
+        (
+            &["follow", "10.0.0.1", "--dns-port", "853"],
+            2,
+            "port 853 is DNS over TLS: encrypted, its questions cannot be read",
+        ),
+        (
+            &["follow", "10.0.0.1", "--dns-port", "0"],
+            2,
+            "bad DNS port '0': a port number from 1 to 65535",
+        ),
         (&["follow"], 2, "required"),
         (&["follow", "10.0.0.1", "--bogus"], 2, "unexpected argument"),
         (&["frobnicate"], 2, "unrecognized subcommand"),

@@ -29,6 +29,9 @@ pub struct FilterConfig {
     /// Bytes of each followed packet to copy, from its IP header on
     /// (kind BYTES records); 0 copies none.
     pub snaplen: u16,
+    /// A DNS port besides 53 (`--dns-port`, e.g. 5353), 0 for none: its
+    /// UDP packets carry their DNS id (`PacketInfo::dns_id`) too.
+    pub dns_port: u16,
 }
 
 impl FilterConfig {
@@ -42,6 +45,7 @@ impl FilterConfig {
             netns_filter: 0,
             port: 0,
             snaplen: 0,
+            dns_port: 0,
         }
     }
 }

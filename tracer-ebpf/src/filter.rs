@@ -240,6 +240,12 @@ pub fn classify_matched(skb: u64, pkt: &PacketInfo, d: u8) -> (u8, bool) {
     (0, false)
 }
 
+/// Is `port` a DNS port: 53, or the one `--dns-port` added?
+#[inline(always)]
+pub fn dns_port(port: u16) -> bool {
+    port == tracer_common::DNS_PORT || (port != 0 && port == crate::filter().dns_port)
+}
+
 /// Has the tracked skb's tuple changed since it was tracked (NAT)?
 #[inline(always)]
 fn rewritten(t: &TrackInfo, pkt: &PacketInfo) -> bool {

@@ -6,7 +6,7 @@
 
 use aya_ebpf::helpers::{bpf_probe_read_kernel, bpf_probe_read_kernel_buf};
 use network_types::{ip::Ipv4Hdr, ip::Ipv6Hdr};
-use tracer_common::{CtTuple, DNS_PORT, OFFSET_NONE, PacketInfo};
+use tracer_common::{CtTuple, OFFSET_NONE, PacketInfo};
 
 use crate::offsets;
 
@@ -207,7 +207,7 @@ pub fn l4_ports(l4: u64, pkt: &mut PacketInfo) {
             };
             pkt.sport = u16::from_be_bytes([ports[0], ports[1]]);
             pkt.dport = u16::from_be_bytes([ports[2], ports[3]]);
-            if pkt.sport == DNS_PORT || pkt.dport == DNS_PORT {
+            if crate::filter::dns_port(pkt.sport) || crate::filter::dns_port(pkt.dport) {
                 // The DNS id, after the 8-byte UDP header (RFC 1035 4.1.1).
                 if let Ok(id) = unsafe { bpf_probe_read_kernel((l4 + 8) as *const [u8; 2]) } {
                     pkt.dns_id = u16::from_be_bytes(id);

@@ -7,7 +7,7 @@
 
 use aya_ebpf::{macros::classifier, programs::TcContext};
 use network_types::{eth::EthHdr, ip::Ipv6Hdr};
-use tracer_common::{DNS_PORT, Hook, PacketInfo};
+use tracer_common::{Hook, PacketInfo};
 
 use crate::{
     agg,
@@ -141,7 +141,7 @@ fn parse_l4(ctx: &TcContext, pkt: &mut PacketInfo, l4_off: usize) {
                 pkt.sport = u16::from_be_bytes([ports[0], ports[1]]);
                 pkt.dport = u16::from_be_bytes([ports[2], ports[3]]);
             }
-            if pkt.sport == DNS_PORT || pkt.dport == DNS_PORT {
+            if crate::filter::dns_port(pkt.sport) || crate::filter::dns_port(pkt.dport) {
                 // The DNS id, after the 8-byte UDP header (RFC 1035 4.1.1).
                 if let Some(id) = load::<[u8; 2]>(ctx, l4_off + 8) {
                     pkt.dns_id = u16::from_be_bytes(id);

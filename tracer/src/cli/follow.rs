@@ -80,6 +80,21 @@ pub struct FollowArgs {
     /// DNS message over UDP.
     #[arg(long, default_value_t = 576, value_parser = parse_snaplen)]
     pub snaplen: u16,
+    /// Also read DNS on this port besides 53 (e.g. 5353, mDNS): left out
+    /// unless asked. DNS over TLS (853) is encrypted and cannot be read.
+    #[arg(long, value_name = "PORT", value_parser = parse_dns_port)]
+    pub dns_port: Option<u16>,
+}
+
+fn parse_dns_port(s: &str) -> Result<u16, String> {
+    match s.parse::<u16>() {
+        Ok(853) => Err(
+            "port 853 is DNS over TLS: encrypted, its questions cannot be read (its flows are followed as any other)"
+                .into(),
+        ),
+        Ok(p) if p != 0 => Ok(p),
+        _ => Err(format!("bad DNS port '{s}': a port number from 1 to 65535")),
+    }
 }
 
 fn parse_snaplen(s: &str) -> Result<u16, String> {
@@ -139,6 +154,7 @@ pub fn run(args: FollowArgs) -> Result<ExitCode> {
             debug_bpf: args.debug_bpf
                 || log::log_enabled!(target: "tracer_ebpf", log::Level::Debug),
             snaplen: args.snaplen,
+            dns_port: args.dns_port,
         },
         target_arg: args.target,
         proto_arg: args.proto,

@@ -74,6 +74,8 @@ pub struct SessionOptions {
     /// Bytes of each followed packet the kernel side copies (kind BYTES
     /// records), from the IP header on; 0: none.
     pub snaplen: u16,
+    /// A DNS port besides 53 whose UDP packets carry their DNS id.
+    pub dns_port: Option<u16>,
 }
 
 /// What start-up found, for the operator.
@@ -172,6 +174,7 @@ impl Session {
 
         let mut filter = opts.target.filter(!opts.netns.is_empty());
         filter.snaplen = opts.snaplen;
+        filter.dns_port = opts.dns_port.unwrap_or(0);
         let inodes: Vec<u32> = opts.netns.iter().map(|n| n.inode).collect();
         let mut ebpf = loader::load(
             &filter,

@@ -209,8 +209,9 @@ impl DnsLog {
 }
 
 /// The DNS message in a packet's bytes, which start at its IP header.
-/// None when the packet is not to or from port 53.
-pub fn from_packet(ip: &[u8]) -> Option<Result<Message, DnsError>> {
+/// None when the packet is not to or from port 53 (or `extra_port`, when
+/// not 0).
+pub fn from_packet(ip: &[u8], extra_port: u16) -> Option<Result<Message, DnsError>> {
     let (proto, l4) = transport(ip)?;
     let ports = |b: &[u8]| {
         (b.len() >= 4).then(|| {
@@ -221,7 +222,8 @@ pub fn from_packet(ip: &[u8]) -> Option<Result<Message, DnsError>> {
         })
     };
     let (sport, dport) = ports(l4)?;
-    if sport != DNS_PORT && dport != DNS_PORT {
+    let dns = |p: u16| p == DNS_PORT || (p != 0 && p == extra_port);
+    if !dns(sport) && !dns(dport) {
         return None;
     }
     let payload = match proto {
@@ -409,11 +411,14 @@ mod tests {
 
     #[test]
     fn a_query_and_its_reply_pair_by_id() {
-        let q = from_packet(&udp(
-            41234,
-            53,
-            &query(0x1234, "kubernetes.default.svc.cluster.local", TYPE::A),
-        ))
+        let q = from_packet(
+            &udp(
+                41234,
+                53,
+                &query(0x1234, "kubernetes.default.svc.cluster.local", TYPE::A),
+            ),
+            0,
+        )
         .unwrap()
         .unwrap();
         assert_eq!(q.id, 0x1234);
@@ -426,16 +431,19 @@ mod tests {
                 qclass: 1,
             })
         );
-        let r = from_packet(&udp(
-            53,
-            41234,
-            &reply(
-                0x1234,
-                "kubernetes.default.svc.cluster.local",
-                simple_dns::RCODE::NoError,
-                &[[10, 96, 0, 1]],
+        let r = from_packet(
+            &udp(
+                53,
+                41234,
+                &reply(
+                    0x1234,
+                    "kubernetes.default.svc.cluster.local",
+                    simple_dns::RCODE::NoError,
+                    &[[10, 96, 0, 1]],
+                ),
             ),
-        ))
+            0,
+        )
         .unwrap()
         .unwrap();
         assert!(r.response);
@@ -456,6 +464,14 @@ mod tests {
             (reply.rcode, reply.answer_count, reply.ts_ns),
             (0, 1, 2_800)
         );
+    }
+
+    #[test]
+    fn another_dns_port_is_read_only_when_asked() {
+        let b = udp(40000, 5353, &query(3, "printer.local", TYPE::A));
+        assert!(from_packet(&b, 0).is_none());
+        let m = from_packet(&b, 5353).unwrap().unwrap();
+        assert_eq!(m.question.unwrap().name, "printer.local");
     }
 
     #[test]
@@ -489,7 +505,7 @@ mod tests {
             Err(DnsError::Malformed(_))
         ));
         // Not to or from port 53: not read at all.
-        assert!(from_packet(&udp(1000, 2000, &query(1, "x", TYPE::A))).is_none());
+        assert!(from_packet(&udp(1000, 2000, &query(1, "x", TYPE::A)), 0).is_none());
     }
 
     #[test]
@@ -510,7 +526,7 @@ mod tests {
         #[test]
         fn arbitrary_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..600)) {
             let _ = parse(&b);
-            let _ = from_packet(&b);
+            let _ = from_packet(&b, 0);
         }
 
         /// A real query with its bytes flipped: never a panic either.

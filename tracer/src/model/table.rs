@@ -143,8 +143,10 @@ pub struct FlowTable {
     pub max_flows: usize,
     /// Flows dropped because of the cap.
     pub evicted: u64,
-    /// Payloads to or from port 53 that were not DNS.
+    /// Payloads to or from a DNS port that were not DNS.
     pub dns_malformed: u64,
+    /// A DNS port read besides 53 (`--dns-port`), 0 for none.
+    pub dns_port: u16,
     /// Neighbour events for the target, flow or not.
     pub neigh_log: Vec<Hop>,
 }
@@ -515,7 +517,7 @@ impl FlowTable {
         let Some(id) = self.skb_flow(skb, ts_ns, None) else {
             return;
         };
-        let m = match crate::model::dns::from_packet(data) {
+        let m = match crate::model::dns::from_packet(data, self.dns_port) {
             None => return,
             Some(Ok(m)) => m,
             Some(Err(e)) => {

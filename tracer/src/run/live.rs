@@ -150,6 +150,7 @@ fn header(opts: &FollowOptions) -> Header {
         started_unix_ms: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),
+        dns_port: opts.session.dns_port,
     }
 }
 
@@ -265,7 +266,7 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunError> {
     let mut live = Live {
         base: completeness_base(session.plan()),
         session,
-        pipeline: Pipeline::new(target, names, opts.max_flows),
+        pipeline: Pipeline::new(target, names, opts.max_flows).with_dns_port(opts.session.dns_port),
         rec,
         env,
         sink,

@@ -64,6 +64,13 @@ impl Pipeline {
         }
     }
 
+    /// Also read DNS on this port (`--dns-port`), besides 53.
+    #[must_use]
+    pub fn with_dns_port(mut self, port: Option<u16>) -> Pipeline {
+        self.flows.dns_port = port.unwrap_or(0);
+        self
+    }
+
     pub fn target(&self) -> &Target {
         &self.target
     }

@@ -97,6 +97,9 @@ pub struct Header {
     pub max_flows: usize,
     /// Wall clock at start, ms since the epoch.
     pub started_unix_ms: u64,
+    /// `--dns-port`: a DNS port read besides 53 (absent before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_port: Option<u16>,
 }
 
 /// What replay needs beyond the records, written last.
@@ -498,6 +501,7 @@ mod tests {
             proto: None,
             max_flows: 10,
             started_unix_ms: 1,
+            dns_port: Some(5353),
         };
         let mut r = Recorder::create(&path, &header).unwrap();
         // Tick frames as version 2 wrote them (u64 LE time, u8 recheck).

@@ -147,7 +147,8 @@ pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed, ReplayError>
         netns: NetnsNames::fixed(trailer.netns_names),
         interned: Default::default(),
     };
-    let mut pipeline = Pipeline::new(target, names, header.max_flows);
+    let mut pipeline =
+        Pipeline::new(target, names, header.max_flows).with_dns_port(header.dns_port);
     let mut summary = trailer.summary;
     let mut env = ReplayEnv {
         inventory: trailer.facts.into(),
