@@ -123,7 +123,18 @@ pub fn trace_scenario_out(
     name: &str,
     env: &[(&str, &str)],
 ) -> Option<(tracer::TracerOutput, String)> {
-    trace_scenario_run(name, env, false).map(|(out, seen, _)| (out, seen))
+    trace_scenario_run(name, env, false, &[], &mut |_| {}).map(|(out, seen, _)| (out, seen))
+}
+
+/// [`trace_scenario_out`] with extra arguments for `tracer follow` (e.g.
+/// `--pcap FILE`), and the run's recording handed to `with_recording`
+/// before it is removed.
+pub fn trace_scenario_with(
+    name: &str,
+    extra: &[&str],
+    with_recording: &mut dyn FnMut(&std::path::Path),
+) -> Option<(tracer::TracerOutput, String)> {
+    trace_scenario_run(name, &[], false, extra, with_recording).map(|(out, seen, _)| (out, seen))
 }
 
 /// [`trace_scenario_out`] with `--netns` on every namespace of the scene
@@ -131,13 +142,15 @@ pub fn trace_scenario_out(
 /// covers every interface and the netif_receive_skb and net_dev_start_xmit
 /// tracepoints are left to it. Returns the output and the target's port.
 pub fn trace_scenario_scoped(name: &str, netns_scope: bool) -> Option<(tracer::TracerOutput, u64)> {
-    trace_scenario_run(name, &[], netns_scope).map(|(out, _, dport)| (out, dport))
+    trace_scenario_run(name, &[], netns_scope, &[], &mut |_| {}).map(|(out, _, dport)| (out, dport))
 }
 
 fn trace_scenario_run(
     name: &str,
     env: &[(&str, &str)],
     netns_scope: bool,
+    extra: &[&str],
+    with_recording: &mut dyn FnMut(&std::path::Path),
 ) -> Option<(tracer::TracerOutput, String, u64)> {
     if !require_privileges(name) {
         return None;
@@ -157,6 +170,7 @@ fn trace_scenario_run(
     // Every traced scenario is recorded, and its replay must print the
     // same final flows and verdicts (record and replay's golden test, on
     // every kernel the suites run on).
+    args.extend(extra.iter().map(std::string::ToString::to_string));
     let recording = recording_path(name);
     args.push("--record".into());
     args.push(recording.display().to_string());
@@ -172,6 +186,7 @@ fn trace_scenario_run(
     let summary = out.summary().expect("summary line");
     assert_eq!(summary["lost_events"], 0, "{}", out.dump());
     replay::assert_replays_as_followed(&recording, &out, name);
+    with_recording(&recording);
     keep_recording(&recording, name, netns_scope);
     let dport = sc
         .target

@@ -77,6 +77,31 @@ fn bad_inputs_are_one_clear_error() {
             2,
             "bad DNS port '0': a port number from 1 to 65535",
         ),
+        (
+            &[
+                "replay",
+                concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/recordings/dns_queries-6.18.rec"
+                ),
+                "--pcap",
+                "/nonexistent/dir/x.pcapng",
+            ],
+            1,
+            "cannot write pcap file /nonexistent/dir/x.pcapng: No such file or directory",
+        ),
+        (
+            &[
+                "replay",
+                "x.rec",
+                "--pcap",
+                "x.pcapng",
+                "--pcap-max-mb",
+                "0",
+            ],
+            2,
+            "invalid value '0' for '--pcap-max-mb <MB>'",
+        ),
         (&["follow"], 2, "required"),
         (&["follow", "10.0.0.1", "--bogus"], 2, "unexpected argument"),
         (&["frobnicate"], 2, "unrecognized subcommand"),
@@ -89,6 +114,25 @@ fn bad_inputs_are_one_clear_error() {
             "{args:?}: expected {needle:?} in {err}"
         );
     }
+}
+
+/// `follow --pcap` to a path that cannot be written: one line, exit 1,
+/// before anything is attached (root: the privilege check comes first).
+#[test]
+fn unwritable_pcap_is_one_clear_error() {
+    if unsafe { libc::geteuid() } != 0 {
+        // Without root the privilege check answers first (below).
+        return;
+    }
+    let (c, err) = run(
+        &["follow", "10.0.0.1", "--pcap", "/nonexistent/dir/x.pcapng"],
+        &[],
+    );
+    assert_eq!(c, 1, "{err}");
+    assert_eq!(
+        err.trim_end(),
+        "tracer: error: cannot write pcap file /nonexistent/dir/x.pcapng: No such file or directory (os error 2)"
+    );
 }
 
 #[test]

@@ -22,6 +22,10 @@ pub(crate) const APT: &[&str] = &[
     "nftables",
     "bpftool",
     "tcpdump",
+    // Reads back `--pcap` files in the pcap test (its debconf question,
+    // whether non-root users may capture, is answered by the default
+    // under DEBIAN_FRONTEND=noninteractive).
+    "tshark",
     "iperf3",
     "util-linux",
     // The image test: podman loads and runs `cargo xtask image`'s archive

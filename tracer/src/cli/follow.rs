@@ -6,13 +6,12 @@ use std::{path::PathBuf, process::ExitCode, time::Duration};
 use anyhow::Result;
 use clap::Args;
 
-use super::{Output, TcAttach, check_privileges, parse_duration};
+use super::{Output, PcapArgs, TcAttach, check_privileges, parse_duration};
 use crate::{
     kernel::loader::tc::TcMode,
     kernel::session::SessionOptions,
     model::target::Target,
     node::netns::resolve_netns,
-    output::stdout_sink,
     run::live::{FollowOptions, follow},
 };
 #[derive(Debug, Args)]
@@ -84,6 +83,8 @@ pub struct FollowArgs {
     /// unless asked. DNS over TLS (853) is encrypted and cannot be read.
     #[arg(long, value_name = "PORT", value_parser = parse_dns_port)]
     pub dns_port: Option<u16>,
+    #[command(flatten)]
+    pub pcap: PcapArgs,
 }
 
 fn parse_dns_port(s: &str) -> Result<u16, String> {
@@ -165,7 +166,7 @@ pub fn run(args: FollowArgs) -> Result<ExitCode> {
         record: args.record,
         nftrace: !args.no_nftrace,
     };
-    let mut sink = stdout_sink(args.output == Output::Json);
+    let mut sink = super::sink(args.output, &args.pcap)?;
     follow(opts, sink.as_mut())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -5,10 +5,12 @@ pub mod doctor;
 pub mod follow;
 pub mod replay;
 
-use std::{process::ExitCode, time::Duration};
+use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::{Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::output::{PcapSink, Sink, pcap::PcapWriter, stdout_sink};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -42,6 +44,32 @@ pub enum Cmd {
 pub enum Output {
     Text,
     Json,
+}
+
+/// `--pcap FILE` and its cap, for `follow` and `replay`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PcapArgs {
+    /// Also write the followed packets' captured bytes (see --snaplen) to
+    /// this pcapng file: one interface per namespace and device, one
+    /// packet per hop where its bytes were captured, each commented with
+    /// the hop, the namespace, the flow and its verdict.
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<PathBuf>,
+    /// The most the pcap file, with the packets held until their flow is
+    /// printed, may take (MiB); packets past it are counted, not written.
+    #[arg(long, value_name = "MB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub pcap_max_mb: u64,
+}
+
+/// The sink for `-o text|json` on stdout, and the pcap file when asked
+/// (created now: an unwritable path is an error before anything runs).
+pub fn sink(output: Output, pcap: &PcapArgs) -> Result<Box<dyn Sink>> {
+    let out = stdout_sink(output == Output::Json);
+    let Some(path) = &pcap.pcap else {
+        return Ok(out);
+    };
+    let writer = PcapWriter::create(path, pcap.pcap_max_mb << 20)?;
+    Ok(Box::new(PcapSink::new(out, writer)))
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]

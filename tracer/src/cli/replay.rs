@@ -6,8 +6,8 @@ use std::{path::PathBuf, process::ExitCode};
 use anyhow::Result;
 use clap::Args;
 
-use super::Output;
-use crate::output::{diag, stdout_sink};
+use super::{Output, PcapArgs};
+use crate::output::diag;
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
@@ -20,10 +20,12 @@ pub struct ReplayArgs {
     /// the one the recording run printed, listing the differences.
     #[arg(long)]
     pub check: bool,
+    #[command(flatten)]
+    pub pcap: PcapArgs,
 }
 
 pub fn run(args: ReplayArgs) -> Result<ExitCode> {
-    let mut sink = stdout_sink(args.output == Output::Json);
+    let mut sink = super::sink(args.output, &args.pcap)?;
     let r = crate::run::replay::replay(&args.file, sink.as_mut())?;
     if !args.check {
         return Ok(ExitCode::SUCCESS);

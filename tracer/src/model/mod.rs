@@ -1,6 +1,7 @@
 //! The model: ring records decoded into events, hops with their facts,
 //! flows and the flow table, packing of quiet flows, counted packets.
 
+pub mod capture;
 pub mod counted;
 pub mod dns;
 pub mod dns_flow;

@@ -513,24 +513,24 @@ impl FlowTable {
     /// The first bytes of a followed packet (a kind BYTES record, which
     /// comes right after the packet's own record): the DNS message in
     /// them, if it is to or from port 53, joins the flow of that skb.
-    pub fn ingest_bytes(&mut self, skb: u64, ts_ns: u64, data: &[u8]) {
-        let Some(id) = self.skb_flow(skb, ts_ns, None) else {
-            return;
-        };
+    /// Returns that flow (what `--pcap` files the packet under).
+    pub fn ingest_bytes(&mut self, skb: u64, ts_ns: u64, data: &[u8]) -> Option<u64> {
+        let id = self.skb_flow(skb, ts_ns, None)?;
         let m = match crate::model::dns::from_packet(data, self.dns_port) {
-            None => return,
+            None => return Some(id),
             Some(Ok(m)) => m,
             Some(Err(e)) => {
                 // Counted for the run, not kept per flow: a flood of
                 // non-DNS datagrams to port 53 must not grow every flow.
                 log::debug!("flow {id}: not DNS: {e}");
                 self.dns_malformed += 1;
-                return;
+                return Some(id);
             }
         };
         if let Some(f) = self.get_mut(id) {
             f.dns.get_or_insert_with(Box::default).note(ts_ns, skb, m);
         }
+        Some(id)
     }
 
     /// Add an event; returns the flow it went to, if any.

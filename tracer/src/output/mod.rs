@@ -4,12 +4,17 @@
 
 pub mod diag;
 pub mod doctor;
+pub mod pcap;
 pub mod render;
 pub mod summary;
 
 use std::io::Write;
 
-use crate::{kernel::loader::probes::ProbeStatus, model::flow::Flow, verdict::Verdict};
+use crate::{
+    kernel::loader::probes::ProbeStatus,
+    model::{capture::Captured, flow::Flow},
+    verdict::Verdict,
+};
 
 pub use render::emit;
 pub use summary::Summary;
@@ -24,6 +29,14 @@ pub trait Sink {
     /// The final report begins.
     fn report_start(&mut self, _flows: usize, _target: &str, _stop: &str) {}
     fn summary(&mut self, s: &Summary);
+    /// Whether [`Sink::packets`] wants the followed packets' bytes
+    /// (`--pcap`): the run captures none otherwise.
+    fn wants_packets(&self) -> bool {
+        false
+    }
+    /// Packets captured since the last call, each with its flow; handed
+    /// over before that flow is printed.
+    fn packets(&mut self, _packets: Vec<Captured>) {}
 }
 
 /// Human-readable text.
@@ -90,6 +103,67 @@ impl<W: Write> Sink for JsonSink<W> {
             &mut self.out,
             &serde_json::to_string(s).expect("a summary serializes"),
         );
+    }
+}
+
+/// `--pcap FILE`: another sink's output, and the captured packets
+/// written to a pcapng file as their flows are printed (each with its
+/// verdict); the summary says what the file holds.
+pub struct PcapSink {
+    inner: Box<dyn Sink>,
+    pcap: Option<pcap::PcapWriter>,
+}
+
+impl PcapSink {
+    pub fn new(inner: Box<dyn Sink>, pcap: pcap::PcapWriter) -> Self {
+        PcapSink {
+            inner,
+            pcap: Some(pcap),
+        }
+    }
+}
+
+impl Sink for PcapSink {
+    fn probe_errors(&mut self, plan: &[ProbeStatus]) {
+        self.inner.probe_errors(plan);
+    }
+
+    fn flow(&mut self, flow: &Flow, v: &Verdict, final_: bool) {
+        self.inner.flow(flow, v, final_);
+        if let Some(p) = self.pcap.as_mut() {
+            p.flow_printed(flow.id, &render::verdict_label(v));
+        }
+    }
+
+    fn report_start(&mut self, flows: usize, target: &str, stop: &str) {
+        self.inner.report_start(flows, target, stop);
+    }
+
+    /// Finish the file (the packets of flows never printed go last), then
+    /// the summary with what it holds.
+    fn summary(&mut self, s: &Summary) {
+        let Some(p) = self.pcap.take() else {
+            return self.inner.summary(s);
+        };
+        let (written, result) = p.finish();
+        if let Err(e) = result {
+            diag::warn(&crate::kernel::error_chain(&e));
+        }
+        let mut s = s.clone();
+        s.pcap = Some(written);
+        self.inner.summary(&s);
+    }
+
+    fn wants_packets(&self) -> bool {
+        self.pcap.is_some()
+    }
+
+    fn packets(&mut self, packets: Vec<Captured>) {
+        if let Some(p) = self.pcap.as_mut() {
+            for c in packets {
+                p.hold(c);
+            }
+        }
     }
 }
 

@@ -245,14 +245,18 @@ pub fn flow_json_line(flow: &Flow, v: &Verdict, final_: bool) -> String {
     serde_json::to_string(&flow_out(flow, v, final_)).expect("a flow record serializes")
 }
 
+/// A verdict as text output heads a flow with it: `DROPPED NETFILTER_DROP`.
+pub fn verdict_label(v: &Verdict) -> String {
+    format!("{} {}", v.kind.as_str().to_uppercase(), v.reason)
+}
+
 pub fn flow_text(flow: &Flow, v: &Verdict) -> String {
     let mut s = String::new();
     s.push_str(&format!(
-        "flow #{} {}  =>  {} {}{}{}\n",
+        "flow #{} {}  =>  {}{}{}\n",
         flow.id,
         flow.key,
-        v.kind.as_str().to_uppercase(),
-        v.reason,
+        verdict_label(v),
         if v.reason_inferred {
             " (reason inferred from drop location)"
         } else {

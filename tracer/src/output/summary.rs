@@ -48,6 +48,22 @@ pub struct Summary {
     /// Set by `tracer replay`: the recording this summary was rebuilt from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<ReplayInfo>,
+    /// Set with `--pcap FILE`: what the pcapng file holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pcap: Option<PcapSummary>,
+}
+
+/// What `--pcap FILE` wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PcapSummary {
+    pub file: String,
+    /// Enhanced Packet Blocks written: one per captured packet and hop.
+    pub packets: u64,
+    /// Interface Description Blocks written: one per namespace and device.
+    pub interfaces: usize,
+    /// Packets not written: the file (with the packets held for flows not
+    /// yet printed) had reached `--pcap-max-mb`.
+    pub dropped_over_cap: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
@@ -137,6 +153,18 @@ impl Summary {
             self.vip.changes.len(),
             list_or_none(&macs),
         ));
+        if let Some(p) = &self.pcap {
+            out.push_str(&format!(
+                "\npcap: {} packet(s) on {} interface(s) written to {}",
+                p.packets, p.interfaces, p.file
+            ));
+            if p.dropped_over_cap > 0 {
+                out.push_str(&format!(
+                    " ({} more not written: --pcap-max-mb reached)",
+                    p.dropped_over_cap
+                ));
+            }
+        }
         if let Some(r) = &self.replay {
             out.push_str(&format!(
                 "\nreplayed from {} (recorded on Linux {} by tracer {})",
@@ -191,6 +219,7 @@ mod tests {
             packed_bytes: 0,
             vip: VipSummary::default(),
             replay: None,
+            pcap: None,
         }
     }
 
@@ -212,6 +241,6 @@ mod tests {
         let back: Summary = serde_json::from_str(&j).unwrap();
         assert_eq!(serde_json::to_string(&back).unwrap(), j);
         assert!(j.contains(r#""type":"summary""#));
-        assert!(!j.contains("replay"));
+        assert!(!j.contains("replay") && !j.contains("pcap"));
     }
 }

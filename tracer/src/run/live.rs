@@ -12,6 +12,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::{
     kernel::loader::{self, probes},
     kernel::session::{Session, SessionError, SessionOptions, trim_heap},
+    model::names::Names,
     node::{
         nftrace::{Followed, NfTrace},
         vip::VipWatch,
@@ -138,7 +139,7 @@ fn completeness_base(plan: &[probes::ProbeStatus]) -> Completeness {
     }
 }
 
-fn header(opts: &FollowOptions) -> Header {
+fn header(opts: &FollowOptions, ktime_to_unix_ns: i64) -> Header {
     Header {
         tracer_version: env!("CARGO_PKG_VERSION").to_string(),
         kernel: nix::sys::utsname::uname()
@@ -151,7 +152,24 @@ fn header(opts: &FollowOptions) -> Header {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),
         dns_port: opts.session.dns_port,
+        ktime_to_unix_ns: Some(ktime_to_unix_ns),
     }
+}
+
+/// The recording `--record` asks for (its code addresses then kept).
+fn recorder(
+    opts: &FollowOptions,
+    names: &Names,
+    ktime_to_unix_ns: i64,
+) -> Result<Option<Recorder>, RunError> {
+    let Some(path) = &opts.record else {
+        return Ok(None);
+    };
+    names.kallsyms.record();
+    Ok(Some(Recorder::create(
+        path,
+        &header(opts, ktime_to_unix_ns),
+    )?))
 }
 
 /// Where netfilter rules are named by tracing, said once.
@@ -217,13 +235,8 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunError> {
         .plan()
         .iter()
         .any(|p| p.hook == "icmp_send" && p.missing());
-    let rec = match &opts.record {
-        Some(p) => {
-            names.kallsyms.record();
-            Some(Recorder::create(p, &header(&opts))?)
-        }
-        None => None,
-    };
+    let clock = ktime_to_unix_ns();
+    let rec = recorder(&opts, &names, clock)?;
     let target = opts.session.target;
     let mut vip = VipWatch::new(watched_netns(&opts.session.netns));
     vip.start(&|a| target.contains(a));
@@ -263,10 +276,15 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunError> {
         diag::warn(w);
     }
     sink.probe_errors(session.plan());
+    let mut pipeline =
+        Pipeline::new(target, names, opts.max_flows).with_dns_port(opts.session.dns_port);
+    if sink.wants_packets() {
+        pipeline.capture_packets(clock);
+    }
     let mut live = Live {
         base: completeness_base(session.plan()),
         session,
-        pipeline: Pipeline::new(target, names, opts.max_flows).with_dns_port(opts.session.dns_port),
+        pipeline,
         rec,
         env,
         sink,
@@ -357,6 +375,10 @@ impl Live<'_> {
             }
             pipeline.ingest(b);
         });
+        let captured = self.pipeline.take_captured();
+        if !captured.is_empty() {
+            self.sink.packets(captured);
+        }
         self.env.poll_nftrace();
         for (addr, mac) in self.pipeline.take_macs() {
             self.env.vip.note_mac(addr, &mac);
@@ -517,6 +539,7 @@ impl Live<'_> {
             packed_bytes: tally.packed_bytes,
             vip: vip_summary(&env.vip),
             replay: None,
+            pcap: None,
         };
         summary.counters(&teardown.counters);
         sink.summary(&summary);
@@ -561,9 +584,22 @@ fn vip_summary(vip: &VipWatch) -> VipSummary {
 
 /// CLOCK_MONOTONIC in ns, the clock of bpf_ktime_get_ns().
 fn now_ns() -> u64 {
-    let ts =
-        nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC");
-    ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
+    clock_ns(nix::time::ClockId::CLOCK_MONOTONIC) as u64
+}
+
+fn clock_ns(id: nix::time::ClockId) -> i64 {
+    let ts = nix::time::clock_gettime(id).expect("CLOCK_MONOTONIC and CLOCK_REALTIME");
+    ts.tv_sec() * 1_000_000_000 + ts.tv_nsec()
+}
+
+/// Wall clock minus the kernel programs' clock (bpf_ktime_get_ns(),
+/// CLOCK_MONOTONIC), ns: what dates a record's `ts_ns` (`--pcap`; kept in
+/// recordings).
+fn ktime_to_unix_ns() -> i64 {
+    let mono = clock_ns(nix::time::ClockId::CLOCK_MONOTONIC);
+    let wall = clock_ns(nix::time::ClockId::CLOCK_REALTIME);
+    let mono2 = clock_ns(nix::time::ClockId::CLOCK_MONOTONIC);
+    wall - (mono + (mono2 - mono) / 2)
 }
 
 #[cfg(test)]

@@ -7,11 +7,14 @@
 
 use std::{collections::BTreeMap, net::IpAddr};
 
-use tracer_common::{AggKey, kind};
+use tracer_common::{AggKey, BytesHeader, Hook, kind};
 
 use crate::{
+    model::capture::{Captured, ip_len},
     model::counted::Counted,
+    model::event::cname_str,
     model::event::{Event, decode, decode_bytes, ip_from},
+    model::hop::hook_name,
     model::names::Names,
     model::target::Target,
     model::{flow::Flow, table::FlowTable},
@@ -34,6 +37,16 @@ pub struct Pipeline {
     macs: Vec<(IpAddr, String)>,
     /// Flows whose verdict was printed before the final report.
     settled: u64,
+    /// Packets' bytes with their flow, kept for `--pcap` until taken
+    /// ([`Pipeline::take_captured`]); `None`: not kept.
+    captured: Option<Capture>,
+}
+
+/// What [`Pipeline::capture_packets`] keeps.
+struct Capture {
+    /// Wall clock minus ktime (CLOCK_MONOTONIC), ns.
+    ktime_to_unix_ns: i64,
+    packets: Vec<Captured>,
 }
 
 /// What the final report knows of the run beyond each flow's verdict.
@@ -61,6 +74,7 @@ impl Pipeline {
             decode_errors: 0,
             macs: Vec::new(),
             settled: 0,
+            captured: None,
         }
     }
 
@@ -69,6 +83,25 @@ impl Pipeline {
     pub fn with_dns_port(mut self, port: Option<u16>) -> Pipeline {
         self.flows.dns_port = port.unwrap_or(0);
         self
+    }
+
+    /// Keep each captured packet's bytes, with its flow, for
+    /// [`Pipeline::take_captured`]; `ktime_to_unix_ns` (wall clock minus
+    /// ktime) dates them.
+    pub fn capture_packets(&mut self, ktime_to_unix_ns: i64) {
+        self.captured = Some(Capture {
+            ktime_to_unix_ns,
+            packets: Vec::new(),
+        });
+    }
+
+    /// The packets captured since the last call (none unless
+    /// [`Pipeline::capture_packets`]).
+    pub fn take_captured(&mut self) -> Vec<Captured> {
+        self.captured
+            .as_mut()
+            .map(|c| std::mem::take(&mut c.packets))
+            .unwrap_or_default()
     }
 
     pub fn target(&self) -> &Target {
@@ -88,7 +121,10 @@ impl Pipeline {
     pub fn ingest(&mut self, record: &[u8]) {
         if record.first() == Some(&kind::BYTES) {
             match decode_bytes(record) {
-                Ok((h, data)) => self.flows.ingest_bytes(h.hdr.skb, h.hdr.ts_ns, data),
+                Ok((h, data)) => {
+                    let flow = self.flows.ingest_bytes(h.hdr.skb, h.hdr.ts_ns, data);
+                    self.keep_captured(&h, flow, data);
+                }
                 Err(e) => {
                     self.decode_errors += 1;
                     log::debug!("undecodable record: {e}");
@@ -106,6 +142,25 @@ impl Pipeline {
                 log::debug!("undecodable record: {e}");
             }
         }
+    }
+
+    /// A BYTES record's packet, for `--pcap` when asked.
+    fn keep_captured(&mut self, h: &BytesHeader, flow: Option<u64>, data: &[u8]) {
+        let Some(c) = self.captured.as_mut() else {
+            return;
+        };
+        let hdr = &h.hdr;
+        c.packets.push(Captured {
+            flow,
+            hook: Hook::from_u8(hdr.hook).map_or("unknown", hook_name),
+            reply: h.reply != 0,
+            netns: hdr.netns,
+            netns_name: self.names.netns.name(hdr.netns).to_string(),
+            dev: cname_str(&hdr.ifname).to_string(),
+            ts_unix_ns: hdr.ts_ns.saturating_add_signed(c.ktime_to_unix_ns),
+            len: ip_len(data),
+            data: data.to_vec(),
+        });
     }
 
     /// A neighbour entry for the target got a link-layer address.

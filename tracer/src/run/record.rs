@@ -100,6 +100,11 @@ pub struct Header {
     /// `--dns-port`: a DNS port read besides 53 (absent before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns_port: Option<u16>,
+    /// Wall clock minus the records' clock (bpf_ktime_get_ns(),
+    /// CLOCK_MONOTONIC), ns: a record's `ts_ns` plus this is ns since the
+    /// epoch (`--pcap`). Absent in recordings of tracers before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ktime_to_unix_ns: Option<i64>,
 }
 
 /// What replay needs beyond the records, written last.
@@ -489,6 +494,15 @@ mod tests {
         }
     }
 
+    /// A header written before the clock offset was kept still reads
+    /// (replay then dates packets from the start time).
+    #[test]
+    fn headers_without_the_clock_offset_still_read() {
+        let old = r#"{"tracer_version":"0.1.0","kernel":"6.18","target":"10.0.0.1:53","proto":null,"max_flows":10,"started_unix_ms":5}"#;
+        let h: Header = serde_json::from_str(old).unwrap();
+        assert_eq!((h.started_unix_ms, h.ktime_to_unix_ns), (5, None));
+    }
+
     /// Every frame kind comes back as written, in order; a version-1 file
     /// (no ticks) is still read, a future version is refused.
     #[test]
@@ -502,6 +516,7 @@ mod tests {
             max_flows: 10,
             started_unix_ms: 1,
             dns_port: Some(5353),
+            ktime_to_unix_ns: Some(-5),
         };
         let mut r = Recorder::create(&path, &header).unwrap();
         // Tick frames as version 2 wrote them (u64 LE time, u8 recheck).
@@ -539,6 +554,7 @@ mod tests {
             ]
         );
         assert_eq!(rec.trailer.netns_names[&7], "pod");
+        assert_eq!(rec.header.ktime_to_unix_ns, Some(-5));
         data[8..10].copy_from_slice(&(VERSION + 1).to_le_bytes());
         let e = Recording::parse(&path, Bytes::from(data)).unwrap_err();
         assert!(matches!(e, RecordError::Version { .. }), "{e}");

@@ -11,9 +11,9 @@ use crate::{
     model::names::{Kallsyms, Names, NetnsNames},
     model::target::{Target, TargetError},
     node::vip::VipWatch,
-    output::{Sink, summary::ReplayInfo},
+    output::{Sink, diag, summary::ReplayInfo},
     run::pipeline::{Pipeline, PreparedEnv},
-    run::record::{Frame, RecordError, RecordedVerdict, Recording},
+    run::record::{Frame, Header, RecordError, RecordedVerdict, Recording},
     verdict::{Env, IfAddr, Inventory},
 };
 
@@ -126,6 +126,29 @@ impl Replayed {
     }
 }
 
+/// What dates the recording's records in wall-clock time: the offset the
+/// run kept, or, for a recording made before it was kept, the start time
+/// given to its first record (off by the run's start-up, under a second).
+fn ktime_to_unix_ns(header: &Header, frames: &[Frame]) -> i64 {
+    if let Some(o) = header.ktime_to_unix_ns {
+        return o;
+    }
+    let first = frames.iter().find_map(|f| match f {
+        Frame::Ring(b) => b
+            .get(TS_AT..TS_AT + 8)
+            .map(|ts| i64::from_le_bytes(ts.try_into().expect("8 bytes"))),
+        _ => None,
+    });
+    diag::note(
+        "this recording predates the clock offset: pcap times are the recording's start time \
+         given to its first record (off by the run's start-up, under a second)",
+    );
+    header.started_unix_ms as i64 * 1_000_000 - first.unwrap_or(0)
+}
+
+/// Where every record's header keeps its `ts_ns`.
+const TS_AT: usize = std::mem::offset_of!(tracer_common::EventHeader, ts_ns);
+
 pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed, ReplayError> {
     let rec = Recording::open(path)?;
     let Recording {
@@ -149,6 +172,9 @@ pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed, ReplayError>
     };
     let mut pipeline =
         Pipeline::new(target, names, header.max_flows).with_dns_port(header.dns_port);
+    if sink.wants_packets() {
+        pipeline.capture_packets(ktime_to_unix_ns(&header, &frames));
+    }
     let mut summary = trailer.summary;
     let mut env = ReplayEnv {
         inventory: trailer.facts.into(),
@@ -164,7 +190,13 @@ pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed, ReplayError>
     };
     for f in frames {
         match f {
-            Frame::Ring(b) => pipeline.ingest(&b),
+            Frame::Ring(b) => {
+                pipeline.ingest(&b);
+                let captured = pipeline.take_captured();
+                if !captured.is_empty() {
+                    sink.packets(captured);
+                }
+            }
             Frame::Counted(totals) => pipeline.fold_counted(totals),
             // Version 2: the flows settled by then are found again.
             Frame::Tick { now_ns, recheck } => {
