@@ -214,6 +214,7 @@ pub const NAMES: &[&str] = &[
     "netpol_kube_router",
     "dns_queries",
     "dns_one_query_dropped",
+    "dns_service_dnat",
 ];
 
 pub fn build(name: &str) -> Result<Scenario> {
@@ -222,6 +223,7 @@ pub fn build(name: &str) -> Result<Scenario> {
         "netpol_kube_router" => netpol_kube_router(),
         "dns_queries" => dns_queries(),
         "dns_one_query_dropped" => dns_one_query_dropped(),
+        "dns_service_dnat" => dns_service_dnat(),
         "tcp_closed_port" => tcp_closed_port(),
         "netfilter_forward_drop" => netfilter_forward_drop(),
         "netfilter_input_drop" => netfilter_input_drop(),
@@ -955,6 +957,42 @@ pub fn dns_one_query_dropped() -> Result<Scenario> {
         nss,
         "10.253.2.2:53".into(),
         args,
+    );
+    sc.servers.push(srv);
+    Ok(sc)
+}
+
+/// A DNS Service address (10.96.0.10:53) DNATed by the router to the
+/// server, as kube-proxy does on a node: the query's bytes are read where
+/// it is first followed and again after each rewrite (the request after
+/// DNAT, the reply after its reverse translation).
+pub fn dns_service_dnat() -> Result<Scenario> {
+    let nss = routed(252)?;
+    nss[1].exec_file(
+        &["nft", "-f"],
+        "table ip svcnat {\n\
+         \tchain prerouting {\n\
+         \t\ttype nat hook prerouting priority dstnat; policy accept;\n\
+         \t\tip daddr 10.96.0.10 udp dport 53 dnat to 10.252.2.2\n\
+         \t}\n\
+         }\n",
+    )?;
+    let srv = serve(&nss[2], "dns-serve", "10.252.2.2:53", 15)?;
+    let mut sc = simple(
+        "dns_service_dnat",
+        "a DNS query to a Service address the router DNATs to the server",
+        nss,
+        "10.96.0.10:53".into(),
+        [
+            "dns-query",
+            "10.96.0.10:53",
+            "kubernetes.default.svc.cluster.local",
+            "--timeout-ms",
+            &crate::scaled_arg(500),
+        ]
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect(),
     );
     sc.servers.push(srv);
     Ok(sc)

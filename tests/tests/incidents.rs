@@ -402,6 +402,7 @@ fn every_scenario_is_judged_the_same_with_netns_scope() {
         "netpol_kube_router",
         "dns_queries",
         "dns_one_query_dropped",
+        "dns_service_dnat",
     ];
     let emulated = tracer_tests::time_scale() > 1.0;
     if emulated {

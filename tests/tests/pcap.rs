@@ -232,3 +232,44 @@ fn replay_writes_the_recordings_packets() {
     assert_dns(&file);
     assert_interfaces_and_comments(&file);
 }
+
+/// Through a router that DNATs a Service address: the request's bytes are
+/// captured before and after the DNAT, the reply's before and after its
+/// reverse translation; the same query read twice is one sending.
+#[test]
+fn packets_are_captured_again_after_nat() {
+    let file = temp("dnat");
+    let _cleanup = Cleanup(vec![file.clone()]);
+    let arg = file.display().to_string();
+    let Some((out, _)) =
+        tracer_tests::trace_scenario_with("dns_service_dnat", &["--pcap", &arg], &mut |_| {})
+    else {
+        return;
+    };
+    let dump = out.dump();
+    let f = out.flow_to(53);
+    let q = &f["dns"]["queries"][0];
+    assert_eq!(
+        (&q["rcode"], &q["sent"]),
+        (&serde_json::json!("NOERROR"), &serde_json::json!(1)),
+        "{dump}"
+    );
+    let seen: Vec<(String, String, String)> =
+        fields(&file, &["ip.src", "ip.dst", "dns.flags.response"])
+            .into_iter()
+            .map(|v| (v[0].clone(), v[1].clone(), v[2].clone()))
+            .collect();
+    for (src, dst, response) in [
+        ("10.252.1.2", "10.96.0.10", "False"),
+        ("10.252.1.2", "10.252.2.2", "False"),
+        ("10.252.2.2", "10.252.1.2", "True"),
+        ("10.96.0.10", "10.252.1.2", "True"),
+    ] {
+        assert!(
+            seen.iter().any(|(s, d, r)| s == src
+                && d == dst
+                && (r == response || r == if response == "True" { "1" } else { "0" })),
+            "no {src} -> {dst} (response {response}) in {seen:?}\n{dump}"
+        );
+    }
+}

@@ -66,6 +66,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("netpol_kube_router", "dropped", "NETFILTER_DROP"),
     ("dns_queries", "delivered", "local_socket"),
     ("dns_one_query_dropped", "delivered", "local_socket"),
+    ("dns_service_dnat", "delivered", "local_socket"),
 ];
 
 fn recordings() -> Vec<PathBuf> {
