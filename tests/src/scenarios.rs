@@ -213,6 +213,7 @@ pub const NAMES: &[&str] = &[
     "conntrack_invalid_asymmetric",
     "netpol_kube_router",
     "dns_queries",
+    "dns_truncated_tcp",
 ];
 
 pub fn build(name: &str) -> Result<Scenario> {
@@ -220,6 +221,7 @@ pub fn build(name: &str) -> Result<Scenario> {
         "tcp_delivered" => tcp_delivered(),
         "netpol_kube_router" => netpol_kube_router(),
         "dns_queries" => dns_queries(),
+        "dns_truncated_tcp" => dns_truncated_tcp(),
         "tcp_closed_port" => tcp_closed_port(),
         "netfilter_forward_drop" => netfilter_forward_drop(),
         "netfilter_input_drop" => netfilter_input_drop(),
@@ -915,7 +917,13 @@ pub fn dns_queries() -> Result<Scenario> {
         .map(String::from),
     );
 
-    args.extend(["--timeout-ms".into(), crate::scaled_arg(500)]);
+    // The truncated answer is taken as it is (dns_truncated_tcp retries
+    // it over TCP).
+    args.extend([
+        "--timeout-ms".into(),
+        crate::scaled_arg(500),
+        "--ignore-tc".into(),
+    ]);
     let mut sc = simple(
         "dns_queries",
         "DNS questions over UDP: answered, NXDOMAIN, unanswered, truncated",
@@ -923,6 +931,41 @@ pub fn dns_queries() -> Result<Scenario> {
         "10.248.2.2:53".into(),
         args,
     );
+    sc.servers.push(srv);
+    Ok(sc)
+}
+
+/// A resolver's retry of a truncated answer: the question for
+/// `big.example.com` over UDP gets an empty answer with the TC bit, and
+/// the client asks again over TCP (RFC 7766), where the server (netprobe
+/// dns-serve) answers in full. Two flows to :53, one UDP, one TCP.
+/// Traced with `--netns` on every namespace: tc then sees each packet
+/// first, and reads the TCP segments' payload, which a locally sent
+/// segment has in page fragments the tracepoints do not read.
+pub fn dns_truncated_tcp() -> Result<Scenario> {
+    let nss = routed(249)?;
+    let srv = serve(&nss[2], "dns-serve", "10.249.2.2:53", 15)?;
+    let scope: Vec<String> = nss
+        .iter()
+        .flat_map(|n| ["--netns".to_string(), n.name.clone()])
+        .collect();
+    let mut sc = simple(
+        "dns_truncated_tcp",
+        "DNS over UDP answered truncated (TC bit), asked again over TCP and answered in full",
+        nss,
+        "10.249.2.2:53".into(),
+        [
+            "dns-query",
+            "10.249.2.2:53",
+            "big.example.com",
+            "--timeout-ms",
+            &crate::scaled_arg(1000),
+        ]
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect(),
+    );
+    sc.args = scope;
     sc.servers.push(srv);
     Ok(sc)
 }

@@ -199,6 +199,61 @@ fn dns_questions_and_answers_are_read_from_the_packets() {
     );
 }
 
+/// The final flows of `proto` to port 53 that asked `name`, each with
+/// that query (`dns.queries[]`).
+fn dns_asked<'a>(
+    out: &'a tracer_tests::tracer::TracerOutput,
+    proto: &str,
+    name: &str,
+) -> Vec<(&'a Value, &'a Value)> {
+    out.final_flows()
+        .into_iter()
+        .filter(|f| f["proto"] == proto && f["original"]["dport"] == 53)
+        .filter_map(|f| {
+            let q = f["dns"]["queries"]
+                .as_array()?
+                .iter()
+                .find(|q| q["name"] == name)?;
+            Some((f, q))
+        })
+        .collect()
+}
+
+/// A truncated answer (TC bit) asked again over TCP, as a resolver does:
+/// the UDP flow's answer is truncated, the TCP flow's (read by tc, from
+/// the segments' page fragments) is the full one.
+#[test]
+fn dns_truncated_answer_is_asked_again_over_tcp() {
+    let Some((out, seen)) = tracer_tests::trace_scenario_out("dns_truncated_tcp", &[]) else {
+        return;
+    };
+    let dump = out.dump();
+    assert!(
+        seen.contains("big.example.com NoError 0 answers truncated")
+            && seen.contains("big.example.com tcp NoError 40 answers"),
+        "{seen}"
+    );
+    let udp = dns_asked(&out, "udp", "big.example.com");
+    assert_eq!(udp.len(), 1, "{dump}");
+    let (f, q) = udp[0];
+    assert_eq!(verdict(f).0, "delivered", "{dump}");
+    assert_eq!(
+        (&q["rcode"], &q["truncated"], &q["sent"]),
+        (&json!("NOERROR"), &json!(true), &json!(1)),
+        "{dump}"
+    );
+    let tcp = dns_asked(&out, "tcp", "big.example.com");
+    assert_eq!(tcp.len(), 1, "{dump}");
+    let (f, q) = tcp[0];
+    assert_eq!(verdict(f).0, "delivered", "{dump}");
+    assert_eq!(
+        (&q["rcode"], &q["truncated"], &q["qtype"]),
+        (&json!("NOERROR"), &json!(false), &json!("A")),
+        "{dump}"
+    );
+    assert!(q["answer_count"].as_u64().is_some_and(|n| n >= 1), "{dump}");
+}
+
 /// A NetworkPolicy default deny (kube-router's pod firewall chain): the
 /// rule is named by nftrace and read as the pod it protects.
 #[test]

@@ -65,6 +65,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("udp_rcvbuf_full", "dropped", "SOCKET_RCVBUFF"),
     ("netpol_kube_router", "dropped", "NETFILTER_DROP"),
     ("dns_queries", "delivered", "local_socket"),
+    ("dns_truncated_tcp", "delivered", "local_socket"),
 ];
 
 fn recordings() -> Vec<PathBuf> {
