@@ -66,6 +66,11 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("netpol_kube_router", "dropped", "NETFILTER_DROP"),
     ("dns_queries", "delivered", "local_socket"),
     ("dns_truncated_tcp", "delivered", "local_socket"),
+    (
+        "dns_node_local",
+        "misrouted",
+        "local_destination_transmitted",
+    ),
 ];
 
 fn recordings() -> Vec<PathBuf> {
