@@ -24,8 +24,14 @@ pub struct Scenario {
     /// Sysctls of the initial namespace the scene changed, restored on
     /// drop (after the servers go).
     pub host_sysctls: Vec<HostSysctl>,
+    /// Directories of the servers' own files (dnsmasq's pid file and
+    /// log), removed on drop (after the servers go).
+    pub scratch: Vec<ScratchDir>,
     client: usize,
     traffic: Vec<String>,
+    /// Traffic sent after the client's, from other namespaces (index in
+    /// `nss`, netprobe arguments), in turn.
+    more_traffic: Vec<(usize, Vec<String>)>,
 }
 
 impl Scenario {
@@ -36,14 +42,20 @@ impl Scenario {
             .unwrap_or_else(|| panic!("no namespace {role}"))
     }
 
-    /// Run the scenario's bounded traffic from its client namespace;
-    /// returns what the client saw.
+    /// Run the scenario's bounded traffic from its client namespace (then
+    /// from the others that send some); returns what the clients saw.
     pub fn traffic(&self) -> Result<String> {
         let probe = netprobe_bin();
-        let mut args: Vec<&str> = vec![probe.to_str().unwrap()];
-        args.extend(self.traffic.iter().map(String::as_str));
-        let out = self.nss[self.client].exec_status(&args);
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        let mut seen = String::new();
+        for (ns, traffic) in std::iter::once((self.client, &self.traffic))
+            .chain(self.more_traffic.iter().map(|(n, t)| (*n, t)))
+        {
+            let mut args: Vec<&str> = vec![probe.to_str().unwrap()];
+            args.extend(traffic.iter().map(String::as_str));
+            let out = self.nss[ns].exec_status(&args);
+            seen.push_str(&String::from_utf8_lossy(&out.stdout));
+        }
+        Ok(seen)
     }
 
     pub fn arg_refs(&self) -> Vec<&str> {
@@ -54,7 +66,26 @@ impl Scenario {
 impl Drop for Scenario {
     fn drop(&mut self) {
         self.servers.clear();
+        self.scratch.clear();
         self.host_sysctls.clear();
+    }
+}
+
+/// A directory of a scene's own under the temporary directory, removed
+/// (with what is in it) on drop.
+pub struct ScratchDir(pub std::path::PathBuf);
+
+impl ScratchDir {
+    pub fn new(name: &str) -> Result<ScratchDir> {
+        let dir = std::env::temp_dir().join(format!("tracer-{name}-{}", unique_prefix()));
+        std::fs::create_dir_all(&dir)?;
+        Ok(ScratchDir(dir))
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -215,6 +246,8 @@ pub const NAMES: &[&str] = &[
     "dns_queries",
     "dns_one_query_dropped",
     "dns_service_dnat",
+    "dns_truncated_tcp",
+    "dns_node_local",
 ];
 
 pub fn build(name: &str) -> Result<Scenario> {
@@ -224,6 +257,8 @@ pub fn build(name: &str) -> Result<Scenario> {
         "dns_queries" => dns_queries(),
         "dns_one_query_dropped" => dns_one_query_dropped(),
         "dns_service_dnat" => dns_service_dnat(),
+        "dns_truncated_tcp" => dns_truncated_tcp(),
+        "dns_node_local" => dns_node_local(),
         "tcp_closed_port" => tcp_closed_port(),
         "netfilter_forward_drop" => netfilter_forward_drop(),
         "netfilter_input_drop" => netfilter_input_drop(),
@@ -283,8 +318,10 @@ pub(crate) fn simple(
         servers: vec![],
         redirect: None,
         host_sysctls: vec![],
+        scratch: vec![],
         client: 0,
         traffic,
+        more_traffic: vec![],
     }
 }
 
@@ -919,7 +956,13 @@ pub fn dns_queries() -> Result<Scenario> {
         .map(String::from),
     );
 
-    args.extend(["--timeout-ms".into(), crate::scaled_arg(500)]);
+    // The truncated answer is taken as it is (dns_truncated_tcp retries
+    // it over TCP).
+    args.extend([
+        "--timeout-ms".into(),
+        crate::scaled_arg(500),
+        "--ignore-tc".into(),
+    ]);
     let mut sc = simple(
         "dns_queries",
         "DNS questions over UDP: answered, NXDOMAIN, unanswered, truncated",
@@ -994,6 +1037,41 @@ pub fn dns_service_dnat() -> Result<Scenario> {
         .map(std::string::ToString::to_string)
         .collect(),
     );
+    sc.servers.push(srv);
+    Ok(sc)
+}
+
+/// A resolver's retry of a truncated answer: the question for
+/// `big.example.com` over UDP gets an empty answer with the TC bit, and
+/// the client asks again over TCP (RFC 7766), where the server (netprobe
+/// dns-serve) answers in full. Two flows to :53, one UDP, one TCP.
+/// Traced with `--netns` on every namespace: tc then sees each packet
+/// first, and reads the TCP segments' payload, which a locally sent
+/// segment has in page fragments the tracepoints do not read.
+pub fn dns_truncated_tcp() -> Result<Scenario> {
+    let nss = routed(249)?;
+    let srv = serve(&nss[2], "dns-serve", "10.249.2.2:53", 15)?;
+    let scope: Vec<String> = nss
+        .iter()
+        .flat_map(|n| ["--netns".to_string(), n.name.clone()])
+        .collect();
+    let mut sc = simple(
+        "dns_truncated_tcp",
+        "DNS over UDP answered truncated (TC bit), asked again over TCP and answered in full",
+        nss,
+        "10.249.2.2:53".into(),
+        [
+            "dns-query",
+            "10.249.2.2:53",
+            "big.example.com",
+            "--timeout-ms",
+            &crate::scaled_arg(1000),
+        ]
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect(),
+    );
+    sc.args = scope;
     sc.servers.push(srv);
     Ok(sc)
 }
@@ -1247,6 +1325,163 @@ pub fn incident3(mirred: bool) -> Result<Scenario> {
     if mirred {
         sc.name = "incident3_mirred";
     }
+    Ok(sc)
+}
+
+/// The names node-local DNS answers in `dns_node_local`, as dnsmasq's
+/// `--address=/NAME/ADDR` (and the rest of cluster.local is NXDOMAIN).
+pub const NODE_LOCAL_RECORDS: &[(&str, &str)] = &[
+    ("kubernetes.default.svc.cluster.local", "10.96.0.1"),
+    ("kube-dns.kube-system.svc.cluster.local", "10.96.0.10"),
+];
+
+/// A program on PATH (or in /usr/sbin, /sbin: root's, which a test's
+/// PATH may lack).
+fn find_program(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .chain(["/usr/sbin".into(), "/sbin".into()])
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// dnsmasq answering DNS on `addr` (port 53) in `node`, for the names of
+/// [`NODE_LOCAL_RECORDS`], authoritative for cluster.local, with no
+/// upstream, no /etc/hosts and no configuration file; its pid file and
+/// log in `dir`. In the foreground, killed on drop; as root and group
+/// root (its default group, dip, would change its gid, which clears the
+/// parent-death signal setpriv gives it), so that dnsmasq is SIGKILLed
+/// too if the thread that started it dies without dropping it (a killed
+/// test or demo). Returns once its pid file is written (after its
+/// sockets are bound).
+fn dnsmasq(node: &Netns, addr: &str, dir: &std::path::Path) -> Result<Child> {
+    let Some(bin) = find_program("dnsmasq") else {
+        anyhow::bail!(
+            "dnsmasq is not installed: run `cargo xtask setup` (it installs Debian's dnsmasq-base)"
+        );
+    };
+    let pid = dir.join("dnsmasq.pid");
+    let log = dir.join("dnsmasq.log");
+    let mut args: Vec<String> = [
+        "setpriv",
+        "--pdeathsig",
+        "KILL",
+        bin.to_str().unwrap(),
+        "--keep-in-foreground",
+        "--conf-file=/dev/null",
+        "--no-resolv",
+        "--no-hosts",
+        "--user=root",
+        "--group=root",
+        "--bind-interfaces",
+        "--port=53",
+        "--local=/cluster.local/",
+        "--local-ttl=30",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend([
+        format!("--listen-address={addr}"),
+        format!("--pid-file={}", pid.display()),
+        format!("--dhcp-leasefile={}", dir.join("dnsmasq.leases").display()),
+        format!("--log-facility={}", log.display()),
+    ]);
+    for (name, a) in NODE_LOCAL_RECORDS {
+        args.push(format!("--address=/{name}/{a}"));
+    }
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut child = node.spawn(&refs)?;
+    let deadline = std::time::Instant::now() + crate::scaled_ms(5000);
+    loop {
+        if std::fs::read_to_string(&pid).is_ok_and(|p| !p.trim().is_empty()) {
+            return Ok(child);
+        }
+        let exited = child.0.try_wait()?;
+        if exited.is_some() || std::time::Instant::now() > deadline {
+            anyhow::bail!(
+                "dnsmasq on {addr} in {} did not start ({}): {}",
+                node.name,
+                exited.map_or("no pid file".into(), |s| s.to_string()),
+                std::fs::read_to_string(&log).unwrap_or_default().trim()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Node-local DNS served by a real server, dnsmasq, on 169.254.25.10
+/// (incident 3's address, on a device named nodelocaldns), asked by name
+/// from two pods of the node mid-way through a Cilium upgrade, which
+/// regenerates endpoints one by one: `pod`'s (lxc0) still goes through
+/// the host stack and gets its answers (NOERROR, and NXDOMAIN for a name
+/// cluster.local does not have); `pod2`'s (lxc1) has BPF host routing's
+/// redirect to the uplink (incident 3), so its question never reaches
+/// dnsmasq: misrouted, no answer.
+pub fn dns_node_local() -> Result<Scenario> {
+    let p = unique_prefix();
+    let (node, pod, pod2, fabric) = (
+        ns(&p, "node")?,
+        ns(&p, "pod")?,
+        ns(&p, "pod2")?,
+        ns(&p, "fabric")?,
+    );
+    veth(&node, "eth0", &fabric, "eth0")?;
+    veth(&node, "lxc0", &pod, "eth0")?;
+    veth(&node, "lxc1", &pod2, "eth0")?;
+    node.ip(&["addr", "add", "10.250.9.2/24", "dev", "eth0"])?;
+    fabric.ip(&["addr", "add", "10.250.9.1/24", "dev", "eth0"])?;
+    node.ip(&["route", "add", "default", "via", "10.250.9.1"])?;
+    for (n, dev, i) in [(&pod, "lxc0", 1), (&pod2, "lxc1", 2)] {
+        node.ip(&["addr", "add", &format!("10.250.{i}.1/24"), "dev", dev])?;
+        n.ip(&["addr", "add", &format!("10.250.{i}.2/24"), "dev", "eth0"])?;
+        n.ip(&["route", "add", "default", "via", &format!("10.250.{i}.1")])?;
+    }
+    node.sysctl("net.ipv4.ip_forward", "1")?;
+    node.ip(&[
+        "link",
+        "add",
+        "nodelocaldns",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "nld-peer",
+    ])?;
+    node.ip(&["link", "set", "nodelocaldns", "up"])?;
+    node.ip(&["link", "set", "nld-peer", "up"])?;
+    node.ip(&["addr", "add", "169.254.25.10/32", "dev", "nodelocaldns"])?;
+    let dir = ScratchDir::new("dnsmasq")?;
+    let srv = dnsmasq(&node, "169.254.25.10", &dir.0)?;
+    let redirect = crate::redirect::Redirect::install(&node, "lxc1", "eth0")?;
+    let ask = |names: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = vec!["dns-query".into(), "169.254.25.10:53".into()];
+        a.extend(names.iter().map(|n| (*n).to_string()));
+        a.extend(["--timeout-ms".into(), crate::scaled_arg(1000)]);
+        a
+    };
+    let answered = ask(&[
+        NODE_LOCAL_RECORDS[0].0,
+        NODE_LOCAL_RECORDS[1].0,
+        "nope.default.svc.cluster.local",
+    ]);
+    let misrouted = ask(&[NODE_LOCAL_RECORDS[0].0]);
+    let args = [&node, &pod, &pod2]
+        .iter()
+        .flat_map(|n| ["--netns".to_string(), n.name.clone()])
+        .collect();
+    let mut sc = simple(
+        "dns_node_local",
+        "node-local DNS (dnsmasq on 169.254.25.10) asked by name from two pods: one answered through the host stack, one misrouted to the uplink by BPF host routing (incident 3)",
+        vec![pod, pod2, node, fabric],
+        "169.254.25.10:53".into(),
+        answered,
+    );
+    sc.more_traffic = vec![(1, misrouted)];
+    sc.args = args;
+    sc.servers.push(srv);
+    sc.scratch.push(dir);
+    sc.redirect = Some(redirect);
     Ok(sc)
 }
 

@@ -265,6 +265,134 @@ fn each_dns_query_is_judged_on_its_own_packets() {
     );
 }
 
+/// The final flows of `proto` to port 53 that asked `name`, each with
+/// that query (`dns.queries[]`).
+fn dns_asked<'a>(
+    out: &'a tracer_tests::tracer::TracerOutput,
+    proto: &str,
+    name: &str,
+) -> Vec<(&'a Value, &'a Value)> {
+    out.final_flows()
+        .into_iter()
+        .filter(|f| f["proto"] == proto && f["original"]["dport"] == 53)
+        .filter_map(|f| {
+            let q = f["dns"]["queries"]
+                .as_array()?
+                .iter()
+                .find(|q| q["name"] == name)?;
+            Some((f, q))
+        })
+        .collect()
+}
+
+/// A truncated answer (TC bit) asked again over TCP, as a resolver does:
+/// the UDP flow's answer is truncated, the TCP flow's (read by tc, from
+/// the segments' page fragments) is the full one.
+#[test]
+fn dns_truncated_answer_is_asked_again_over_tcp() {
+    let Some((out, seen)) = tracer_tests::trace_scenario_out("dns_truncated_tcp", &[]) else {
+        return;
+    };
+    let dump = out.dump();
+    assert!(
+        seen.contains("big.example.com NoError 0 answers truncated")
+            && seen.contains("big.example.com tcp NoError 40 answers"),
+        "{seen}"
+    );
+    let udp = dns_asked(&out, "udp", "big.example.com");
+    assert_eq!(udp.len(), 1, "{dump}");
+    let (f, q) = udp[0];
+    assert_eq!(verdict(f).0, "delivered", "{dump}");
+    assert_eq!(
+        (&q["rcode"], &q["truncated"], &q["sent"]),
+        (&json!("NOERROR"), &json!(true), &json!(1)),
+        "{dump}"
+    );
+    let tcp = dns_asked(&out, "tcp", "big.example.com");
+    assert_eq!(tcp.len(), 1, "{dump}");
+    let (f, q) = tcp[0];
+    assert_eq!(verdict(f).0, "delivered", "{dump}");
+    assert_eq!(
+        (&q["rcode"], &q["truncated"], &q["qtype"]),
+        (&json!("NOERROR"), &json!(false), &json!("A")),
+        "{dump}"
+    );
+    assert!(q["answer_count"].as_u64().is_some_and(|n| n >= 1), "{dump}");
+}
+
+/// Node-local DNS served by a real server (dnsmasq on 169.254.25.10),
+/// asked by name from two pods: `pod`'s questions reach it through the
+/// host stack and are answered (NOERROR, NXDOMAIN outside its records);
+/// `pod2`'s is redirected to the uplink by BPF host routing (incident 3)
+/// and never answered.
+#[test]
+fn node_local_dns_answers_one_pod_and_the_misrouted_one_gets_nothing() {
+    let Some((out, seen)) = tracer_tests::trace_scenario_out("dns_node_local", &[]) else {
+        return;
+    };
+    let dump = out.dump();
+    let k8s = "kubernetes.default.svc.cluster.local";
+    assert!(
+        seen.contains(&format!("{k8s} NoError 1 answers"))
+            && seen.contains("nope.default.svc.cluster.local NameError 0 answers")
+            && seen.contains(&format!("{k8s} no answer")),
+        "{seen}"
+    );
+    let from = |src: &str| {
+        let flows: Vec<&Value> = out
+            .final_flows()
+            .into_iter()
+            .filter(|f| f["proto"] == "udp" && f["original"]["src"] == src)
+            .collect();
+        assert_eq!(flows.len(), 1, "one flow from {src}: {dump}");
+        flows[0]
+    };
+    let query = |f: &Value, name: &str| {
+        f["dns"]["queries"]
+            .as_array()
+            .and_then(|q| q.iter().find(|q| q["name"] == name))
+            .cloned()
+            .unwrap_or_else(|| panic!("no query {name}: {dump}"))
+    };
+    let answered = from("10.250.1.2");
+    let (kind, reason, where_) = verdict(answered);
+    assert_eq!((kind, reason), ("delivered", "local_socket"), "{dump}");
+    assert!(where_.ends_with("-node"), "{where_}");
+    for (name, _) in tracer_tests::scenarios::NODE_LOCAL_RECORDS {
+        let q = query(answered, name);
+        assert_eq!(
+            (
+                &q["qtype"],
+                &q["rcode"],
+                &q["answer_count"],
+                &q["truncated"]
+            ),
+            (&json!("A"), &json!("NOERROR"), &json!(1), &json!(false)),
+            "{name}: {dump}"
+        );
+    }
+    let nx = query(answered, "nope.default.svc.cluster.local");
+    assert_eq!(
+        (&nx["rcode"], &nx["answer_count"]),
+        (&json!("NXDOMAIN"), &json!(0)),
+        "{dump}"
+    );
+    let misrouted = from("10.250.2.2");
+    let (kind, reason, where_) = verdict(misrouted);
+    assert_eq!(
+        (kind, reason),
+        ("misrouted", "local_destination_transmitted"),
+        "{dump}"
+    );
+    assert!(
+        where_.contains("169.254.25.10 is local (on nodelocaldns) but left via eth0")
+            && where_.contains("redirected at tc ingress of lxc1"),
+        "{where_}"
+    );
+    let q = query(misrouted, k8s);
+    assert!(q["rcode"].is_null() && q["sent"] == 1, "{dump}");
+}
+
 /// A NetworkPolicy default deny (kube-router's pod firewall chain): the
 /// rule is named by nftrace and read as the pod it protects.
 #[test]

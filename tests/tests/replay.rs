@@ -67,6 +67,12 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("dns_queries", "delivered", "local_socket"),
     ("dns_one_query_dropped", "delivered", "local_socket"),
     ("dns_service_dnat", "delivered", "local_socket"),
+    ("dns_truncated_tcp", "delivered", "local_socket"),
+    (
+        "dns_node_local",
+        "misrouted",
+        "local_destination_transmitted",
+    ),
 ];
 
 fn recordings() -> Vec<PathBuf> {

@@ -221,8 +221,9 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
 /// The first bytes of a packet followed here for the first time (kind
 /// BYTES), from its IP header on: at most the filter's snap length, and
 /// only the skb's linear part (from skb->head + network_header to
-/// skb->tail; paged data is not read). `ev` is its packet record, for the
-/// header's device, namespace and time.
+/// skb->tail; paged data is not read: tc programs read it, see
+/// `tc::packet_bytes`). `ev` is its packet record, for the header's
+/// device, namespace and time.
 #[inline(always)]
 pub fn packet_bytes(hook: Hook, skb: u64, ev: &PacketEvent) {
     let snap = crate::filter().snaplen as u32;
@@ -244,17 +245,30 @@ pub fn packet_bytes(hook: Hook, skb: u64, ev: &PacketEvent) {
     if len > SNAP_MAX {
         len = SNAP_MAX;
     }
-    let Some(rec) = BYTES.get_ptr_mut(hook as u32) else {
+    let Some(rec) = bytes_slot(hook) else {
         return;
     };
-    // SAFETY: this CPU's slot for this hook (see maps::BYTES).
-    let rec = unsafe { &mut *rec };
     let Some(dst) = rec.data.get_mut(..len) else {
         return;
     };
     if unsafe { bpf_probe_read_kernel_buf((head + nh as u64) as *const u8, dst) }.is_err() {
         return;
     }
+    emit_bytes(rec, ev, len);
+}
+
+/// This CPU's slot for building `hook`'s kind BYTES record.
+#[inline(always)]
+pub fn bytes_slot(hook: Hook) -> Option<&'static mut crate::maps::BytesRecord> {
+    let rec = BYTES.get_ptr_mut(hook as u32)?;
+    // SAFETY: this CPU's slot for this hook (see maps::BYTES).
+    Some(unsafe { &mut *rec })
+}
+
+/// Send `rec` with its first `len` data bytes filled, as the kind BYTES
+/// record of the packet whose record is `ev`.
+#[inline(always)]
+pub fn emit_bytes(rec: &mut crate::maps::BytesRecord, ev: &PacketEvent, len: usize) {
     rec.hdr = BytesHeader {
         hdr: ev.hdr,
         caplen: len as u16,

@@ -7,11 +7,11 @@
 
 use aya_ebpf::{macros::classifier, programs::TcContext};
 use network_types::{eth::EthHdr, ip::Ipv6Hdr};
-use tracer_common::{Hook, PacketInfo};
+use tracer_common::{Hook, PacketInfo, SNAP_MAX};
 
 use crate::{
     agg,
-    emit::{Reserved, fill_skb_event, follow_by_conntrack, packet_bytes},
+    emit::{Reserved, bytes_slot, emit_bytes, fill_skb_event, follow_by_conntrack},
     filter::{
         DIR_REPLY, classify_matched, header_match, surely_not_followed_words, track, word_of,
     },
@@ -268,8 +268,44 @@ fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
         agg::recorded(k, ev.hdr.ifindex, ev.hdr.netns);
     }
     if keep && need_track {
-        packet_bytes(hook, skb, ev);
+        packet_bytes(ctx, hook, ev);
     }
     r.finish(keep);
     Some(())
+}
+
+/// `emit::packet_bytes` for tc: bpf_skb_load_bytes() reads paged data
+/// too, where a locally sent TCP segment's payload is (tcp_sendmsg()
+/// copies it to page fragments, the linear part holds the headers), so a
+/// DNS message over TCP is read here and not by the tracepoints. From the
+/// IP header on (after the Ethernet header [`parse_ip`] read), at most the
+/// snap length.
+#[inline(always)]
+fn packet_bytes(ctx: &TcContext, hook: Hook, ev: &tracer_common::PacketEvent) {
+    let snap = crate::filter().snaplen as u32;
+    let mut len = ctx.len().saturating_sub(EthHdr::LEN as u32).min(snap) as usize;
+    if len > SNAP_MAX {
+        len = SNAP_MAX;
+    }
+    if len == 0 {
+        return;
+    }
+    let Some(rec) = bytes_slot(hook) else {
+        return;
+    };
+    let Some(dst) = rec.data.get_mut(..len) else {
+        return;
+    };
+    // SAFETY: `dst` is `len` writable bytes of map memory, len > 0.
+    let ret = unsafe {
+        aya_ebpf::helpers::bpf_skb_load_bytes(
+            ctx.skb.skb.cast(),
+            EthHdr::LEN as u32,
+            dst.as_mut_ptr().cast(),
+            len as u32,
+        )
+    };
+    if ret == 0 {
+        emit_bytes(rec, ev, len);
+    }
 }

@@ -10,7 +10,7 @@ use anyhow::{Result, bail};
 use crate::cmd::{is_root, ok, output, run as sh};
 
 /// Debian packages: LLVM 22 for bpf-linker, and the network tools the
-/// tests and demo drive (iproute2, iptables/nft, bpftool, tc).
+/// tests and demo drive (iproute2, iptables/nft, bpftool, tc, dnsmasq).
 pub(crate) const APT: &[&str] = &[
     "llvm-22-dev",
     "libclang-cpp22-dev",
@@ -28,6 +28,10 @@ pub(crate) const APT: &[&str] = &[
     "tshark",
     "iperf3",
     "util-linux",
+    // The node-local DNS scene (`dns_node_local`) answers with a real
+    // server: dnsmasq-base is the binary alone, no system service that
+    // would start on install.
+    "dnsmasq-base",
     // The image test: podman loads and runs `cargo xtask image`'s archive
     // (runc: crun refuses this machine's hybrid cgroups).
     "podman",

@@ -110,10 +110,12 @@ enum Mode {
         #[arg(long, default_value_t = 0)]
         pps: u32,
     },
-    /// Answer DNS queries over UDP for SECS seconds, by the name asked:
-    /// `nx.*` NXDOMAIN, `silent.*` no reply at all, `big.*` an empty reply
-    /// with the TC bit (too big for UDP), anything else one A record,
-    /// 192.0.2.10 (RFC 5737's documentation range).
+    /// Answer DNS queries over UDP and TCP (RFC 7766: each message after
+    /// its 2-byte length) on ADDR for SECS seconds, by the name asked:
+    /// `nx.*` NXDOMAIN, `silent.*` no reply at all, `big.*` over UDP an
+    /// empty reply with the TC bit (too big for UDP), over TCP in full
+    /// (`BIG_ANSWERS` A records, more than 512 bytes), anything else one
+    /// A record, 192.0.2.10 (RFC 5737's documentation range).
     DnsServe {
         addr: SocketAddr,
         #[arg(long = "for", default_value_t = 5)]
@@ -121,13 +123,19 @@ enum Mode {
     },
     /// Ask for the A record of each NAME in turn from one UDP socket (DNS
     /// ids 0x1000, 0x1001, ...), each waiting up to the timeout; one line
-    /// per name: its RCODE and answer count, or `no answer`.
+    /// per name: its RCODE and answer count, or `no answer`. A truncated
+    /// answer (TC bit) is asked again over TCP, as a resolver does (RFC
+    /// 7766), on a connection of its own: a second line, `NAME tcp ...`.
     DnsQuery {
         addr: SocketAddr,
         #[arg(required = true)]
         names: Vec<String>,
         #[arg(long, default_value_t = 500)]
         timeout_ms: u64,
+        /// Take a truncated answer as it is, no retry over TCP (dig's
+        /// `+ignore`).
+        #[arg(long)]
+        ignore_tc: bool,
     },
     /// Send COUNT datagrams, each waiting up to the timeout for a reply.
     UdpSend {
@@ -162,7 +170,8 @@ fn main() -> Result<()> {
             addr,
             names,
             timeout_ms,
-        } => dns_query(addr, &names, Duration::from_millis(timeout_ms)),
+            ignore_tc,
+        } => dns_query(addr, &names, Duration::from_millis(timeout_ms), !ignore_tc),
         Mode::TcpBacklog {
             addr,
             backlog,
@@ -419,49 +428,100 @@ fn udp_echo(addr: SocketAddr, dur: Duration) -> Result<()> {
     Ok(())
 }
 
-fn dns_serve(addr: SocketAddr, dur: Duration) -> Result<()> {
+/// A records in the TCP answer for `big.*`: 40 of them make a message of
+/// 673 bytes, past the 512 bytes of a classic DNS message over UDP.
+const BIG_ANSWERS: u8 = 40;
+
+/// dns-serve's reply to the message `q`, or None (not DNS, no question,
+/// or a name it ignores).
+fn dns_reply(q: &[u8], tcp: bool) -> Option<Vec<u8>> {
     use simple_dns::{CLASS, Packet, PacketFlag, RCODE, ResourceRecord, rdata};
-    let s = UdpSocket::bind(addr).with_context(|| format!("bind {addr}"))?;
+    let q = Packet::parse(q).ok()?;
+    let question = q.questions.first().cloned()?;
+    let name = question.qname.to_string();
+    if name.starts_with("silent.") {
+        return None;
+    }
+    let a = |last: u8| {
+        ResourceRecord::new(
+            question.qname.clone(),
+            CLASS::IN,
+            30,
+            rdata::RData::A(rdata::A {
+                address: u32::from(std::net::Ipv4Addr::new(192, 0, 2, last)),
+            }),
+        )
+    };
+    let mut r = q.clone().into_reply();
+    if name.starts_with("nx.") {
+        *r.rcode_mut() = RCODE::NameError;
+    } else if name.starts_with("big.") && !tcp {
+        r.set_flags(PacketFlag::TRUNCATION);
+    } else if name.starts_with("big.") {
+        r.answers.extend((1..=BIG_ANSWERS).map(a));
+    } else {
+        r.answers.push(a(10));
+    }
+    r.build_bytes_vec().ok()
+}
+
+fn dns_serve(addr: SocketAddr, dur: Duration) -> Result<()> {
+    let s = UdpSocket::bind(addr).with_context(|| format!("bind udp {addr}"))?;
+    let l = TcpListener::bind(addr).with_context(|| format!("bind tcp {addr}"))?;
     s.set_read_timeout(Some(Duration::from_millis(100)))?;
+    l.set_nonblocking(true)?;
     let end = Instant::now() + dur;
+    let tcp = std::thread::spawn(move || {
+        while Instant::now() < end {
+            match l.accept() {
+                Ok((c, _)) => dns_serve_tcp(c, end),
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    });
     let mut buf = [0u8; 2048];
     while Instant::now() < end {
         let Ok((n, from)) = s.recv_from(&mut buf) else {
             continue;
         };
-        let Ok(q) = Packet::parse(&buf[..n]) else {
-            continue;
-        };
-        let Some(question) = q.questions.first().cloned() else {
-            continue;
-        };
-        let name = question.qname.to_string();
-        if name.starts_with("silent.") {
-            continue;
-        }
-        let mut r = q.clone().into_reply();
-        if name.starts_with("nx.") {
-            *r.rcode_mut() = RCODE::NameError;
-        } else if name.starts_with("big.") {
-            r.set_flags(PacketFlag::TRUNCATION);
-        } else {
-            r.answers.push(ResourceRecord::new(
-                question.qname.clone(),
-                CLASS::IN,
-                30,
-                rdata::RData::A(rdata::A {
-                    address: u32::from(std::net::Ipv4Addr::new(192, 0, 2, 10)),
-                }),
-            ));
-        }
-        if let Ok(b) = r.build_bytes_vec() {
+        if let Some(b) = dns_reply(&buf[..n], false) {
             let _ = s.send_to(&b, from);
         }
     }
-    Ok(())
+    tcp.join()
+        .map_err(|_| anyhow::anyhow!("the TCP server thread panicked"))
 }
 
-fn dns_query(addr: SocketAddr, names: &[String], timeout: Duration) -> Result<()> {
+/// One DNS-over-TCP connection: each query (2-byte length, message) gets
+/// its reply written the same way, in one write, until the client closes
+/// or goes quiet.
+fn dns_serve_tcp(mut c: TcpStream, end: Instant) {
+    let _ = c.set_nonblocking(false);
+    let _ = c.set_read_timeout(Some(Duration::from_millis(500)));
+    while Instant::now() < end {
+        let mut len = [0u8; 2];
+        if c.read_exact(&mut len).is_err() {
+            return;
+        }
+        let mut q = vec![0u8; usize::from(u16::from_be_bytes(len))];
+        if c.read_exact(&mut q).is_err() {
+            return;
+        }
+        let Some(r) = dns_reply(&q, true) else {
+            continue;
+        };
+        let Ok(n) = u16::try_from(r.len()) else {
+            return;
+        };
+        let mut framed = n.to_be_bytes().to_vec();
+        framed.extend_from_slice(&r);
+        if c.write_all(&framed).is_err() {
+            return;
+        }
+    }
+}
+
+fn dns_query(addr: SocketAddr, names: &[String], timeout: Duration, tcp_retry: bool) -> Result<()> {
     use simple_dns::{CLASS, Name, Packet, PacketFlag, QCLASS, QTYPE, Question, TYPE};
     let local: SocketAddr = if addr.is_ipv4() {
         "0.0.0.0:0".parse()?
@@ -472,7 +532,7 @@ fn dns_query(addr: SocketAddr, names: &[String], timeout: Duration) -> Result<()
     s.set_read_timeout(Some(timeout))?;
     let mut buf = [0u8; 2048];
     for (i, name) in names.iter().enumerate() {
-        let id = 0x1000 + i as u16;
+        let id = 0x1000 + u16::try_from(i).context("too many names")?;
         let mut q = Packet::new_query(id);
         q.set_flags(PacketFlag::RECURSION_DESIRED);
         q.questions.push(Question::new(
@@ -481,15 +541,55 @@ fn dns_query(addr: SocketAddr, names: &[String], timeout: Duration) -> Result<()
             QCLASS::CLASS(CLASS::IN),
             false,
         ));
-        s.send_to(&q.build_bytes_vec()?, addr)?;
+        let query = q.build_bytes_vec()?;
+        s.send_to(&query, addr)?;
+        let mut truncated = false;
         let line = match s.recv_from(&mut buf) {
             Ok((n, _)) => match Packet::parse(&buf[..n]) {
-                Ok(r) => format!("{name} {:?} {} answers", r.rcode(), r.answers.len()),
+                Ok(r) => {
+                    truncated = r.has_flags(PacketFlag::TRUNCATION);
+                    format!(
+                        "{name} {:?} {} answers{}",
+                        r.rcode(),
+                        r.answers.len(),
+                        if truncated { " truncated" } else { "" }
+                    )
+                }
                 Err(e) => format!("{name} bad reply: {e}"),
             },
             Err(_) => format!("{name} no answer"),
         };
         println!("{line}");
+        if truncated && tcp_retry {
+            println!("{name} tcp {}", dns_query_tcp(addr, &query, timeout));
+        }
     }
     Ok(())
+}
+
+/// `query` asked over a TCP connection of its own (RFC 7766): the reply's
+/// RCODE and answer count, or what went wrong.
+fn dns_query_tcp(addr: SocketAddr, query: &[u8], timeout: Duration) -> String {
+    use simple_dns::Packet;
+    let ask = || -> std::io::Result<Vec<u8>> {
+        let mut c = TcpStream::connect_timeout(&addr, timeout)?;
+        c.set_read_timeout(Some(timeout))?;
+        let len = u16::try_from(query.len()).map_err(std::io::Error::other)?;
+        // Length and message in one write: one segment, as resolvers send.
+        let mut framed = len.to_be_bytes().to_vec();
+        framed.extend_from_slice(query);
+        c.write_all(&framed)?;
+        let mut n = [0u8; 2];
+        c.read_exact(&mut n)?;
+        let mut r = vec![0u8; usize::from(u16::from_be_bytes(n))];
+        c.read_exact(&mut r)?;
+        Ok(r)
+    };
+    match ask() {
+        Ok(r) => match Packet::parse(&r) {
+            Ok(p) => format!("{:?} {} answers", p.rcode(), p.answers.len()),
+            Err(e) => format!("bad reply: {e}"),
+        },
+        Err(e) => format!("no answer: {e}"),
+    }
 }

@@ -230,14 +230,17 @@ pub fn from_packet(ip: &[u8], extra_port: u16) -> Option<Result<Message, DnsErro
         // UDP: an 8-byte header.
         17 => l4.get(8..),
         // TCP: the data offset, then each message has a 2-byte length
-        // (RFC 1035 4.2.2); a segment without data (a bare ACK) has none.
+        // (RFC 1035 4.2.2, RFC 7766 8), read up to that length; a segment
+        // without data (a bare ACK) has none, and one with the length
+        // alone (a client that wrote the two apart) none yet.
         6 => {
             let off = usize::from(l4.get(12)? >> 4) * 4;
             let data = l4.get(off..)?;
-            if data.is_empty() {
+            if data.len() <= 2 {
                 return None;
             }
-            data.get(2..)
+            let len = usize::from(u16::from_be_bytes([data[0], data[1]]));
+            data.get(2..data.len().min(2 + len))
         }
         _ => return None,
     };
@@ -246,15 +249,29 @@ pub fn from_packet(ip: &[u8], extra_port: u16) -> Option<Result<Message, DnsErro
 
 /// (protocol, transport header on) of an IPv4 or IPv6 packet; IPv6
 /// extension headers are not walked (the next header must be TCP/UDP).
+/// The bytes end where the IP header's length says: a short frame's
+/// Ethernet padding (a bare ACK is 54 bytes, sent as 60), which tc and
+/// the device hooks see before the stack trims it, is not transport data.
+/// A length of 0 (BIG TCP, IPv6 jumbograms) does not bound them.
 fn transport(ip: &[u8]) -> Option<(u8, &[u8])> {
-    match ip.first()? >> 4 {
-        4 => {
-            let ihl = usize::from(ip[0] & 0x0f) * 4;
-            Some((*ip.get(9)?, ip.get(ihl..)?))
+    let (proto, l4_off, total) = match ip.first()? >> 4 {
+        4 => (
+            *ip.get(9)?,
+            usize::from(ip[0] & 0x0f) * 4,
+            usize::from(u16::from_be_bytes([*ip.get(2)?, *ip.get(3)?])),
+        ),
+        6 => {
+            let payload = usize::from(u16::from_be_bytes([*ip.get(4)?, *ip.get(5)?]));
+            (*ip.get(6)?, 40, if payload == 0 { 0 } else { 40 + payload })
         }
-        6 => Some((*ip.get(6)?, ip.get(40..)?)),
-        _ => None,
-    }
+        _ => return None,
+    };
+    let end = if total == 0 {
+        ip.len()
+    } else {
+        ip.len().min(total)
+    };
+    Some((proto, ip.get(l4_off..end)?))
 }
 
 /// A DNS message (RFC 1035 4.1). A message cut short by the capture
@@ -397,16 +414,79 @@ mod tests {
         p.build_bytes_vec().unwrap()
     }
 
+    /// An IPv4 header of protocol `proto` before `l4`, its total length set.
+    fn ipv4(proto: u8, l4: &[u8]) -> Vec<u8> {
+        let total = u16::try_from(20 + l4.len()).unwrap().to_be_bytes();
+        let mut b = vec![
+            0x45, 0, total[0], total[1], 0, 0, 0, 0, 64, proto, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ];
+        b.extend_from_slice(l4);
+        b
+    }
+
     /// An IPv4/UDP packet around `dns`.
     fn udp(sport: u16, dport: u16, dns: &[u8]) -> Vec<u8> {
-        let mut b = vec![
-            0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
-        ];
-        b.extend_from_slice(&sport.to_be_bytes());
-        b.extend_from_slice(&dport.to_be_bytes());
-        b.extend_from_slice(&[0, 0, 0, 0]);
+        let mut l4 = Vec::new();
+        l4.extend_from_slice(&sport.to_be_bytes());
+        l4.extend_from_slice(&dport.to_be_bytes());
+        l4.extend_from_slice(&[0, 0, 0, 0]);
+        l4.extend_from_slice(dns);
+        ipv4(17, &l4)
+    }
+
+    /// An IPv4/TCP segment (20-byte header, PSH|ACK) carrying `data`.
+    fn tcp(sport: u16, dport: u16, data: &[u8]) -> Vec<u8> {
+        let mut l4 = Vec::new();
+        l4.extend_from_slice(&sport.to_be_bytes());
+        l4.extend_from_slice(&dport.to_be_bytes());
+        l4.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
+        l4.extend_from_slice(data);
+        ipv4(6, &l4)
+    }
+
+    /// `dns` after its 2-byte length, as DNS over TCP sends it.
+    fn framed(dns: &[u8]) -> Vec<u8> {
+        let mut b = u16::try_from(dns.len()).unwrap().to_be_bytes().to_vec();
         b.extend_from_slice(dns);
         b
+    }
+
+    #[test]
+    fn a_tcp_segment_gives_its_first_message_up_to_its_length() {
+        let big = reply(
+            0x1000,
+            "big.example.com",
+            simple_dns::RCODE::NoError,
+            &[[192, 0, 2, 1], [192, 0, 2, 2]],
+        );
+        // Two messages in one segment (RFC 7766 pipelining): the first.
+        let mut two = framed(&big);
+        two.extend_from_slice(&framed(&query(0x1001, "x.example", TYPE::A)));
+        let m = from_packet(&tcp(53, 40000, &two), 0).unwrap().unwrap();
+        assert_eq!((m.id, m.answer_count, m.partial), (0x1000, 2, false));
+        assert_eq!(m.answers[1].data, "192.0.2.2");
+        // A segment holding the length alone (the client wrote it apart
+        // from the message) is no message yet, and no error.
+        assert!(from_packet(&tcp(40000, 53, &framed(&big)[..2]), 0).is_none());
+        // A capture cut inside the message keeps its header.
+        let cut = tcp(53, 40000, &framed(&big));
+        let m = from_packet(&cut[..cut.len() - 5], 0).unwrap().unwrap();
+        assert!(m.partial && !m.truncated && m.answer_count == 2);
+    }
+
+    #[test]
+    fn ethernet_padding_is_not_data() {
+        // A bare ACK from port 53 (40 bytes of IP) padded to a 60-byte
+        // frame, as tc ingress sees it: no data, so no message and no
+        // "not DNS".
+        let mut ack = tcp(53, 40000, &[]);
+        ack.extend_from_slice(&[0; 6]);
+        assert!(from_packet(&ack, 0).is_none());
+        // A UDP answer padded the same way reads as the answer alone.
+        let r = reply(5, "a.example", simple_dns::RCODE::NoError, &[[1, 2, 3, 4]]);
+        let mut p = udp(53, 40000, &r);
+        p.extend_from_slice(&[0; 6]);
+        assert_eq!(from_packet(&p, 0).unwrap().unwrap().answer_count, 1);
     }
 
     #[test]
