@@ -23,8 +23,15 @@ fn key(f: &Value) -> (Value, Value, Value, Value, Value, usize) {
 /// Run `tracer replay FILE -o json --check` (no root needed) and parse its
 /// lines; panics with its output when it fails.
 pub fn replay_json(recording: &Path) -> Vec<Value> {
+    replay_json_with(recording, &["--check".as_ref()])
+}
+
+/// `tracer replay FILE -o json` with more arguments, its lines parsed;
+/// panics with its output when it fails.
+pub fn replay_json_with(recording: &Path, args: &[&std::ffi::OsStr]) -> Vec<Value> {
     let out = Command::new(tracer_bin())
-        .args(["replay", "-o", "json", "--check"])
+        .args(["replay", "-o", "json"])
+        .args(args)
         .arg(recording)
         .output()
         .expect("run tracer replay");

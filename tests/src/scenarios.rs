@@ -118,6 +118,11 @@ pub(crate) fn ns(prefix: &str, role: &str) -> Result<Netns> {
     Netns::new(format!("{prefix}-{role}"))
 }
 
+/// Owned copies of `args` (a scenario's traffic command line).
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| (*a).to_string()).collect()
+}
+
 /// client c0 (10.B.1.2) — (10.B.1.1) r0 router r1 (10.B.2.1) — s0 (10.B.2.2) server
 pub fn routed(b: u8) -> Result<Vec<Netns>> {
     let p = unique_prefix();
@@ -204,10 +209,7 @@ pub(crate) fn serve(s: &Netns, mode: &str, addr: &str, secs: u32) -> Result<Chil
 
 pub(crate) fn tcp_connect(addr: &str) -> Vec<String> {
     let t = crate::scaled_arg(1000);
-    ["tcp-connect", addr, "--timeout-ms", &t, "--count", "1"]
-        .iter()
-        .map(std::string::ToString::to_string)
-        .collect()
+    strings(&["tcp-connect", addr, "--timeout-ms", &t, "--count", "1"])
 }
 
 pub const NAMES: &[&str] = &[
@@ -613,10 +615,7 @@ pub fn mtu_black_hole() -> Result<Scenario> {
         "10.229.2.2:8080".into(),
         // 20 kB: more than one full-size segment; the kernel keeps
         // retransmitting after netprobe exits, until the scene goes.
-        ["tcp-source", "10.229.2.2:8080", "--bytes", "20000"]
-            .iter()
-            .map(std::string::ToString::to_string)
-            .collect(),
+        strings(&["tcp-source", "10.229.2.2:8080", "--bytes", "20000"]),
     );
     sc.servers.push(srv);
     Ok(sc)
@@ -721,17 +720,14 @@ pub fn rp_filter_strict() -> Result<Scenario> {
         "strict rp_filter on the router; the client's source is routed back by the router's other side",
         nss,
         "10.230.2.2:53".into(),
-        [
+        strings(&[
             "udp-spray",
             "10.230.2.2:53",
             "--src",
             "10.230.2.77",
             "--count",
             "2",
-        ]
-        .iter()
-        .map(std::string::ToString::to_string)
-        .collect(),
+        ]),
     ))
 }
 
@@ -745,10 +741,7 @@ pub fn dns_bound_elsewhere() -> Result<Scenario> {
         "a DNS server bound to 127.0.0.1:53 only, queried on the server's address",
         nss,
         "10.231.2.2:53".into(),
-        ["udp-send", "10.231.2.2:53", "--timeout-ms", "300"]
-            .iter()
-            .map(std::string::ToString::to_string)
-            .collect(),
+        strings(&["udp-send", "10.231.2.2:53", "--timeout-ms", "300"]),
     );
     sc.servers.push(srv);
     Ok(sc)
@@ -764,10 +757,7 @@ pub fn udp_rcvbuf_full() -> Result<Scenario> {
         "a UDP server that does not read, and a burst of 2000 datagrams",
         nss,
         "10.235.2.2:53".into(),
-        ["udp-flood", "10.235.2.2:53", "--count", "2000"]
-            .iter()
-            .map(std::string::ToString::to_string)
-            .collect(),
+        strings(&["udp-flood", "10.235.2.2:53", "--count", "2000"]),
     );
     sc.servers.push(srv);
     Ok(sc)
@@ -942,10 +932,7 @@ pub fn nat_output() -> Result<Scenario> {
 pub fn dns_queries() -> Result<Scenario> {
     let nss = routed(248)?;
     let srv = serve(&nss[2], "dns-serve", "10.248.2.2:53", 15)?;
-    let mut args: Vec<String> = ["dns-query", "10.248.2.2:53"]
-        .iter()
-        .map(std::string::ToString::to_string)
-        .collect();
+    let mut args: Vec<String> = strings(&["dns-query", "10.248.2.2:53"]);
     args.extend(
         [
             "kubernetes.default.svc.cluster.local",
@@ -1026,16 +1013,13 @@ pub fn dns_service_dnat() -> Result<Scenario> {
         "a DNS query to a Service address the router DNATs to the server",
         nss,
         "10.96.0.10:53".into(),
-        [
+        strings(&[
             "dns-query",
             "10.96.0.10:53",
             "kubernetes.default.svc.cluster.local",
             "--timeout-ms",
             &crate::scaled_arg(500),
-        ]
-        .iter()
-        .map(std::string::ToString::to_string)
-        .collect(),
+        ]),
     );
     sc.servers.push(srv);
     Ok(sc)
@@ -1060,16 +1044,13 @@ pub fn dns_truncated_tcp() -> Result<Scenario> {
         "DNS over UDP answered truncated (TC bit), asked again over TCP and answered in full",
         nss,
         "10.249.2.2:53".into(),
-        [
+        strings(&[
             "dns-query",
             "10.249.2.2:53",
             "big.example.com",
             "--timeout-ms",
             &crate::scaled_arg(1000),
-        ]
-        .iter()
-        .map(std::string::ToString::to_string)
-        .collect(),
+        ]),
     );
     sc.args = scope;
     sc.servers.push(srv);
@@ -1092,17 +1073,14 @@ pub fn udp_delivered() -> Result<Scenario> {
         "a UDP (DNS-like) query to a listening socket",
         nss,
         "10.219.2.2:53".into(),
-        [
+        strings(&[
             "udp-send",
             "10.219.2.2:53",
             "--timeout-ms",
             &crate::scaled_arg(1000),
             "--count",
             "1",
-        ]
-        .iter()
-        .map(std::string::ToString::to_string)
-        .collect(),
+        ]),
     );
     sc.servers.push(srv);
     Ok(sc)
@@ -1307,17 +1285,14 @@ pub fn incident3(mirred: bool) -> Result<Scenario> {
         "incident 3: a tc BPF program on the pod's veth redirects node-local DNS queries (169.254.25.10:53) to the uplink",
         vec![pod, node, fabric],
         "169.254.25.10:53".into(),
-        [
+        strings(&[
             "udp-send",
             "169.254.25.10:53",
             "--timeout-ms",
             &crate::scaled_arg(1000),
             "--count",
             "1",
-        ]
-        .iter()
-        .map(std::string::ToString::to_string)
-        .collect(),
+        ]),
     );
     sc.args = vec!["--netns".into(), node_name, "--netns".into(), pod_name];
     sc.servers.push(srv);

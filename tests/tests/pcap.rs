@@ -11,7 +11,6 @@ use std::{
 };
 
 use serde_json::Value;
-use tracer_tests::tracer::tracer_bin;
 
 /// `tshark -r FILE ARGS`: its stdout lines. tshark missing fails the test:
 /// it is part of what `cargo xtask setup` installs.
@@ -68,24 +67,11 @@ fn bytes_records(recording: &Path) -> usize {
 
 /// `tracer replay REC --pcap FILE -o json`: its summary's `pcap`.
 fn replay_pcap(recording: &Path, pcap: &Path) -> Value {
-    let out = Command::new(tracer_bin())
-        .args(["replay", "-o", "json", "--pcap"])
-        .arg(pcap)
-        .arg(recording)
-        .output()
-        .expect("run tracer replay");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "replay --pcap: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let summary: Value = stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    tracer_tests::replay::replay_json_with(recording, &["--pcap".as_ref(), pcap.as_os_str()])
+        .into_iter()
         .find(|l| l["type"] == "summary")
-        .expect("a summary line");
-    summary["pcap"].clone()
+        .expect("a summary line")["pcap"]
+        .clone()
 }
 
 fn temp(name: &str) -> PathBuf {
