@@ -7,7 +7,7 @@
 
 use aya_ebpf::{macros::classifier, programs::TcContext};
 use network_types::{eth::EthHdr, ip::Ipv6Hdr};
-use tracer_common::{Hook, PacketInfo, SNAP_MAX};
+use tracer_common::{Hook, PacketInfo};
 
 use crate::{
     agg,
@@ -274,38 +274,68 @@ fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
     Some(())
 }
 
+/// Snap lengths up to this are read with bpf_skb_load_bytes() (paged data
+/// too); a longer capture reads the linear part ([`emit::packet_bytes`]).
+const LOAD_MAX: usize = 1023;
+
 /// `emit::packet_bytes` for tc: bpf_skb_load_bytes() reads paged data
 /// too, where a locally sent TCP segment's payload is (tcp_sendmsg()
 /// copies it to page fragments, the linear part holds the headers), so a
 /// DNS message over TCP is read here and not by the tracepoints. From the
 /// IP header on (after the Ethernet header [`parse_ip`] read), at most the
 /// snap length.
+///
+/// The helper's size must be one the verifier bounds away from zero, and
+/// LLVM folds a `len == 0` check into a compare on another register (6.1
+/// refused the program: "invalid access to map value ... size=0"): so the
+/// length is read in constant-size pieces, one per set bit of it.
 #[inline(always)]
 fn packet_bytes(ctx: &TcContext, hook: Hook, ev: &tracer_common::PacketEvent) {
     let snap = crate::filter().snaplen as u32;
-    let mut len = ctx.len().saturating_sub(EthHdr::LEN as u32).min(snap) as usize;
-    if len > SNAP_MAX {
-        len = SNAP_MAX;
+    let want = ctx.len().saturating_sub(EthHdr::LEN as u32).min(snap) as usize;
+    if want == 0 {
+        return;
     }
-    if len == 0 {
+    if want > LOAD_MAX {
+        crate::emit::packet_bytes(hook, skb_addr(ctx), ev);
         return;
     }
     let Some(rec) = bytes_slot(hook) else {
         return;
     };
-    let Some(dst) = rec.data.get_mut(..len) else {
-        return;
-    };
-    // SAFETY: `dst` is `len` writable bytes of map memory, len > 0.
-    let ret = unsafe {
-        aya_ebpf::helpers::bpf_skb_load_bytes(
-            ctx.skb.skb.cast(),
-            EthHdr::LEN as u32,
-            dst.as_mut_ptr().cast(),
-            len as u32,
-        )
-    };
-    if ret == 0 {
-        emit_bytes(rec, ev, len);
+    let dst = rec.data.as_mut_ptr();
+    let mut off = 0usize;
+    macro_rules! piece {
+        ($n:literal) => {
+            if want & $n != 0 {
+                // SAFETY: off + $n <= want <= LOAD_MAX < SNAP_MAX: within
+                // the record's data (off is masked for the verifier, a
+                // no-op here).
+                let ret = unsafe {
+                    aya_ebpf::helpers::bpf_skb_load_bytes(
+                        ctx.skb.skb.cast(),
+                        (EthHdr::LEN + off) as u32,
+                        dst.add(off & LOAD_MAX).cast(),
+                        $n,
+                    )
+                };
+                if ret != 0 {
+                    return;
+                }
+                off += $n;
+            }
+        };
     }
+    piece!(512);
+    piece!(256);
+    piece!(128);
+    piece!(64);
+    piece!(32);
+    piece!(16);
+    piece!(8);
+    piece!(4);
+    piece!(2);
+    piece!(1);
+    // Every piece read: off == want.
+    emit_bytes(rec, ev, off);
 }
