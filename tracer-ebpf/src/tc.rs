@@ -288,7 +288,10 @@ const LOAD_MAX: usize = 1023;
 /// The helper's size must be one the verifier bounds away from zero, and
 /// LLVM folds a `len == 0` check into a compare on another register (6.1
 /// refused the program: "invalid access to map value ... size=0"): so the
-/// length is read in constant-size pieces, one per set bit of it.
+/// length is read in constant-size pieces, one per set bit of it, each at
+/// the offset its higher bits make (`want & !(2n - 1)`, from `want` alone,
+/// not summed along the way: the verifier then sees one bounded unknown
+/// offset where a running sum would give it 2^10 paths of constants).
 #[inline(always)]
 fn packet_bytes(ctx: &TcContext, hook: Hook, ev: &tracer_common::PacketEvent) {
     let snap = crate::filter().snaplen as u32;
@@ -304,25 +307,23 @@ fn packet_bytes(ctx: &TcContext, hook: Hook, ev: &tracer_common::PacketEvent) {
         return;
     };
     let dst = rec.data.as_mut_ptr();
-    let mut off = 0usize;
     macro_rules! piece {
         ($n:literal) => {
             if want & $n != 0 {
+                let off = want & !(2 * $n - 1) & LOAD_MAX;
                 // SAFETY: off + $n <= want <= LOAD_MAX < SNAP_MAX: within
-                // the record's data (off is masked for the verifier, a
-                // no-op here).
+                // the record's data.
                 let ret = unsafe {
                     aya_ebpf::helpers::bpf_skb_load_bytes(
                         ctx.skb.skb.cast(),
                         (EthHdr::LEN + off) as u32,
-                        dst.add(off & LOAD_MAX).cast(),
+                        dst.add(off).cast(),
                         $n,
                     )
                 };
                 if ret != 0 {
                     return;
                 }
-                off += $n;
             }
         };
     }
@@ -336,6 +337,5 @@ fn packet_bytes(ctx: &TcContext, hook: Hook, ev: &tracer_common::PacketEvent) {
     piece!(4);
     piece!(2);
     piece!(1);
-    // Every piece read: off == want.
-    emit_bytes(rec, ev, off);
+    emit_bytes(rec, ev, want);
 }
