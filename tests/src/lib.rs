@@ -8,6 +8,7 @@
 
 pub mod evidence;
 pub mod ipvs;
+pub mod kubepod;
 pub mod netns;
 pub mod pods;
 pub mod redirect;
@@ -123,7 +124,8 @@ pub fn trace_scenario_out(
     name: &str,
     env: &[(&str, &str)],
 ) -> Option<(tracer::TracerOutput, String)> {
-    trace_scenario_run(name, env, false, &[], &mut |_| {}).map(|(out, seen, _)| (out, seen))
+    trace_scenario_run(name, env, false, &[], &mut no_prep, &mut |_| {})
+        .map(|(out, seen, _)| (out, seen))
 }
 
 /// [`trace_scenario_out`] with extra arguments for `tracer follow` (e.g.
@@ -134,7 +136,25 @@ pub fn trace_scenario_with(
     extra: &[&str],
     with_recording: &mut dyn FnMut(&std::path::Path),
 ) -> Option<(tracer::TracerOutput, String)> {
-    trace_scenario_run(name, &[], false, extra, with_recording).map(|(out, seen, _)| (out, seen))
+    trace_scenario_run(name, &[], false, extra, &mut no_prep, with_recording)
+        .map(|(out, seen, _)| (out, seen))
+}
+
+/// [`trace_scenario_with`], with `prepare` run on the built scenario
+/// before tracer starts: what it returns (e.g. a fixture that makes a
+/// namespace a pod) is dropped after the run, before the scenario.
+pub fn trace_scenario_prepared(
+    name: &str,
+    prepare: &mut dyn FnMut(&scenarios::Scenario) -> Box<dyn std::any::Any>,
+    with_recording: &mut dyn FnMut(&std::path::Path),
+) -> Option<(tracer::TracerOutput, String)> {
+    trace_scenario_run(name, &[], false, &[], prepare, with_recording)
+        .map(|(out, seen, _)| (out, seen))
+}
+
+/// No preparation.
+fn no_prep(_: &scenarios::Scenario) -> Box<dyn std::any::Any> {
+    Box::new(())
 }
 
 /// [`trace_scenario_out`] with `--netns` on every namespace of the scene
@@ -142,7 +162,8 @@ pub fn trace_scenario_with(
 /// covers every interface and the netif_receive_skb and net_dev_start_xmit
 /// tracepoints are left to it. Returns the output and the target's port.
 pub fn trace_scenario_scoped(name: &str, netns_scope: bool) -> Option<(tracer::TracerOutput, u64)> {
-    trace_scenario_run(name, &[], netns_scope, &[], &mut |_| {}).map(|(out, _, dport)| (out, dport))
+    trace_scenario_run(name, &[], netns_scope, &[], &mut no_prep, &mut |_| {})
+        .map(|(out, _, dport)| (out, dport))
 }
 
 fn trace_scenario_run(
@@ -150,12 +171,15 @@ fn trace_scenario_run(
     env: &[(&str, &str)],
     netns_scope: bool,
     extra: &[&str],
+    prepare: &mut dyn FnMut(&scenarios::Scenario) -> Box<dyn std::any::Any>,
     with_recording: &mut dyn FnMut(&std::path::Path),
 ) -> Option<(tracer::TracerOutput, String, u64)> {
     if !require_privileges(name) {
         return None;
     }
     let sc = scenarios::build(name).expect("build scenario");
+    // Dropped before the scenario (declared after it).
+    let _prepared = prepare(&sc);
     let mut args: Vec<String> = sc
         .arg_refs()
         .iter()

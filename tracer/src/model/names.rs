@@ -1,10 +1,10 @@
 //! Turning kernel numbers into names: drop reasons and reset reasons (from
 //! BTF), code addresses (from /proc/kallsyms), namespaces (from /run/netns
-//! and /proc/*/ns/net).
+//! and /proc/*/ns/net) and the pods that own them (node/pods.rs).
 
 use std::{
     cell::RefCell,
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
@@ -149,9 +149,37 @@ pub struct NetnsNames {
     /// not one string per hop).
     unnamed: HashMap<u32, Name>,
     paths: HashMap<u32, PathBuf>,
+    /// The pod owning a namespace (`namespace/name`), where the node says
+    /// (node/pods.rs).
+    pods: PodNames,
+    /// Namespaces whose pod was looked for (once each, when first seen).
+    pods_tried: HashSet<u32>,
     last_scan: Option<Instant>,
     /// Names from a recording: never scan the node.
     fixed: bool,
+}
+
+/// Network namespace inode -> the pod that owns it (`namespace/name`),
+/// for the namespaces whose pod is known: what output shows for a hop
+/// beside (text: instead of) its namespace's name.
+#[derive(Debug, Clone, Default)]
+pub struct PodNames(HashMap<u32, Name>);
+
+impl PodNames {
+    pub fn get(&self, ino: u32) -> Option<&str> {
+        self.0.get(&ino).map(Name::as_str)
+    }
+
+    /// By inode, as a recording keeps them.
+    pub fn to_map(&self) -> BTreeMap<u32, String> {
+        self.0.iter().map(|(i, n)| (*i, n.to_string())).collect()
+    }
+}
+
+impl FromIterator<(u32, String)> for PodNames {
+    fn from_iter<I: IntoIterator<Item = (u32, String)>>(it: I) -> Self {
+        PodNames(it.into_iter().map(|(i, n)| (i, n.into())).collect())
+    }
 }
 
 impl Default for NetnsNames {
@@ -160,6 +188,8 @@ impl Default for NetnsNames {
             names: HashMap::new(),
             unnamed: HashMap::new(),
             paths: HashMap::new(),
+            pods: PodNames::default(),
+            pods_tried: HashSet::new(),
             last_scan: None,
             fixed: false,
         };
@@ -169,8 +199,9 @@ impl Default for NetnsNames {
 }
 
 impl NetnsNames {
-    /// Names from a recording, by inode; nothing is read from the node.
-    pub fn fixed(names: BTreeMap<u32, String>) -> NetnsNames {
+    /// Names and pods from a recording, by inode; nothing is read from
+    /// the node.
+    pub fn fixed(names: BTreeMap<u32, String>, pods: BTreeMap<u32, String>) -> NetnsNames {
         NetnsNames {
             names: names
                 .into_iter()
@@ -178,9 +209,17 @@ impl NetnsNames {
                 .collect(),
             unnamed: HashMap::new(),
             paths: HashMap::new(),
+            pods: pods.into_iter().collect(),
+            pods_tried: HashSet::new(),
             last_scan: None,
             fixed: true,
         }
+    }
+
+    /// The pods known to own namespaces (what a recording keeps, and
+    /// what output shows).
+    pub fn pods(&self) -> &PodNames {
+        &self.pods
     }
 
     /// Every namespace named so far (what a recording keeps).
@@ -197,8 +236,10 @@ impl NetnsNames {
         }
         self.last_scan = Some(Instant::now());
         // The namespace tracer runs in, and PID 1's, are "host".
+        let mut host = Vec::new();
         for p in ["/proc/self/ns/net", "/proc/1/ns/net"] {
             if let Some(ino) = crate::node::netns::netns_inode(Path::new(p)) {
+                host.push(ino);
                 self.names.entry(ino).or_insert_with(|| "host".into());
                 self.paths.entry(ino).or_insert_with(|| p.into());
             }
@@ -228,6 +269,28 @@ impl NetnsNames {
                     });
                 }
             }
+        }
+        self.scan_pods(&host);
+    }
+
+    /// Look for the pods of the namespaces seen for the first time (not
+    /// the host's: hostNetwork pods share it), once each: a pod's
+    /// sandbox is in its cgroup, and kubelet made its log directory,
+    /// before its namespace has an interface.
+    fn scan_pods(&mut self, host: &[u32]) {
+        let fresh: BTreeSet<u32> = self
+            .names
+            .keys()
+            .copied()
+            .filter(|i| *i != 0 && !host.contains(i) && !self.pods_tried.contains(i))
+            .collect();
+        if fresh.is_empty() {
+            return;
+        }
+        self.pods_tried.extend(&fresh);
+        let root = crate::node::hostroot::get().join("/");
+        for (ino, pod) in crate::node::pods::pods_of_netns(&root, &fresh) {
+            self.pods.0.insert(ino, pod.into());
         }
     }
 
@@ -335,6 +398,22 @@ mod tests {
         );
         assert_eq!(k.symbolize(0xffffffff81000208), "beta+0x8");
         assert_eq!(k.symbolize(0xffffffff810001ff), "alpha+0xff");
+    }
+
+    /// A recording's pods come back by inode; a namespace without one has
+    /// none.
+    #[test]
+    fn recorded_pods() {
+        let n = NetnsNames::fixed(
+            BTreeMap::from([(7, "cni-1234".to_string()), (8, "host".to_string())]),
+            BTreeMap::from([(7, "default/web-0".to_string())]),
+        );
+        assert_eq!(n.pods().get(7), Some("default/web-0"));
+        assert_eq!(n.pods().get(8), None);
+        assert_eq!(
+            n.pods().to_map(),
+            BTreeMap::from([(7, "default/web-0".into())])
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Facts of the node, read on demand: namespaces and their addresses,
 //! netfilter rules and counters, IPVS tables, who owns the followed
-//! address, names of kernel numbers, and the helper commands still run.
+//! address, the pods that own namespaces, names of kernel numbers, and
+//! the helper commands still run.
 
 pub mod command;
 pub mod conntrack;
@@ -12,6 +13,7 @@ pub mod netlink;
 pub mod netns;
 pub mod nftables;
 pub mod nftrace;
+pub mod pods;
 pub mod procstat;
 pub mod route;
 pub mod sockets;

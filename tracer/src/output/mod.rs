@@ -12,7 +12,7 @@ use std::io::Write;
 
 use crate::{
     kernel::loader::probes::ProbeStatus,
-    model::{capture::Captured, flow::Flow},
+    model::{capture::Captured, flow::Flow, names::PodNames},
     verdict::Verdict,
 };
 
@@ -24,8 +24,8 @@ pub trait Sink {
     /// Hooks that could not be attached (JSON: one `probe_error` line each).
     fn probe_errors(&mut self, _plan: &[ProbeStatus]) {}
     /// A flow and its verdict: as soon as it is settled (`final_` false),
-    /// or in the final report.
-    fn flow(&mut self, flow: &Flow, v: &Verdict, final_: bool);
+    /// or in the final report; `pods` names the pods that own namespaces.
+    fn flow(&mut self, flow: &Flow, v: &Verdict, final_: bool, pods: &PodNames);
     /// The final report begins.
     fn report_start(&mut self, _flows: usize, _target: &str, _stop: &str) {}
     fn summary(&mut self, s: &Summary);
@@ -62,8 +62,8 @@ impl<W: Write> JsonSink<W> {
 }
 
 impl<W: Write> Sink for TextSink<W> {
-    fn flow(&mut self, flow: &Flow, v: &Verdict, _final: bool) {
-        emit(&mut self.out, &render::flow_text(flow, v));
+    fn flow(&mut self, flow: &Flow, v: &Verdict, _final: bool, pods: &PodNames) {
+        emit(&mut self.out, &render::flow_text(flow, v, pods));
     }
 
     fn report_start(&mut self, flows: usize, target: &str, stop: &str) {
@@ -94,8 +94,11 @@ impl<W: Write> Sink for JsonSink<W> {
         }
     }
 
-    fn flow(&mut self, flow: &Flow, v: &Verdict, final_: bool) {
-        emit(&mut self.out, &render::flow_json_line(flow, v, final_));
+    fn flow(&mut self, flow: &Flow, v: &Verdict, final_: bool, pods: &PodNames) {
+        emit(
+            &mut self.out,
+            &render::flow_json_line(flow, v, final_, pods),
+        );
     }
 
     fn summary(&mut self, s: &Summary) {
@@ -128,8 +131,8 @@ impl Sink for PcapSink {
         self.inner.probe_errors(plan);
     }
 
-    fn flow(&mut self, flow: &Flow, v: &Verdict, final_: bool) {
-        self.inner.flow(flow, v, final_);
+    fn flow(&mut self, flow: &Flow, v: &Verdict, final_: bool, pods: &PodNames) {
+        self.inner.flow(flow, v, final_, pods);
         if let Some(p) = self.pcap.as_mut() {
             p.flow_printed(flow.id, &render::verdict_label(v));
         }

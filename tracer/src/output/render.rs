@@ -9,6 +9,7 @@ use crate::{
     model::event::{Tuple, proto_name},
     model::flow::{Flow, NatBy},
     model::hop::{Dir, HopData, hook_name},
+    model::names::PodNames,
     verdict::{QueryVerdict, Verdict},
 };
 
@@ -194,6 +195,11 @@ struct HopOut<'a> {
     hook: &'static str,
     netns: &'a str,
     netns_inode: u32,
+    /// The pod that owns the namespace (`namespace/name`), when the node
+    /// says: a process of the namespace in a pod's cgroup, and kubelet's
+    /// directory of that pod (/var/log/pods/NAMESPACE_NAME_UID).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pod: Option<&'a str>,
     dev: &'a str,
     ifindex: u32,
     dir: Dir,
@@ -203,7 +209,7 @@ struct HopOut<'a> {
     fields: &'a HopData,
 }
 
-fn flow_out<'a>(flow: &'a Flow, v: &'a Verdict, final_: bool) -> FlowOut<'a> {
+fn flow_out<'a>(flow: &'a Flow, v: &'a Verdict, final_: bool, pods: &'a PodNames) -> FlowOut<'a> {
     let first = flow.hops.first().map_or(flow.first_ns, |h| h.ts_ns);
     FlowOut {
         type_: "flow",
@@ -228,6 +234,7 @@ fn flow_out<'a>(flow: &'a Flow, v: &'a Verdict, final_: bool) -> FlowOut<'a> {
                 hook: hook_name(h.hook),
                 netns: &h.netns,
                 netns_inode: h.netns_inode,
+                pod: pods.get(h.netns_inode),
                 dev: &h.dev,
                 ifindex: h.ifindex,
                 dir: h.dir,
@@ -240,9 +247,10 @@ fn flow_out<'a>(flow: &'a Flow, v: &'a Verdict, final_: bool) -> FlowOut<'a> {
     }
 }
 
-/// One flow record, as a JSON line.
-pub fn flow_json_line(flow: &Flow, v: &Verdict, final_: bool) -> String {
-    serde_json::to_string(&flow_out(flow, v, final_)).expect("a flow record serializes")
+/// One flow record, as a JSON line (hops name their pod when `pods`
+/// knows it).
+pub fn flow_json_line(flow: &Flow, v: &Verdict, final_: bool, pods: &PodNames) -> String {
+    serde_json::to_string(&flow_out(flow, v, final_, pods)).expect("a flow record serializes")
 }
 
 /// A verdict as text output heads a flow with it: `DROPPED NETFILTER_DROP`.
@@ -250,7 +258,10 @@ pub fn verdict_label(v: &Verdict) -> String {
     format!("{} {}", v.kind.as_str().to_uppercase(), v.reason)
 }
 
-pub fn flow_text(flow: &Flow, v: &Verdict) -> String {
+/// A flow as text: its verdict, then its hops, each in its namespace,
+/// shown as the pod that owns it when `pods` knows it (the verdict's
+/// `where` keeps namespace names).
+pub fn flow_text(flow: &Flow, v: &Verdict, pods: &PodNames) -> String {
     let mut s = String::new();
     s.push_str(&format!(
         "flow #{} {}  =>  {}{}{}\n",
@@ -291,7 +302,7 @@ pub fn flow_text(flow: &Flow, v: &Verdict) -> String {
         s.push_str(&format!(
             "    {:>9.3}ms  {:<18} {:<12} {:<13} {:<3} {}  {}\n",
             h.ts_ns.saturating_sub(first) as f64 / 1e6,
-            trunc(&h.netns, 18),
+            trunc(pods.get(h.netns_inode).unwrap_or(h.netns.as_str()), 18),
             if h.dev.is_empty() { "-" } else { &h.dev },
             hook_name(h.hook),
             match h.dir {

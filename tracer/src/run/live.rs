@@ -450,7 +450,8 @@ impl Live<'_> {
                 self.drain();
             }
             if let Some((f, v)) = self.pipeline.judge(id, &mut self.env, c) {
-                self.sink.flow(&f, &v, false);
+                self.sink
+                    .flow(&f, &v, false, self.pipeline.names().netns.pods());
                 if let Some(r) = self.rec.as_mut() {
                     r.printed(id);
                 }
@@ -494,14 +495,15 @@ impl Live<'_> {
         env.expire();
         let names = pipeline.names();
         let (netns_names, locations) = (names.netns.known(), names.kallsyms.recorded());
+        let netns_pods = names.netns.pods().to_map();
         let (drop_reasons, rst_reasons) = (names.drop_reasons.clone(), names.rst_reasons.clone());
         let no_drop_reason = names.no_drop_reason;
         let decode_errors = pipeline.decode_errors;
         let target = pipeline.target().to_string();
         sink.report_start(pipeline.flow_count(), &target, stop);
         let mut verdicts = Vec::new();
-        let tally = pipeline.report(&mut env, &c, |f, v| {
-            sink.flow(f, v, true);
+        let tally = pipeline.report(&mut env, &c, |f, v, pods| {
+            sink.flow(f, v, true, pods);
             verdicts.push(RecordedVerdict::of(f.id, v));
         });
         let mut summary = Summary {
@@ -549,6 +551,7 @@ impl Live<'_> {
                 no_drop_reason,
                 rst_reasons: rst_reasons.into_iter().collect(),
                 netns_names,
+                netns_pods,
                 locations,
                 facts: env.snapshot().into(),
                 completeness: c,

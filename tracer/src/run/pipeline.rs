@@ -15,7 +15,7 @@ use crate::{
     model::event::cname_str,
     model::event::{Event, decode, decode_bytes, ip_from},
     model::hop::hook_name,
-    model::names::Names,
+    model::names::{Names, PodNames},
     model::target::Target,
     model::{flow::Flow, table::FlowTable},
     verdict::{Completeness, Env, Verdict, evaluate},
@@ -266,12 +266,13 @@ impl Pipeline {
     }
 
     /// The final report: every flow with its verdict, one unpacked at a
-    /// time, in id order, handed to `each`; then the run's tally.
+    /// time, in id order, handed to `each` (with the pods known to own
+    /// namespaces); then the run's tally.
     pub fn report(
         self,
         env: &mut dyn PreparedEnv,
         c: &Completeness,
-        mut each: impl FnMut(&Flow, &Verdict),
+        mut each: impl FnMut(&Flow, &Verdict, &PodNames),
     ) -> Tally {
         let Pipeline {
             flows,
@@ -309,7 +310,7 @@ impl Pipeline {
                 .verdicts
                 .entry(v.kind.as_str().to_string())
                 .or_default() += 1;
-            each(&f, &v);
+            each(&f, &v, names.netns.pods());
         }
         tally
     }

@@ -118,6 +118,11 @@ pub struct Trailer {
     pub rst_reasons: BTreeMap<u32, String>,
     /// Namespace inode -> name, as the run named them.
     pub netns_names: BTreeMap<u32, String>,
+    /// Namespace inode -> the pod owning it (`namespace/name`), where the
+    /// run found one (absent in recordings of tracers before pods were
+    /// named: replay then names none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub netns_pods: BTreeMap<u32, String>,
     /// Code address -> `function+0xoff`, every address the run named.
     pub locations: BTreeMap<u64, String>,
     pub facts: Facts,
@@ -486,6 +491,7 @@ mod tests {
             no_drop_reason: false,
             rst_reasons: BTreeMap::new(),
             netns_names: BTreeMap::from([(7, "pod".to_string())]),
+            netns_pods: BTreeMap::from([(7, "default/web-0".to_string())]),
             locations: BTreeMap::new(),
             facts: Facts::default(),
             completeness: Completeness::default(),
@@ -501,6 +507,18 @@ mod tests {
         let old = r#"{"tracer_version":"0.1.0","kernel":"6.18","target":"10.0.0.1:53","proto":null,"max_flows":10,"started_unix_ms":5}"#;
         let h: Header = serde_json::from_str(old).unwrap();
         assert_eq!((h.started_unix_ms, h.ktime_to_unix_ns), (5, None));
+    }
+
+    /// A trailer written before pods were named (no `netns_pods`) still
+    /// reads: replay names no pod.
+    #[test]
+    fn trailers_without_pods_still_read() {
+        let mut j = serde_json::to_value(trailer()).unwrap();
+        assert_eq!(j["netns_pods"]["7"], "default/web-0");
+        j.as_object_mut().unwrap().remove("netns_pods");
+        let t: Trailer = serde_json::from_value(j).unwrap();
+        assert!(t.netns_pods.is_empty());
+        assert_eq!(t.netns_names[&7], "pod");
     }
 
     /// Every frame kind comes back as written, in order; a version-1 file
@@ -554,6 +572,7 @@ mod tests {
             ]
         );
         assert_eq!(rec.trailer.netns_names[&7], "pod");
+        assert_eq!(rec.trailer.netns_pods[&7], "default/web-0");
         assert_eq!(rec.header.ktime_to_unix_ns, Some(-5));
         data[8..10].copy_from_slice(&(VERSION + 1).to_le_bytes());
         let e = Recording::parse(&path, Bytes::from(data)).unwrap_err();

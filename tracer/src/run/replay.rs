@@ -167,7 +167,7 @@ pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed, ReplayError>
             .any(|h| h == "icmp_send"),
         rst_reasons: trailer.rst_reasons.into_iter().collect(),
         kallsyms: Kallsyms::fixed(trailer.locations.into_iter().collect()),
-        netns: NetnsNames::fixed(trailer.netns_names),
+        netns: NetnsNames::fixed(trailer.netns_names, trailer.netns_pods),
         interned: Default::default(),
     };
     let mut pipeline =
@@ -202,14 +202,14 @@ pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed, ReplayError>
             Frame::Tick { now_ns, recheck } => {
                 for id in pipeline.quiet_flows(now_ns, recheck) {
                     if let Some((f, v)) = pipeline.judge(id, &mut env, &trailer.completeness) {
-                        sink.flow(&f, &v, false);
+                        sink.flow(&f, &v, false, pipeline.names().netns.pods());
                     }
                 }
             }
             // Version 3: the flow `follow` printed here.
             Frame::Printed(id) => {
                 if let Some((f, v)) = pipeline.judge_printed(id, &mut env, &trailer.completeness) {
-                    sink.flow(&f, &v, false);
+                    sink.flow(&f, &v, false, pipeline.names().netns.pods());
                 }
             }
         }
@@ -217,8 +217,8 @@ pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed, ReplayError>
     sink.report_start(pipeline.flow_count(), &target.to_string(), &summary.stop);
     let decode_errors = pipeline.decode_errors;
     let mut verdicts = Vec::new();
-    let tally = pipeline.report(&mut env, &trailer.completeness, |f, v| {
-        sink.flow(f, v, true);
+    let tally = pipeline.report(&mut env, &trailer.completeness, |f, v, pods| {
+        sink.flow(f, v, true, pods);
         verdicts.push(RecordedVerdict::of(f.id, v));
     });
     summary.flows = tally.flows;

@@ -262,13 +262,18 @@ fn closed_port_with_an_inferred_reason_says_so() {
         "{}",
         text(&v)
     );
-    let out = crate::output::render::flow_text(&f, &v);
+    let out = crate::output::render::flow_text(&f, &v, &Default::default());
     assert!(
         out.contains("=>  DROPPED NO_SOCKET (reason inferred from drop location)"),
         "{out}"
     );
-    let json: Value =
-        serde_json::from_str(&crate::output::render::flow_json_line(&f, &v, true)).unwrap();
+    let json: Value = serde_json::from_str(&crate::output::render::flow_json_line(
+        &f,
+        &v,
+        true,
+        &Default::default(),
+    ))
+    .unwrap();
     assert_eq!(json["verdict"]["reason_inferred"], true);
     let drops: Vec<&Value> = json["hops"]
         .as_array()
@@ -1123,8 +1128,13 @@ fn text_output_is_unchanged() {
 #[test]
 fn json_evidence_items_have_kind_fields_and_text() {
     let items = |f: &Flow, v: &Verdict| -> Vec<Value> {
-        let j: Value =
-            serde_json::from_str(&crate::output::render::flow_json_line(f, v, true)).unwrap();
+        let j: Value = serde_json::from_str(&crate::output::render::flow_json_line(
+            f,
+            v,
+            true,
+            &Default::default(),
+        ))
+        .unwrap();
         let a = j["verdict"]["evidence"].as_array().unwrap().clone();
         assert_eq!(a.len(), v.evidence.len());
         for (e, it) in a.iter().zip(&v.evidence) {
@@ -1269,4 +1279,51 @@ fn a_late_neighbour_event_does_not_move_the_last_request_namespace() {
         f.hops.push(p);
         assert_eq!(last_request_netns(&f), Some(other.netns_inode));
     }
+}
+
+/// A hop whose namespace a pod owns names the pod: `pod` in JSON (absent
+/// for the others), the namespace column in text (truncated like a
+/// namespace's name); the verdict's `where` keeps the namespace's name.
+#[test]
+fn hops_name_the_pod_that_owns_their_namespace() {
+    use crate::{model::names::PodNames, output::render};
+    let (f, env) = load("tcp_delivered");
+    let v = judge(&f, &env);
+    let client = f.hops[0].netns_inode;
+    let pods: PodNames = [(client, "default/web-client-7d4b9".to_string())]
+        .into_iter()
+        .collect();
+    let j: Value = serde_json::from_str(&render::flow_json_line(&f, &v, true, &pods)).unwrap();
+    let hops = j["hops"].as_array().unwrap();
+    assert_eq!(hops.len(), f.hops.len());
+    for (h, out) in f.hops.iter().zip(hops) {
+        if h.netns_inode == client {
+            assert_eq!(out["pod"], "default/web-client-7d4b9", "{out}");
+            assert_eq!(out["netns"], "c", "{out}");
+        } else {
+            assert!(out.get("pod").is_none(), "{out}");
+        }
+    }
+    assert_eq!(
+        j["verdict"]["where"],
+        "local socket 10.201.2.2:8080 in netns s"
+    );
+    let text = render::flow_text(&f, &v, &pods);
+    assert!(text.contains("  default/web-clien… "), "{text}");
+    assert!(
+        text.contains("\n  where: local socket 10.201.2.2:8080 in netns s\n"),
+        "{text}"
+    );
+    // Without pods, as before.
+    let plain = render::flow_text(&f, &v, &PodNames::default());
+    assert!(!plain.contains("default/"), "{plain}");
+    let j: Value =
+        serde_json::from_str(&render::flow_json_line(&f, &v, true, &PodNames::default())).unwrap();
+    assert!(
+        j["hops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h.get("pod").is_none())
+    );
 }
