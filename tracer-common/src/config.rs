@@ -303,13 +303,14 @@ mod tests {
 
     #[test]
     fn filter_layout() {
-        assert_eq!(size_of::<FilterConfig>(), 40);
+        assert_eq!(size_of::<FilterConfig>(), 48);
         assert_eq!(align_of::<FilterConfig>(), 8);
         assert_eq!(offset_of!(FilterConfig, addr), 0);
         assert_eq!(offset_of!(FilterConfig, mask), 16);
         assert_eq!(offset_of!(FilterConfig, family), 32);
         assert_eq!(offset_of!(FilterConfig, port), 36);
         assert_eq!(offset_of!(FilterConfig, snaplen), 38);
+        assert_eq!(offset_of!(FilterConfig, dns_port), 40);
     }
 
     #[test]
