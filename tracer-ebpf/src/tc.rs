@@ -267,11 +267,22 @@ fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
     if keep && budgeted {
         agg::recorded(k, ev.hdr.ifindex, ev.hdr.netns);
     }
-    if keep && need_track {
+    // A TCP segment to or from a DNS port is read at every tc hop: one a
+    // local socket sent was first followed by the xmit tracepoint, which
+    // reads the linear part only, and its payload is in page fragments
+    // (userspace takes the same message on the same skb for one).
+    if keep && (need_track || tcp_dns(pkt)) {
         packet_bytes(ctx, hook, ev);
     }
     r.finish(keep);
     Some(())
+}
+
+/// A TCP segment to or from a DNS port (53, or `--dns-port`).
+#[inline(always)]
+fn tcp_dns(pkt: &PacketInfo) -> bool {
+    pkt.proto == IPPROTO_TCP
+        && (crate::filter::dns_port(pkt.sport) || crate::filter::dns_port(pkt.dport))
 }
 
 /// Snap lengths up to this are read with bpf_skb_load_bytes() (paged data
