@@ -25,16 +25,11 @@ pub struct Captured {
     pub data: Vec<u8>,
 }
 
-/// The packet's length from its IP header: IPv4's total length, IPv6's
-/// payload length plus its 40-byte header; at least the bytes captured.
+/// The packet's length from its IP header
+/// ([`crate::model::event::ip_total_len`]); at least the bytes captured.
 pub fn ip_len(data: &[u8]) -> u32 {
-    let field = |i: usize| data.get(i..i + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
-    let len = match data.first().map(|b| b >> 4) {
-        Some(4) => field(2).map(u32::from),
-        Some(6) => field(4).map(|n| u32::from(n) + 40),
-        _ => None,
-    };
-    len.unwrap_or(0).max(data.len() as u32)
+    let told = crate::model::event::ip_total_len(data).unwrap_or(0);
+    told.max(data.len()) as u32
 }
 
 #[cfg(test)]

@@ -254,18 +254,12 @@ pub fn from_packet(ip: &[u8], extra_port: u16) -> Option<Result<Message, DnsErro
 /// the device hooks see before the stack trims it, is not transport data.
 /// A length of 0 (BIG TCP, IPv6 jumbograms) does not bound them.
 fn transport(ip: &[u8]) -> Option<(u8, &[u8])> {
-    let (proto, l4_off, total) = match ip.first()? >> 4 {
-        4 => (
-            *ip.get(9)?,
-            usize::from(ip[0] & 0x0f) * 4,
-            usize::from(u16::from_be_bytes([*ip.get(2)?, *ip.get(3)?])),
-        ),
-        6 => {
-            let payload = usize::from(u16::from_be_bytes([*ip.get(4)?, *ip.get(5)?]));
-            (*ip.get(6)?, 40, if payload == 0 { 0 } else { 40 + payload })
-        }
+    let (proto, l4_off) = match ip.first()? >> 4 {
+        4 => (*ip.get(9)?, usize::from(ip[0] & 0x0f) * 4),
+        6 => (*ip.get(6)?, 40),
         _ => return None,
     };
+    let total = crate::model::event::ip_total_len(ip)?;
     let end = if total == 0 {
         ip.len()
     } else {

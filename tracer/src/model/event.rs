@@ -113,6 +113,22 @@ pub fn cname_str(b: &[u8]) -> &str {
     }
 }
 
+/// What the IP header at the start of `ip` says of the packet's length:
+/// IPv4's total length, or IPv6's payload length plus its 40-byte
+/// header; 0 when IPv6's payload length is 0 (jumbograms, BIG TCP: not
+/// told). None when no IPv4/IPv6 header can be read.
+pub fn ip_total_len(ip: &[u8]) -> Option<usize> {
+    let field = |i: usize| {
+        ip.get(i..i + 2)
+            .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+    };
+    match ip.first()? >> 4 {
+        4 => field(2),
+        6 => field(4).map(|n| if n == 0 { 0 } else { n + 40 }),
+        _ => None,
+    }
+}
+
 pub fn ip_from(family: u8, b: &[u8; 16]) -> IpAddr {
     if family == 6 {
         IpAddr::V6(Ipv6Addr::from(*b))

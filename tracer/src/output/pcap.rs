@@ -94,7 +94,7 @@ impl PcapWriter {
     /// Hold a packet until its flow is printed; counted, not held, once
     /// the file would outgrow its cap.
     pub fn hold(&mut self, p: Captured) {
-        let size = epb_size(p.data.len(), comment(&p, "").len() + VERDICT_MAX);
+        let size = held_size(&p);
         if self.written_bytes + self.held_bytes + size > self.max_bytes {
             self.over_cap();
             return;
@@ -153,7 +153,7 @@ impl PcapWriter {
         let verdict = truncated(verdict, VERDICT_MAX);
         for p in packets {
             let text = comment(&p, verdict);
-            self.held_bytes -= epb_size(p.data.len(), comment(&p, "").len() + VERDICT_MAX);
+            self.held_bytes -= held_size(&p);
             self.write(&p, text);
         }
     }
@@ -226,6 +226,12 @@ fn interface(p: &Captured) -> (InterfaceDescriptionBlock<'static>, (usize, usize
         ],
     };
     (block, lens)
+}
+
+/// What a held packet is reckoned to take once written: its EPB with the
+/// longest verdict in its comment.
+fn held_size(p: &Captured) -> u64 {
+    epb_size(p.data.len(), comment(p, "").len() + VERDICT_MAX)
 }
 
 fn pad4(n: usize) -> u64 {
