@@ -10,7 +10,7 @@ use crate::{
     model::flow::{Flow, NatBy},
     model::hop::{Dir, HopData, hook_name},
     model::names::PodNames,
-    verdict::{QueryVerdict, Verdict},
+    verdict::{Kind, QueryVerdict, Verdict},
 };
 
 /// A flow record as written: serialized straight to text. Going through a
@@ -120,7 +120,7 @@ fn dns_out<'a>(log: &DnsLog, flow: &Flow, v: &'a Verdict) -> DnsOut<'a> {
                     client: client.clone(),
                     server: server.clone(),
                     verdict: qv,
-                    text: query_text(q, flow, qv),
+                    text: query_text(q, (&client, &server), qv),
                 }
             })
             .collect(),
@@ -143,12 +143,13 @@ fn endpoints(flow: &Flow) -> (String, String) {
 /// `A kubernetes.default.svc.cluster.local from 10.0.1.5:41234 ->
 /// 169.254.25.10:53 (id 0x1a2b) => NOERROR 1 answer (10.96.0.1) 0.80 ms`,
 /// or `=> no answer: MISROUTED reason (where)`: the query's own verdict.
-pub(crate) fn query_text(q: &Query, flow: &Flow, qv: Option<&QueryVerdict>) -> String {
+/// `ends`: the flow's client and server ([`endpoints`]).
+pub(crate) fn query_text(q: &Query, ends: (&str, &str), qv: Option<&QueryVerdict>) -> String {
     let mut s = match &q.question {
         Some(x) => format!("{} {}", dns::qtype_name(x.qtype), x.name),
         None => "(question not read)".to_string(),
     };
-    let (client, server) = endpoints(flow);
+    let (client, server) = ends;
     s.push_str(&format!(" from {client} -> {server} (id {:#06x}", q.id));
     if q.sent > 1 {
         s.push_str(&format!(", sent {} times", q.sent));
@@ -157,12 +158,7 @@ pub(crate) fn query_text(q: &Query, flow: &Flow, qv: Option<&QueryVerdict>) -> S
     let Some(r) = &q.reply else {
         s.push_str(" => no answer");
         if let Some(v) = qv {
-            s.push_str(&format!(
-                ": {} {} ({})",
-                v.kind.as_str().to_uppercase(),
-                v.reason,
-                v.where_
-            ));
+            s.push_str(&format!(": {} ({})", label(v.kind, &v.reason), v.where_));
         }
         return s;
     };
@@ -255,7 +251,11 @@ pub fn flow_json_line(flow: &Flow, v: &Verdict, final_: bool, pods: &PodNames) -
 
 /// A verdict as text output heads a flow with it: `DROPPED NETFILTER_DROP`.
 pub fn verdict_label(v: &Verdict) -> String {
-    format!("{} {}", v.kind.as_str().to_uppercase(), v.reason)
+    label(v.kind, &v.reason)
+}
+
+fn label(kind: Kind, reason: &str) -> String {
+    format!("{} {reason}", kind.as_str().to_uppercase())
 }
 
 /// A flow as text: its verdict, then its hops, each in its namespace,
@@ -283,10 +283,11 @@ pub fn flow_text(flow: &Flow, v: &Verdict, pods: &PodNames) -> String {
     }
     s.push_str(&format!("  where: {}\n", v.where_));
     if let Some(log) = flow.dns.as_deref() {
+        let (client, server) = endpoints(flow);
         for (i, q) in log.queries.iter().enumerate() {
             s.push_str(&format!(
                 "  dns {}\n",
-                query_text(q, flow, v.queries.get(i))
+                query_text(q, (&client, &server), v.queries.get(i))
             ));
         }
         if log.more > 0 {
