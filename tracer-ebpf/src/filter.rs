@@ -242,8 +242,14 @@ pub fn classify_matched(skb: u64, pkt: &PacketInfo, d: u8) -> (u8, bool) {
 
 /// Is `port` a DNS port: 53, or the one `--dns-port` added?
 #[inline(always)]
-pub fn dns_port(port: u16) -> bool {
+fn dns_port(port: u16) -> bool {
     port == tracer_common::DNS_PORT || (port != 0 && port == crate::filter().dns_port)
+}
+
+/// Is the packet to or from a DNS port?
+#[inline(always)]
+pub fn dns(pkt: &PacketInfo) -> bool {
+    dns_port(pkt.sport) || dns_port(pkt.dport)
 }
 
 /// Has the tracked skb's tuple changed since it was tracked (NAT)?

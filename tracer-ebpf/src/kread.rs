@@ -207,7 +207,7 @@ pub fn l4_ports(l4: u64, pkt: &mut PacketInfo) {
             };
             pkt.sport = u16::from_be_bytes([ports[0], ports[1]]);
             pkt.dport = u16::from_be_bytes([ports[2], ports[3]]);
-            if crate::filter::dns_port(pkt.sport) || crate::filter::dns_port(pkt.dport) {
+            if crate::filter::dns(pkt) {
                 // The DNS id, after the 8-byte UDP header (RFC 1035 4.1.1).
                 if let Ok(id) = unsafe { bpf_probe_read_kernel((l4 + 8) as *const [u8; 2]) } {
                     pkt.dns_id = u16::from_be_bytes(id);

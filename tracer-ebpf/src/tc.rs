@@ -141,7 +141,7 @@ fn parse_l4(ctx: &TcContext, pkt: &mut PacketInfo, l4_off: usize) {
                 pkt.sport = u16::from_be_bytes([ports[0], ports[1]]);
                 pkt.dport = u16::from_be_bytes([ports[2], ports[3]]);
             }
-            if crate::filter::dns_port(pkt.sport) || crate::filter::dns_port(pkt.dport) {
+            if crate::filter::dns(pkt) {
                 // The DNS id, after the 8-byte UDP header (RFC 1035 4.1.1).
                 if let Some(id) = load::<[u8; 2]>(ctx, l4_off + 8) {
                     pkt.dns_id = u16::from_be_bytes(id);
@@ -281,8 +281,7 @@ fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
 /// A TCP segment to or from a DNS port (53, or `--dns-port`).
 #[inline(always)]
 fn tcp_dns(pkt: &PacketInfo) -> bool {
-    pkt.proto == IPPROTO_TCP
-        && (crate::filter::dns_port(pkt.sport) || crate::filter::dns_port(pkt.dport))
+    pkt.proto == IPPROTO_TCP && crate::filter::dns(pkt)
 }
 
 /// Snap lengths up to this are read with bpf_skb_load_bytes() (paged data
