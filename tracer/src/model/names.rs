@@ -250,24 +250,14 @@ impl NetnsNames {
                 self.paths.insert(ino, path);
             }
         }
-        if let Ok(rd) = std::fs::read_dir("/proc") {
-            for e in rd.flatten() {
-                let name = e.file_name();
-                let Some(pid) = name
-                    .to_str()
-                    .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
-                else {
-                    continue;
-                };
-                let p = e.path().join("ns/net");
-                if let Some(ino) = crate::node::netns::netns_inode(&p) {
-                    self.paths.entry(ino).or_insert_with(|| p.clone());
-                    self.names.entry(ino).or_insert_with(|| {
-                        let comm =
-                            std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-                        format!("pid:{pid}({})", comm.trim()).into()
-                    });
-                }
+        for (pid, dir) in crate::node::procstat::pids(Path::new("/proc")) {
+            let p = dir.join("ns/net");
+            if let Some(ino) = crate::node::netns::netns_inode(&p) {
+                self.paths.entry(ino).or_insert_with(|| p.clone());
+                self.names.entry(ino).or_insert_with(|| {
+                    let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+                    format!("pid:{pid}({})", comm.trim()).into()
+                });
             }
         }
         self.scan_pods(&host);

@@ -88,18 +88,7 @@ pub fn pods_by_uid(dir: &Path) -> HashMap<String, String> {
 /// `ip netns exec` shell) add nothing.
 pub fn pod_uids_by_netns(proc: &Path, inodes: &BTreeSet<u32>) -> BTreeMap<u32, BTreeSet<String>> {
     let mut out: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
-    let Ok(rd) = std::fs::read_dir(proc) else {
-        return out;
-    };
-    for e in rd.flatten() {
-        if !e
-            .file_name()
-            .to_str()
-            .is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-        {
-            continue;
-        }
-        let dir = e.path();
+    for (_, dir) in crate::node::procstat::pids(proc) {
         let Some(ino) = std::fs::read_link(dir.join("ns/net"))
             .ok()
             .and_then(|t| netns_of_link(t.to_str()?))

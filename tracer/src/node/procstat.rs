@@ -1,6 +1,21 @@
 //! This process's memory figures from /proc/self/status (kernel
 //! fs/proc/task_mmu.c, task_mem()): the summary's peak RSS and the
-//! pipeline bench.
+//! pipeline bench; and the processes of a /proc.
+
+use std::path::{Path, PathBuf};
+
+/// The process directories of the /proc at `proc`: (PID, its directory).
+/// Nothing when it cannot be read.
+pub fn pids(proc: &Path) -> impl Iterator<Item = (String, PathBuf)> {
+    std::fs::read_dir(proc)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().into_string().ok()?;
+            (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then(|| (pid, e.path()))
+        })
+}
 
 /// A `kB` line of /proc/self/status (`VmRSS:`, `VmHWM:` ...), in KiB.
 pub fn self_status_kib(key: &str) -> Option<u64> {
