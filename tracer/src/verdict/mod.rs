@@ -307,12 +307,20 @@ fn reason_origin(flow: &Flow, v: &mut Verdict) {
     v.add(fact);
 }
 
-pub fn evaluate(flow: &Flow, env: &dyn Env, c: &Completeness) -> Verdict {
+/// The first rule's verdict, its reason's origin said: what decides a
+/// verdict's kind, reason and where (the rest of [`evaluate`] adds facts
+/// and the hint).
+fn decide(flow: &Flow, env: &dyn Env) -> Verdict {
     let mut v = rules::RULES
         .iter()
         .find_map(|rule| rule(flow, env))
         .unwrap_or_else(|| rules::fallback(flow));
     reason_origin(flow, &mut v);
+    v
+}
+
+pub fn evaluate(flow: &Flow, env: &dyn Env, c: &Completeness) -> Verdict {
+    let mut v = decide(flow, env);
     for dst in flow.dsts() {
         v.add_all(env.dst_facts(dst));
     }
@@ -362,17 +370,19 @@ pub fn evaluate(flow: &Flow, env: &dyn Env, c: &Completeness) -> Verdict {
         });
     }
     v.evidence = evidence::collapse(std::mem::take(&mut v.evidence));
-    v.queries = query_verdicts(flow, env, c);
+    v.queries = query_verdicts(flow, env);
     v
 }
 
-/// Each DNS query of the flow judged as its own flow (its packets only).
-fn query_verdicts(flow: &Flow, env: &dyn Env, c: &Completeness) -> Vec<QueryVerdict> {
+/// Each DNS query of the flow judged as its own flow (its packets only):
+/// kind, reason and where, without the facts and hint a query does not
+/// show.
+fn query_verdicts(flow: &Flow, env: &dyn Env) -> Vec<QueryVerdict> {
     let n = flow.dns.as_deref().map_or(0, |d| d.queries.len());
     (0..n)
         .filter_map(|i| {
             let sub = crate::model::dns_flow::query_flow(flow, i)?;
-            let v = evaluate(&sub, env, c);
+            let v = decide(&sub, env);
             Some(QueryVerdict {
                 kind: v.kind,
                 reason: v.reason,
