@@ -34,24 +34,33 @@ pub fn query_flow(flow: &Flow, i: usize) -> Option<Flow> {
         sub.hops.clone_from(&flow.hops);
         return Some(sub);
     }
-    let owned: Vec<&Hop> = flow
+    // Per hop: one of this query's packets (hops without an skb: none).
+    let mine: Vec<bool> = flow
         .hops
         .iter()
-        .filter(|h| h.skb != 0 && owner(&log.queries, h) == Some(i))
+        .map(|h| h.skb != 0 && owner(&log.queries, h) == Some(i))
         .collect();
     let start = q.captures.iter().map(|c| c.ts_ns).min()?;
-    let end = owned.iter().map(|h| h.ts_ns).max().unwrap_or(start);
+    let end = flow
+        .hops
+        .iter()
+        .zip(&mine)
+        .filter(|(_, m)| **m)
+        .map(|(h, _)| h.ts_ns)
+        .max()
+        .unwrap_or(start);
     sub.hops = flow
         .hops
         .iter()
-        .filter(|h| {
+        .zip(&mine)
+        .filter(|(h, m)| {
             if h.skb == 0 {
                 h.ts_ns + LEAD_NS >= start && h.ts_ns <= end
             } else {
-                owned.iter().any(|o| std::ptr::eq(*o, *h))
+                **m
             }
         })
-        .cloned()
+        .map(|(h, _)| h.clone())
         .collect();
     sub.first_ns = sub.hops.first().map_or(start, |h| h.ts_ns);
     sub.last_ns = sub.hops.last().map_or(start, |h| h.ts_ns);
