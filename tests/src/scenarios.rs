@@ -1192,28 +1192,22 @@ pub fn incident4() -> Result<Scenario> {
     host.ip(&["route", "add", "default", "via", "10.224.9.1"])?;
     master.ip(&["addr", "add", "10.224.1.10/24", "dev", "eth0"])?;
     gw.ip(&["addr", "add", "10.224.9.1/24", "dev", "eth0"])?;
-    host.exec(&[
-        "iptables",
-        "-w",
-        "-t",
-        "nat",
-        "-A",
-        "OUTPUT",
-        "-d",
-        "10.43.0.1/32",
-        "-p",
-        "tcp",
-        "--dport",
-        "443",
-        "-m",
-        "comment",
-        "--comment",
-        "default/kubernetes:https",
-        "-j",
-        "DNAT",
-        "--to-destination",
-        "10.224.1.10:6443",
-    ])?;
+    // kube-proxy's iptables mode (pkg/proxy/iptables/proxier.go): OUTPUT
+    // -> KUBE-SERVICES (the ClusterIP's rule, commented with the Service
+    // port) -> KUBE-SVC-* -> KUBE-SEP-* (the endpoint's DNAT).
+    host.exec_file(
+        &["iptables-restore", "-w", "--noflush"],
+        r#"*nat
+:KUBE-SERVICES - [0:0]
+:KUBE-SVC-NPX46M4PTMTKRN6Y - [0:0]
+:KUBE-SEP-7XQKQKHA2PQUPOJN - [0:0]
+-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A KUBE-SERVICES -d 10.43.0.1/32 -p tcp -m comment --comment "default/kubernetes:https cluster IP" -m tcp --dport 443 -j KUBE-SVC-NPX46M4PTMTKRN6Y
+-A KUBE-SVC-NPX46M4PTMTKRN6Y -m comment --comment "default/kubernetes:https -> 10.224.1.10:6443" -j KUBE-SEP-7XQKQKHA2PQUPOJN
+-A KUBE-SEP-7XQKQKHA2PQUPOJN -p tcp -m comment --comment "default/kubernetes:https" -m tcp -j DNAT --to-destination 10.224.1.10:6443
+COMMIT
+"#,
+    )?;
     let srv = listen(&master, "10.224.1.10:6443", 15)?;
     let mut sc = simple(
         "incident4",

@@ -430,6 +430,24 @@ fn network_policy_default_deny_names_the_pod() {
     assert!(hint.contains("kubectl get networkpolicy"), "{hint}");
 }
 
+/// The flow's `service`: read from a map of kube-proxy's nftables table
+/// in the router.
+fn assert_service(f: &Value, name: &str, kind: &str, map: &str) {
+    let s = &f["service"];
+    assert_eq!(
+        (s["name"].as_str(), s["kind"].as_str()),
+        (Some(name), Some(kind)),
+        "{f}"
+    );
+    assert_eq!(s["source"]["kind"], "nftables_map", "{f}");
+    assert_eq!(
+        (s["source"]["family"].as_str(), s["source"]["map"].as_str()),
+        (Some("ip"), Some(map)),
+        "{f}"
+    );
+    assert!(evidence::field(s, "netns").ends_with("-router"), "{f}");
+}
+
 /// kube-proxy's nftables mode: the verdict names the rule nftrace saw,
 /// the verdict-map element and what it means for the Service.
 fn kube_nft(name: &str) -> Option<(Value, String, String)> {
@@ -452,6 +470,13 @@ fn kube_proxy_nftables_service_without_endpoints() {
     let Some((f, dump, where_)) = kube_nft("kube_nft_no_endpoints") else {
         return;
     };
+    // The Service by name, from the no-endpoints map's element comment.
+    assert_service(
+        &f,
+        "default/empty:http",
+        "ClusterIP",
+        "no-endpoint-services",
+    );
     assert!(
         where_.contains("rule `reject` (table ip kube-proxy, chain reject-chain, handle ")
             && where_.contains(
@@ -495,6 +520,8 @@ fn kube_proxy_nftables_names_the_service_and_endpoint_of_a_delivered_flow() {
     let (kind, reason, _) = verdict(&f);
     assert_eq!((kind, reason), ("delivered", "local_socket"), "{dump}");
     assert_eq!(f["translated"]["dst"], "10.244.2.2", "{dump}");
+    // From the service-ips element's chain (`service-HASH-ns/svc/...`).
+    assert_service(&f, "default/web:http", "ClusterIP", "service-ips");
     let routed = evidence::of_kind(&f, "kube_service_routed");
     assert!(
         routed.iter().any(|e| e["service"] == "default/web:http"
@@ -514,6 +541,8 @@ fn kube_proxy_nftables_unallocated_cluster_ip() {
     let Some((f, dump, where_)) = kube_nft("kube_nft_unallocated") else {
         return;
     };
+    // No Service has the address: none is named.
+    assert!(f.get("service").is_none(), "{dump}");
     assert!(
         where_.contains(
             "rule `ip daddr 10.246.96.0/24 drop comment \"Drop traffic to unallocated ClusterIPs\"` (table ip kube-proxy, chain cluster-ips-check, handle "
@@ -537,6 +566,7 @@ fn kube_proxy_nftables_load_balancer_source_ranges() {
     let Some((f, dump, where_)) = kube_nft("kube_nft_source_ranges") else {
         return;
     };
+    assert_service(&f, "default/lb:http", "LoadBalancer", "firewall-ips");
     assert!(where_.starts_with("netfilter PREROUTING"), "{where_}");
     assert!(
         where_.contains("(table ip kube-proxy, chain firewall-4BQ3ZKGA-default/lb/tcp/http, handle ")

@@ -55,6 +55,12 @@ fn incident2_lb_ip_without_local_endpoint() {
                 .any(|e| evidence::field(e, "service").contains('/')),
             "{ev}"
         );
+        // kube-proxy's rule (iptables-nft) names the Service of the flow.
+        let svc = &f["service"];
+        assert_eq!(svc["name"], "default/nginx:http", "{dump}");
+        assert_eq!(svc["kind"], "LoadBalancer or ExternalIP", "{dump}");
+        assert_eq!(svc["source"]["chain"], "KUBE-EXTERNAL-SERVICES", "{dump}");
+        assert!(evidence::field(svc, "netns").ends_with("-master"), "{dump}");
         traced
     };
     assert!(
@@ -114,6 +120,22 @@ fn incident4_clusterip_routed_by_the_default_route() {
         "{ev}"
     );
     assert!(ev.contains("chose glob via 10.224.9.1"), "{ev}");
+    // kube-proxy's KUBE-SERVICES rule names the ClusterIP's Service.
+    let svc = &f["service"];
+    assert_eq!(
+        (svc["name"].as_str(), svc["kind"].as_str()),
+        (Some("default/kubernetes:https"), Some("ClusterIP")),
+        "{dump}"
+    );
+    assert_eq!(
+        (
+            svc["source"]["kind"].as_str(),
+            svc["source"]["table"].as_str(),
+            svc["source"]["chain"].as_str()
+        ),
+        (Some("iptables_rule"), Some("nat"), Some("KUBE-SERVICES")),
+        "{dump}"
+    );
     assert!(
         evidence::of_kind(&f, "no_route_back")
             .iter()

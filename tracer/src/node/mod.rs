@@ -16,6 +16,7 @@ pub mod nftrace;
 pub mod pods;
 pub mod procstat;
 pub mod route;
+pub mod services;
 pub mod sockets;
 pub mod tc;
 pub mod vip;

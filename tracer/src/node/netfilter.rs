@@ -316,6 +316,7 @@ COMMIT
             verdict: verdict.map(str::to_string),
             comment: None,
             text: text.into(),
+            dst: Default::default(),
         }
     }
 

@@ -50,6 +50,18 @@ pub struct NftRule {
     pub comment: Option<String>,
     /// As `nft list ruleset` prints it, without the counter.
     pub text: String,
+    /// The destination it matches exactly, where it does (kube-proxy's
+    /// per-Service rules: `-d IP/32 -p tcp --dport N`).
+    pub dst: Dst,
+}
+
+/// What a rule's equality matches say of the destination: address,
+/// transport protocol, port (each None when not matched exactly).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Dst {
+    pub addr: Option<IpAddr>,
+    pub l4: Option<u8>,
+    pub port: Option<u16>,
 }
 
 pub fn family_name(f: u8) -> String {
@@ -84,17 +96,39 @@ pub fn rule_messages() -> Option<Vec<Vec<u8>>> {
 
 /// The rules of this thread's namespace; None on error.
 pub fn rules() -> Option<Vec<NftRule>> {
-    let names = |i: u32| {
-        nix::net::if_::if_indextoname(i)
-            .map(|c| c.to_string_lossy().into_owned())
-            .ok()
-    };
     Some(
         rule_messages()?
             .iter()
-            .filter_map(|m| parse_rule(m, &names))
+            .filter_map(|m| parse_rule(m, &if_name))
             .collect(),
     )
+}
+
+fn if_name(i: u32) -> Option<String> {
+    nix::net::if_::if_indextoname(i)
+        .map(|c| c.to_string_lossy().into_owned())
+        .ok()
+}
+
+/// The rules of one chain of this thread's namespace (the kernel filters
+/// the dump by table and chain: nf_tables_dump_rules_start()); None on
+/// error, as when there is no such table.
+pub fn chain_rules(family: u8, table: &str, chain: &str) -> Option<Vec<NftRule>> {
+    let mut body = vec![family, 0, 0, 0];
+    put_attr(&mut body, NFTA_RULE_TABLE, &nul(table));
+    put_attr(&mut body, NFTA_RULE_CHAIN, &nul(chain));
+    let mut out = Vec::new();
+    dump(
+        libc::NETLINK_NETFILTER,
+        (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETRULE,
+        &body,
+        &mut |ty, msg| {
+            if ty == (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWRULE {
+                out.extend(parse_rule(msg, &if_name));
+            }
+        },
+    )?;
+    Some(out)
 }
 
 /// One element of a set or map: its key's bytes, its data's verdict (a
@@ -198,6 +232,7 @@ pub fn parse_rule(msg: &[u8], ifname: &dyn Fn(u32) -> Option<String>) -> Option<
         verdict: r.verdict,
         comment: udata_comment.or(r.comment),
         text,
+        dst: Dst { l4: r.l4, ..r.dst },
     })
 }
 
@@ -294,6 +329,8 @@ struct Render<'a> {
     packets: Option<u64>,
     verdict: Option<String>,
     comment: Option<String>,
+    /// The destination address and port matched exactly.
+    dst: Dst,
 }
 
 fn unit(reg: u32) -> u32 {
@@ -323,6 +360,7 @@ impl<'a> Render<'a> {
             packets: None,
             verdict: None,
             comment: None,
+            dst: Dst::default(),
         }
     }
 
@@ -640,6 +678,28 @@ impl<'a> Render<'a> {
                     len: 1,
                 } if self.l3 == Some(NFPROTO_IPV6) => {
                     self.l4 = v.first().copied();
+                }
+                // ip daddr / ip6 daddr (the whole address), th dport.
+                Src::Payload {
+                    base: 1,
+                    off: 16,
+                    len: 4,
+                } if self.l3 == Some(NFPROTO_IPV4) => {
+                    self.dst.addr = <[u8; 4]>::try_from(v).ok().map(IpAddr::from);
+                }
+                Src::Payload {
+                    base: 1,
+                    off: 24,
+                    len: 16,
+                } if self.l3 == Some(NFPROTO_IPV6) => {
+                    self.dst.addr = <[u8; 16]>::try_from(v).ok().map(IpAddr::from);
+                }
+                Src::Payload {
+                    base: 2,
+                    off: 2,
+                    len: 2,
+                } => {
+                    self.dst.port = <[u8; 2]>::try_from(v).ok().map(u16::from_be_bytes);
                 }
                 _ => {}
             }
@@ -1098,6 +1158,23 @@ impl<'a> Render<'a> {
             ("target", "REJECT") => {
                 self.statement("reject".into());
                 self.verdict = Some("reject".into());
+            }
+            // iptables-nft before 1.8.8 runs `-m tcp/udp --dport N` as the
+            // xt match: struct xt_tcp/xt_udp begin with spts[2], dpts[2]
+            // (host order), and their invflags has XT_TCP_INV_DSTPT
+            // (0x02; XT_UDP_INV_DSTPT too) for `! --dport`.
+            ("match", proto @ ("tcp" | "udp")) => {
+                let word = |i: usize| info.get(i..i + 2).map(|b| u16::from_ne_bytes([b[0], b[1]]));
+                let inv = info.get(if proto == "tcp" { 11 } else { 8 }).copied();
+                if let (Some(lo), Some(hi), Some(inv)) = (word(4), word(6), inv)
+                    && lo == hi
+                    && inv & 0x02 == 0
+                {
+                    self.dst.port = Some(lo);
+                    self.push(format!("{proto} dport {lo}"));
+                } else {
+                    self.statement(format!("xt match {}", quote(proto)));
+                }
             }
             _ => {
                 self.statement(format!("xt {name} {}", quote(&xname)));

@@ -10,7 +10,8 @@ use crate::{
     model::flow::{Flow, NatBy},
     model::hop::{Dir, HopData, hook_name},
     model::names::PodNames,
-    verdict::{Kind, QueryVerdict, Verdict},
+    node::services::ServiceSource,
+    verdict::{Kind, QueryVerdict, Verdict, service::FlowService},
 };
 
 /// A flow record as written: serialized straight to text. Going through a
@@ -29,6 +30,11 @@ pub(crate) struct FlowOut<'a> {
     translated: Option<&'a Tuple>,
     nat_at: Option<usize>,
     nat_by: Option<&'static str>,
+    /// The Service the flow is for, where kube-proxy's rules (nftables
+    /// maps, iptables rule comments) in a namespace on its path name its
+    /// destination.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service: Option<&'a FlowService>,
     verdict: &'a Verdict,
     packets: u32,
     replies: u32,
@@ -216,6 +222,7 @@ fn flow_out<'a>(flow: &'a Flow, v: &'a Verdict, final_: bool, pods: &'a PodNames
         translated: flow.translated.as_ref(),
         nat_at: flow.nat_at(),
         nat_by: flow.nat_by.map(NatBy::as_str),
+        service: v.service.as_ref(),
         verdict: v,
         packets: flow.packets,
         replies: flow.replies,
@@ -281,6 +288,9 @@ pub fn flow_text(flow: &Flow, v: &Verdict, pods: &PodNames) -> String {
             flow.nat_by.map_or("?", NatBy::as_str)
         ));
     }
+    if let Some(svc) = &v.service {
+        s.push_str(&format!("  service: {}\n", service_text(svc)));
+    }
     s.push_str(&format!("  where: {}\n", v.where_));
     if let Some(log) = flow.dns.as_deref() {
         let (client, server) = endpoints(flow);
@@ -315,6 +325,24 @@ pub fn flow_text(flow: &Flow, v: &Verdict, pods: &PodNames) -> String {
         ));
     }
     s
+}
+
+/// `default/web:http (ClusterIP; kube-proxy nftables map ip service-ips
+/// in netns node)`.
+fn service_text(s: &FlowService) -> String {
+    let kind: &'static str = s.kind.into();
+    let from = match &s.source {
+        ServiceSource::NftablesMap { family, map } => {
+            format!("kube-proxy nftables map {family} {map}")
+        }
+        ServiceSource::IptablesRule {
+            family,
+            table,
+            chain,
+            handle,
+        } => format!("kube-proxy rule {family} {table} {chain} handle {handle}"),
+    };
+    format!("{} ({kind}; {from} in netns {})", s.name, s.netns)
 }
 
 fn trunc(s: &str, n: usize) -> String {

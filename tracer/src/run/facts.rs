@@ -26,6 +26,7 @@ use crate::{
     node::netns::{NetnsRef, addresses_in},
     node::nftrace::{NfTrace, NfTraced, TracedGoto},
     node::route::{Routing, routing_in},
+    node::services::{ServiceAddr, services_in},
     node::sockets::{Bound, ListenStats, bound_in, listen_stats_in},
     node::vip::VipWatch,
     run::pipeline::PreparedEnv,
@@ -55,11 +56,19 @@ struct NetnsFacts {
     /// Its routing rules and table sizes, read where a followed packet
     /// found no route.
     routing: Option<Routing>,
+    /// When read, and the addresses and ports kube-proxy serves Services
+    /// on there.
+    services: Option<(Instant, Vec<ServiceAddr>)>,
 }
 
 /// How often netfilter counters of a namespace are read again while
 /// tracing (the final report always reads them afresh).
 const NF_REFRESH: Duration = Duration::from_secs(2);
+
+/// How often kube-proxy's Services of a namespace are read again (they
+/// change when the cluster's Services do; a large node's maps are
+/// thousands of elements).
+const SERVICES_REFRESH: Duration = Duration::from_secs(5);
 
 pub struct LiveEnv {
     pub vip: VipWatch,
@@ -177,6 +186,12 @@ impl LiveEnv {
                 .iter()
                 .filter_map(|(ino, f)| Some((*ino, f.routing.clone()?)))
                 .collect(),
+            services: self
+                .cache
+                .iter()
+                .filter_map(|(ino, f)| Some((*ino, f.services.as_ref()?.1.clone())))
+                .filter(|(_, v)| !v.is_empty())
+                .collect(),
         }
     }
 }
@@ -249,11 +264,16 @@ impl PreparedEnv for LiveEnv {
                     ),
                     None => (Vec::new(), Vec::new()),
                 };
-                let (nf, traced) = self
+                let (nf, traced, services) = self
                     .cache
                     .remove(&ino)
-                    .map(|f| (f.nf, f.traced))
+                    .map(|f| (f.nf, f.traced, f.services))
                     .unwrap_or_default();
+                let services = match (services, &path) {
+                    (Some((at, s)), _) if at.elapsed() < SERVICES_REFRESH => Some((at, s)),
+                    (_, Some(p)) => Some((Instant::now(), services_in(p))),
+                    (_, None) => None,
+                };
                 self.cache.insert(
                     ino,
                     NetnsFacts {
@@ -272,6 +292,7 @@ impl PreparedEnv for LiveEnv {
                         conntrack: None,
                         listen: None,
                         routing: None,
+                        services,
                     },
                 );
             }
@@ -368,6 +389,14 @@ impl Env for LiveEnv {
 
     fn routing(&self, netns: u32) -> Option<&Routing> {
         self.cache.get(&netns).and_then(|f| f.routing.as_ref())
+    }
+
+    fn services(&self, netns: u32) -> &[ServiceAddr] {
+        self.cache
+            .get(&netns)
+            .and_then(|f| f.services.as_ref())
+            .map(|(_, s)| s.as_slice())
+            .unwrap_or(&[])
     }
 
     fn dst_facts(&self, dst: IpAddr) -> Vec<Evidence> {

@@ -32,6 +32,7 @@ use crate::{
     node::netfilter::NfRule,
     node::nftrace::{NfTraced, TracedGoto},
     node::route::Routing,
+    node::services::ServiceAddr,
     node::sockets::{Bound, ListenStats},
     output::Summary,
     verdict::{Completeness, IfAddr, Inventory, Verdict},
@@ -163,6 +164,11 @@ pub struct Facts {
     /// (format 2).
     #[serde(default)]
     pub routing: BTreeMap<u32, Routing>,
+    /// The addresses and ports kube-proxy serves Services on, in the
+    /// namespaces flows crossed (format 2; absent before Services were
+    /// named).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub services: BTreeMap<u32, Vec<ServiceAddr>>,
 }
 
 impl From<Inventory> for Facts {
@@ -181,6 +187,7 @@ impl From<Inventory> for Facts {
             conntrack: i.conntrack.into_iter().collect(),
             listen: i.listen.into_iter().collect(),
             routing: i.routing.into_iter().collect(),
+            services: i.services.into_iter().collect(),
         }
     }
 }
@@ -204,6 +211,7 @@ impl From<Facts> for Inventory {
             conntrack: f.conntrack.into_iter().collect(),
             listen: f.listen.into_iter().collect(),
             routing: f.routing.into_iter().collect(),
+            services: f.services.into_iter().collect(),
         }
     }
 }

@@ -90,6 +90,10 @@ impl Env for ReplayEnv {
     fn routing(&self, netns: u32) -> Option<&crate::node::route::Routing> {
         self.inventory.routing(netns)
     }
+
+    fn services(&self, netns: u32) -> &[crate::node::services::ServiceAddr] {
+        self.inventory.services(netns)
+    }
 }
 
 /// What replay found.

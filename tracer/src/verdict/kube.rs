@@ -7,6 +7,7 @@ use super::{Env, Evidence, evidence::PolicyDirection};
 use crate::{
     model::flow::Flow,
     node::nftrace::{NfTraced, TracedTuple},
+    node::services::{service_of_chain, service_of_tail},
 };
 
 /// Whether a traced packet is one of `flow`'s: its tuple, before or after
@@ -60,7 +61,7 @@ pub(super) fn drop_reading(t: &NfTraced) -> Option<Evidence> {
     if t.comment.as_deref() == Some("Drop traffic to unallocated ClusterIPs") {
         return Some(Evidence::KubeClusterIpUnallocated { addr: t.tuple.dst });
     }
-    let svc = service_of(t.chain.strip_prefix("firewall-")?.split_once('-')?.1)?;
+    let svc = service_of_tail(t.chain.strip_prefix("firewall-")?.split_once('-')?.1)?;
     Some(Evidence::KubeSourceRangesDrop {
         service: t
             .element
@@ -113,13 +114,6 @@ fn policy_reading(t: &NfTraced) -> Option<Evidence> {
     None
 }
 
-/// `ns/svc/proto/port` (a kube-proxy chain name's tail) as `ns/svc:port`.
-fn service_of(tail: &str) -> Option<String> {
-    let mut parts = tail.rsplitn(3, '/');
-    let (port, _proto, name) = (parts.next()?, parts.next()?, parts.next()?);
-    Some(format!("{name}:{port}"))
-}
-
 /// The Service (and endpoint) kube-proxy's nftables rules sent the flow
 /// to: its gotos to `service-HASH-ns/svc/proto/port` (or `external-...`)
 /// and `endpoint-HASH-ns/svc/proto/port__IP/PORT`.
@@ -137,12 +131,7 @@ pub fn routed(flow: &Flow, env: &dyn Env) -> Option<Evidence> {
             .filter(|g| g.table == "kube-proxy" && is_flows(flow, &g.tuple))
             .filter_map(|g| g.verdict.strip_prefix("goto "))
             .collect();
-        let service = gotos.iter().find_map(|c| {
-            let tail = c
-                .strip_prefix("service-")
-                .or_else(|| c.strip_prefix("external-"))?;
-            service_of(tail.split_once('-')?.1)
-        });
+        let service = gotos.iter().find_map(|c| service_of_chain(c));
         let Some(service) = service else { continue };
         let endpoint = gotos.iter().find_map(|c| {
             let (_, ep) = c.strip_prefix("endpoint-")?.split_once("__")?;

@@ -5,6 +5,7 @@ pub mod hints;
 pub mod kube;
 pub mod node_facts;
 pub mod rules;
+pub mod service;
 
 pub use evidence::{Endpoint, Evidence, EvidenceKind, Item};
 
@@ -22,6 +23,7 @@ use crate::{
     node::netfilter::NfRule,
     node::nftrace::{NfTraced, TracedGoto},
     node::route::Routing,
+    node::services::ServiceAddr,
     node::sockets::{Bound, ListenStats},
 };
 
@@ -78,6 +80,10 @@ pub struct Verdict {
     /// with the queries, not here.
     #[serde(skip)]
     pub queries: Vec<QueryVerdict>,
+    /// The Service the flow is for, where kube-proxy's rules on its path
+    /// name it; rendered on the flow, not here.
+    #[serde(skip)]
+    pub service: Option<service::FlowService>,
 }
 
 /// What became of one DNS query.
@@ -162,6 +168,10 @@ pub trait Env {
     fn routing(&self, _netns: u32) -> Option<&Routing> {
         None
     }
+    /// The addresses and ports kube-proxy serves Services on there.
+    fn services(&self, _netns: u32) -> &[ServiceAddr] {
+        &[]
+    }
 }
 
 /// A fixed inventory (tests, and a snapshot taken by the loader).
@@ -179,6 +189,7 @@ pub struct Inventory {
     pub conntrack: HashMap<u32, ConntrackTable>,
     pub listen: HashMap<u32, ListenStats>,
     pub routing: HashMap<u32, Routing>,
+    pub services: HashMap<u32, Vec<ServiceAddr>>,
 }
 
 impl Env for Inventory {
@@ -231,6 +242,10 @@ impl Env for Inventory {
 
     fn routing(&self, netns: u32) -> Option<&Routing> {
         self.routing.get(&netns)
+    }
+
+    fn services(&self, netns: u32) -> &[ServiceAddr] {
+        self.services.get(&netns).map(Vec::as_slice).unwrap_or(&[])
     }
 }
 
@@ -327,6 +342,7 @@ pub fn evaluate(flow: &Flow, env: &dyn Env, c: &Completeness) -> Verdict {
     if let Some(e) = kube::routed(flow, env) {
         v.add(e);
     }
+    v.service = service::of_flow(flow, env);
     v.hint = hints::hint(v.kind, &v.reason, &v.evidence);
     if c.lost_events > 0 {
         v.incomplete = true;

@@ -48,6 +48,7 @@ fn verdict(kind: Kind, reason: &str, where_: String, netns: &str, dev: Option<St
         evidence: Vec::new(),
         settled: true,
         queries: Vec::new(),
+        service: None,
     }
 }
 

@@ -161,6 +161,7 @@ fn resolving_names_rule_reject_and_policy() {
         verdict: Some(verdict.into()),
         comment: Some("no way".into()),
         text: text.into(),
+        dst: Default::default(),
     };
     let rules = vec![rule(
         "svc",

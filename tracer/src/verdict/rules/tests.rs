@@ -1327,3 +1327,76 @@ fn hops_name_the_pod_that_owns_their_namespace() {
             .all(|h| h.get("pod").is_none())
     );
 }
+
+/// A flow's destination kube-proxy serves a Service on, in a namespace
+/// on its path, names the Service: JSON `service` on the flow, a
+/// `service:` line in text; a NodePort only on the namespace's own
+/// addresses; nothing where no namespace on the path has it.
+#[test]
+fn flows_name_the_service_kube_proxy_serves_on_their_destination() {
+    use crate::{
+        model::names::PodNames,
+        node::services::{ServiceAddr, ServiceKind, ServiceSource},
+        output::render,
+    };
+    let (f, mut env) = load("tcp_delivered");
+    let server = f
+        .hops
+        .iter()
+        .find(|h| h.netns.as_str() == "s")
+        .unwrap()
+        .netns_inode;
+    let entry = |addr: Option<IpAddr>, port: u16, kind| ServiceAddr {
+        proto: 6,
+        addr,
+        port,
+        service: "shop/web:http".into(),
+        kind,
+        source: ServiceSource::NftablesMap {
+            family: "ip".into(),
+            map: "service-ips".into(),
+        },
+    };
+    // Another port of the address: not this flow's.
+    env.services.insert(
+        server,
+        vec![entry(Some(f.key.dst), 80, ServiceKind::ClusterIP)],
+    );
+    assert_eq!(judge(&f, &env).service, None);
+    env.services.insert(
+        server,
+        vec![entry(Some(f.key.dst), f.key.dport, ServiceKind::ClusterIP)],
+    );
+    let v = judge(&f, &env);
+    let j: Value =
+        serde_json::from_str(&render::flow_json_line(&f, &v, true, &PodNames::default())).unwrap();
+    assert_eq!(j["service"]["name"], "shop/web:http", "{j}");
+    assert_eq!(j["service"]["kind"], "ClusterIP", "{j}");
+    assert_eq!(j["service"]["netns"], "s", "{j}");
+    assert_eq!(
+        j["service"]["source"],
+        serde_json::json!({"kind": "nftables_map", "family": "ip", "map": "service-ips"})
+    );
+    let text = render::flow_text(&f, &v, &PodNames::default());
+    assert!(
+        text.contains("\n  service: shop/web:http (ClusterIP; kube-proxy nftables map ip service-ips in netns s)\n"),
+        "{text}"
+    );
+    // A NodePort: when the server namespace has the flow's destination
+    // address.
+    env.by_netns.insert(
+        server,
+        vec![IfAddr {
+            dev: "eth0".into(),
+            addr: f.key.dst,
+            prefix: 24,
+        }],
+    );
+    env.services.insert(
+        server,
+        vec![entry(None, f.key.dport, ServiceKind::NodePort)],
+    );
+    assert_eq!(judge(&f, &env).service.unwrap().kind, ServiceKind::NodePort);
+    env.by_netns.remove(&server);
+    assert_eq!(judge(&f, &env).service, None);
+}

@@ -1,0 +1,547 @@
+//! The Services kube-proxy serves in a namespace, read from its own
+//! rules (no API access): which Service an address and port are.
+//!
+//! - nftables mode (pkg/proxy/nftables/proxier.go): the verdict maps of
+//!   table `kube-proxy` are keyed `address . protocol . port`
+//!   (`service-ips`, `no-endpoint-services`, `firewall-ips`) or
+//!   `protocol . port` (`service-nodeports`, `no-endpoint-nodeports`);
+//!   an element names its Service by its comment (`ns/svc:port`) or by
+//!   the chain it goes to (`service-HASH-ns/svc/proto/port`,
+//!   `external-HASH-...`). The set `cluster-ips` holds the ClusterIPs.
+//! - iptables mode (pkg/proxy/iptables/proxier.go), read as iptables-nft
+//!   leaves it in nf_tables: the rules of `nat KUBE-SERVICES` are
+//!   commented `ns/svc:port cluster IP` (`loadbalancer IP`, `external
+//!   IP`) and match `-d IP/32 -p PROTO --dport N`; `nat KUBE-NODEPORTS`
+//!   commented `ns/svc:port` match the node port; `filter
+//!   KUBE-SERVICES`/`KUBE-EXTERNAL-SERVICES` reject or drop a Service
+//!   without (local) endpoints, commented `ns/svc:port has no ...`.
+//!
+//! IPVS mode's virtual services carry no names (its iptables rules match
+//! ipsets, uncommented per Service): a virtual service is named only when
+//! one of the above names its address and port.
+
+use std::{collections::HashSet, net::IpAddr, path::Path};
+
+use serde::{Deserialize, Serialize};
+
+use super::nftables::{self, NFPROTO_IPV4, NFPROTO_IPV6, NftRule, SetElem};
+
+/// How a Service is reached at that address (its `spec.type` part).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+    strum::IntoStaticStr,
+)]
+pub enum ServiceKind {
+    ClusterIP,
+    NodePort,
+    LoadBalancer,
+    ExternalIP,
+    /// A LoadBalancer or external IP: kube-proxy's nftables table and its
+    /// no-local-endpoints rules do not say which.
+    #[serde(rename = "LoadBalancer or ExternalIP")]
+    #[strum(serialize = "LoadBalancer or ExternalIP")]
+    External,
+}
+
+/// Where the name was read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ServiceSource {
+    /// An element of a map (or set) of kube-proxy's nftables table.
+    NftablesMap { family: String, map: String },
+    /// A kube-proxy rule (iptables mode, in nf_tables through
+    /// iptables-nft).
+    IptablesRule {
+        family: String,
+        table: String,
+        chain: String,
+        handle: u64,
+    },
+}
+
+/// One address and port kube-proxy serves a Service on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceAddr {
+    /// 6, 17 or 132.
+    pub proto: u8,
+    /// None for a NodePort (every address of the node).
+    pub addr: Option<IpAddr>,
+    pub port: u16,
+    /// `namespace/name:port` (the port's name, or its number when it has
+    /// none), as kube-proxy names it.
+    pub service: String,
+    pub kind: ServiceKind,
+    pub source: ServiceSource,
+}
+
+impl ServiceAddr {
+    /// Whether a packet to `dst:dport` is for it; `local` says whether
+    /// `dst` is an address of the namespace (a NodePort's).
+    pub fn serves(&self, proto: u8, dst: IpAddr, dport: u16, local: bool) -> bool {
+        self.proto == proto
+            && self.port == dport
+            && self.addr.map_or(local, |a| a == dst.to_canonical())
+    }
+}
+
+/// The Service that serves `dst:dport`: an entry for the address first,
+/// then a NodePort when `local(dst)`.
+pub fn find(
+    table: &[ServiceAddr],
+    proto: u8,
+    dst: IpAddr,
+    dport: u16,
+    local: bool,
+) -> Option<&ServiceAddr> {
+    table
+        .iter()
+        .find(|s| s.addr.is_some() && s.serves(proto, dst, dport, false))
+        .or_else(|| table.iter().find(|s| s.serves(proto, dst, dport, local)))
+}
+
+/// The Services of the namespace at `netns_path` (empty when it cannot
+/// be entered or kube-proxy has no rules there).
+pub fn services_in(netns_path: &Path) -> Vec<ServiceAddr> {
+    let Ok(_in) = crate::node::netns::NetnsGuard::enter(netns_path) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for family in [NFPROTO_IPV4, NFPROTO_IPV6] {
+        out.extend(from_nftables(family, &|set| {
+            nftables::set_elements(family, "kube-proxy", set)
+        }));
+        for (table, chain) in IPTABLES_CHAINS {
+            if let Some(rules) = nftables::chain_rules(family, table, chain) {
+                out.extend(rules.iter().filter_map(from_iptables_rule));
+            }
+        }
+    }
+    dedup(out)
+}
+
+/// The chains of kube-proxy's iptables mode whose rules name Services.
+const IPTABLES_CHAINS: [(&str, &str); 4] = [
+    ("nat", "KUBE-SERVICES"),
+    ("nat", "KUBE-NODEPORTS"),
+    ("filter", "KUBE-SERVICES"),
+    ("filter", "KUBE-EXTERNAL-SERVICES"),
+];
+
+/// One entry per (proto, address, port): the first read (nftables maps,
+/// then rules in chain order).
+fn dedup(v: Vec<ServiceAddr>) -> Vec<ServiceAddr> {
+    let mut seen = HashSet::new();
+    v.into_iter()
+        .filter(|s| seen.insert((s.proto, s.addr, s.port)))
+        .collect()
+}
+
+/// The maps of kube-proxy's nftables table (family `family`), elements
+/// read by `elements(set)`.
+fn from_nftables(family: u8, elements: &dyn Fn(&str) -> Option<Vec<SetElem>>) -> Vec<ServiceAddr> {
+    let alen = if family == NFPROTO_IPV6 { 16 } else { 4 };
+    let cluster: HashSet<IpAddr> = elements("cluster-ips")
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|e| addr(&e.key, alen))
+        .collect();
+    let source = |map: &str| ServiceSource::NftablesMap {
+        family: nftables::family_name(family),
+        map: map.to_string(),
+    };
+    let mut out = Vec::new();
+    for map in ["service-ips", "no-endpoint-services", "firewall-ips"] {
+        for e in elements(map).unwrap_or_default() {
+            // ipv4_addr . inet_proto . inet_service: each part in 32-bit
+            // registers (the port big-endian, then padding).
+            let (Some(a), Some(&proto), Some(port)) = (
+                addr(&e.key, alen),
+                e.key.get(alen),
+                e.key.get(alen + 4..alen + 6),
+            ) else {
+                continue;
+            };
+            let Some(service) = element_service(&e) else {
+                continue;
+            };
+            let kind = if map == "firewall-ips" {
+                ServiceKind::LoadBalancer
+            } else if cluster.contains(&a) {
+                ServiceKind::ClusterIP
+            } else {
+                ServiceKind::External
+            };
+            out.push(ServiceAddr {
+                proto,
+                addr: Some(a),
+                port: u16::from_be_bytes([port[0], port[1]]),
+                service,
+                kind,
+                source: source(map),
+            });
+        }
+    }
+    for map in ["service-nodeports", "no-endpoint-nodeports"] {
+        for e in elements(map).unwrap_or_default() {
+            let (Some(&proto), Some(port)) = (e.key.first(), e.key.get(4..6)) else {
+                continue;
+            };
+            let Some(service) = element_service(&e) else {
+                continue;
+            };
+            out.push(ServiceAddr {
+                proto,
+                addr: None,
+                port: u16::from_be_bytes([port[0], port[1]]),
+                service,
+                kind: ServiceKind::NodePort,
+                source: source(map),
+            });
+        }
+    }
+    out
+}
+
+fn addr(key: &[u8], len: usize) -> Option<IpAddr> {
+    match len {
+        4 => <[u8; 4]>::try_from(key.get(..4)?).ok().map(IpAddr::from),
+        _ => <[u8; 16]>::try_from(key.get(..16)?).ok().map(IpAddr::from),
+    }
+}
+
+/// An element's Service: its comment, or the chain it goes to.
+fn element_service(e: &SetElem) -> Option<String> {
+    if let Some(c) = e.comment.as_deref().filter(|c| is_service_port(c)) {
+        return Some(c.to_string());
+    }
+    let chain = e.verdict.as_deref()?;
+    let chain = chain
+        .strip_prefix("goto ")
+        .or_else(|| chain.strip_prefix("jump "))?;
+    service_of_chain(chain)
+        .or_else(|| service_of_tail(chain.strip_prefix("firewall-")?.split_once('-')?.1))
+}
+
+/// `service-HASH-ns/svc/proto/port` or `external-HASH-...` (kube-proxy's
+/// nftables chains a Service port's traffic goes to) -> `ns/svc:port`.
+pub fn service_of_chain(chain: &str) -> Option<String> {
+    let tail = ["service-", "external-"]
+        .iter()
+        .find_map(|p| chain.strip_prefix(p))?
+        .split_once('-')?
+        .1;
+    service_of_tail(tail)
+}
+
+/// `ns/svc/proto/port` -> `ns/svc:port`.
+pub fn service_of_tail(tail: &str) -> Option<String> {
+    let mut parts = tail.rsplitn(3, '/');
+    let (port, _proto, name) = (parts.next()?, parts.next()?, parts.next()?);
+    name.contains('/').then(|| format!("{name}:{port}"))
+}
+
+/// `ns/svc:port` (kube-proxy's ServicePortName): one word, a namespace,
+/// a name and a port.
+fn is_service_port(s: &str) -> bool {
+    !s.contains(char::is_whitespace)
+        && s.split_once('/')
+            .is_some_and(|(ns, rest)| !ns.is_empty() && rest.contains(':'))
+}
+
+/// A rule of kube-proxy's iptables mode that names the Service of the
+/// destination it matches.
+fn from_iptables_rule(r: &NftRule) -> Option<ServiceAddr> {
+    let comment = r.comment.as_deref()?.trim_matches('"');
+    let (service, rest) = comment.split_once(' ').unwrap_or((comment, ""));
+    if !is_service_port(service) {
+        return None;
+    }
+    let kind = match (r.chain.as_str(), rest) {
+        (_, "cluster IP") | ("KUBE-SERVICES", "has no endpoints") => ServiceKind::ClusterIP,
+        (_, "loadbalancer IP") => ServiceKind::LoadBalancer,
+        (_, "external IP") => ServiceKind::ExternalIP,
+        ("KUBE-NODEPORTS", _) => ServiceKind::NodePort,
+        ("KUBE-EXTERNAL-SERVICES", _) if r.dst.addr.is_none() => ServiceKind::NodePort,
+        ("KUBE-EXTERNAL-SERVICES", _) => ServiceKind::External,
+        _ => return None,
+    };
+    let addr = if kind == ServiceKind::NodePort {
+        None
+    } else {
+        Some(r.dst.addr?)
+    };
+    Some(ServiceAddr {
+        proto: r.dst.l4?,
+        addr,
+        port: r.dst.port?,
+        service: service.to_string(),
+        kind,
+        source: ServiceSource::IptablesRule {
+            family: r.family.clone(),
+            table: r.table.clone(),
+            chain: r.chain.clone(),
+            handle: r.handle,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::nftables::Dst;
+
+    fn elem(key: Vec<u8>, verdict: Option<&str>, comment: Option<&str>) -> SetElem {
+        SetElem {
+            key,
+            verdict: verdict.map(str::to_string),
+            comment: comment.map(str::to_string),
+        }
+    }
+
+    /// `a.b.c.d . proto . port` as the kernel keeps it.
+    fn key(a: [u8; 4], proto: u8, port: u16) -> Vec<u8> {
+        let mut k = a.to_vec();
+        k.extend([proto, 0, 0, 0]);
+        k.extend(port.to_be_bytes());
+        k.extend([0, 0]);
+        k
+    }
+
+    #[test]
+    fn nftables_maps_name_services_by_comment_or_chain() {
+        let elements = |set: &str| -> Option<Vec<SetElem>> {
+            Some(match set {
+                "cluster-ips" => vec![elem(vec![10, 96, 0, 10], None, None)],
+                "service-ips" => vec![
+                    elem(
+                        key([10, 96, 0, 10], 17, 53),
+                        Some("goto service-NWBZK7IH-kube-system/kube-dns/udp/dns"),
+                        None,
+                    ),
+                    elem(
+                        key([192, 0, 2, 7], 6, 443),
+                        Some("goto external-42NFTM6N-shop/front/tcp/https"),
+                        None,
+                    ),
+                ],
+                "no-endpoint-services" => vec![elem(
+                    key([10, 96, 0, 3], 6, 80),
+                    Some("goto reject-chain"),
+                    Some("default/empty:http"),
+                )],
+                "service-nodeports" => vec![elem(
+                    vec![6, 0, 0, 0, 0x75, 0x30, 0, 0],
+                    Some("goto external-ABCDEFGH-shop/front/tcp/https"),
+                    None,
+                )],
+                _ => return None,
+            })
+        };
+        let t = from_nftables(NFPROTO_IPV4, &elements);
+        let dns = find(&t, 17, "10.96.0.10".parse().unwrap(), 53, false).unwrap();
+        assert_eq!(dns.service, "kube-system/kube-dns:dns");
+        assert_eq!(dns.kind, ServiceKind::ClusterIP);
+        let front = find(&t, 6, "192.0.2.7".parse().unwrap(), 443, false).unwrap();
+        assert_eq!(
+            (front.service.as_str(), front.kind),
+            ("shop/front:https", ServiceKind::External)
+        );
+        let empty = find(&t, 6, "10.96.0.3".parse().unwrap(), 80, false).unwrap();
+        assert_eq!(empty.service, "default/empty:http");
+        // The node port only on the node's own addresses.
+        let np: IpAddr = "10.0.0.5".parse().unwrap();
+        assert!(find(&t, 6, np, 30000, false).is_none());
+        let nodeport = find(&t, 6, np, 30000, true).unwrap();
+        assert_eq!(
+            (nodeport.service.as_str(), nodeport.kind),
+            ("shop/front:https", ServiceKind::NodePort)
+        );
+        assert!(find(&t, 17, "10.96.0.10".parse().unwrap(), 54, false).is_none());
+    }
+
+    fn rule(chain: &str, comment: &str, dst: Dst) -> NftRule {
+        NftRule {
+            family: "ip".into(),
+            table: "nat".into(),
+            chain: chain.into(),
+            handle: 7,
+            packets: None,
+            verdict: Some("jump KUBE-SVC-X".into()),
+            comment: Some(comment.into()),
+            text: String::new(),
+            dst,
+        }
+    }
+
+    #[test]
+    fn iptables_rules_name_services_by_their_comments() {
+        let d = |a: Option<&str>, port: u16| Dst {
+            addr: a.map(|a| a.parse().unwrap()),
+            l4: Some(6),
+            port: Some(port),
+        };
+        let cluster = from_iptables_rule(&rule(
+            "KUBE-SERVICES",
+            "default/kubernetes:https cluster IP",
+            d(Some("10.96.0.1"), 443),
+        ))
+        .unwrap();
+        assert_eq!(cluster.service, "default/kubernetes:https");
+        assert_eq!(cluster.kind, ServiceKind::ClusterIP);
+        let lb = from_iptables_rule(&rule(
+            "KUBE-SERVICES",
+            "shop/front:https loadbalancer IP",
+            d(Some("192.0.2.7"), 443),
+        ))
+        .unwrap();
+        assert_eq!(lb.kind, ServiceKind::LoadBalancer);
+        let np = from_iptables_rule(&rule("KUBE-NODEPORTS", "shop/front:https", d(None, 30443)))
+            .unwrap();
+        assert_eq!((np.kind, np.addr), (ServiceKind::NodePort, None));
+        let local = from_iptables_rule(&rule(
+            "KUBE-EXTERNAL-SERVICES",
+            "default/nginx:http has no local endpoints",
+            d(Some("10.16.222.1"), 80),
+        ))
+        .unwrap();
+        assert_eq!(local.kind, ServiceKind::External);
+        // Other comments, or a rule that does not match one destination.
+        assert!(
+            from_iptables_rule(&rule(
+                "KUBE-SERVICES",
+                "kubernetes service nodeports; NOTE: this must be the last rule in this chain",
+                d(None, 0)
+            ))
+            .is_none()
+        );
+        assert!(
+            from_iptables_rule(&rule(
+                "KUBE-SERVICES",
+                "default/kubernetes:https cluster IP",
+                d(None, 443)
+            ))
+            .is_none()
+        );
+    }
+
+    #[test]
+    fn chain_names_give_the_service_port() {
+        assert_eq!(
+            service_of_chain("external-4BQ3ZKGA-default/lb/tcp/http").as_deref(),
+            Some("default/lb:http")
+        );
+        assert_eq!(
+            service_of_chain("firewall-4BQ3ZKGA-default/lb/tcp/http"),
+            None
+        );
+        assert_eq!(service_of_chain("reject-chain"), None);
+        assert_eq!(service_of_chain("services"), None);
+    }
+
+    /// Read from a namespace's real rules: kube-proxy's nftables table
+    /// (IPv4 and IPv6 maps, a NodePort) and its iptables mode's chains
+    /// through iptables-nft.
+    #[test]
+    fn services_of_a_namespace_from_its_rules() {
+        use std::{io::Write, process::Command, process::Stdio};
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED services_of_a_namespace_from_its_rules: not root");
+            return;
+        }
+        let ns = crate::node::netns::TestNetns::add("tracer-services");
+        let feed = |args: &[&str], text: &str| {
+            let mut c = Command::new("ip")
+                .args(["netns", "exec", &ns.0])
+                .args(args)
+                .stdin(Stdio::piped())
+                .spawn()
+                .unwrap();
+            c.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+            assert!(c.wait().unwrap().success(), "{args:?} failed on:\n{text}");
+        };
+        feed(
+            &["nft", "-f", "-"],
+            r"table ip kube-proxy {
+  set cluster-ips { type ipv4_addr; elements = { 10.96.0.10 } }
+  map service-ips {
+    type ipv4_addr . inet_proto . inet_service : verdict
+    elements = { 10.96.0.10 . udp . 53 : goto service-NWBZK7IH-kube-system/kube-dns/udp/dns,
+                 192.0.2.7 . tcp . 443 : goto external-42NFTM6N-shop/front/tcp/https }
+  }
+  map service-nodeports {
+    type inet_proto . inet_service : verdict
+    elements = { tcp . 30443 : goto external-42NFTM6N-shop/front/tcp/https }
+  }
+  chain service-NWBZK7IH-kube-system/kube-dns/udp/dns { }
+  chain external-42NFTM6N-shop/front/tcp/https { }
+}
+table ip6 kube-proxy {
+  set cluster-ips { type ipv6_addr; elements = { fd00:96::10 } }
+  map service-ips {
+    type ipv6_addr . inet_proto . inet_service : verdict
+    elements = { fd00:96::10 . tcp . 53 : goto service-AAAAAAAA-kube-system/kube-dns/tcp/dns-tcp }
+  }
+  chain service-AAAAAAAA-kube-system/kube-dns/tcp/dns-tcp { }
+}
+",
+        );
+        feed(
+            &["iptables-restore", "-w", "--noflush"],
+            r#"*nat
+:KUBE-SERVICES - [0:0]
+:KUBE-NODEPORTS - [0:0]
+:KUBE-SVC-NPX46M4PTMTKRN6Y - [0:0]
+-A KUBE-SERVICES -d 10.43.0.1/32 -p tcp -m comment --comment "default/kubernetes:https cluster IP" -m tcp --dport 443 -j KUBE-SVC-NPX46M4PTMTKRN6Y
+-A KUBE-NODEPORTS -p udp -m comment --comment "shop/syslog:udp" -m udp --dport 30514 -j KUBE-SVC-NPX46M4PTMTKRN6Y
+COMMIT
+*filter
+:KUBE-EXTERNAL-SERVICES - [0:0]
+-A KUBE-EXTERNAL-SERVICES -d 10.16.222.1/32 -p tcp -m comment --comment "default/nginx:http has no local endpoints" -m tcp --dport 80 -j DROP
+COMMIT
+"#,
+        );
+        let t = services_in(Path::new(&format!("/run/netns/{}", ns.0)));
+        let at = |proto: u8, addr: &str, port: u16, local: bool| {
+            find(&t, proto, addr.parse().unwrap(), port, local)
+                .map(|s| (s.service.as_str(), s.kind))
+        };
+        assert_eq!(
+            at(17, "10.96.0.10", 53, false),
+            Some(("kube-system/kube-dns:dns", ServiceKind::ClusterIP)),
+            "{t:#?}"
+        );
+        assert_eq!(
+            at(6, "192.0.2.7", 443, false),
+            Some(("shop/front:https", ServiceKind::External))
+        );
+        assert_eq!(
+            at(6, "10.0.0.5", 30443, true),
+            Some(("shop/front:https", ServiceKind::NodePort))
+        );
+        assert_eq!(
+            at(6, "fd00:96::10", 53, false),
+            Some(("kube-system/kube-dns:dns-tcp", ServiceKind::ClusterIP))
+        );
+        assert_eq!(
+            at(6, "10.43.0.1", 443, false),
+            Some(("default/kubernetes:https", ServiceKind::ClusterIP))
+        );
+        assert_eq!(
+            at(17, "10.0.0.5", 30514, true),
+            Some(("shop/syslog:udp", ServiceKind::NodePort))
+        );
+        assert_eq!(
+            at(6, "10.16.222.1", 80, false),
+            Some(("default/nginx:http", ServiceKind::External))
+        );
+        assert_eq!(at(6, "10.43.0.1", 80, false), None);
+        assert_eq!(t.len(), 7, "{t:#?}");
+    }
+}
