@@ -233,3 +233,38 @@ fn bad_recordings_fail_with_one_line() {
     assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Replay names the Services follow named: the kube-proxy rules read
+/// during the run are in the recording (iptables mode in incidents 2 and
+/// 4, nftables mode in kube_nft_service_dnat).
+#[test]
+fn replay_names_the_flows_service() {
+    let cases = [
+        ("incident2", "default/nginx:http", "LoadBalancer or ExternalIP"),
+        ("incident4", "default/kubernetes:https", "ClusterIP"),
+        ("kube_nft_service_dnat", "default/web:http", "ClusterIP"),
+    ];
+    for (scenario, name, kind) in cases {
+        let rec = recordings()
+            .into_iter()
+            .find(|p| scenario_and_kernel(p) == (scenario.into(), "6.18".into()))
+            .unwrap_or_else(|| panic!("{scenario} recording"));
+        let lines = replay_json(&rec);
+        let flow = lines
+            .iter()
+            .find(|l| l["type"] == "flow" && l["final"] == true && l["original"]["dport"] != 0)
+            .unwrap_or_else(|| panic!("{scenario}: no flow"));
+        assert_eq!(flow["service"]["name"], name, "{scenario}: {flow}");
+        assert_eq!(flow["service"]["kind"], kind, "{scenario}: {flow}");
+        let text = Command::new(tracer_bin())
+            .arg("replay")
+            .arg(&rec)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(
+            text.contains(&format!("  service: {name} ({kind}; kube-proxy ")),
+            "{scenario}: {text}"
+        );
+    }
+}
