@@ -240,7 +240,11 @@ fn bad_recordings_fail_with_one_line() {
 #[test]
 fn replay_names_the_flows_service() {
     let cases = [
-        ("incident2", "default/nginx:http", "LoadBalancer or ExternalIP"),
+        (
+            "incident2",
+            "default/nginx:http",
+            "LoadBalancer or ExternalIP",
+        ),
         ("incident4", "default/kubernetes:https", "ClusterIP"),
         ("kube_nft_service_dnat", "default/web:http", "ClusterIP"),
     ];

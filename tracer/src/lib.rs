@@ -11,9 +11,12 @@
 //! 5. `output`: everything printed (sinks, summary, diagnostics);
 //! 6. `run`: records in, verdicts out: the pure pipeline, recordings, the
 //!    live run and its node facts, replay;
-//! 7. `cli`: arguments and wiring.
+//! 7. `cluster`: tracer on a cluster's nodes through kubectl (the
+//!    kubectl plugin: resolution, pod specs, the pods' streams);
+//! 8. `cli`: arguments and wiring.
 
 pub mod cli;
+pub mod cluster;
 pub mod kernel;
 pub mod model;
 pub mod node;

@@ -7,7 +7,7 @@ use clap::Parser;
 use tracer::cli;
 
 fn main() -> ExitCode {
-    let args = match cli::Cli::try_parse() {
+    let args = match cli::Cli::try_parse_from(cli::plugin_args(std::env::args_os())) {
         Ok(a) => a,
         Err(e) => {
             // --help/--version print and exit 0; usage errors exit 2 with one

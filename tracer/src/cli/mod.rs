@@ -3,6 +3,7 @@
 pub mod cleanup;
 pub mod doctor;
 pub mod follow;
+pub mod kube;
 pub mod replay;
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
@@ -38,6 +39,10 @@ pub enum Cmd {
     Cleanup(cleanup::CleanupArgs),
     /// Print a recording's verdicts again (`follow --record FILE`), without root.
     Replay(replay::ReplayArgs),
+    /// Run tracer on a cluster's nodes through kubectl (also the kubectl
+    /// plugin: `kubectl tracer follow svc/NAME`, this binary named
+    /// `kubectl-tracer`).
+    Kube(kube::KubeArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -87,7 +92,23 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Doctor(a) => doctor::run(a),
         Cmd::Cleanup(a) => cleanup::run(a),
         Cmd::Replay(a) => replay::run(a),
+        Cmd::Kube(a) => kube::run(a.cmd),
     }
+}
+
+/// The arguments as `tracer` takes them: run as `kubectl-tracer` (kubectl
+/// runs `kubectl tracer ARGS` so), the `kube` subcommand's.
+pub fn plugin_args(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<_> = args.collect();
+    let plugin = args.first().is_some_and(|a0| {
+        std::path::Path::new(a0)
+            .file_name()
+            .is_some_and(|n| n == "kubectl-tracer")
+    });
+    if plugin {
+        args.insert(1, "kube".into());
+    }
+    args
 }
 
 /// `10s`, `500ms`, `2m`, `1h`, or plain seconds.

@@ -171,6 +171,11 @@ impl Sink for PcapSink {
 }
 
 /// The sink for `-o text|json` on stdout.
+/// One line on stdout as it came (a node's record passed through).
+pub fn emit_stdout(line: &str) {
+    render::emit(&mut std::io::stdout().lock(), line);
+}
+
 pub fn stdout_sink(json: bool) -> Box<dyn Sink> {
     if json {
         Box::new(JsonSink::new(std::io::stdout()))
