@@ -103,6 +103,7 @@ fn host_checks() -> Vec<Check> {
             crate::node::hostroot::get().describe(),
         ),
         named_netns(),
+        pods(),
         lockdown(),
         check(
             "bpffs",
@@ -134,6 +135,33 @@ fn named_netns() -> Check {
             format!(
                 "none ({} does not exist; pods are still found by their processes)",
                 dir.display()
+            )
+        },
+    )
+}
+
+/// The pods that own namespaces, as follow names them (node::pods).
+fn pods() -> Check {
+    let names = crate::model::names::NetnsNames::default();
+    let n = names.pods().len();
+    let logs = crate::node::hostroot::get()
+        .join("/")
+        .join(crate::node::pods::POD_LOGS);
+    check(
+        "pods",
+        true,
+        Status::Ok,
+        if n > 0 {
+            format!("{n} namespaces owned by pods (hops show the pod)")
+        } else if logs.is_dir() {
+            format!(
+                "none found ({} has no pod owning a namespace here)",
+                logs.display()
+            )
+        } else {
+            format!(
+                "none ({} does not exist: not a kubelet node; hops show namespace names)",
+                logs.display()
             )
         },
     )

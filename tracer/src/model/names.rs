@@ -170,6 +170,15 @@ impl PodNames {
         self.0.get(&ino).map(Name::as_str)
     }
 
+    /// How many namespaces have their pod named (it only grows).
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// By inode, as a recording keeps them.
     pub fn to_map(&self) -> BTreeMap<u32, String> {
         self.0.iter().map(|(i, n)| (*i, n.to_string())).collect()

@@ -134,7 +134,7 @@ impl Sink for PcapSink {
     fn flow(&mut self, flow: &Flow, v: &Verdict, final_: bool, pods: &PodNames) {
         self.inner.flow(flow, v, final_, pods);
         if let Some(p) = self.pcap.as_mut() {
-            p.flow_printed(flow.id, &render::verdict_label(v));
+            p.flow_printed(flow.id, &render::verdict_label(v), pods);
         }
     }
 

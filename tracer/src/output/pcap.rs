@@ -31,7 +31,10 @@ use pcap_file::{
     },
 };
 
-use crate::{model::capture::Captured, output::summary::PcapSummary};
+use crate::{
+    model::{capture::Captured, names::PodNames},
+    output::summary::PcapSummary,
+};
 
 /// if_tsresol 9: timestamps in nanoseconds (what pcap-file writes).
 const TSRESOL_NS: u8 = 9;
@@ -63,6 +66,9 @@ pub struct PcapWriter {
     dropped: u64,
     /// The first write error; nothing is written after it.
     error: Option<std::io::Error>,
+    /// The pods that own namespaces, as of the last flow printed: named
+    /// in packet comments and interface descriptions.
+    pods: PodNames,
 }
 
 impl PcapWriter {
@@ -88,6 +94,7 @@ impl PcapWriter {
             packets: 0,
             dropped: 0,
             error: None,
+            pods: PodNames::default(),
         })
     }
 
@@ -103,8 +110,12 @@ impl PcapWriter {
         self.held.entry(p.flow).or_default().push(p);
     }
 
-    /// Flow `id` was printed with this verdict: its held packets go out.
-    pub fn flow_printed(&mut self, id: u64, verdict: &str) {
+    /// Flow `id` was printed with this verdict: its held packets go out
+    /// (their namespaces named by the pods that own them, where known).
+    pub fn flow_printed(&mut self, id: u64, verdict: &str, pods: &PodNames) {
+        if pods.len() != self.pods.len() {
+            self.pods = pods.clone();
+        }
         if let Some(packets) = self.held.remove(&Some(id)) {
             self.write_all(packets, verdict);
         }
@@ -152,7 +163,7 @@ impl PcapWriter {
     fn write_all(&mut self, packets: Vec<Captured>, verdict: &str) {
         let verdict = truncated(verdict, VERDICT_MAX);
         for p in packets {
-            let text = comment(&p, verdict);
+            let text = comment(&p, verdict, self.pods.get(p.netns));
             self.held_bytes -= held_size(&p);
             self.write(&p, text);
         }
@@ -166,7 +177,7 @@ impl PcapWriter {
         let new_if = if self.interfaces.contains_key(&key) {
             None
         } else {
-            Some(interface(p))
+            Some(interface(p, self.pods.get(p.netns)))
         };
         let size = epb_size(p.data.len(), comment.len()) + new_if.as_ref().map_or(0, idb_size);
         if self.written_bytes + size > self.max_bytes {
@@ -197,24 +208,34 @@ impl PcapWriter {
     }
 }
 
-/// The packet's comment: the hop, its namespace, its flow and `verdict`.
-fn comment(p: &Captured, verdict: &str) -> String {
+/// The packet's comment: the hop, its namespace (and the pod that owns
+/// it), its flow and `verdict`.
+fn comment(p: &Captured, verdict: &str, pod: Option<&str>) -> String {
     let flow = p
         .flow
         .map_or_else(|| "no flow".to_string(), |id| format!("flow #{id}"));
     format!(
-        "{} {}; netns {} (inode {}); {flow}; verdict: {verdict}",
+        "{} {}; {}; {flow}; verdict: {verdict}",
         p.hook,
         if p.reply { "reply" } else { "request" },
-        p.netns_name,
-        p.netns,
+        netns_desc(p, pod),
     )
 }
 
+/// `pod shop/web-0, netns cni-1234 (inode 4026532000)`, or without the
+/// pod.
+fn netns_desc(p: &Captured, pod: Option<&str>) -> String {
+    let pod = pod.map(|n| format!("pod {n}, ")).unwrap_or_default();
+    format!("{pod}netns {} (inode {})", p.netns_name, p.netns)
+}
+
 /// The IDB of a packet's (namespace, device), and its size.
-fn interface(p: &Captured) -> (InterfaceDescriptionBlock<'static>, (usize, usize)) {
+fn interface(
+    p: &Captured,
+    pod: Option<&str>,
+) -> (InterfaceDescriptionBlock<'static>, (usize, usize)) {
     let name = if p.dev.is_empty() { "-" } else { &p.dev }.to_string();
-    let desc = format!("netns {} (inode {})", p.netns_name, p.netns);
+    let desc = netns_desc(p, pod);
     let lens = (name.len(), desc.len());
     let block = InterfaceDescriptionBlock {
         linktype: DataLink::RAW,
@@ -231,7 +252,7 @@ fn interface(p: &Captured) -> (InterfaceDescriptionBlock<'static>, (usize, usize
 /// What a held packet is reckoned to take once written: its EPB with the
 /// longest verdict in its comment.
 fn held_size(p: &Captured) -> u64 {
-    epb_size(p.data.len(), comment(p, "").len() + VERDICT_MAX)
+    epb_size(p.data.len(), comment(p, "", None).len() + VERDICT_MAX)
 }
 
 fn pad4(n: usize) -> u64 {

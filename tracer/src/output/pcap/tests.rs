@@ -75,9 +75,11 @@ fn round_trip_interfaces_packets_and_comments() {
     w.hold(packet(Some(2), 7, "eth0", 2_000));
     w.hold(packet(Some(1), 8, "veth1", 1_001));
     w.hold(packet(None, 8, "", 3_000));
-    w.flow_printed(1, "DELIVERED local_socket");
+    // Namespace 8 is a pod's: named with it.
+    let pods: PodNames = [(8, "shop/web-0".to_string())].into_iter().collect();
+    w.flow_printed(1, "DELIVERED local_socket", &pods);
     // A flow printed again with nothing new held writes nothing.
-    w.flow_printed(1, "DELIVERED local_socket");
+    w.flow_printed(1, "DELIVERED local_socket", &pods);
     let (summary, result) = w.finish();
     result.unwrap();
     assert_eq!(
@@ -95,8 +97,12 @@ fn round_trip_interfaces_packets_and_comments() {
         ifs,
         [
             ("eth0".into(), "netns ns7 (inode 7)".into(), 9),
-            ("veth1".into(), "netns ns8 (inode 8)".into(), 9),
-            ("-".into(), "netns ns8 (inode 8)".into(), 9),
+            (
+                "veth1".into(),
+                "pod shop/web-0, netns ns8 (inode 8)".into(),
+                9
+            ),
+            ("-".into(), "pod shop/web-0, netns ns8 (inode 8)".into(), 9),
         ]
     );
     let comments: Vec<(u32, u128, u32, &str)> = pkts
@@ -116,13 +122,13 @@ fn round_trip_interfaces_packets_and_comments() {
                 1,
                 1_001,
                 84,
-                "tc_ingress reply; netns ns8 (inode 8); flow #1; verdict: DELIVERED local_socket"
+                "tc_ingress reply; pod shop/web-0, netns ns8 (inode 8); flow #1; verdict: DELIVERED local_socket"
             ),
             (
                 2,
                 3_000,
                 84,
-                "tc_ingress request; netns ns8 (inode 8); no flow; verdict: no verdict"
+                "tc_ingress request; pod shop/web-0, netns ns8 (inode 8); no flow; verdict: no verdict"
             ),
             (
                 0,
@@ -145,7 +151,7 @@ fn the_cap_bounds_the_file_and_keeps_it_valid() {
         w.hold(packet(Some(i % 3), 7, "eth0", i));
     }
     assert!(w.held_bytes + w.written_bytes <= cap);
-    w.flow_printed(0, "DROPPED NETFILTER_DROP");
+    w.flow_printed(0, "DROPPED NETFILTER_DROP", &PodNames::default());
     let (summary, result) = w.finish();
     result.unwrap();
     let size = std::fs::metadata(&path).unwrap().len();
@@ -178,7 +184,7 @@ fn block_sizes_are_what_is_written() {
     let mut w = PcapWriter::create(&path, 1 << 20).unwrap();
     w.hold(packet(Some(1), 7, "eth0", 5));
     w.hold(packet(Some(1), 7, "eth0", 6));
-    w.flow_printed(1, "FORWARDED routed");
+    w.flow_printed(1, "FORWARDED routed", &PodNames::default());
     let written = w.written_bytes;
     assert_eq!(w.held_bytes, 0);
     w.finish().1.unwrap();
