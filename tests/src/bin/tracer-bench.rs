@@ -70,6 +70,12 @@ enum Case {
     /// namespace with tables) costs, by difference.
     NonMatchingNoNftrace,
     Following,
+    /// As `Following` with `--no-nftrace`: the followed packets' nftrace
+    /// cost (a trace message per rule they meet), by difference.
+    FollowingNoNftrace,
+    /// As `Following` with `--snaplen 0`: the cost of copying the
+    /// followed packets' bytes, by difference.
+    FollowingNoBytes,
     Tcpdump,
     /// tcpdump with a filter the traffic does not match: the peer's cost
     /// on traffic it is not capturing.
@@ -85,6 +91,8 @@ impl Case {
             Case::EmptyPrograms => "tracer, not matched, empty programs (the hooks' own cost)",
             Case::NonMatchingNoNftrace => "tracer, not matched, --no-nftrace",
             Case::Following => "tracer following the flow",
+            Case::FollowingNoNftrace => "tracer following, --no-nftrace",
+            Case::FollowingNoBytes => "tracer following, --snaplen 0 (no bytes)",
             Case::Tcpdump => "tcpdump -i any -w /dev/null",
             Case::TcpdumpNonMatching => "tcpdump -i any -w /dev/null, not matched",
         }
@@ -188,8 +196,14 @@ fn run_case(case: Case, a: &Netns, b: &Netns, udp: bool, secs: u32) -> Result<Sa
         | Case::NonMatchingAllNs
         | Case::EmptyPrograms
         | Case::NonMatchingNoNftrace
-        | Case::Following => {
-            let target = if case == Case::Following {
+        | Case::Following
+        | Case::FollowingNoNftrace
+        | Case::FollowingNoBytes => {
+            let following = matches!(
+                case,
+                Case::Following | Case::FollowingNoNftrace | Case::FollowingNoBytes
+            );
+            let target = if following {
                 "10.240.0.2:5201"
             } else {
                 "10.99.99.99"
@@ -200,8 +214,11 @@ fn run_case(case: Case, a: &Netns, b: &Netns, udp: bool, secs: u32) -> Result<Sa
                 scope.to_vec()
             };
             args.extend_from_slice(&["--max-flows", "1000", "--duration", "10m"]);
-            if case == Case::NonMatchingNoNftrace {
+            if matches!(case, Case::NonMatchingNoNftrace | Case::FollowingNoNftrace) {
                 args.push("--no-nftrace");
+            }
+            if case == Case::FollowingNoBytes {
+                args.extend_from_slice(&["--snaplen", "0"]);
             }
             let env: &[(&str, &str)] = if case == Case::EmptyPrograms {
                 &[("TRACER_EMPTY_PROGRAMS", "1")]
@@ -586,6 +603,8 @@ fn main() -> Result<()> {
         Case::EmptyPrograms,
         Case::NonMatchingNoNftrace,
         Case::Following,
+        Case::FollowingNoNftrace,
+        Case::FollowingNoBytes,
         Case::Tcpdump,
         Case::TcpdumpNonMatching,
     ];
