@@ -272,6 +272,7 @@ fn closed_port_with_an_inferred_reason_says_so() {
         &v,
         true,
         &Default::default(),
+        None,
     ))
     .unwrap();
     assert_eq!(json["verdict"]["reason_inferred"], true);
@@ -1133,6 +1134,7 @@ fn json_evidence_items_have_kind_fields_and_text() {
             v,
             true,
             &Default::default(),
+            None,
         ))
         .unwrap();
         let a = j["verdict"]["evidence"].as_array().unwrap().clone();
@@ -1293,7 +1295,7 @@ fn hops_name_the_pod_that_owns_their_namespace() {
     let pods: PodNames = [(client, "default/web-client-7d4b9".to_string())]
         .into_iter()
         .collect();
-    let j: Value = serde_json::from_str(&render::flow_json_line(&f, &v, true, &pods)).unwrap();
+    let j: Value = serde_json::from_str(&render::flow_json_line(&f, &v, true, &pods, None)).unwrap();
     let hops = j["hops"].as_array().unwrap();
     assert_eq!(hops.len(), f.hops.len());
     for (h, out) in f.hops.iter().zip(hops) {
@@ -1318,7 +1320,7 @@ fn hops_name_the_pod_that_owns_their_namespace() {
     let plain = render::flow_text(&f, &v, &PodNames::default());
     assert!(!plain.contains("default/"), "{plain}");
     let j: Value =
-        serde_json::from_str(&render::flow_json_line(&f, &v, true, &PodNames::default())).unwrap();
+        serde_json::from_str(&render::flow_json_line(&f, &v, true, &PodNames::default(), None)).unwrap();
     assert!(
         j["hops"]
             .as_array()
