@@ -3,7 +3,9 @@
 
 use std::path::Path;
 
-const LAYERS: [&str; 7] = ["node", "model", "kernel", "verdict", "output", "run", "cli"];
+const LAYERS: [&str; 8] = [
+    "node", "model", "kernel", "verdict", "merge", "output", "run", "cli",
+];
 
 fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap().flatten() {

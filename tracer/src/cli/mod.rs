@@ -3,6 +3,7 @@
 pub mod cleanup;
 pub mod doctor;
 pub mod follow;
+pub mod merge;
 pub mod replay;
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
@@ -38,6 +39,9 @@ pub enum Cmd {
     Cleanup(cleanup::CleanupArgs),
     /// Print a recording's verdicts again (`follow --record FILE`), without root.
     Replay(replay::ReplayArgs),
+    /// Stitch several nodes' `follow --node NAME -o json` output into one
+    /// story per flow, without root.
+    Merge(merge::MergeArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -87,6 +91,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Doctor(a) => doctor::run(a),
         Cmd::Cleanup(a) => cleanup::run(a),
         Cmd::Replay(a) => replay::run(a),
+        Cmd::Merge(a) => merge::run(a),
     }
 }
 

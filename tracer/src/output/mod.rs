@@ -4,6 +4,7 @@
 
 pub mod diag;
 pub mod doctor;
+pub mod merge;
 pub mod pcap;
 pub mod render;
 pub mod summary;

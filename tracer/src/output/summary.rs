@@ -69,7 +69,9 @@ pub struct Summary {
 /// The node's wall clock against the kernel programs' clock
 /// (CLOCK_MONOTONIC): a hop's `ts_ns` plus `ktime_to_unix_ns` is its time
 /// in ns since the epoch, by this node's wall clock.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct WallClock {
     /// Wall clock (CLOCK_REALTIME) minus CLOCK_MONOTONIC, ns, read at start.
     pub ktime_to_unix_ns: i64,

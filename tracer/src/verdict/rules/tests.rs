@@ -1295,7 +1295,8 @@ fn hops_name_the_pod_that_owns_their_namespace() {
     let pods: PodNames = [(client, "default/web-client-7d4b9".to_string())]
         .into_iter()
         .collect();
-    let j: Value = serde_json::from_str(&render::flow_json_line(&f, &v, true, &pods, None)).unwrap();
+    let j: Value =
+        serde_json::from_str(&render::flow_json_line(&f, &v, true, &pods, None)).unwrap();
     let hops = j["hops"].as_array().unwrap();
     assert_eq!(hops.len(), f.hops.len());
     for (h, out) in f.hops.iter().zip(hops) {
@@ -1319,8 +1320,14 @@ fn hops_name_the_pod_that_owns_their_namespace() {
     // Without pods, as before.
     let plain = render::flow_text(&f, &v, &PodNames::default());
     assert!(!plain.contains("default/"), "{plain}");
-    let j: Value =
-        serde_json::from_str(&render::flow_json_line(&f, &v, true, &PodNames::default(), None)).unwrap();
+    let j: Value = serde_json::from_str(&render::flow_json_line(
+        &f,
+        &v,
+        true,
+        &PodNames::default(),
+        None,
+    ))
+    .unwrap();
     assert!(
         j["hops"]
             .as_array()
