@@ -75,11 +75,17 @@ struct Seen {
     sent: Option<i64>,
 }
 
-type Firsts = HashMap<(String, Tuple, bool), Seen>;
+/// A tuple in one direction: (protocol, tuple, reply).
+type Key = (String, Tuple, bool);
+
+/// A node's (run's) key on one device: (run, key, netns, device).
+type DevKey<'a> = (usize, Key, &'a str, &'a str);
+
+type Firsts = HashMap<Key, Seen>;
 
 fn firsts(runs: &[Run], group: &[FlowRef]) -> BTreeMap<usize, Firsts> {
     let mut out: BTreeMap<usize, Firsts> = BTreeMap::new();
-    let mut by_dev: HashMap<(usize, (String, Tuple, bool), &str, &str), i64> = HashMap::new();
+    let mut by_dev: HashMap<DevKey, i64> = HashMap::new();
     for &(r, f) in group {
         let flow = &runs[r].flows[f];
         let node = out.entry(r).or_default();
@@ -114,7 +120,7 @@ pub type Bounds = BTreeMap<(usize, usize), (i64, usize)>;
 /// out (which one the receiver got it from is not known).
 pub fn crossings(runs: &[Run], group: &[FlowRef], bounds: &mut Bounds) {
     let by_node = firsts(runs, group);
-    let mut keys: Vec<&(String, Tuple, bool)> = by_node.values().flat_map(|m| m.keys()).collect();
+    let mut keys: Vec<&Key> = by_node.values().flat_map(|m| m.keys()).collect();
     keys.sort_unstable();
     keys.dedup();
     for key in keys {

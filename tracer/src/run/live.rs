@@ -174,6 +174,21 @@ fn recorder(
     )?))
 }
 
+/// The wall clock read now, given to the sink with the node's name (JSON
+/// records are dated by it), and the recording when asked.
+fn stamp_and_record(
+    opts: &FollowOptions,
+    names: &Names,
+    sink: &mut dyn Sink,
+) -> Result<(WallClock, Option<Recorder>), RunError> {
+    let wall = wall_clock();
+    sink.stamp(NodeStamp {
+        node: opts.node.clone(),
+        clock: wall,
+    });
+    Ok((wall, recorder(opts, names, wall.ktime_to_unix_ns)?))
+}
+
 /// Where netfilter rules are named by tracing, said once.
 fn nftrace_banner(opts: &FollowOptions, trace: Option<&NfTrace>) {
     let said = match trace {
@@ -239,13 +254,7 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunError> {
         .plan()
         .iter()
         .any(|p| p.hook == "icmp_send" && p.missing());
-    let wall = wall_clock();
-    let clock = wall.ktime_to_unix_ns;
-    sink.stamp(NodeStamp {
-        node: opts.node.clone(),
-        clock: wall,
-    });
-    let rec = recorder(&opts, &names, clock)?;
+    let (wall, rec) = stamp_and_record(&opts, &names, sink)?;
     let target = opts.session.target;
     let mut vip = VipWatch::new(watched_netns(&opts.session.netns));
     vip.start(&|a| target.contains(a));
@@ -288,7 +297,7 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunError> {
     let mut pipeline =
         Pipeline::new(target, names, opts.max_flows).with_dns_port(opts.session.dns_port);
     if sink.wants_packets() {
-        pipeline.capture_packets(clock);
+        pipeline.capture_packets(wall.ktime_to_unix_ns);
     }
     let mut live = Live {
         base: completeness_base(session.plan()),
