@@ -174,6 +174,19 @@ fn incident2_across_nodes_and_with_a_clock_offset() {
         "{dump}"
     );
     assert_eq!(p["not_reached"], serde_json::json!(["worker"]));
+    // The same as text.
+    let out = Command::new(tracer_bin())
+        .arg("merge")
+        .args(&files)
+        .output()
+        .unwrap();
+    let text_out = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text_out}");
+    assert!(text_out.contains(text), "{text_out}");
+    assert!(
+        text_out.contains("DROPPED NETFILTER_DROP on master"),
+        "{text_out}"
+    );
     // One kernel, one clock: nothing to correct beyond the wire's time.
     let m = clock(&head, "master");
     assert_eq!(m["basis"], "one_way", "{dump}");
@@ -249,11 +262,33 @@ fn incident1_across_nodes() {
         .find(|p| nodes_of(p).len() == 3)
         .unwrap_or_else(|| panic!("no path over the three nodes: {dump}"));
     assert_eq!(nodes_of(across), ["client", "node1", "node2"], "{dump}");
-    let text = across["verdict"]["text"].as_str().unwrap();
-    assert!(text.contains("node1") && text.contains("node2"), "{text}");
+    // node1 lost the VIP but still got the SYN: it sent it back out, to
+    // node2, where nothing listens.
+    let v = &across["verdict"];
+    assert_eq!(
+        (v["kind"].as_str(), v["node"].as_str()),
+        (Some("dropped"), Some("node2")),
+        "{dump}"
+    );
+    let text = v["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("forwarded by client, sent on by node1")
+            && text.contains("dropped on node2: NO_SOCKET"),
+        "{text}"
+    );
+    assert!(
+        across["not_reached"].as_array().unwrap().is_empty(),
+        "{dump}"
+    );
     // node1 sent it back out; node2 received it after.
     let hops = across["hops"].as_array().unwrap();
-    let first = |n: &str| hops.iter().position(|h| h["node"] == n).unwrap();
+    // (Each node's first packet at a device: a node ties older route
+    // lookups of the address to the flow too.)
+    let first = |n: &str| {
+        hops.iter()
+            .position(|h| h["node"] == n && h["hook"].as_str().unwrap().starts_with("tc_"))
+            .unwrap()
+    };
     assert!(
         first("client") < first("node1") && first("node1") < first("node2"),
         "{across}"
@@ -261,6 +296,7 @@ fn incident1_across_nodes() {
     for n in ["node1", "node2"] {
         let c = clock(&head, n);
         assert_eq!(c["basis"], "two_way", "{dump}");
+        assert_eq!(c["inconsistent"], false, "{c}");
         assert!(c["skew_ms"].as_f64().unwrap().abs() < 5.0, "{c}");
     }
 }

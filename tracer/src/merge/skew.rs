@@ -4,10 +4,10 @@
 //! A (a tc egress or xmit hop) and came in on node B (tc ingress or
 //! netif_receive) with the same tuple was received after it was sent: B's
 //! correction minus A's is at least A's sending minus B's receipt. For
-//! each tuple and direction, B's first receipt is compared with A's first
-//! sending by the device A sent it by last (its way out; whatever packet B
-//! received first left A no earlier, as long as the first packet out of
-//! each device went the same way), so each crossing gives a bound. Crossings both
+//! each tuple and direction, B's first receipt is compared with when A's
+//! first packet left A (the end of its passage through A's namespaces:
+//! whatever packet B received first left A no earlier), so each crossing
+//! gives a bound. Crossings both
 //! ways (a request one way, its reply back) bound the difference on both
 //! sides: the estimate is the middle (a path as fast both ways), give or
 //! take half the width. Crossings one way only give the least correction
@@ -64,10 +64,8 @@ fn is_egress(hook: &str) -> bool {
 
 /// Per node (run), per tuple and direction: the first receipt and the
 /// first sending, wall clock ns.
-/// The sending is the first sending by the device that sent it last (the
-/// node's way out: the first packet to leave by each device is taken to
-/// have gone the same way); `first_out` says whether the node sent it
-/// before it ever came in (it started there).
+/// A node's first receipt and first sending of a tuple in one direction;
+/// `sent`: when the first packet left the node (see [`exit_time`]).
 #[derive(Debug, Clone, Copy, Default)]
 struct Seen {
     first_in: Option<i64>,
@@ -78,34 +76,61 @@ struct Seen {
 /// A tuple in one direction: (protocol, tuple, reply).
 type Key = (String, Tuple, bool);
 
-/// A node's (run's) key on one device: (run, key, netns, device).
-type DevKey<'a> = (usize, Key, &'a str, &'a str);
-
 type Firsts = HashMap<Key, Seen>;
 
+/// When the first packet left the node: from its first sending, the chain
+/// of its passages through the node's namespaces (sent from one namespace,
+/// received in another, sent on by that one; the same device's two hooks
+/// count as one passage), up to its last sending. The chain ends where a
+/// hop cannot be the same packet's next passage inside the node: it came
+/// back in to the namespace it left (from another node), or a new packet
+/// starts. `hops`: (time, egress, netns, dev), in time order.
+fn exit_time(hops: &[(i64, bool, &str, &str)]) -> Option<i64> {
+    let start = hops.iter().position(|h| h.1)?;
+    let mut prev = hops[start];
+    let mut out = prev.0;
+    for &h in &hops[start + 1..] {
+        let next = match (prev.1, h.1) {
+            (true, false) => h.2 != prev.2,
+            (false, true) => h.2 == prev.2,
+            _ => h.2 == prev.2 && h.3 == prev.3,
+        };
+        if !next {
+            break;
+        }
+        if h.1 {
+            out = h.0;
+        }
+        prev = h;
+    }
+    Some(out)
+}
+
 fn firsts(runs: &[Run], group: &[FlowRef]) -> BTreeMap<usize, Firsts> {
-    let mut out: BTreeMap<usize, Firsts> = BTreeMap::new();
-    let mut by_dev: HashMap<DevKey, i64> = HashMap::new();
+    let mut passages: BTreeMap<(usize, Key), Vec<(i64, bool, &str, &str)>> = BTreeMap::new();
     for &(r, f) in group {
         let flow = &runs[r].flows[f];
-        let node = out.entry(r).or_default();
         for h in &flow.hops {
             let Some(t) = h.unix_ns else { continue };
-            let key = (flow.proto.clone(), h.tuple, h.dir == "reply");
-            let e = node.entry(key.clone()).or_default();
-            if is_ingress(&h.hook) {
-                e.first_in = Some(e.first_in.map_or(t, |x| x.min(t)));
-            } else if is_egress(&h.hook) {
-                e.first_out = Some(e.first_out.map_or(t, |x| x.min(t)));
-                let d = by_dev.entry((r, key, &h.netns, &h.dev)).or_insert(t);
-                *d = (*d).min(t);
+            let (ingress, egress) = (is_ingress(&h.hook), is_egress(&h.hook));
+            if ingress || egress {
+                let key = (flow.proto.clone(), h.tuple, h.dir == "reply");
+                passages
+                    .entry((r, key))
+                    .or_default()
+                    .push((t, egress, &h.netns, &h.dev));
             }
         }
     }
-    for ((r, key, _, _), t) in by_dev {
-        if let Some(e) = out.get_mut(&r).and_then(|m| m.get_mut(&key)) {
-            e.sent = Some(e.sent.map_or(t, |x| x.max(t)));
-        }
+    let mut out: BTreeMap<usize, Firsts> = BTreeMap::new();
+    for ((r, key), mut hops) in passages {
+        hops.sort_by_key(|h| h.0);
+        let seen = Seen {
+            first_in: hops.iter().find(|h| !h.1).map(|h| h.0),
+            first_out: hops.iter().find(|h| h.1).map(|h| h.0),
+            sent: exit_time(&hops),
+        };
+        out.entry(r).or_default().insert(key, seen);
     }
     out
 }
@@ -239,4 +264,9 @@ fn against(base: &NodeClock, rb: &Run, a: usize, b: usize, bounds: &Bounds) -> O
         crossings,
         inconsistent,
     })
+}
+
+#[cfg(test)]
+pub(super) fn exit_time_for_test(hops: &[(i64, bool, &str, &str)]) -> Option<i64> {
+    exit_time(hops)
 }

@@ -1,6 +1,6 @@
 //! Which flows of the runs carried the same packets: flows that share a
-//! tuple (in the request's direction) on any hop, or as their original or
-//! translated tuple, are one path. A node that translated the packet saw
+//! tuple (in the request's direction) at a device hop, or as their
+//! original or translated tuple, are one path. A node that translated the packet saw
 //! both tuples, so NAT links the nodes before and after it.
 
 use std::collections::HashMap;
@@ -11,11 +11,20 @@ use crate::model::event::Tuple;
 /// A flow of a run: (index of the run, index of its flow).
 pub type FlowRef = (usize, usize);
 
-/// The request-direction tuples a flow was seen with, with its protocol.
+/// The hooks where a hop's tuple is a packet's whole tuple (a route
+/// lookup's or a neighbour event's has no ports, or no source: they would
+/// join unrelated flows).
+pub fn packet_hook(hook: &str) -> bool {
+    matches!(hook, "tc_ingress" | "tc_egress" | "netif_receive" | "xmit")
+}
+
+/// The request-direction tuples a flow was seen with, with its protocol:
+/// its original and translated tuples and those of its packets at device
+/// hooks.
 pub fn request_tuples(f: &FlowIn) -> Vec<(String, Tuple)> {
     let mut out = vec![f.original];
     out.extend(f.translated);
-    for h in &f.hops {
+    for h in f.hops.iter().filter(|h| packet_hook(&h.hook)) {
         out.push(if h.dir == "reply" {
             reversed(&h.tuple)
         } else {

@@ -124,7 +124,15 @@ pub fn tell(id: usize, runs: &[Run], group: &[FlowRef], clocks: &[NodeClock]) ->
                 by: flow.nat_by.clone(),
             });
         }
-        let first = flow.hops.iter().filter_map(|h| h.unix_ns).min();
+        // Its first packet seen at a device: a route lookup or neighbour
+        // event the node tied to the flow may be older than the packet.
+        let first = flow
+            .hops
+            .iter()
+            .filter(|h| super::stitch::packet_hook(&h.hook))
+            .filter_map(|h| h.unix_ns)
+            .min()
+            .or_else(|| flow.hops.iter().filter_map(|h| h.unix_ns).min());
         parts.push(NodePart {
             node: run.node.clone(),
             flow: flow.id,
@@ -192,7 +200,11 @@ fn verdict(parts: &[NodePart], never: &[String], unknown: &[Unknown]) -> PathVer
         })
         .or(parts.last())
         .expect("a path has a flow");
-    let mut said: Vec<String> = parts.iter().map(part_text).collect();
+    let mut said: Vec<String> = parts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| part_text(p, i + 1 == parts.len()))
+        .collect();
     said.extend(never.iter().map(|n| format!("never reached {n}")));
     said.extend(unknown.iter().map(|u| {
         format!(
@@ -209,8 +221,9 @@ fn verdict(parts: &[NodePart], never: &[String], unknown: &[Unknown]) -> PathVer
     }
 }
 
-/// One node's part in the path's sentence.
-fn part_text(p: &NodePart) -> String {
+/// One node's part in the path's sentence (`last`: no node saw the path
+/// after it).
+fn part_text(p: &NodePart, last: bool) -> String {
     let v = &p.verdict;
     let n = &p.node;
     match v.kind.as_str() {
@@ -220,6 +233,9 @@ fn part_text(p: &NodePart) -> String {
             Some(place) => format!("dropped on {n} {place}"),
             None => format!("dropped on {n}: {} ({})", v.reason, v.where_),
         },
+        // A later node saw it: this one sent it on (its own verdict only
+        // saw no reply come back).
+        "no_reply" if !last => format!("sent on by {n} ({})", v.where_),
         "no_reply" => format!("no reply seen on {n}"),
         kind => format!("{kind} on {n}: {} ({})", v.reason, v.where_),
     }

@@ -253,6 +253,60 @@ fn from_port(flow: &mut Value, sport: u16) {
     }
 }
 
+/// The first packet's passage through a node ends where it comes back in
+/// to a namespace it left (through another node) or a new packet starts.
+#[test]
+fn a_packet_leaves_a_node_where_its_passage_ends() {
+    let h = |t, out, ns, dev| (t, out, ns, dev);
+    // Sent by the client, through the LAN's bridge to node1, back in from
+    // node1 and out to node2: it left the node at 3.
+    let back = [
+        h(1, true, "client", "eth0"),
+        h(2, false, "lan", "p-client"),
+        h(3, true, "lan", "p-node1"),
+        h(5, false, "lan", "p-node1"),
+        h(6, true, "lan", "p-node2"),
+    ];
+    assert_eq!(skew::exit_time_for_test(&back), Some(3));
+    // A second packet (a retransmission) starts a new passage.
+    let again = [
+        h(1, true, "laptop", "eth0"),
+        h(2, false, "router", "lan0"),
+        h(3, true, "router", "k0"),
+        h(9, true, "laptop", "eth0"),
+        h(10, false, "router", "lan0"),
+        h(11, true, "router", "k0"),
+    ];
+    assert_eq!(skew::exit_time_for_test(&again), Some(3));
+    assert_eq!(skew::exit_time_for_test(&[h(1, false, "a", "x")]), None);
+}
+
+/// A route lookup's hop has no ports: it joins no flows.
+#[test]
+fn route_lookups_join_no_flows() {
+    let mut r = router();
+    r[0]["hops"].as_array_mut().unwrap().push(hop(
+        5,
+        "fib_lookup",
+        "router",
+        "",
+        "request",
+        tuple(SYN.0, 0, SYN.2, 0),
+    ));
+    let mut m = master(0);
+    from_port(&mut m[0], 40001);
+    m[0]["hops"].as_array_mut().unwrap().push(hop(
+        35,
+        "fib_lookup",
+        "master",
+        "",
+        "request",
+        tuple(SYN.0, 0, SYN.2, 0),
+    ));
+    let m = merged(&[("r.json", r), ("m.json", m)]).unwrap();
+    assert_eq!(m.paths.len(), 2, "{m:#?}");
+}
+
 #[test]
 fn unrelated_flows_are_separate_paths() {
     let mut m = master(0);

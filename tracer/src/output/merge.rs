@@ -86,6 +86,11 @@ fn clock_text(c: &NodeClock) -> String {
     match c.basis {
         "reference" => "reference".into(),
         "none" => "no packet seen crossing to the other nodes: not corrected".into(),
+        "one_way" if c.correction_ns == 0 => format!(
+            "not corrected: every receipt already after its sending ({} crossing(s) with {}, one way only: a clock ahead by less than the wire's delay would not show)",
+            c.crossings,
+            c.against.as_deref().unwrap_or("?")
+        ),
         basis => {
             let mut s = format!(
                 "{} ahead of {} ({basis}, {} crossing(s))",
