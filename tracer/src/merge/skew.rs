@@ -78,6 +78,9 @@ type Key = (String, Tuple, bool);
 
 type Firsts = HashMap<Key, Seen>;
 
+/// A packet's passage at a device: (time, egress, netns, device).
+type Passage<'a> = (i64, bool, &'a str, &'a str);
+
 /// When the first packet left the node: from its first sending, the chain
 /// of its passages through the node's namespaces (sent from one namespace,
 /// received in another, sent on by that one; the same device's two hooks
@@ -85,7 +88,7 @@ type Firsts = HashMap<Key, Seen>;
 /// hop cannot be the same packet's next passage inside the node: it came
 /// back in to the namespace it left (from another node), or a new packet
 /// starts. `hops`: (time, egress, netns, dev), in time order.
-fn exit_time(hops: &[(i64, bool, &str, &str)]) -> Option<i64> {
+fn exit_time(hops: &[Passage]) -> Option<i64> {
     let start = hops.iter().position(|h| h.1)?;
     let mut prev = hops[start];
     let mut out = prev.0;
@@ -107,7 +110,7 @@ fn exit_time(hops: &[(i64, bool, &str, &str)]) -> Option<i64> {
 }
 
 fn firsts(runs: &[Run], group: &[FlowRef]) -> BTreeMap<usize, Firsts> {
-    let mut passages: BTreeMap<(usize, Key), Vec<(i64, bool, &str, &str)>> = BTreeMap::new();
+    let mut passages: BTreeMap<(usize, Key), Vec<Passage>> = BTreeMap::new();
     for &(r, f) in group {
         let flow = &runs[r].flows[f];
         for h in &flow.hops {
@@ -267,6 +270,6 @@ fn against(base: &NodeClock, rb: &Run, a: usize, b: usize, bounds: &Bounds) -> O
 }
 
 #[cfg(test)]
-pub(super) fn exit_time_for_test(hops: &[(i64, bool, &str, &str)]) -> Option<i64> {
+pub(super) fn exit_time_for_test(hops: &[Passage]) -> Option<i64> {
     exit_time(hops)
 }

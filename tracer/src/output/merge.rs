@@ -87,7 +87,7 @@ fn clock_text(c: &NodeClock) -> String {
         "reference" => "reference".into(),
         "none" => "no packet seen crossing to the other nodes: not corrected".into(),
         "one_way" if c.correction_ns == 0 => format!(
-            "not corrected: every receipt already after its sending ({} crossing(s) with {}, one way only: a clock ahead by less than the wire's delay would not show)",
+            "not corrected: every receipt already after its sending ({} crossing(s) with {}, one way only: a clock ahead of it would look like a slow wire)",
             c.crossings,
             c.against.as_deref().unwrap_or("?")
         ),
