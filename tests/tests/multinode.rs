@@ -299,4 +299,28 @@ fn incident1_across_nodes() {
         assert_eq!(c["inconsistent"], false, "{c}");
         assert!(c["skew_ms"].as_f64().unwrap().abs() < 5.0, "{c}");
     }
+
+    // node2's wall clock 400 ms ahead: the RSTs it sent back bound it from
+    // the other side, so merge estimates it (not just a bound) and orders
+    // the path again.
+    let ahead = dir.0.join("node2-ahead.json");
+    shift_clock(&files[2], &ahead, 400_000_000);
+    let (head, paths) = merge(&[files[0].clone(), files[1].clone(), ahead]);
+    let c = clock(&head, "node2");
+    assert_eq!(c["basis"], "two_way", "{c}");
+    let skew = c["skew_ms"].as_f64().unwrap();
+    assert!((skew - 400.0).abs() < 5.0, "estimated {skew} ms: {c}");
+    assert!(c["uncertainty_ns"].as_u64().unwrap() < 5_000_000, "{c}");
+    let across = paths
+        .iter()
+        .find(|p| nodes_of(p).len() == 3)
+        .expect("the path over three nodes");
+    assert_eq!(nodes_of(across), ["client", "node1", "node2"], "{across}");
+    let hops = across["hops"].as_array().unwrap();
+    let first = |n: &str| {
+        hops.iter()
+            .position(|h| h["node"] == n && h["hook"].as_str().unwrap().starts_with("tc_"))
+            .unwrap()
+    };
+    assert!(first("node1") < first("node2"), "{across}");
 }
