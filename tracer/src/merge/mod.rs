@@ -124,6 +124,10 @@ struct SummaryIn {
     stop: String,
     #[serde(default)]
     lost_events: u64,
+    #[serde(default)]
+    traced_from_unix_ns: Option<i64>,
+    #[serde(default)]
+    traced_to_unix_ns: Option<i64>,
 }
 
 /// One node's run, read.
@@ -138,6 +142,8 @@ pub struct Run {
     pub complete: bool,
     pub stop: Option<String>,
     pub lost_events: u64,
+    /// When it traced, by its wall clock (from its summary).
+    pub traced: Option<(i64, i64)>,
     pub flows: Vec<FlowIn>,
 }
 
@@ -209,6 +215,9 @@ pub fn read_run(file: &str, text: &str) -> Result<Run, MergeError> {
         complete: summary.is_some(),
         stop: summary.as_ref().map(|s| s.stop.clone()),
         lost_events: summary.as_ref().map_or(0, |s| s.lost_events),
+        traced: summary
+            .as_ref()
+            .and_then(|s| Some((s.traced_from_unix_ns?, s.traced_to_unix_ns?))),
         flows,
     })
 }

@@ -149,7 +149,11 @@ pub fn tell(id: usize, runs: &[Run], group: &[FlowRef], clocks: &[NodeClock]) ->
         h.t_us = (h.unix_ns - t0) as f64 / 1000.0;
     }
     parts.sort_by_key(|p| p.first_ns);
-    let (not_reached, unknown) = unseen(runs, group);
+    let span = (
+        hops.first().map_or(0, |h| h.unix_ns),
+        hops.last().map_or(0, |h| h.unix_ns),
+    );
+    let (not_reached, unknown) = unseen(runs, group, clocks, span);
     let first = &runs[group[0].0].flows[group[0].1];
     Path {
         id,
@@ -164,16 +168,35 @@ pub fn tell(id: usize, runs: &[Run], group: &[FlowRef], clocks: &[NodeClock]) ->
     }
 }
 
-/// The merged nodes that did not see the path: complete runs (never
-/// reached), runs cut short (not known).
-fn unseen(runs: &[Run], group: &[FlowRef]) -> (Vec<String>, Vec<Unknown>) {
+/// The merged nodes that did not see the path: complete runs that were
+/// tracing while it went (never reached), runs cut short or tracing at
+/// another time (not known). `span`: the path's first and last hop, on the
+/// reference clock.
+fn unseen(
+    runs: &[Run],
+    group: &[FlowRef],
+    clocks: &[NodeClock],
+    span: (i64, i64),
+) -> (Vec<String>, Vec<Unknown>) {
     let mut never = Vec::new();
     let mut unknown = Vec::new();
     for (r, run) in runs.iter().enumerate() {
         if group.iter().any(|&(g, _)| g == r) {
             continue;
         }
-        if run.complete {
+        let corr = clocks.get(r).map_or(0, |c| c.correction_ns);
+        let window = run.traced.map(|(a, b)| (a + corr, b + corr));
+        if let Some((from, to)) = window.filter(|&(a, b)| span.0 < a || span.1 > b) {
+            unknown.push(Unknown {
+                node: run.node.clone(),
+                why: format!(
+                    "{} was not tracing all the while the path went (it traced {:.3} s to {:.3} s of the path's first hop): not known whether the path got there",
+                    run.node,
+                    (from - span.0) as f64 / 1e9,
+                    (to - span.0) as f64 / 1e9
+                ),
+            });
+        } else if run.complete {
             never.push(run.node.clone());
         } else {
             unknown.push(Unknown {
@@ -206,12 +229,12 @@ fn verdict(parts: &[NodePart], never: &[String], unknown: &[Unknown]) -> PathVer
         .map(|(i, p)| part_text(p, i + 1 == parts.len()))
         .collect();
     said.extend(never.iter().map(|n| format!("never reached {n}")));
-    said.extend(unknown.iter().map(|u| {
-        format!(
-            "not known whether it reached {} (its run was cut short)",
-            u.node
-        )
-    }));
+    // Why not is in `unknown` (cut short, or not tracing then).
+    said.extend(
+        unknown
+            .iter()
+            .map(|u| format!("not known whether it reached {}", u.node)),
+    );
     PathVerdict {
         kind: decisive.verdict.kind.clone(),
         reason: decisive.verdict.reason.clone(),

@@ -105,6 +105,14 @@ fn worker() -> Vec<Value> {
     vec![summary("worker", "10.16.222.1:80")]
 }
 
+/// A worker that traced only from `from_us` to `to_us` (of T0).
+fn worker_traced(from_us: i64, to_us: i64) -> Vec<Value> {
+    let mut w = worker();
+    w[0]["traced_from_unix_ns"] = json!(T0 + from_us * 1000);
+    w[0]["traced_to_unix_ns"] = json!(T0 + to_us * 1000);
+    w
+}
+
 fn merged(files: &[(&str, Vec<Value>)]) -> Result<Merged, MergeError> {
     let runs = files
         .iter()
@@ -317,6 +325,38 @@ fn unrelated_flows_are_separate_paths() {
     assert_eq!(m.paths[1].not_reached, ["router"]);
 }
 
+/// A node that was not tracing while the path went cannot say it never
+/// got there.
+#[test]
+fn a_run_not_tracing_then_is_not_known() {
+    let m = merged(&[
+        ("r.json", router()),
+        ("m.json", master(0)),
+        ("w.json", worker_traced(-10, 100)),
+    ])
+    .unwrap();
+    assert_eq!(m.paths[0].not_reached, ["worker"]);
+    let m = merged(&[
+        ("r.json", router()),
+        ("m.json", master(0)),
+        ("w.json", worker_traced(25, 100)),
+    ])
+    .unwrap();
+    let p = &m.paths[0];
+    assert!(p.not_reached.is_empty(), "{p:#?}");
+    assert!(
+        p.unknown[0]
+            .why
+            .starts_with("worker was not tracing all the while"),
+        "{p:#?}"
+    );
+    let text = &p.verdict.text;
+    assert!(
+        text.ends_with("not known whether it reached worker"),
+        "{text}"
+    );
+}
+
 /// A run cut short (no summary) is reported; where it did not see the
 /// path, that is not known, not "never reached".
 #[test]
@@ -338,10 +378,11 @@ fn a_run_cut_short_is_reported_not_guessed() {
     let p = &m.paths[0];
     assert!(p.not_reached.is_empty(), "{p:#?}");
     assert_eq!(p.unknown[0].node, "worker");
+    assert!(p.unknown[0].why.contains("cut short"), "{p:#?}");
+    let text = &p.verdict.text;
     assert!(
-        p.verdict
-            .text
-            .ends_with("not known whether it reached worker (its run was cut short)")
+        text.ends_with("not known whether it reached worker"),
+        "{text}"
     );
 }
 

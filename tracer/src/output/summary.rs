@@ -64,6 +64,14 @@ pub struct Summary {
     /// sure that is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<WallClock>,
+    /// When the run traced, by this node's wall clock (ns since the
+    /// epoch): from the moment every probe was attached to the final
+    /// drain. A path no hop of this run saw within it never reached the
+    /// node; outside it, nobody knows (`tracer merge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traced_from_unix_ns: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traced_to_unix_ns: Option<i64>,
 }
 
 /// The node's wall clock against the kernel programs' clock
@@ -248,6 +256,8 @@ mod tests {
             node: None,
             target: None,
             clock: None,
+            traced_from_unix_ns: None,
+            traced_to_unix_ns: None,
             peak_rss_kib: None,
             stop: "duration reached".into(),
             decode_errors: 0,

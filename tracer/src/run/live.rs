@@ -491,6 +491,9 @@ impl Live<'_> {
         // Packets counted in the kernel since the last poll (the maps go
         // with the programs).
         self.poll_counted();
+        let traced_to = unix_now_ns();
+        let traced_from =
+            traced_to - (self.started.elapsed().as_nanos() as i64 - ready_ms as i64 * 1_000_000);
         let Live {
             session,
             pipeline,
@@ -568,6 +571,8 @@ impl Live<'_> {
                 drift_ns: Some(wall_clock().ktime_to_unix_ns - clock.ktime_to_unix_ns),
                 ..clock
             }),
+            traced_from_unix_ns: Some(traced_from),
+            traced_to_unix_ns: Some(traced_to),
         };
         summary.counters(&teardown.counters);
         sink.summary(&summary);
@@ -609,6 +614,11 @@ fn vip_summary(vip: &VipWatch) -> VipSummary {
             })
             .collect(),
     }
+}
+
+/// The wall clock (CLOCK_REALTIME), ns since the epoch.
+fn unix_now_ns() -> i64 {
+    clock_ns(nix::time::ClockId::CLOCK_REALTIME)
 }
 
 /// CLOCK_MONOTONIC in ns, the clock of bpf_ktime_get_ns().
