@@ -31,6 +31,8 @@ fn trace_nodes(
             args.extend(["--netns".into(), sc.ns(r).name.clone()]);
         }
         args.extend(["--node".into(), (*node).to_string()]);
+        let rec = dir.join(format!("{node}.rec"));
+        args.extend(["--record".into(), rec.display().to_string()]);
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         runs.push(TracerRun::start(&sc.target, &refs).expect("start tracer"));
     }
@@ -191,6 +193,27 @@ fn incident2_across_nodes_and_with_a_clock_offset() {
     let m = clock(&head, "master");
     assert_eq!(m["basis"], "one_way", "{dump}");
     assert!(m["skew_ms"].as_f64().unwrap().abs() < 5.0, "{m}");
+
+    // A node's recording replayed (anywhere, later) merges as its run.
+    let replayed = dir.0.join("master-replayed.json");
+    let out = Command::new(tracer_bin())
+        .arg("replay")
+        .arg(dir.0.join("master.rec"))
+        .args(["-o", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(&replayed, &out.stdout).unwrap();
+    let (_, again) = merge(&[files[0].clone(), replayed, files[2].clone()]);
+    let p2 = again
+        .iter()
+        .find(|p| p["original"]["dport"] == 80)
+        .expect("the path, replayed");
+    assert_eq!(p2["verdict"]["text"], p["verdict"]["text"], "{p2}");
 
     // The master's wall clock 450 ms behind: its receipt would come
     // before the router sent it. Merge says so, corrects it, and orders.
