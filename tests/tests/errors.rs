@@ -116,6 +116,61 @@ fn bad_inputs_are_one_clear_error() {
     }
 }
 
+/// `tracer merge` on bad input: one line each, exit 2, nothing on stdout.
+#[test]
+fn merge_bad_inputs_are_one_clear_line() {
+    let dir = std::env::temp_dir().join(format!("tracer-merge-errors-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let empty = write("empty.json", "");
+    let text = write(
+        "text.json",
+        "flow #1 tcp 10.0.0.1:1 -> 10.0.0.2:80  =>  DROPPED\n",
+    );
+    let other = write("other.json", "{\"type\":\"path\",\"id\":1}\n");
+    let old = write(
+        "old.json",
+        "{\"type\":\"summary\",\"flows\":0,\"stop\":\"interrupted\"}\n",
+    );
+    let missing = dir.join("missing.json").display().to_string();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["merge"], "required"),
+        (
+            vec!["merge", &missing, &empty],
+            "missing.json: No such file or directory",
+        ),
+        (
+            vec!["merge", &empty, &old],
+            "empty.json: empty: no tracer JSON records",
+        ),
+        (
+            vec!["merge", &text, &old],
+            "text.json:1: not tracer JSON (`tracer follow -o json`): not JSON",
+        ),
+        (vec!["merge", &other, &old], "a record of type \"path\""),
+        (vec!["merge", &old, &old], "no wall-clock times"),
+        (vec!["merge", "-o", "yaml", &old], "invalid value 'yaml'"),
+    ];
+    for (args, needle) in &cases {
+        let out = Command::new(tracer_bin()).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(needle),
+            "{args:?}: expected {needle:?} in {err}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+        if args.len() > 2 && !args.contains(&"-o") {
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `follow --pcap` to a path that cannot be written: one line, exit 1,
 /// before anything is attached (root: the privilege check comes first).
 #[test]

@@ -8,16 +8,19 @@
 //! 3. `kernel`: BTF, the probe registry, loading and attaching the
 //!    programs, tc, and the live [`kernel::session::Session`];
 //! 4. `verdict`: evidence, rules and hints;
-//! 5. `output`: everything printed (sinks, summary, diagnostics);
-//! 6. `run`: records in, verdicts out: the pure pipeline, recordings, the
+//! 5. `merge`: several nodes' JSON output stitched into one story per
+//!    flow (pure: records in, paths out);
+//! 6. `output`: everything printed (sinks, summary, diagnostics);
+//! 7. `run`: records in, verdicts out: the pure pipeline, recordings, the
 //!    live run and its node facts, replay;
-//! 7. `cluster`: tracer on a cluster's nodes through kubectl (the
+//! 8. `cluster`: tracer on a cluster's nodes through kubectl (the
 //!    kubectl plugin: resolution, pod specs, the pods' streams);
-//! 8. `cli`: arguments and wiring.
+//! 9. `cli`: arguments and wiring.
 
 pub mod cli;
 pub mod cluster;
 pub mod kernel;
+pub mod merge;
 pub mod model;
 pub mod node;
 pub mod output;

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-const LAYERS: [&str; 8] = [
-    "node", "model", "kernel", "verdict", "output", "run", "cluster", "cli",
+const LAYERS: [&str; 9] = [
+    "node", "model", "kernel", "verdict", "merge", "output", "run", "cluster", "cli",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {

@@ -83,8 +83,31 @@ pub struct FollowArgs {
     /// unless asked. DNS over TLS (853) is encrypted and cannot be read.
     #[arg(long, value_name = "PORT", value_parser = parse_dns_port)]
     pub dns_port: Option<u16>,
+    /// The node's name in `-o json` records, which also date each hop by
+    /// the wall clock (`tracer merge` stitches several nodes' runs).
+    /// Default: the hostname.
+    #[arg(long, value_name = "NAME", value_parser = parse_node)]
+    pub node: Option<String>,
     #[command(flatten)]
     pub pcap: PcapArgs,
+}
+
+fn parse_node(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() || s.chars().any(char::is_control) {
+        return Err(format!("bad node name {s:?}: a non-empty name"));
+    }
+    Ok(s.to_string())
+}
+
+/// `--node`, else the hostname (else `localhost`).
+fn node_name(arg: Option<String>) -> String {
+    arg.unwrap_or_else(|| {
+        nix::sys::utsname::uname()
+            .ok()
+            .map(|u| u.nodename().to_string_lossy().into_owned())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "localhost".into())
+    })
 }
 
 fn parse_dns_port(s: &str) -> Result<u16, String> {
@@ -165,6 +188,7 @@ pub fn run(args: FollowArgs) -> Result<ExitCode> {
         ready_file: args.ready_file,
         record: args.record,
         nftrace: !args.no_nftrace,
+        node: node_name(args.node),
     };
     let mut sink = super::sink(args.output, &args.pcap)?;
     follow(opts, sink.as_mut())?;

@@ -4,6 +4,7 @@ pub mod cleanup;
 pub mod doctor;
 pub mod follow;
 pub mod kube;
+pub mod merge;
 pub mod replay;
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
@@ -43,6 +44,9 @@ pub enum Cmd {
     /// plugin: `kubectl tracer follow svc/NAME`, this binary named
     /// `kubectl-tracer`).
     Kube(kube::KubeArgs),
+    /// Stitch several nodes' `follow --node NAME -o json` output into one
+    /// story per flow, without root.
+    Merge(merge::MergeArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -93,6 +97,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Cleanup(a) => cleanup::run(a),
         Cmd::Replay(a) => replay::run(a),
         Cmd::Kube(a) => kube::run(a.cmd),
+        Cmd::Merge(a) => merge::run(a),
     }
 }
 

@@ -4,6 +4,7 @@
 
 pub mod diag;
 pub mod doctor;
+pub mod merge;
 pub mod pcap;
 pub mod render;
 pub mod summary;
@@ -17,7 +18,16 @@ use crate::{
 };
 
 pub use render::emit;
-pub use summary::Summary;
+pub use summary::{Summary, WallClock};
+
+/// What `follow` tags its JSON flow records with: the node (`--node`,
+/// default the hostname) and its clock, which dates each hop in wall-clock
+/// time (`hops[].unix_ns`) for `tracer merge`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeStamp {
+    pub node: String,
+    pub clock: WallClock,
+}
 
 /// Where flows and the summary go.
 pub trait Sink {
@@ -37,6 +47,9 @@ pub trait Sink {
     /// Packets captured since the last call, each with its flow; handed
     /// over before that flow is printed.
     fn packets(&mut self, _packets: Vec<Captured>) {}
+    /// The node and its clock, for the flow records printed from now on
+    /// (JSON only; `follow` sets it once its clock is read).
+    fn stamp(&mut self, _stamp: NodeStamp) {}
 }
 
 /// Human-readable text.
@@ -47,6 +60,7 @@ pub struct TextSink<W: Write> {
 /// One JSON object per line (schema in docs/json-schema.md).
 pub struct JsonSink<W: Write> {
     out: W,
+    stamp: Option<NodeStamp>,
 }
 
 impl<W: Write> TextSink<W> {
@@ -57,7 +71,7 @@ impl<W: Write> TextSink<W> {
 
 impl<W: Write> JsonSink<W> {
     pub fn new(out: W) -> Self {
-        JsonSink { out }
+        JsonSink { out, stamp: None }
     }
 }
 
@@ -97,8 +111,12 @@ impl<W: Write> Sink for JsonSink<W> {
     fn flow(&mut self, flow: &Flow, v: &Verdict, final_: bool, pods: &PodNames) {
         emit(
             &mut self.out,
-            &render::flow_json_line(flow, v, final_, pods),
+            &render::flow_json_line(flow, v, final_, pods, self.stamp.as_ref()),
         );
+    }
+
+    fn stamp(&mut self, stamp: NodeStamp) {
+        self.stamp = Some(stamp);
     }
 
     fn summary(&mut self, s: &Summary) {
@@ -140,6 +158,10 @@ impl Sink for PcapSink {
 
     fn report_start(&mut self, flows: usize, target: &str, stop: &str) {
         self.inner.report_start(flows, target, stop);
+    }
+
+    fn stamp(&mut self, stamp: NodeStamp) {
+        self.inner.stamp(stamp);
     }
 
     /// Finish the file (the packets of flows never printed go last), then

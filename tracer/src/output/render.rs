@@ -11,6 +11,7 @@ use crate::{
     model::hop::{Dir, HopData, hook_name},
     model::names::PodNames,
     node::services::ServiceSource,
+    output::{NodeStamp, WallClock},
     verdict::{Kind, QueryVerdict, Verdict, service::FlowService},
 };
 
@@ -25,6 +26,12 @@ pub(crate) struct FlowOut<'a> {
     id: u64,
     #[serde(rename = "final")]
     final_: bool,
+    /// The node that traced it (`follow --node`, default the hostname).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node: Option<&'a str>,
+    /// That node's clock: what dates `hops[].unix_ns`, and how sure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    clock: Option<WallClock>,
     proto: String,
     original: &'a Tuple,
     translated: Option<&'a Tuple>,
@@ -194,6 +201,10 @@ pub(crate) fn query_text(q: &Query, ends: (&str, &str), qv: Option<&QueryVerdict
 struct HopOut<'a> {
     t_us: f64,
     ts_ns: u64,
+    /// `ts_ns` by the node's wall clock, ns since the epoch (with the
+    /// flow's `clock`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unix_ns: Option<i64>,
     hook: &'static str,
     netns: &'a str,
     netns_inode: u32,
@@ -211,12 +222,21 @@ struct HopOut<'a> {
     fields: &'a HopData,
 }
 
-fn flow_out<'a>(flow: &'a Flow, v: &'a Verdict, final_: bool, pods: &'a PodNames) -> FlowOut<'a> {
+fn flow_out<'a>(
+    flow: &'a Flow,
+    v: &'a Verdict,
+    final_: bool,
+    pods: &'a PodNames,
+    stamp: Option<&'a NodeStamp>,
+) -> FlowOut<'a> {
     let first = flow.hops.first().map_or(flow.first_ns, |h| h.ts_ns);
+    let clock = stamp.map(|s| s.clock);
     FlowOut {
         type_: "flow",
         id: flow.id,
         final_,
+        node: stamp.map(|s| s.node.as_str()),
+        clock,
         proto: proto_name(flow.key.proto),
         original: &flow.key,
         translated: flow.translated.as_ref(),
@@ -234,6 +254,7 @@ fn flow_out<'a>(flow: &'a Flow, v: &'a Verdict, final_: bool, pods: &'a PodNames
             .map(|h| HopOut {
                 t_us: (h.ts_ns.saturating_sub(first)) as f64 / 1000.0,
                 ts_ns: h.ts_ns,
+                unix_ns: clock.map(|c| (h.ts_ns as i64).saturating_add(c.ktime_to_unix_ns)),
                 hook: hook_name(h.hook),
                 netns: &h.netns,
                 netns_inode: h.netns_inode,
@@ -251,9 +272,17 @@ fn flow_out<'a>(flow: &'a Flow, v: &'a Verdict, final_: bool, pods: &'a PodNames
 }
 
 /// One flow record, as a JSON line (hops name their pod when `pods`
-/// knows it).
-pub fn flow_json_line(flow: &Flow, v: &Verdict, final_: bool, pods: &PodNames) -> String {
-    serde_json::to_string(&flow_out(flow, v, final_, pods)).expect("a flow record serializes")
+/// knows it; the record names its node and dates its hops by the wall
+/// clock with a `stamp`).
+pub fn flow_json_line(
+    flow: &Flow,
+    v: &Verdict,
+    final_: bool,
+    pods: &PodNames,
+    stamp: Option<&NodeStamp>,
+) -> String {
+    serde_json::to_string(&flow_out(flow, v, final_, pods, stamp))
+        .expect("a flow record serializes")
 }
 
 /// A verdict as text output heads a flow with it: `DROPPED NETFILTER_DROP`.

@@ -51,6 +51,47 @@ pub struct Summary {
     /// Set with `--pcap FILE`: what the pcapng file holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pcap: Option<PcapSummary>,
+    /// The node this run traced (`--node`, default the hostname); absent
+    /// in recordings made before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The target followed, as given (`ADDR[:PORT]` or CIDR, with
+    /// `/proto` when `--proto` was given): what `tracer merge` checks the
+    /// runs it stitches agree on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// How hop times convert to wall-clock time on this node, and how
+    /// sure that is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<WallClock>,
+    /// When the run traced, by this node's wall clock (ns since the
+    /// epoch): from the moment every probe was attached to the final
+    /// drain. A path no hop of this run saw within it never reached the
+    /// node; outside it, nobody knows (`tracer merge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traced_from_unix_ns: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traced_to_unix_ns: Option<i64>,
+}
+
+/// The node's wall clock against the kernel programs' clock
+/// (CLOCK_MONOTONIC): a hop's `ts_ns` plus `ktime_to_unix_ns` is its time
+/// in ns since the epoch, by this node's wall clock.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub struct WallClock {
+    /// Wall clock (CLOCK_REALTIME) minus CLOCK_MONOTONIC, ns, read at start.
+    pub ktime_to_unix_ns: i64,
+    /// How far off that offset may be from reading the two clocks, ns:
+    /// half the tightest of several monotonic reads bracketing a wall
+    /// clock read (it says nothing of how far this node's wall clock is
+    /// from other nodes': `tracer merge` estimates that).
+    pub uncertainty_ns: u64,
+    /// The offset at the end of the run minus at the start, ns (the wall
+    /// clock stepped or was slewed while tracing); set in the summary only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_ns: Option<i64>,
 }
 
 /// What `--pcap FILE` wrote.
@@ -212,6 +253,11 @@ mod tests {
             verdicts: BTreeMap::new(),
             dns: BTreeMap::new(),
             netns: vec!["all".into()],
+            node: None,
+            target: None,
+            clock: None,
+            traced_from_unix_ns: None,
+            traced_to_unix_ns: None,
             peak_rss_kib: None,
             stop: "duration reached".into(),
             decode_errors: 0,

@@ -18,7 +18,7 @@ use crate::{
         vip::VipWatch,
     },
     output::{
-        Sink, Summary, diag,
+        NodeStamp, Sink, Summary, WallClock, diag,
         summary::{MacSeen, TcSummary, VipSummary},
     },
     run::facts::{LiveEnv, nf_baseline, watched_netns},
@@ -62,6 +62,8 @@ pub struct FollowOptions {
     pub record: Option<PathBuf>,
     /// Name netfilter rules by nf_tables tracing (node::nftrace).
     pub nftrace: bool,
+    /// The node's name in the output (`--node`, default the hostname).
+    pub node: String,
 }
 
 /// How many flows are judged between two ring reads while printing
@@ -172,6 +174,21 @@ fn recorder(
     )?))
 }
 
+/// The wall clock read now, given to the sink with the node's name (JSON
+/// records are dated by it), and the recording when asked.
+fn stamp_and_record(
+    opts: &FollowOptions,
+    names: &Names,
+    sink: &mut dyn Sink,
+) -> Result<(WallClock, Option<Recorder>), RunError> {
+    let wall = wall_clock();
+    sink.stamp(NodeStamp {
+        node: opts.node.clone(),
+        clock: wall,
+    });
+    Ok((wall, recorder(opts, names, wall.ktime_to_unix_ns)?))
+}
+
 /// Where netfilter rules are named by tracing, said once.
 fn nftrace_banner(opts: &FollowOptions, trace: Option<&NfTrace>) {
     let said = match trace {
@@ -204,6 +221,8 @@ struct Live<'a> {
     /// quiet flow.
     vip_changes: usize,
     started: Instant,
+    /// The wall clock against ktime, read at start.
+    clock: WallClock,
 }
 
 async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunError> {
@@ -235,8 +254,7 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunError> {
         .plan()
         .iter()
         .any(|p| p.hook == "icmp_send" && p.missing());
-    let clock = ktime_to_unix_ns();
-    let rec = recorder(&opts, &names, clock)?;
+    let (wall, rec) = stamp_and_record(&opts, &names, sink)?;
     let target = opts.session.target;
     let mut vip = VipWatch::new(watched_netns(&opts.session.netns));
     vip.start(&|a| target.contains(a));
@@ -279,7 +297,7 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunError> {
     let mut pipeline =
         Pipeline::new(target, names, opts.max_flows).with_dns_port(opts.session.dns_port);
     if sink.wants_packets() {
-        pipeline.capture_packets(clock);
+        pipeline.capture_packets(wall.ktime_to_unix_ns);
     }
     let mut live = Live {
         base: completeness_base(session.plan()),
@@ -290,6 +308,7 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunError> {
         sink,
         vip_changes: 0,
         started,
+        clock: wall,
     };
     let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
     let mut tick = tokio::time::interval(Duration::from_millis(250));
@@ -472,6 +491,9 @@ impl Live<'_> {
         // Packets counted in the kernel since the last poll (the maps go
         // with the programs).
         self.poll_counted();
+        let traced_to = unix_now_ns();
+        let traced_from =
+            traced_to - (self.started.elapsed().as_nanos() as i64 - ready_ms as i64 * 1_000_000);
         let Live {
             session,
             pipeline,
@@ -480,6 +502,7 @@ impl Live<'_> {
             sink,
             base,
             started,
+            clock,
             ..
         } = self;
         let probes = session.plan().to_vec();
@@ -542,6 +565,14 @@ impl Live<'_> {
             vip: vip_summary(&env.vip),
             replay: None,
             pcap: None,
+            node: Some(opts.node.clone()),
+            target: Some(target_label(opts)),
+            clock: Some(WallClock {
+                drift_ns: Some(wall_clock().ktime_to_unix_ns - clock.ktime_to_unix_ns),
+                ..clock
+            }),
+            traced_from_unix_ns: Some(traced_from),
+            traced_to_unix_ns: Some(traced_to),
         };
         summary.counters(&teardown.counters);
         sink.summary(&summary);
@@ -585,6 +616,11 @@ fn vip_summary(vip: &VipWatch) -> VipSummary {
     }
 }
 
+/// The wall clock (CLOCK_REALTIME), ns since the epoch.
+fn unix_now_ns() -> i64 {
+    clock_ns(nix::time::ClockId::CLOCK_REALTIME)
+}
+
 /// CLOCK_MONOTONIC in ns, the clock of bpf_ktime_get_ns().
 fn now_ns() -> u64 {
     clock_ns(nix::time::ClockId::CLOCK_MONOTONIC) as u64
@@ -595,14 +631,38 @@ fn clock_ns(id: nix::time::ClockId) -> i64 {
     ts.tv_sec() * 1_000_000_000 + ts.tv_nsec()
 }
 
+/// The target as given, with `/proto` when `--proto` was: what the
+/// summary names for `tracer merge`.
+fn target_label(opts: &FollowOptions) -> String {
+    match &opts.proto_arg {
+        Some(p) => format!("{}/{p}", opts.target_arg),
+        None => opts.target_arg.clone(),
+    }
+}
+
 /// Wall clock minus the kernel programs' clock (bpf_ktime_get_ns(),
-/// CLOCK_MONOTONIC), ns: what dates a record's `ts_ns` (`--pcap`; kept in
-/// recordings).
-fn ktime_to_unix_ns() -> i64 {
-    let mono = clock_ns(nix::time::ClockId::CLOCK_MONOTONIC);
-    let wall = clock_ns(nix::time::ClockId::CLOCK_REALTIME);
-    let mono2 = clock_ns(nix::time::ClockId::CLOCK_MONOTONIC);
-    wall - (mono + (mono2 - mono) / 2)
+/// CLOCK_MONOTONIC), ns: what dates a record's `ts_ns` (`--pcap`, `-o
+/// json`'s `unix_ns`; kept in recordings). Read between two monotonic
+/// reads, five times: the tightest bracket wins, and half its width is
+/// the uncertainty of the offset.
+fn wall_clock() -> WallClock {
+    let mut best: Option<(i64, i64)> = None;
+    for _ in 0..5 {
+        let mono = clock_ns(nix::time::ClockId::CLOCK_MONOTONIC);
+        let wall = clock_ns(nix::time::ClockId::CLOCK_REALTIME);
+        let mono2 = clock_ns(nix::time::ClockId::CLOCK_MONOTONIC);
+        let width = mono2 - mono;
+        if best.is_none_or(|(w, _)| width < w) {
+            best = Some((width, wall - (mono + width / 2)));
+        }
+    }
+    let (width, offset) = best.expect("five reads");
+    WallClock {
+        ktime_to_unix_ns: offset,
+        // Rounded up: a 1 ns bracket is still not exact.
+        uncertainty_ns: (width as u64).div_ceil(2).max(1),
+        drift_ns: None,
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use crate::{
     model::names::{Kallsyms, Names, NetnsNames},
     model::target::{Target, TargetError},
     node::vip::VipWatch,
-    output::{Sink, diag, summary::ReplayInfo},
+    output::{NodeStamp, Sink, WallClock, diag, summary::ReplayInfo},
     run::pipeline::{Pipeline, PreparedEnv},
     run::record::{Frame, Header, RecordError, RecordedVerdict, Recording},
     verdict::{Env, IfAddr, Inventory},
@@ -180,6 +180,17 @@ pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed, ReplayError>
         pipeline.capture_packets(ktime_to_unix_ns(&header, &frames));
     }
     let mut summary = trailer.summary;
+    // A run that named its node and clock: its flows as it printed them
+    // (`tracer merge` reads a replay's JSON as the run's).
+    if let (Some(node), Some(clock)) = (summary.node.clone(), summary.clock) {
+        sink.stamp(NodeStamp {
+            node,
+            clock: WallClock {
+                drift_ns: None,
+                ..clock
+            },
+        });
+    }
     let mut env = ReplayEnv {
         inventory: trailer.facts.into(),
         vip: VipWatch::replayed(

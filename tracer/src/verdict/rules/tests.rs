@@ -272,6 +272,7 @@ fn closed_port_with_an_inferred_reason_says_so() {
         &v,
         true,
         &Default::default(),
+        None,
     ))
     .unwrap();
     assert_eq!(json["verdict"]["reason_inferred"], true);
@@ -1133,6 +1134,7 @@ fn json_evidence_items_have_kind_fields_and_text() {
             v,
             true,
             &Default::default(),
+            None,
         ))
         .unwrap();
         let a = j["verdict"]["evidence"].as_array().unwrap().clone();
@@ -1293,7 +1295,8 @@ fn hops_name_the_pod_that_owns_their_namespace() {
     let pods: PodNames = [(client, "default/web-client-7d4b9".to_string())]
         .into_iter()
         .collect();
-    let j: Value = serde_json::from_str(&render::flow_json_line(&f, &v, true, &pods)).unwrap();
+    let j: Value =
+        serde_json::from_str(&render::flow_json_line(&f, &v, true, &pods, None)).unwrap();
     let hops = j["hops"].as_array().unwrap();
     assert_eq!(hops.len(), f.hops.len());
     for (h, out) in f.hops.iter().zip(hops) {
@@ -1317,8 +1320,14 @@ fn hops_name_the_pod_that_owns_their_namespace() {
     // Without pods, as before.
     let plain = render::flow_text(&f, &v, &PodNames::default());
     assert!(!plain.contains("default/"), "{plain}");
-    let j: Value =
-        serde_json::from_str(&render::flow_json_line(&f, &v, true, &PodNames::default())).unwrap();
+    let j: Value = serde_json::from_str(&render::flow_json_line(
+        &f,
+        &v,
+        true,
+        &PodNames::default(),
+        None,
+    ))
+    .unwrap();
     assert!(
         j["hops"]
             .as_array()
@@ -1368,8 +1377,14 @@ fn flows_name_the_service_kube_proxy_serves_on_their_destination() {
         vec![entry(Some(f.key.dst), f.key.dport, ServiceKind::ClusterIP)],
     );
     let v = judge(&f, &env);
-    let j: Value =
-        serde_json::from_str(&render::flow_json_line(&f, &v, true, &PodNames::default())).unwrap();
+    let j: Value = serde_json::from_str(&render::flow_json_line(
+        &f,
+        &v,
+        true,
+        &PodNames::default(),
+        None,
+    ))
+    .unwrap();
     assert_eq!(j["service"]["name"], "shop/web:http", "{j}");
     assert_eq!(j["service"]["kind"], "ClusterIP", "{j}");
     assert_eq!(j["service"]["netns"], "s", "{j}");
