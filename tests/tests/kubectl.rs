@@ -61,7 +61,10 @@ impl Cluster {
                 names.iter().map(|n| json!({"kind": "Node", "metadata": {"name": n}})).collect::<Vec<_>>()})
         };
         let c = Cluster { dir };
-        c.write("nodes.json", &nodes(&["master", "worker-1", "worker-2"]));
+        c.write(
+            "nodes.json",
+            &nodes(&["master", "router", "worker", "worker-1", "worker-2"]),
+        );
         c.write("nodes-selected.json", &nodes(&["worker-2"]));
         c.write(
             "service-nginx.json",
@@ -192,7 +195,7 @@ fn nodes_and_addresses_are_chosen_as_asked() {
     };
     assert_eq!(
         nodes(&["svc/nginx", "--nodes", "all"]),
-        ["master", "worker-1", "worker-2"]
+        ["master", "router", "worker", "worker-1", "worker-2"]
     );
     assert_eq!(nodes(&["svc/nginx", "--nodes", "role=edge"]), ["worker-2"]);
     assert_eq!(
@@ -200,7 +203,7 @@ fn nodes_and_addresses_are_chosen_as_asked() {
         ["master", "worker-2"]
     );
     // An address: every node by default.
-    assert_eq!(nodes(&["169.254.25.10:53"]).len(), 3);
+    assert_eq!(nodes(&["169.254.25.10:53"]).len(), 5);
     // The LoadBalancer address: incident 2's.
     let list = stdout_json(&c.run(&[
         "svc/nginx",
@@ -268,26 +271,52 @@ fn bad_input_is_one_line_and_a_non_zero_exit() {
     assert!(err.contains("install kubectl, or set KUBECTL"), "{err}");
 }
 
-/// A node's `tracer follow --node NODE -o json` output, as its pod's log.
-fn node_log(c: &Cluster, node: &str, lines: &[Value]) {
-    let text: String = lines.iter().map(|l| l.to_string() + "\n").collect();
-    std::fs::write(c.dir.join("logs").join(format!("{node}.json")), text).unwrap();
+/// A node's pod log: `tracer follow --node NODE -o json` of incident 2
+/// on that node (router, master, worker), as `tracer replay -o json`
+/// prints the node's recording in tests/recordings/nodes. `as_node`: the
+/// stand-in node whose pod prints it.
+fn node_log(c: &Cluster, node: &str, as_node: &str) {
+    let rec = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("recordings/nodes")
+        .join(format!("incident2-{node}.rec"));
+    let out = Command::new(tracer_bin())
+        .args(["replay", "-o", "json"])
+        .arg(&rec)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(
+        c.dir.join("logs").join(format!("{as_node}.json")),
+        out.stdout,
+    )
+    .unwrap();
 }
 
-fn summary(node: &str) -> Value {
-    json!({"type": "summary", "node": node, "flows": 0, "target": "10.96.7.7:80"})
+/// JSON lines.
+fn lines(out: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
 }
 
 #[test]
-fn a_run_creates_the_pods_streams_their_output_and_deletes_them() {
+fn a_run_creates_the_pods_streams_their_output_merges_it_and_deletes_them() {
     let c = Cluster::new("run");
-    node_log(&c, "master", &[summary("master")]);
-    node_log(&c, "worker-2", &[summary("worker-2")]);
+    for n in ["router", "master", "worker"] {
+        node_log(&c, n, n);
+    }
     let save = c.dir.join("saved");
     let o = c.run(&[
         "svc/nginx",
+        "--address",
+        "lb",
         "--nodes",
-        "master,worker-2",
+        "router,master,worker",
         "-o",
         "json",
         "--save",
@@ -296,17 +325,42 @@ fn a_run_creates_the_pods_streams_their_output_and_deletes_them() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     let pods = c.created();
-    assert_eq!(pods.len(), 2);
+    assert_eq!(pods.len(), 3);
     for p in &pods {
         assert_valid::<k8s_openapi::api::core::v1::Pod>("a created pod", p);
+        assert_eq!(p["spec"]["containers"][0]["command"][2], "10.16.222.1:80");
     }
-    // Each node's records came through, tagged with its node.
-    let out = String::from_utf8_lossy(&o.stdout);
-    for node in ["master", "worker-2"] {
-        assert!(out.contains(&format!("\"node\":\"{node}\"")), "{out}");
+    let out = lines(&o.stdout);
+    // Each node's records as they came, tagged with its node...
+    for node in ["router", "master", "worker"] {
+        assert!(
+            out.iter()
+                .any(|l| l["type"] == "summary" && l["node"] == node),
+            "{node}"
+        );
         let saved = std::fs::read_to_string(save.join(format!("{node}.json"))).unwrap();
         assert!(saved.contains("\"type\":\"summary\""), "{saved}");
     }
+    // ...then the merge: the path across the nodes, one verdict.
+    let merge = out
+        .iter()
+        .find(|l| l["type"] == "merge")
+        .expect("merge line");
+    assert_eq!(merge["runs"].as_array().unwrap().len(), 3, "{merge}");
+    let path = out
+        .iter()
+        .find(|l| l["type"] == "path" && l["original"]["dport"] == 80)
+        .expect("a path");
+    assert_eq!(path["verdict"]["node"], "master", "{path}");
+    assert_eq!(path["verdict"]["kind"], "dropped", "{path}");
+    assert_eq!(path["service"]["name"], "default/nginx:http", "{path}");
+    assert!(
+        path["not_reached"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("worker")),
+        "{path}"
+    );
     // tracer's other lines on stderr, with the node.
     assert!(
         err.contains("master: tracer: note: a line on stderr"),
@@ -323,12 +377,32 @@ fn a_run_creates_the_pods_streams_their_output_and_deletes_them() {
         "{}",
         c.calls()
     );
+    // As text: the story, then each node's part.
+    let c = Cluster::new("run-text");
+    for n in ["router", "master", "worker"] {
+        node_log(&c, n, n);
+    }
+    let o = c.run(&[
+        "svc/nginx",
+        "--address",
+        "lb",
+        "--nodes",
+        "router,master,worker",
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        text.contains("forwarded by router, dropped on master at INPUT by rule")
+            && text.contains("never reached worker")
+            && text.contains("  service: default/nginx:http (LoadBalancer or ExternalIP; named by node master's kube-proxy rules)"),
+        "{text}"
+    );
 }
 
 #[test]
 fn ctrl_c_deletes_the_pods_and_reads_their_last_lines() {
     let c = Cluster::new("sigint");
-    node_log(&c, "worker-1", &[summary("worker-1")]);
+    node_log(&c, "master", "worker-1");
     let mut child = c
         .cmd(&["svc/nginx", "-o", "json"])
         .env("FAKE_HANG", "1")
@@ -358,7 +432,13 @@ fn ctrl_c_deletes_the_pods_and_reads_their_last_lines() {
     let o = child.wait_with_output().unwrap();
     assert!(status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(c.dir.join("deleted").exists(), "{}", c.calls());
-    assert!(String::from_utf8_lossy(&o.stdout).contains("\"node\":\"worker-1\""));
+    // What the one node printed, then its story.
+    let out = lines(&o.stdout);
+    assert!(out.iter().any(|l| l["type"] == "summary"));
+    assert!(
+        out.iter()
+            .any(|l| l["type"] == "path" && l["verdict"]["node"] == "master")
+    );
 }
 
 #[test]

@@ -49,6 +49,18 @@ fn trace_nodes(
         let f = dir.join(format!("{node}.json"));
         std::fs::write(&f, out).unwrap();
         files.push(f);
+        // TRACER_KEEP_RECORDINGS=DIR: each node's recording as
+        // DIR/nodes/SCENARIO-NODE.rec (how tests/recordings/nodes was
+        // made: the kubectl plugin's tests replay them as pods' logs).
+        if let Some(keep) = std::env::var_os("TRACER_KEEP_RECORDINGS") {
+            let to = std::path::Path::new(&keep).join("nodes");
+            std::fs::create_dir_all(&to).unwrap();
+            std::fs::copy(
+                dir.join(format!("{node}.rec")),
+                to.join(format!("{}-{node}.rec", sc.name)),
+            )
+            .unwrap();
+        }
     }
     files
 }

@@ -16,6 +16,7 @@ use crate::cluster::{
         AddressKind, NodeChoice, ResolvedService, TargetError, TargetSpec, node_names, resolve,
     },
 };
+use crate::merge::{merge_runs, read_run};
 
 #[derive(Debug, Args)]
 pub struct KubeArgs {
@@ -262,7 +263,8 @@ fn save(dir: &std::path::Path, outs: &[NodeOutput]) -> Result<()> {
     Ok(())
 }
 
-/// The merged story of the nodes' runs.
+/// The merged story of the nodes' runs (`-o json`: after the records
+/// streamed as they came).
 fn report(outs: &[NodeOutput], output: Output) -> ExitCode {
     for o in outs.iter().filter(|o| !o.complete) {
         crate::output::diag::warn(&format!(
@@ -272,6 +274,26 @@ fn report(outs: &[NodeOutput], output: Output) -> ExitCode {
             o.text.last().map(|l| format!(": {l}")).unwrap_or_default()
         ));
     }
-    let _ = output;
-    ExitCode::SUCCESS
+    let mut runs = Vec::new();
+    for o in outs.iter().filter(|o| !o.records.is_empty()) {
+        let text: String = o.records.iter().map(|r| r.to_string() + "\n").collect();
+        match read_run(&format!("pod {}", o.pod), &text) {
+            Ok(r) => runs.push(r),
+            Err(e) => crate::output::diag::warn(&format!("node {}: {e}", o.node)),
+        }
+    }
+    if runs.is_empty() {
+        crate::output::diag::error("no node's tracer printed anything to merge");
+        return ExitCode::from(1);
+    }
+    match merge_runs(runs) {
+        Ok(m) => {
+            crate::output::merge::print(&m, output == Output::Json);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            crate::output::diag::error(&e.to_string());
+            ExitCode::from(1)
+        }
+    }
 }

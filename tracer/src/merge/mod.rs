@@ -109,6 +109,16 @@ pub struct FlowIn {
     pub nat_by: Option<String>,
     pub verdict: VerdictIn,
     pub hops: Vec<HopIn>,
+    /// The Service the node's kube-proxy rules name for it.
+    #[serde(default)]
+    pub service: Option<ServiceIn>,
+}
+
+/// A flow's `service` (the fields merge reads).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct ServiceIn {
+    pub name: String,
+    pub kind: String,
 }
 
 /// The summary fields merge reads.
@@ -257,6 +267,12 @@ pub fn merge(runs: Vec<Run>) -> Result<Merged, MergeError> {
     if runs.len() < 2 {
         return Err(MergeError::TooFew);
     }
+    merge_runs(runs)
+}
+
+/// [`merge`] of any number of runs: one is told as its own story (what
+/// `tracer kube follow` prints when the Service lives on one node).
+pub fn merge_runs(runs: Vec<Run>) -> Result<Merged, MergeError> {
     for (i, a) in runs.iter().enumerate() {
         if let Some(b) = runs[i + 1..].iter().find(|b| b.node == a.node) {
             return Err(MergeError::SameNode {

@@ -90,7 +90,19 @@ pub struct Path {
     /// Merged nodes whose run was cut short and did not see it: whether
     /// it got there is not known.
     pub unknown: Vec<Unknown>,
+    /// The Service a node on the path named for it (its kube-proxy
+    /// rules), with that node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service: Option<PathService>,
     pub hops: Vec<PathHop>,
+}
+
+/// A path's Service and the node whose rules named it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PathService {
+    pub name: String,
+    pub kind: String,
+    pub node: String,
 }
 
 /// Tell path `id` (its flows `group`) with the clocks' corrections.
@@ -155,6 +167,14 @@ pub fn tell(id: usize, runs: &[Run], group: &[FlowRef], clocks: &[NodeClock]) ->
     );
     let (not_reached, unknown) = unseen(runs, group, clocks, span);
     let first = &runs[group[0].0].flows[group[0].1];
+    let service = group.iter().find_map(|&(r, f)| {
+        let s = runs[r].flows[f].service.as_ref()?;
+        Some(PathService {
+            name: s.name.clone(),
+            kind: s.kind.clone(),
+            node: runs[r].node.clone(),
+        })
+    });
     Path {
         id,
         proto: first.proto.clone(),
@@ -164,6 +184,7 @@ pub fn tell(id: usize, runs: &[Run], group: &[FlowRef], clocks: &[NodeClock]) ->
         nodes: parts,
         not_reached,
         unknown,
+        service,
         hops,
     }
 }

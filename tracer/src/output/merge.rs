@@ -121,6 +121,12 @@ fn path_text(p: &Path) -> String {
         p.verdict.node,
         p.verdict.text
     );
+    if let Some(svc) = &p.service {
+        s.push_str(&format!(
+            "  service: {} ({}; named by node {}'s kube-proxy rules)\n",
+            svc.name, svc.kind, svc.node
+        ));
+    }
     for n in &p.nat {
         s.push_str(&format!(
             "  nat on {}: {} => {} (by {})\n",
