@@ -239,7 +239,12 @@ impl KernelOffsets {
 pub struct TrackInfo {
     pub dir: u8,
     pub proto: u8,
-    pub _pad: [u8; 2],
+    /// The DNS id it carried ([`crate::PacketInfo::dns_id`], 0 when not
+    /// read): a DNS message of the same socket pair at a reused skb
+    /// address (a UDP skb a socket read is freed by
+    /// __consume_stateless_skb(), which has no tracepoint, so its address
+    /// stays tracked) is another packet, tracked and captured afresh.
+    pub dns_id: u16,
     pub sport: u16,
     pub dport: u16,
     /// The addresses it had then, folded (`addr_fold`): a change means NAT

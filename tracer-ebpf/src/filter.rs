@@ -210,7 +210,7 @@ pub fn classify_matched(skb: u64, pkt: &PacketInfo, d: u8) -> (u8, bool) {
         None => TrackInfo {
             dir: 0,
             proto: 0,
-            _pad: [0; 2],
+            dns_id: 0,
             sport: 0,
             dport: 0,
             addrs: 0,
@@ -252,12 +252,15 @@ pub fn dns(pkt: &PacketInfo) -> bool {
     dns_port(pkt.sport) || dns_port(pkt.dport)
 }
 
-/// Has the tracked skb's tuple changed since it was tracked (NAT)?
+/// Is the tracked skb another packet than when it was tracked: its tuple
+/// changed (NAT), or it carries another DNS message (its address reused
+/// after a free no tracepoint saw; [`TrackInfo::dns_id`])?
 #[inline(always)]
 fn rewritten(t: &TrackInfo, pkt: &PacketInfo) -> bool {
     t.sport != pkt.sport
         || t.dport != pkt.dport
         || t.addrs != tracer_common::addr_fold(&pkt.saddr, &pkt.daddr)
+        || (pkt.dns_id != 0 && pkt.dns_id != t.dns_id)
 }
 
 /// For hooks that only concern skbs already followed (consume, socket
@@ -286,7 +289,7 @@ pub fn track(skb: u64, dir: u8, pkt: &PacketInfo) {
     let info = TrackInfo {
         dir,
         proto: pkt.proto,
-        _pad: [0; 2],
+        dns_id: pkt.dns_id,
         sport: pkt.sport,
         dport: pkt.dport,
         addrs: tracer_common::addr_fold(&pkt.saddr, &pkt.daddr),
