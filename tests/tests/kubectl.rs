@@ -341,6 +341,12 @@ fn a_run_creates_the_pods_streams_their_output_merges_it_and_deletes_them() {
         let saved = std::fs::read_to_string(save.join(format!("{node}.json"))).unwrap();
         assert!(saved.contains("\"type\":\"summary\""), "{saved}");
     }
+    // ...paths as the streams stitched them while the pods ran...
+    assert!(
+        out.iter()
+            .any(|l| l["type"] == "live_path" && l["proto"] == "tcp"),
+        "no live path"
+    );
     // ...then the merge: the path across the nodes, one verdict.
     let merge = out
         .iter()
@@ -391,6 +397,7 @@ fn a_run_creates_the_pods_streams_their_output_merges_it_and_deletes_them() {
     ]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text.contains("live: tcp 10.222.1.2:"), "{text}");
     assert!(
         text.contains("forwarded by router, dropped on master at INPUT by rule")
             && text.contains("never reached worker")

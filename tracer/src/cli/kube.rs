@@ -2,7 +2,12 @@
 //! follow`, when this binary runs as `kubectl-tracer`): arguments, then
 //! the cluster layer's resolution, pods and streams.
 
-use std::{path::PathBuf, process::ExitCode, time::Duration};
+use std::{
+    collections::{BTreeMap, HashMap},
+    path::PathBuf,
+    process::ExitCode,
+    time::{Duration, Instant},
+};
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
@@ -161,7 +166,11 @@ fn follow(a: KubeFollowArgs) -> Result<ExitCode> {
     }
     let mut pods = PodRun::start(kubectl, &template, &nodes, &target)?;
     let json = a.output == super::Output::Json;
-    let outs = pods.stream(&mut |node, line| live_line(json, node, line))?;
+    let mut live = LiveMerge::new(json);
+    let outs = pods.stream(&mut |node, line| {
+        live_line(json, node, line);
+        live.line(node, line);
+    })?;
     pods.delete();
     if let Some(dir) = &a.save {
         save(dir, &outs)?;
@@ -224,6 +233,68 @@ fn choose_nodes(
         return Ok(Err(format!("no node matches --nodes {choice:?}")));
     }
     Ok(Ok(nodes))
+}
+
+/// The nodes' streams merged as they come: a path is printed when the
+/// streams first stitch it, and again when its verdict or its nodes
+/// change (at most one merge a second; the final one follows the run).
+struct LiveMerge {
+    json: bool,
+    /// Each node's JSON lines so far.
+    text: BTreeMap<String, String>,
+    last: Option<Instant>,
+    /// Each path's (tuple) verdict and nodes as last printed.
+    shown: HashMap<String, String>,
+}
+
+/// The least time between two live merges.
+const LIVE_EVERY: Duration = Duration::from_secs(1);
+
+impl LiveMerge {
+    fn new(json: bool) -> LiveMerge {
+        LiveMerge {
+            json,
+            text: BTreeMap::new(),
+            last: None,
+            shown: HashMap::new(),
+        }
+    }
+
+    fn line(&mut self, node: &str, line: &str) {
+        if !line.starts_with('{') {
+            return;
+        }
+        let t = self.text.entry(node.to_string()).or_default();
+        t.push_str(line);
+        t.push('\n');
+        if !line.contains("\"type\":\"flow\"")
+            || self.last.is_some_and(|t| t.elapsed() < LIVE_EVERY)
+        {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let runs: Vec<_> = self
+            .text
+            .iter()
+            .filter_map(|(node, text)| read_run(&format!("node {node}"), text).ok())
+            .collect();
+        let Ok(m) = merge_runs(runs) else { return };
+        for p in &m.paths {
+            let key = format!("{} {}", p.proto, crate::merge::tuple_text(&p.original));
+            let nodes: Vec<&str> = p.nodes.iter().map(|n| n.node.as_str()).collect();
+            let sig = format!(
+                "{} {} {} {}",
+                p.verdict.kind,
+                p.verdict.reason,
+                p.verdict.node,
+                nodes.join(",")
+            );
+            if self.shown.get(&key) != Some(&sig) {
+                crate::output::merge::live_path(p, self.json);
+                self.shown.insert(key, sig);
+            }
+        }
+    }
 }
 
 /// A short id for the run's pods: time and PID, hex.

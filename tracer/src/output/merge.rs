@@ -49,6 +49,35 @@ pub fn print(m: &Merged, json: bool) {
     emit(&mut out, &text(m));
 }
 
+/// A path as the nodes' streams stitch it so far (`tracer kube follow`
+/// while its pods run): `{"type":"live_path", ...}` with the path's
+/// fields, or one text line.
+pub fn live_path(p: &Path, json: bool) {
+    let mut out = std::io::stdout();
+    if json {
+        let line = PathOut {
+            type_: "live_path",
+            path: p,
+        };
+        emit(&mut out, &serde_json::to_string(&line).expect("serializes"));
+        return;
+    }
+    let nodes: Vec<&str> = p.nodes.iter().map(|n| n.node.as_str()).collect();
+    emit(
+        &mut out,
+        &format!(
+            "live: {} {}  =>  {} {} on {} (seen on {}): {}",
+            p.proto,
+            tuple_text(&p.original),
+            p.verdict.kind.to_uppercase(),
+            p.verdict.reason,
+            p.verdict.node,
+            nodes.join(", "),
+            p.verdict.text
+        ),
+    );
+}
+
 /// The merge as text: runs and their problems, clocks, then each path.
 pub fn text(m: &Merged) -> String {
     let mut s = format!(
