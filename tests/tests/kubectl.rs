@@ -296,6 +296,16 @@ fn node_log(c: &Cluster, node: &str, as_node: &str) {
     .unwrap();
 }
 
+/// A stand-in cluster whose router, master and worker pods print
+/// incident 2 as those nodes saw it.
+fn incident2_cluster(name: &str) -> Cluster {
+    let c = Cluster::new(name);
+    for n in ["router", "master", "worker"] {
+        node_log(&c, n, n);
+    }
+    c
+}
+
 /// JSON lines.
 fn lines(out: &[u8]) -> Vec<Value> {
     String::from_utf8_lossy(out)
@@ -306,10 +316,7 @@ fn lines(out: &[u8]) -> Vec<Value> {
 
 #[test]
 fn a_run_creates_the_pods_streams_their_output_merges_it_and_deletes_them() {
-    let c = Cluster::new("run");
-    for n in ["router", "master", "worker"] {
-        node_log(&c, n, n);
-    }
+    let c = incident2_cluster("run");
     let save = c.dir.join("saved");
     let o = c.run(&[
         "svc/nginx",
@@ -384,10 +391,7 @@ fn a_run_creates_the_pods_streams_their_output_merges_it_and_deletes_them() {
         c.calls()
     );
     // As text: the story, then each node's part.
-    let c = Cluster::new("run-text");
-    for n in ["router", "master", "worker"] {
-        node_log(&c, n, n);
-    }
+    let c = incident2_cluster("run-text");
     let o = c.run(&[
         "svc/nginx",
         "--address",
