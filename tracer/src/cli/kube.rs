@@ -280,7 +280,7 @@ impl LiveMerge {
             .collect();
         let Ok(m) = merge_runs(runs) else { return };
         for p in &m.paths {
-            let key = format!("{} {}", p.proto, crate::merge::tuple_text(&p.original));
+            let key = format!("{} {}", p.proto, p.original.endpoints());
             let nodes: Vec<&str> = p.nodes.iter().map(|n| n.node.as_str()).collect();
             let sig = format!(
                 "{} {} {} {}",

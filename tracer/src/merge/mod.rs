@@ -347,24 +347,3 @@ fn report(r: &Run, target: Option<&str>) -> RunReport {
         problems,
     }
 }
-
-/// `10.0.0.1:80 -> 10.0.0.2:8080` (ports left out when 0).
-pub fn tuple_text(t: &Tuple) -> String {
-    let ep = |a: std::net::IpAddr, p: u16| match (a, p) {
-        (_, 0) => a.to_string(),
-        (std::net::IpAddr::V6(_), p) => format!("[{a}]:{p}"),
-        (_, p) => format!("{a}:{p}"),
-    };
-    format!("{} -> {}", ep(t.src, t.sport), ep(t.dst, t.dport))
-}
-
-/// A tuple seen the other way round (a reply's, as its request's).
-pub fn reversed(t: &Tuple) -> Tuple {
-    Tuple {
-        src: t.dst,
-        sport: t.dport,
-        dst: t.src,
-        dport: t.sport,
-        proto: t.proto,
-    }
-}

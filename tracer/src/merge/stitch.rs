@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use super::{FlowIn, Run, reversed};
+use super::{FlowIn, Run};
 use crate::model::event::Tuple;
 
 /// A flow of a run: (index of the run, index of its flow).
@@ -26,7 +26,7 @@ pub fn request_tuples(f: &FlowIn) -> Vec<(String, Tuple)> {
     out.extend(f.translated);
     for h in f.hops.iter().filter(|h| packet_hook(&h.hook)) {
         out.push(if h.dir == "reply" {
-            reversed(&h.tuple)
+            h.tuple.reversed()
         } else {
             h.tuple
         });

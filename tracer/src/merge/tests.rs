@@ -244,13 +244,10 @@ fn nat_learnt_on_one_node_links_the_next() {
     assert_eq!(p.nat.len(), 1);
     assert_eq!(p.nat[0].node, "router");
     assert_eq!(
-        tuple_text(&p.nat[0].to),
+        p.nat[0].to.endpoints(),
         "10.222.1.2:40000 -> 10.222.3.10:8080"
     );
-    assert_eq!(
-        tuple_text(&p.original),
-        "10.222.1.2:40000 -> 10.16.222.1:80"
-    );
+    assert_eq!(p.original.endpoints(), "10.222.1.2:40000 -> 10.16.222.1:80");
 }
 
 /// The flow's packets from another source port.

@@ -210,15 +210,21 @@ pub fn proto_name(p: u8) -> String {
 
 impl fmt::Display for Tuple {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", proto_name(self.proto), self.endpoints())
+    }
+}
+
+impl Tuple {
+    /// `10.0.0.1:40000 -> 10.0.0.2:80` (`[v6]:port`; no port when 0):
+    /// the tuple without its protocol.
+    pub fn endpoints(&self) -> String {
         let ep = |a: IpAddr, p: u16| match (a, p) {
             (_, 0) => a.to_string(),
             (IpAddr::V6(_), p) => format!("[{a}]:{p}"),
             (_, p) => format!("{a}:{p}"),
         };
-        write!(
-            f,
-            "{} {} -> {}",
-            proto_name(self.proto),
+        format!(
+            "{} -> {}",
             ep(self.src, self.sport),
             ep(self.dst, self.dport)
         )

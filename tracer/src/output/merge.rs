@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::emit;
-use crate::merge::{Merged, RunReport, skew::NodeClock, story::Path, tuple_text};
+use crate::merge::{Merged, RunReport, skew::NodeClock, story::Path};
 
 /// The first JSON line: what was merged and how the clocks were set.
 #[derive(Serialize)]
@@ -68,7 +68,7 @@ pub fn live_path(p: &Path, json: bool) {
         &format!(
             "live: {} {}  =>  {} {} on {} (seen on {}): {}",
             p.proto,
-            tuple_text(&p.original),
+            p.original.endpoints(),
             p.verdict.kind.to_uppercase(),
             p.verdict.reason,
             p.verdict.node,
@@ -144,7 +144,7 @@ fn path_text(p: &Path) -> String {
         "path #{} {} {}  =>  {} {} on {}\n  {}\n",
         p.id,
         p.proto,
-        tuple_text(&p.original),
+        p.original.endpoints(),
         p.verdict.kind.to_uppercase(),
         p.verdict.reason,
         p.verdict.node,
@@ -160,8 +160,8 @@ fn path_text(p: &Path) -> String {
         s.push_str(&format!(
             "  nat on {}: {} => {} (by {})\n",
             n.node,
-            tuple_text(&n.from),
-            tuple_text(&n.to),
+            n.from.endpoints(),
+            n.to.endpoints(),
             n.by.as_deref().unwrap_or("?")
         ));
     }
@@ -192,7 +192,7 @@ fn path_text(p: &Path) -> String {
             if h.dev.is_empty() { "-" } else { &h.dev },
             h.hook,
             if h.dir == "reply" { "<-" } else { "->" },
-            tuple_text(&h.tuple)
+            h.tuple.endpoints()
         ));
     }
     s
