@@ -114,6 +114,18 @@ impl Flow {
         })
     }
 
+    /// The namespaces its hops went through, each once, in the order
+    /// first seen: (inode, label). Inode 0 (not known) is left out.
+    pub fn path_netns(&self) -> Vec<(u32, &str)> {
+        let mut v: Vec<(u32, &str)> = Vec::new();
+        for h in &self.hops {
+            if h.netns_inode != 0 && !v.iter().any(|(i, _)| *i == h.netns_inode) {
+                v.push((h.netns_inode, h.netns.as_str()));
+            }
+        }
+        v
+    }
+
     /// Destination addresses this flow is known under (original, translated).
     pub fn dsts(&self) -> Vec<std::net::IpAddr> {
         let mut v = vec![self.key.dst];

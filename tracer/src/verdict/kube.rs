@@ -118,13 +118,7 @@ fn policy_reading(t: &NfTraced) -> Option<Evidence> {
 /// to: its gotos to `service-HASH-ns/svc/proto/port` (or `external-...`)
 /// and `endpoint-HASH-ns/svc/proto/port__IP/PORT`.
 pub fn routed(flow: &Flow, env: &dyn Env) -> Option<Evidence> {
-    let mut netns: Vec<(u32, &str)> = flow
-        .hops
-        .iter()
-        .map(|h| (h.netns_inode, h.netns.as_str()))
-        .collect();
-    netns.dedup();
-    for (ino, label) in netns {
+    for (ino, label) in flow.path_netns() {
         let gotos: Vec<&str> = env
             .nf_gotos(ino)
             .iter()

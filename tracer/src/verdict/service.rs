@@ -26,27 +26,20 @@ pub struct FlowService {
 /// kube-proxy's state names the flow's original destination.
 pub fn of_flow(flow: &Flow, env: &dyn Env) -> Option<FlowService> {
     let k = &flow.key;
-    let mut seen = Vec::new();
-    for h in &flow.hops {
-        if h.netns_inode == 0 || seen.contains(&h.netns_inode) {
-            continue;
-        }
-        seen.push(h.netns_inode);
-        let table = env.services(h.netns_inode);
+    flow.path_netns().into_iter().find_map(|(ino, label)| {
+        let table = env.services(ino);
         if table.is_empty() {
-            continue;
+            return None;
         }
         let local = env
-            .addrs(h.netns_inode)
+            .addrs(ino)
             .is_some_and(|a| a.iter().any(|a| a.addr == k.dst));
-        if let Some(s) = services::find(table, k.proto, k.dst, k.dport, local) {
-            return Some(FlowService {
-                name: s.service.clone(),
-                kind: s.kind,
-                netns: h.netns.to_string(),
-                source: s.source.clone(),
-            });
-        }
-    }
-    None
+        let s = services::find(table, k.proto, k.dst, k.dport, local)?;
+        Some(FlowService {
+            name: s.service.clone(),
+            kind: s.kind,
+            netns: label.to_string(),
+            source: s.source.clone(),
+        })
+    })
 }
