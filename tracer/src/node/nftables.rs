@@ -79,12 +79,18 @@ pub fn family_name(f: u8) -> String {
 /// Every NFT_MSG_NEWRULE message of this thread's namespace, header
 /// included. None on error (no permission, no nf_tables).
 pub fn rule_messages() -> Option<Vec<Vec<u8>>> {
-    let mut out = Vec::new();
     // nfgenmsg: family AF_UNSPEC (every family), version 0, res_id 0.
+    rule_dump(&[0u8; 4])
+}
+
+/// The NFT_MSG_NEWRULE messages of a GETRULE dump with `body` (nfgenmsg
+/// and the attributes that filter it).
+fn rule_dump(body: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
     dump(
         libc::NETLINK_NETFILTER,
         (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETRULE,
-        &[0u8; 4],
+        body,
         &mut |ty, msg| {
             if ty == (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWRULE {
                 out.push(msg.to_vec());
@@ -117,18 +123,12 @@ pub fn chain_rules(family: u8, table: &str, chain: &str) -> Option<Vec<NftRule>>
     let mut body = vec![family, 0, 0, 0];
     put_attr(&mut body, NFTA_RULE_TABLE, &nul(table));
     put_attr(&mut body, NFTA_RULE_CHAIN, &nul(chain));
-    let mut out = Vec::new();
-    dump(
-        libc::NETLINK_NETFILTER,
-        (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETRULE,
-        &body,
-        &mut |ty, msg| {
-            if ty == (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWRULE {
-                out.extend(parse_rule(msg, &if_name));
-            }
-        },
-    )?;
-    Some(out)
+    Some(
+        rule_dump(&body)?
+            .iter()
+            .filter_map(|m| parse_rule(m, &if_name))
+            .collect(),
+    )
 }
 
 /// One element of a set or map: its key's bytes, its data's verdict (a
