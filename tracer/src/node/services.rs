@@ -225,8 +225,13 @@ fn element_service(e: &SetElem) -> Option<String> {
     let chain = chain
         .strip_prefix("goto ")
         .or_else(|| chain.strip_prefix("jump "))?;
-    service_of_chain(chain)
-        .or_else(|| service_of_tail(chain.strip_prefix("firewall-")?.split_once('-')?.1))
+    service_of_chain(chain).or_else(|| service_of_firewall_chain(chain))
+}
+
+/// `firewall-HASH-ns/svc/proto/port` (the chain of a Service's
+/// loadBalancerSourceRanges) -> `ns/svc:port`.
+pub fn service_of_firewall_chain(chain: &str) -> Option<String> {
+    service_of_tail(chain.strip_prefix("firewall-")?.split_once('-')?.1)
 }
 
 /// `service-HASH-ns/svc/proto/port` or `external-HASH-...` (kube-proxy's
@@ -241,7 +246,7 @@ pub fn service_of_chain(chain: &str) -> Option<String> {
 }
 
 /// `ns/svc/proto/port` -> `ns/svc:port`.
-pub fn service_of_tail(tail: &str) -> Option<String> {
+fn service_of_tail(tail: &str) -> Option<String> {
     let mut parts = tail.rsplitn(3, '/');
     let (port, _proto, name) = (parts.next()?, parts.next()?, parts.next()?);
     name.contains('/').then(|| format!("{name}:{port}"))

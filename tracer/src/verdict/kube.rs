@@ -7,7 +7,7 @@ use super::{Env, Evidence, evidence::PolicyDirection};
 use crate::{
     model::flow::Flow,
     node::nftrace::{NfTraced, TracedTuple},
-    node::services::{service_of_chain, service_of_tail},
+    node::services::{service_of_chain, service_of_firewall_chain},
 };
 
 /// Whether a traced packet is one of `flow`'s: its tuple, before or after
@@ -61,7 +61,7 @@ pub(super) fn drop_reading(t: &NfTraced) -> Option<Evidence> {
     if t.comment.as_deref() == Some("Drop traffic to unallocated ClusterIPs") {
         return Some(Evidence::KubeClusterIpUnallocated { addr: t.tuple.dst });
     }
-    let svc = service_of_tail(t.chain.strip_prefix("firewall-")?.split_once('-')?.1)?;
+    let svc = service_of_firewall_chain(&t.chain)?;
     Some(Evidence::KubeSourceRangesDrop {
         service: t
             .element
