@@ -323,13 +323,8 @@ fn live_line(json: bool, node: &str, line: &str) {
 fn save(dir: &std::path::Path, outs: &[NodeOutput]) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     for o in outs {
-        let mut text = String::new();
-        for r in &o.records {
-            text.push_str(&r.to_string());
-            text.push('\n');
-        }
         let path = dir.join(format!("{}.json", o.node));
-        std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
+        std::fs::write(&path, &o.json).with_context(|| format!("write {}", path.display()))?;
     }
     Ok(())
 }
@@ -346,9 +341,8 @@ fn report(outs: &[NodeOutput], output: Output) -> ExitCode {
         ));
     }
     let mut runs = Vec::new();
-    for o in outs.iter().filter(|o| !o.records.is_empty()) {
-        let text: String = o.records.iter().map(|r| r.to_string() + "\n").collect();
-        match read_run(&format!("pod {}", o.pod), &text) {
+    for o in outs.iter().filter(|o| !o.json.is_empty()) {
+        match read_run(&format!("pod {}", o.pod), &o.json) {
             Ok(r) => runs.push(r),
             Err(e) => crate::output::diag::warn(&format!("node {}: {e}", o.node)),
         }

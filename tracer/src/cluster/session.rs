@@ -31,8 +31,9 @@ pub enum SessionError {
 pub struct NodeOutput {
     pub node: String,
     pub pod: String,
-    /// Its JSON lines (tracer's records), in order.
-    pub records: Vec<Value>,
+    /// Its JSON lines (tracer's records) as they came, each ended by a
+    /// newline: what `tracer merge` reads.
+    pub json: String,
     /// Its other lines (tracer's notes and errors, kubectl's).
     pub text: Vec<String>,
     /// Whether `kubectl logs` ended cleanly (the pod ran and its log was
@@ -153,7 +154,10 @@ impl PodRun {
                     Some((i, Some(line), _)) => {
                         each(&outs[i].node, &line);
                         match serde_json::from_str::<Value>(&line) {
-                            Ok(v) if v.is_object() => outs[i].records.push(v),
+                            Ok(v) if v.is_object() => {
+                                outs[i].json.push_str(&line);
+                                outs[i].json.push('\n');
+                            }
                             _ => outs[i].text.push(line),
                         }
                     }

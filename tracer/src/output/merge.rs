@@ -66,16 +66,25 @@ pub fn live_path(p: &Path, json: bool) {
     emit(
         &mut out,
         &format!(
-            "live: {} {}  =>  {} {} on {} (seen on {}): {}",
-            p.proto,
-            p.original.endpoints(),
-            p.verdict.kind.to_uppercase(),
-            p.verdict.reason,
-            p.verdict.node,
+            "live: {} (seen on {}): {}",
+            heading(p),
             nodes.join(", "),
             p.verdict.text
         ),
     );
+}
+
+/// `tcp 10.0.0.1:40000 -> 10.0.0.2:80  =>  DROPPED NETFILTER_DROP on
+/// master`: a path and the verdict that decides it.
+fn heading(p: &Path) -> String {
+    format!(
+        "{} {}  =>  {} {} on {}",
+        p.proto,
+        p.original.endpoints(),
+        p.verdict.kind.to_uppercase(),
+        p.verdict.reason,
+        p.verdict.node
+    )
 }
 
 /// The merge as text: runs and their problems, clocks, then each path.
@@ -140,16 +149,7 @@ fn clock_text(c: &NodeClock) -> String {
 }
 
 fn path_text(p: &Path) -> String {
-    let mut s = format!(
-        "path #{} {} {}  =>  {} {} on {}\n  {}\n",
-        p.id,
-        p.proto,
-        p.original.endpoints(),
-        p.verdict.kind.to_uppercase(),
-        p.verdict.reason,
-        p.verdict.node,
-        p.verdict.text
-    );
+    let mut s = format!("path #{} {}\n  {}\n", p.id, heading(p), p.verdict.text);
     if let Some(svc) = &p.service {
         s.push_str(&format!(
             "  service: {} ({}; named by node {}'s kube-proxy rules)\n",
