@@ -239,6 +239,7 @@ pub const NAMES: &[&str] = &[
     "kube_nft_source_ranges",
     "kube_nft_service_dnat",
     "conntrack_full",
+    "conntrack_snat_clash",
     "listen_overflow",
     "policy_no_route",
     "policy_no_route_v6",
@@ -286,6 +287,7 @@ pub fn build(name: &str) -> Result<Scenario> {
         "dns_bound_elsewhere" => dns_bound_elsewhere(),
         "udp_rcvbuf_full" => udp_rcvbuf_full(),
         "conntrack_full" => conntrack_full(),
+        "conntrack_snat_clash" => conntrack_snat_clash(),
         "listen_overflow" => listen_overflow(),
         "policy_no_route" => policy_no_route(false),
         "policy_no_route_v6" => policy_no_route(true),
@@ -796,6 +798,43 @@ pub fn conntrack_full() -> Result<Scenario> {
     );
     sc.servers.extend([srv, hold]);
     sc.host_sysctls.push(max);
+    Ok(sc)
+}
+
+/// A conntrack insertion failure: the router source-NATs UDP to one
+/// address and port (a SNAT port range of one: exhausted after the first
+/// flow), so a second flow to the same server gets the first one's reply
+/// tuple; get_unique_tuple() keeps it (a range of one port leaves no
+/// choice), and __nf_conntrack_confirm() finds the reply tuple taken:
+/// nf_ct_resolve_clash() cannot merge two different connections, the
+/// packet is dropped and insert_failed counts it. The first flow is
+/// answered; the second is dropped.
+pub fn conntrack_snat_clash() -> Result<Scenario> {
+    let nss = routed(247)?;
+    nss[1].exec(&[
+        "nft",
+        "add table ip snatclash; add chain ip snatclash post { type nat hook postrouting priority 100; }; add rule ip snatclash post oif r1 meta l4proto udp snat to 10.247.2.1:5000",
+    ])?;
+    let srv = serve(&nss[2], "udp-echo", "10.247.2.2:53", 15)?;
+    let mut sc = simple(
+        "conntrack_snat_clash",
+        "the router source-NATs UDP to one port: the second flow to the server clashes with the first in conntrack and is dropped",
+        nss,
+        "10.247.2.2:53".into(),
+        // Two flows, 200 ms apart: the first is confirmed before the
+        // second comes.
+        strings(&[
+            "udp-spray",
+            "10.247.2.2:53",
+            "--src",
+            "10.247.1.2",
+            "--count",
+            "2",
+            "--pps",
+            "5",
+        ]),
+    );
+    sc.servers.push(srv);
     Ok(sc)
 }
 

@@ -914,6 +914,51 @@ fn conntrack_table_full_names_count_and_max() {
     assert!(hint.contains("nf_conntrack_max"), "{hint}");
 }
 
+/// A conntrack insertion failure after source NAT to one port: the
+/// first flow is answered; the second, given the same reply tuple, is
+/// dropped where conntrack confirms it, and the verdict names the clash,
+/// the tuple, the SNAT address and conntrack's insert_failed counter, not
+/// a full table.
+#[test]
+fn conntrack_snat_clash_names_the_taken_reply_tuple() {
+    let Some((out, seen)) = tracer_tests::trace_scenario_out("conntrack_snat_clash", &[]) else {
+        return;
+    };
+    let dump = out.dump();
+    let flows = out.final_flows();
+    let kinds: Vec<&str> = flows
+        .iter()
+        .map(|f| f["verdict"]["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(flows.len(), 2, "client saw {seen:?}\n{dump}");
+    assert!(kinds.contains(&"delivered"), "{kinds:?}\n{dump}");
+    let f = flows
+        .iter()
+        .find(|f| f["verdict"]["kind"] == "dropped")
+        .unwrap_or_else(|| panic!("no dropped flow: {kinds:?}\n{dump}"));
+    let (_, reason, where_) = verdict(f);
+    assert_eq!(reason, "NETFILTER_DROP", "{dump}");
+    assert!(
+        where_.starts_with("netfilter POSTROUTING (nf_hook_slow) in netns")
+            && where_.contains("-router: conntrack could not insert this connection: its reply tuple 10.247.2.2:53 -> 10.247.2.1:5000 (after source NAT to 10.247.2.1:5000) is another connection's (insert_failed "),
+        "{where_}"
+    );
+    let clash = evidence::of_kind(f, "conntrack_insert_failed");
+    assert!(
+        clash.iter().any(
+            |e| e["reply_src"] == json!({"addr": "10.247.2.2", "port": 53})
+                && e["reply_dst"] == json!({"addr": "10.247.2.1", "port": 5000})
+                && e["snat"] == true
+                && e["dnat"] == false
+                && e["insert_failed"].as_u64().unwrap() >= 1
+        ),
+        "{dump}"
+    );
+    assert!(!evidence::has(f, "conntrack_full"), "{dump}");
+    let hint = f["verdict"]["hint"].as_str().unwrap();
+    assert!(hint.contains("--random-fully"), "{hint}");
+}
+
 /// A listener that never accepts, its queue full: the SYNs it took and
 /// never answered are dropped (no drop reason: tcp_conn_request() consumes
 /// them), named with the queue, the backlog and the namespace's counters.

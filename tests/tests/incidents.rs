@@ -424,6 +424,7 @@ fn every_scenario_is_judged_the_same_with_netns_scope() {
         "kube_nft_source_ranges",
         "kube_nft_service_dnat",
         "conntrack_full",
+        "conntrack_snat_clash",
         "listen_overflow",
         "policy_no_route",
         "policy_no_route_v6",

@@ -52,6 +52,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("kube_nft_source_ranges", "dropped", "NETFILTER_DROP"),
     ("kube_nft_service_dnat", "delivered", "local_socket"),
     ("conntrack_full", "dropped", "NETFILTER_DROP"),
+    ("conntrack_snat_clash", "dropped", "NETFILTER_DROP"),
     ("conntrack_invalid_asymmetric", "dropped", "NETFILTER_DROP"),
     ("dns_bound_elsewhere", "dropped", "NO_SOCKET"),
     ("forwarding_disabled", "dropped", "IP_INADDRERRORS"),

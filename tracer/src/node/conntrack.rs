@@ -29,9 +29,17 @@ pub struct ConntrackTable {
 
 impl ConntrackTable {
     /// Whether the table is at its limit, or conntrack has dropped
-    /// packets for want of an entry.
+    /// packets for want of an entry: `drop` also counts the packets whose
+    /// entry lost an insertion clash (nf_ct_resolve_clash() counts both
+    /// `drop` and `insert_failed`), which are not for want of room.
     pub fn full(&self) -> bool {
-        self.max > 0 && self.count >= self.max || self.drop > 0
+        self.max > 0 && self.count >= self.max || self.drop > self.insert_failed
+    }
+
+    /// Whether conntrack failed to insert new entries (a clash lost) and
+    /// the table is not full.
+    pub fn clashed(&self) -> bool {
+        self.insert_failed > 0 && !self.full()
     }
 }
 
@@ -112,7 +120,16 @@ mod tests {
             max: 262_144,
             ..ConntrackTable::default()
         };
-        assert!(!quiet.full());
+        assert!(!quiet.full() && !quiet.clashed());
+        // Drops that are all lost clashes: not a full table.
+        let clash = ConntrackTable {
+            count: 1,
+            max: 262_144,
+            drop: 1,
+            insert_failed: 1,
+            ..ConntrackTable::default()
+        };
+        assert!(!clash.full() && clash.clashed());
         // A short or garbled row adds nothing, never panics.
         parse_stat("entries drop\nzz\n", &mut t);
         assert_eq!(t.drop, 0);

@@ -257,6 +257,26 @@ pub enum Evidence {
         insert_failed: u64,
     },
 
+    /// Netfilter dropped a connection's first packet where conntrack
+    /// confirms its new entry (__nf_conntrack_confirm(), at the last hook
+    /// the packet passes: POSTROUTING, or INPUT for local delivery), no
+    /// rule dropped it, and the namespace's `insert_failed` counter is not
+    /// 0: another entry already held the tuple and nf_ct_resolve_clash()
+    /// could not merge the two (two different connections, or a protocol
+    /// without clash resolution). `reply_src`/`reply_dst`: the reply tuple
+    /// the entry needed (the packet's tuple after NAT, reversed); `snat`/
+    /// `dnat`: NAT had changed its source/destination. Counters from
+    /// /proc/net/stat/nf_conntrack, summed over CPUs.
+    ConntrackInsertFailed {
+        netns: String,
+        reply_src: Endpoint,
+        reply_dst: Endpoint,
+        snat: bool,
+        dnat: bool,
+        insert_failed: u64,
+        drop: u64,
+    },
+
     /// A TCP listener took the request's SYNs and never answered: its
     /// accept queue is full (`waiting` > `backlog`, its /proc/net/tcp line),
     /// so tcp_conn_request() drops them. `overflows` and `listen_drops`
@@ -748,6 +768,26 @@ impl fmt::Display for Evidence {
                 f,
                 "the conntrack table of netns {netns} is full (nf_conntrack_count {entries}, nf_conntrack_max {max}): conntrack dropped {drop} packets for want of an entry (early_drop {early_drop}, insert_failed {insert_failed})"
             ),
+            Evidence::ConntrackInsertFailed {
+                netns,
+                reply_src,
+                reply_dst,
+                snat,
+                dnat,
+                insert_failed,
+                drop,
+            } => {
+                let nat = match (snat, dnat) {
+                    (true, true) => "after source and destination NAT, ",
+                    (true, false) => "after source NAT, ",
+                    (false, true) => "after destination NAT, ",
+                    (false, false) => "",
+                };
+                write!(
+                    f,
+                    "conntrack of netns {netns} could not insert the connection's entry: another entry holds its tuple ({nat}reply {reply_src} -> {reply_dst}); insert_failed {insert_failed}, drop {drop}"
+                )
+            }
             Evidence::ListenQueueFull {
                 netns,
                 endpoint,
@@ -1430,6 +1470,15 @@ mod tests {
                 invalid: Some(3),
                 requests_seen: false,
             },
+            Evidence::ConntrackInsertFailed {
+                netns: s("r"),
+                reply_src: Endpoint::new([10, 0, 2, 2].into(), 53),
+                reply_dst: Endpoint::new([10, 0, 2, 1].into(), 5000),
+                snat: true,
+                dnat: false,
+                insert_failed: 1,
+                drop: 1,
+            },
             Evidence::ConntrackFull {
                 netns: s("r"),
                 entries: 1,
@@ -1709,6 +1758,9 @@ mod tests {
         );
         has(
             "the conntrack table of netns r is full (nf_conntrack_count 1, nf_conntrack_max 1): conntrack dropped 3 packets for want of an entry (early_drop 0, insert_failed 0)",
+        );
+        has(
+            "conntrack of netns r could not insert the connection's entry: another entry holds its tuple (after source NAT, reply 10.0.2.2:53 -> 10.0.2.1:5000); insert_failed 1, drop 1",
         );
     }
 }

@@ -110,6 +110,12 @@ pub const HINTS: &[Hint] = &[
     row(
         Some(Kind::Dropped),
         Some("NETFILTER_DROP"),
+        &[E::ConntrackInsertFailed],
+        "Two connections needed the same conntrack tuple and this one lost: conntrack drops a new connection's first packet when its entry cannot be inserted (`conntrack -S` counts insert_failed). After source NAT, the SNAT/masquerade ports ran out or were handed out twice: give SNAT more addresses or a wider port range, and allocate ports with --random-fully (iptables MASQUERADE/SNAT; kube-proxy, flannel and Calico have an option for it; nft: `masquerade fully-random`). Without NAT, two first packets of one connection raced through conntrack (glibc's parallel A and AAAA queries from one socket): `options single-request-reopen` in resolv.conf, a node-local DNS cache, or TCP for DNS avoid it.",
+    ),
+    row(
+        Some(Kind::Dropped),
+        Some("NETFILTER_DROP"),
         &[E::ConntrackFull],
         "The conntrack table is full, so netfilter drops every packet that needs a new entry (new connections fail, established ones go on). Raise net.netfilter.nf_conntrack_max (one value for the node: set it in the host's namespace, and the hash size with it: /sys/module/nf_conntrack/parameters/hashsize, about max/4) and persist it in /etc/sysctl.d, shorten the timeouts that keep entries (nf_conntrack_tcp_timeout_*, nf_conntrack_udp_timeout), or find what opens so many connections (`conntrack -C`, `conntrack -S`, `conntrack -L` in that namespace).",
     ),

@@ -560,6 +560,14 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             None => format!("{func} in netns {}", drop.netns),
         },
         "IP_RPFILTER" => rp_filter_where(flow, drop, env, &fn_part, &mut evidence),
+        "NETFILTER_DROP" if let Some(ct) = conntrack_clash(flow, drop, env) => {
+            let hook = nf_hook_named(flow, drop, &mut evidence, true);
+            evidence.push(ct.0);
+            format!(
+                "netfilter {hook}{fn_part} in netns {}: {}",
+                drop.netns, ct.1
+            )
+        }
         "NETFILTER_DROP" if let Some(ct) = conntrack_full(flow, drop, env) => {
             let at = netfilter_where(flow, drop, env, &fn_part, &mut evidence);
             evidence.push(ct.0);
@@ -753,21 +761,7 @@ fn netfilter_where(
     fn_part: &str,
     evidence: &mut Vec<Evidence>,
 ) -> String {
-    // nf_hook_slow's own word (function hooks), else inferred.
-    let seen = nf_func_hops(flow, drop);
-    let hook = if let Some(h) = seen.hook {
-        evidence.push(Evidence::NfHookDrop {
-            hook: h.clone(),
-            backend: seen.backend.clone(),
-        });
-        // "ipv4 INPUT" -> "INPUT", as the inferred name.
-        h.rsplit(' ').next().unwrap_or(&h).to_string()
-    } else {
-        let h = infer_nf_hook(flow, drop).to_string();
-        evidence.push(Evidence::NfHookInferred { hook: h.clone() });
-        h
-    };
-    evidence.extend(seen.chains);
+    let hook = nf_hook_named(flow, drop, evidence, false);
     if let Some(t) = traced_rule(flow, env, drop.netns_inode) {
         return traced_where(t, &hook, fn_part, drop, evidence);
     }
@@ -787,6 +781,36 @@ fn netfilter_where(
         }
         None => format!("netfilter {hook}{fn_part} in netns {}", drop.netns),
     }
+}
+
+/// The netfilter hook of a drop, with its evidence: nf_hook_slow's own
+/// word (function hooks), else inferred from the packet's path. A drop
+/// where conntrack confirms a new entry (`confirm`) is at the last hook
+/// the packet passes (ipv4_confirm()/ipv6_confirm() run at priority
+/// NF_IP_PRI_CONNTRACK_CONFIRM of POSTROUTING and INPUT): past the
+/// routing decision, a path that looks like FORWARD or OUTPUT ends there.
+fn nf_hook_named(flow: &Flow, drop: &Hop, evidence: &mut Vec<Evidence>, confirm: bool) -> String {
+    let seen = nf_func_hops(flow, drop);
+    let hook = if let Some(h) = seen.hook {
+        evidence.push(Evidence::NfHookDrop {
+            hook: h.clone(),
+            backend: seen.backend.clone(),
+        });
+        // "ipv4 INPUT" -> "INPUT", as the inferred name.
+        h.rsplit(' ').next().unwrap_or(&h).to_string()
+    } else {
+        let h = match infer_nf_hook(flow, drop) {
+            "INPUT" if confirm => "INPUT",
+            _ if confirm => "POSTROUTING",
+            h => h,
+        };
+        evidence.push(Evidence::NfHookInferred {
+            hook: h.to_string(),
+        });
+        h.to_string()
+    };
+    evidence.extend(seen.chains);
+    hook
 }
 
 /// `where` of an IP_RPFILTER drop: fib_validate_source() looks the
@@ -846,6 +870,51 @@ fn rp_filter_where(
         }
         None => format!("reverse-path filter{fn_part} in netns {}", drop.netns),
     }
+}
+
+/// A NETFILTER_DROP that no rule explains (neither tracing nor a
+/// counter), past the routing decision, in a namespace whose conntrack
+/// counted insertion failures and whose table is not full: the packet's
+/// new entry lost a clash at confirmation (__nf_conntrack_confirm()).
+/// The reply tuple it needed is the packet's tuple after NAT (NAT runs
+/// before confirmation), reversed. The fact and what `where` says of it.
+fn conntrack_clash(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<(Evidence, String)> {
+    let t = env.conntrack(drop.netns_inode).filter(|t| t.clashed())?;
+    if traced_rule(flow, env, drop.netns_inode).is_some()
+        || blame_rule(flow, env, drop.netns_inode).is_some()
+        || infer_nf_hook(flow, drop) == "PREROUTING"
+    {
+        return None;
+    }
+    let (after, key) = (&*drop.tuple, &flow.key);
+    let snat = (after.src, after.sport) != (key.src, key.sport);
+    let dnat = (after.dst, after.dport) != (key.dst, key.dport);
+    let reply_src = Endpoint::new(after.dst, after.dport);
+    let reply_dst = Endpoint::new(after.src, after.sport);
+    let nat = match (snat, dnat) {
+        (true, true) => {
+            format!(" (after source NAT to {reply_dst} and destination NAT to {reply_src})")
+        }
+        (true, false) => format!(" (after source NAT to {reply_dst})"),
+        (false, true) => format!(" (after destination NAT to {reply_src})"),
+        (false, false) => String::new(),
+    };
+    let said = format!(
+        "conntrack could not insert this connection: its reply tuple {reply_src} -> {reply_dst}{nat} is another connection's (insert_failed {})",
+        t.insert_failed
+    );
+    Some((
+        Evidence::ConntrackInsertFailed {
+            netns: drop.netns.to_string(),
+            reply_src,
+            reply_dst,
+            snat,
+            dnat,
+            insert_failed: t.insert_failed,
+            drop: t.drop,
+        },
+        said,
+    ))
 }
 
 /// A NETFILTER_DROP that no rule's counter explains, in a namespace whose
