@@ -240,6 +240,8 @@ pub const NAMES: &[&str] = &[
     "kube_nft_service_dnat",
     "conntrack_full",
     "conntrack_snat_clash",
+    "nftrace_endpoint_drop",
+    "nftrace_reply_drop",
     "listen_overflow",
     "policy_no_route",
     "policy_no_route_v6",
@@ -288,6 +290,8 @@ pub fn build(name: &str) -> Result<Scenario> {
         "udp_rcvbuf_full" => udp_rcvbuf_full(),
         "conntrack_full" => conntrack_full(),
         "conntrack_snat_clash" => conntrack_snat_clash(),
+        "nftrace_endpoint_drop" => nftrace_endpoint_drop(),
+        "nftrace_reply_drop" => nftrace_reply_drop(),
         "listen_overflow" => listen_overflow(),
         "policy_no_route" => policy_no_route(false),
         "policy_no_route_v6" => policy_no_route(true),
@@ -833,6 +837,63 @@ pub fn conntrack_snat_clash() -> Result<Scenario> {
             "--pps",
             "5",
         ]),
+    );
+    sc.servers.push(srv);
+    Ok(sc)
+}
+
+/// A drop after DNAT, in the endpoint's own namespace: the router DNATs
+/// the followed VIP 10.221.9.9:80 to 10.221.2.2:8080, and an nftables
+/// rule in the server's namespace (a pod's own firewall) drops what comes
+/// to 8080. The client's connect waits long enough for SYN retransmits:
+/// tracer learns the endpoint from the first SYN's translation and traces
+/// the next ones there too.
+pub fn nftrace_endpoint_drop() -> Result<Scenario> {
+    let nss = routed(221)?;
+    nss[1].exec(&[
+        "nft",
+        "add table ip vipnat; add chain ip vipnat pre { type nat hook prerouting priority -100; }; add rule ip vipnat pre ip daddr 10.221.9.9 tcp dport 80 dnat to 10.221.2.2:8080",
+    ])?;
+    nss[2].exec(&[
+        "nft",
+        "add table inet podfw; add chain inet podfw input { type filter hook input priority 0; }; add rule inet podfw input tcp dport 8080 drop comment \"pod firewall\"",
+    ])?;
+    let srv = listen(&nss[2], "10.221.2.2:8080", 20)?;
+    let t = crate::scaled_arg(3500);
+    let mut sc = simple(
+        "nftrace_endpoint_drop",
+        "the router DNATs a VIP to a server whose own nftables rule drops the connection",
+        nss,
+        "10.221.9.9:80".into(),
+        strings(&[
+            "tcp-connect",
+            "10.221.9.9:80",
+            "--timeout-ms",
+            &t,
+            "--count",
+            "1",
+        ]),
+    );
+    sc.servers.push(srv);
+    Ok(sc)
+}
+
+/// A reply dropped by a rule: the router's forward chain drops what the
+/// server sends from port 8080 (the SYN-ACKs), so the server answers and
+/// the client never hears it.
+pub fn nftrace_reply_drop() -> Result<Scenario> {
+    let nss = routed(223)?;
+    nss[1].exec(&[
+        "nft",
+        "add table inet fw; add chain inet fw replies { type filter hook forward priority 0; }; add rule inet fw replies ip saddr 10.223.2.2 tcp sport 8080 drop comment \"no replies\"",
+    ])?;
+    let srv = listen(&nss[2], "10.223.2.2:8080", 15)?;
+    let mut sc = simple(
+        "nftrace_reply_drop",
+        "the router's forward chain drops the server's replies",
+        nss,
+        "10.223.2.2:8080".into(),
+        tcp_connect("10.223.2.2:8080"),
     );
     sc.servers.push(srv);
     Ok(sc)

@@ -959,6 +959,53 @@ fn conntrack_snat_clash_names_the_taken_reply_tuple() {
     assert!(hint.contains("--random-fully"), "{hint}");
 }
 
+/// A drop in the endpoint's namespace after DNAT is named by nftrace:
+/// tracer traces the endpoint it learnt from the translation.
+#[test]
+fn nftrace_names_a_rule_in_the_endpoint_namespace_after_dnat() {
+    let Some((f, dump)) = trace("nftrace_endpoint_drop", 80) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "NETFILTER_DROP"), "{dump}");
+    assert_eq!(f["translated"]["dst"], "10.221.2.2", "{dump}");
+    assert!(
+        where_.starts_with("netfilter INPUT (")
+            && where_.contains("-server: rule `tcp dport 8080 drop comment \"pod firewall\"` (table inet podfw, chain input"),
+        "{where_}"
+    );
+    assert!(
+        evidence::of_kind(&f, "nf_rule_traced")
+            .iter()
+            .any(|e| e["table"] == "podfw" && e["chain"] == "input" && e["hook"] == "INPUT"),
+        "{dump}"
+    );
+}
+
+/// A reply dropped by a rule is named by nftrace: tracer traces the
+/// followed target's replies too.
+#[test]
+fn nftrace_names_the_rule_that_dropped_the_replies() {
+    let Some((f, dump)) = trace("nftrace_reply_drop", 8080) else {
+        return;
+    };
+    let (kind, reason, where_) = verdict(&f);
+    assert_eq!((kind, reason), ("dropped", "NETFILTER_DROP"), "{dump}");
+    assert!(
+        where_.starts_with("netfilter FORWARD (")
+            && where_.contains("-router: rule `ip saddr 10.223.2.2 tcp sport 8080 drop comment \"no replies\"` (table inet fw, chain replies")
+            && where_.ends_with(": the server's reply was dropped there: the client never completed its handshake"),
+        "{where_}"
+    );
+    assert!(
+        evidence::of_kind(&f, "nf_rule_traced")
+            .iter()
+            .any(|e| e["table"] == "fw" && e["chain"] == "replies" && e["hook"] == "FORWARD"),
+        "{dump}"
+    );
+    assert!(evidence::has(&f, "destination_answered"), "{dump}");
+}
+
 /// A listener that never accepts, its queue full: the SYNs it took and
 /// never answered are dropped (no drop reason: tcp_conn_request() consumes
 /// them), named with the queue, the backlog and the namespace's counters.

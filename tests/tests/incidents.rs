@@ -425,6 +425,8 @@ fn every_scenario_is_judged_the_same_with_netns_scope() {
         "kube_nft_service_dnat",
         "conntrack_full",
         "conntrack_snat_clash",
+        "nftrace_endpoint_drop",
+        "nftrace_reply_drop",
         "listen_overflow",
         "policy_no_route",
         "policy_no_route_v6",

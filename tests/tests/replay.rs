@@ -53,6 +53,8 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("kube_nft_service_dnat", "delivered", "local_socket"),
     ("conntrack_full", "dropped", "NETFILTER_DROP"),
     ("conntrack_snat_clash", "dropped", "NETFILTER_DROP"),
+    ("nftrace_endpoint_drop", "dropped", "NETFILTER_DROP"),
+    ("nftrace_reply_drop", "dropped", "NETFILTER_DROP"),
     ("conntrack_invalid_asymmetric", "dropped", "NETFILTER_DROP"),
     ("dns_bound_elsewhere", "dropped", "NO_SOCKET"),
     ("forwarding_disabled", "dropped", "IP_INADDRERRORS"),

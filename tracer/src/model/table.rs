@@ -109,6 +109,9 @@ impl PackedSize {
     }
 }
 
+/// Translations kept for the taking (replay takes none).
+const DNAT_LOG_MAX: usize = 1024;
+
 #[derive(Debug, Default)]
 pub struct FlowTable {
     flows: HashMap<u64, Slot>,
@@ -149,6 +152,10 @@ pub struct FlowTable {
     pub dns_port: u16,
     /// Neighbour events for the target, flow or not.
     pub neigh_log: Vec<Hop>,
+    /// Translated request tuples whose destination is not the key's (DNAT
+    /// to an endpoint), first seen since the last take: nftrace traces
+    /// the endpoints too.
+    pub dnat_log: Vec<Tuple>,
 }
 
 /// skb addresses remembered for `skb_flow`: at the ring buffer's ~300k
@@ -873,10 +880,16 @@ impl FlowTable {
             let tr = r.reversed();
             if tr != o {
                 self.alias.insert(tr, id);
+                let mut new_dst = false;
                 if let Some(f) = self.get_mut(id) {
+                    new_dst = f
+                        .translated
+                        .is_none_or(|t| (t.dst, t.dport) != (tr.dst, tr.dport))
+                        && (tr.dst, tr.dport) != (f.key.dst, f.key.dport);
                     f.translated = Some(tr);
                     f.nat_by = Some(NatBy::Netfilter);
                 }
+                self.note_dnat(new_dst.then_some(tr));
             }
         }
         let data = match (data, hook) {
@@ -947,6 +960,7 @@ impl FlowTable {
             data,
         };
         let pending = !self.pending_fib.is_empty();
+        let mut dnat = None;
         if let Some(f) = self.get_mut(id) {
             if is_packet_hook(hook) {
                 f.packets += 1;
@@ -965,6 +979,9 @@ impl FlowTable {
                 && f.translated.is_none()
             {
                 f.translated = Some(seen);
+                if (seen.dst, seen.dport) != (f.key.dst, f.key.dport) {
+                    dnat = Some(seen);
+                }
                 // IPVS rewrites without conntrack too; its hooks say so.
                 let ipvs = f
                     .hops
@@ -979,7 +996,17 @@ impl FlowTable {
                 self.claim_pending_fib(id, ns, ts);
             }
         }
+        self.note_dnat(dnat);
         Some(id)
+    }
+
+    /// Keep a translation to a new destination for the taking.
+    fn note_dnat(&mut self, t: Option<Tuple>) {
+        if let Some(t) = t
+            && self.dnat_log.len() < DNAT_LOG_MAX
+        {
+            self.dnat_log.push(t);
+        }
     }
 
     /// Route lookups in namespace `netns` that were read before the flow's

@@ -100,6 +100,65 @@ fn rule_dump(body: &[u8]) -> Option<Vec<Vec<u8>>> {
     Some(out)
 }
 
+const NFT_MSG_NEWCHAIN: u16 = 3;
+const NFT_MSG_GETCHAIN: u16 = 4;
+
+/// The hook of each base chain of this thread's namespace, by (family
+/// name, table, chain), as its name (`INPUT`, `POSTROUTING`, `ingress`):
+/// which hook a traced rule ran at. Empty on error.
+pub fn base_chain_hooks() -> BTreeMap<(String, String, String), String> {
+    let mut out = BTreeMap::new();
+    let _ = dump(
+        libc::NETLINK_NETFILTER,
+        (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETCHAIN,
+        &[0u8; 4],
+        &mut |ty, msg| {
+            if ty == (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWCHAIN
+                && let Some((key, hook)) = parse_base_chain(msg)
+            {
+                out.insert(key, hook);
+            }
+        },
+    );
+    out
+}
+
+/// One NFT_MSG_NEWCHAIN message: its key and hook name, for a base chain
+/// (NFTA_CHAIN_TABLE 1, NFTA_CHAIN_NAME 3, NFTA_CHAIN_HOOK 4 with
+/// NFTA_HOOK_HOOKNUM 1).
+fn parse_base_chain(msg: &[u8]) -> Option<((String, String, String), String)> {
+    let family = *msg.get(NLMSG_HDRLEN)?;
+    let a = msg.get(NLMSG_HDRLEN + 4..)?;
+    let hooknum = be32(attr(attr(a, 4)?, 1)?)?;
+    let key = (
+        family_name(family),
+        string(attr(a, 1)?),
+        string(attr(a, 3)?),
+    );
+    Some((key, hook_name(family, hooknum)?.to_string()))
+}
+
+/// A hook number's name in `family` (enum nf_inet_hooks for ip, ip6,
+/// inet and bridge; NF_ARP_*; enum nf_dev_hooks for netdev).
+pub fn hook_name(family: u8, hooknum: u32) -> Option<&'static str> {
+    const NFPROTO_ARP: u8 = 3;
+    const NFPROTO_NETDEV: u8 = 5;
+    Some(match (family, hooknum) {
+        (NFPROTO_ARP, 0) => "input",
+        (NFPROTO_ARP, 1) => "output",
+        (NFPROTO_ARP, 2) => "forward",
+        // inet's ingress hook is NF_INET_INGRESS (5).
+        (NFPROTO_NETDEV, 0) | (_, 5) => "ingress",
+        (NFPROTO_NETDEV, 1) => "egress",
+        (_, 0) => "PREROUTING",
+        (_, 1) => "INPUT",
+        (_, 2) => "FORWARD",
+        (_, 3) => "OUTPUT",
+        (_, 4) => "POSTROUTING",
+        _ => return None,
+    })
+}
+
 /// The rules of this thread's namespace; None on error.
 pub fn rules() -> Option<Vec<NftRule>> {
     Some(

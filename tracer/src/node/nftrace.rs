@@ -172,6 +172,9 @@ pub struct NfTraced {
     /// The verdict-map element that sent it on its way, if one did.
     #[serde(default)]
     pub element: Option<MapElement>,
+    /// The hook of the base chain it started from (`INPUT`), when read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook: Option<String>,
 }
 
 /// One namespace being traced.
@@ -196,7 +199,13 @@ struct Traced {
 pub struct NfTrace {
     table: String,
     netns: Vec<Traced>,
+    /// Endpoints traced besides the target ([`NfTrace::follow_also`]).
+    also: std::collections::HashSet<(IpAddr, Option<u16>, Option<u8>)>,
 }
+
+/// At most this many endpoints are traced besides the target: each adds
+/// four rules to every traced namespace's table.
+const ALSO_MAX: usize = 64;
 
 /// Why nftrace is not on in a namespace.
 #[derive(Debug, thiserror::Error)]
@@ -224,6 +233,7 @@ impl NfTrace {
         let mut t = NfTrace {
             table: table.clone(),
             netns: Vec::new(),
+            also: std::collections::HashSet::new(),
         };
         let mut failed = Vec::new();
         let mut seen = std::collections::HashSet::new();
@@ -252,6 +262,30 @@ impl NfTrace {
             }
         }
         (t, failed)
+    }
+
+    /// Trace packets to `to` and their replies too, in every traced
+    /// namespace: an endpoint the target was translated to (DNAT), learnt
+    /// from a followed packet. The packet that taught it has gone by;
+    /// the next ones (retransmits, later queries) are traced where the
+    /// translated packets go, the endpoint's own namespace among them,
+    /// where the target's rules no longer match them. Whether rules were
+    /// added (not already traced, not past [`ALSO_MAX`]).
+    pub fn follow_also(&mut self, to: Followed) -> bool {
+        if self.also.len() >= ALSO_MAX || !self.also.insert((to.addr, to.port, to.l4proto)) {
+            return false;
+        }
+        let rules = rule_messages(&self.table, &to);
+        for n in &self.netns {
+            if let Err(e) = netlink::nft_batch(&n.ctl, &rules) {
+                log::debug!(
+                    "nftrace: tracing {} in netns {}: errno {e}",
+                    to.addr,
+                    n.label
+                );
+            }
+        }
+        true
     }
 
     /// The namespaces traced, by label.
@@ -571,15 +605,17 @@ fn be32_attr(out: &mut Vec<u8>, ty: u16, v: u32) {
     put_attr(out, ty, &v.to_be_bytes());
 }
 
-/// The batch that makes table `name`: two base chains whose one rule
-/// sets nftrace for packets to `target`.
+/// The two base chains of the table: NF_INET_PRE_ROUTING and
+/// NF_INET_LOCAL_OUT.
+const CHAINS: [(&str, u32); 2] = [("prerouting", 0), ("output", 3)];
+
+/// The batch that makes table `name`: two base chains whose rules set
+/// nftrace for packets to `target` and for its replies.
 fn table_messages(name: &str, target: &Followed, flags: u32) -> Vec<(u16, u16, Vec<u8>)> {
-    const NFPROTO_INET: u8 = 1;
     let ty = |m: u16| (NFNL_SUBSYS_NFTABLES << 8) | m;
     let mut v = Vec::new();
     v.push(add_table(name, flags));
-    // NF_INET_PRE_ROUTING, NF_INET_LOCAL_OUT.
-    for (chain, hook) in [("prerouting", 0u32), ("output", 3)] {
+    for (chain, hook) in CHAINS {
         let mut c = nfgen(NFPROTO_INET);
         put_attr(&mut c, 1, &nul(name)); // NFTA_CHAIN_TABLE
         put_attr(&mut c, 3, &nul(chain)); // NFTA_CHAIN_NAME
@@ -590,13 +626,39 @@ fn table_messages(name: &str, target: &Followed, flags: u32) -> Vec<(u16, u16, V
         be32_attr(&mut c, 5, 1); // NFTA_CHAIN_POLICY: accept
         put_attr(&mut c, 7, &nul("filter")); // NFTA_CHAIN_TYPE
         v.push((ty(NFT_MSG_NEWCHAIN), NLM_F_CREATE, c));
-        let mut r = nfgen(NFPROTO_INET);
-        put_attr(&mut r, 1, &nul(name)); // NFTA_RULE_TABLE
-        put_attr(&mut r, 2, &nul(chain)); // NFTA_RULE_CHAIN
-        nested(&mut r, 4, &trace_rule(target)); // NFTA_RULE_EXPRESSIONS
-        v.push((ty(NFT_MSG_NEWRULE), NLM_F_CREATE | NLM_F_APPEND, r));
+    }
+    v.extend(rule_messages(name, target));
+    v
+}
+
+const NFPROTO_INET: u8 = 1;
+
+/// The rules, one per base chain and side, that set nftrace on packets
+/// to `to` and on their replies (from `to`).
+fn rule_messages(name: &str, to: &Followed) -> Vec<(u16, u16, Vec<u8>)> {
+    let mut v = Vec::new();
+    for (chain, _) in CHAINS {
+        for side in [Side::Dst, Side::Src] {
+            let mut r = nfgen(NFPROTO_INET);
+            put_attr(&mut r, 1, &nul(name)); // NFTA_RULE_TABLE
+            put_attr(&mut r, 2, &nul(chain)); // NFTA_RULE_CHAIN
+            nested(&mut r, 4, &trace_rule(to, side)); // NFTA_RULE_EXPRESSIONS
+            v.push((
+                (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWRULE,
+                NLM_F_CREATE | NLM_F_APPEND,
+                r,
+            ));
+        }
     }
     v
+}
+
+/// Which end of a packet a trace rule matches: the followed address as
+/// destination (requests), or as source (their replies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    Dst,
+    Src,
 }
 
 /// The message that adds table `inet name` with `flags`.
@@ -671,11 +733,20 @@ const TRACE_RATE: u64 = 250;
 
 /// The expressions of the rule: `meta nfproto ipv4 ip daddr A [th dport
 /// P] limit rate 250/second burst 250 packets meta nftrace set 1` (ip6
-/// for IPv6; a prefix is masked).
-fn trace_rule(target: &Followed) -> Vec<u8> {
-    let (nfproto, off, addr): (u8, u32, Vec<u8>) = match target.addr {
-        IpAddr::V4(a) => (2, 16, a.octets().to_vec()),
-        IpAddr::V6(a) => (10, 24, a.octets().to_vec()),
+/// for IPv6; a prefix is masked); for [`Side::Src`], `ip saddr A [th
+/// sport P]`.
+fn trace_rule(target: &Followed, side: Side) -> Vec<u8> {
+    // Offsets in the IPv4 header (saddr 12, daddr 16) and the IPv6 header
+    // (saddr 8, daddr 24); in the transport header, sport 0 and dport 2.
+    let (nfproto, off, addr): (u8, u32, Vec<u8>) = match (target.addr, side) {
+        (IpAddr::V4(a), Side::Dst) => (2, 16, a.octets().to_vec()),
+        (IpAddr::V4(a), Side::Src) => (2, 12, a.octets().to_vec()),
+        (IpAddr::V6(a), Side::Dst) => (10, 24, a.octets().to_vec()),
+        (IpAddr::V6(a), Side::Src) => (10, 8, a.octets().to_vec()),
+    };
+    let port_off = match side {
+        Side::Dst => 2,
+        Side::Src => 0,
     };
     let mut list = Vec::new();
     let mut expr = |name: &str, data: Vec<u8>| {
@@ -741,8 +812,8 @@ fn trace_rule(target: &Followed) -> Vec<u8> {
         expr("cmp", cmp_eq(&[p]));
     }
     if let Some(port) = target.port {
-        // NFT_PAYLOAD_TRANSPORT_HEADER, the destination port.
-        expr("payload", payload(2, 2, 2));
+        // NFT_PAYLOAD_TRANSPORT_HEADER, the port.
+        expr("payload", payload(2, port_off, 2));
         expr("cmp", cmp_eq(&port.to_be_bytes()));
     }
     // At most TRACE_RATE followed packets a second (after a burst as
@@ -775,6 +846,7 @@ fn trace_rule(target: &Followed) -> Vec<u8> {
 /// verdict-map element that sent the packet on.
 pub fn resolve(drops: &[TraceDrop], rules: &[NftRule]) -> Vec<NfTraced> {
     let mut elems: HashMap<(u8, String, String), Vec<SetElem>> = HashMap::new();
+    let hooks = nftables::base_chain_hooks();
     drops
         .iter()
         .map(|d| {
@@ -819,6 +891,17 @@ pub fn resolve(drops: &[TraceDrop], rules: &[NftRule]) -> Vec<NfTraced> {
                     .map(|j| format!("{}: {}", j.chain, j.verdict))
                     .collect(),
                 element,
+                // The jumps start at the base chain; without any, the
+                // drop's own chain is one.
+                hook: {
+                    let (table, chain) = d
+                        .via
+                        .first()
+                        .map_or((&d.table, &d.chain), |j| (&j.table, &j.chain));
+                    hooks
+                        .get(&(family.clone(), table.clone(), chain.clone()))
+                        .cloned()
+                },
             }
         })
         .collect()

@@ -109,6 +109,13 @@ impl LiveEnv {
         }
     }
 
+    /// Trace an endpoint the target was translated to as well.
+    pub fn nftrace_also(&mut self, to: crate::node::nftrace::Followed) {
+        if let Some(t) = &mut self.nftrace {
+            t.follow_also(to);
+        }
+    }
+
     /// Force a re-read (for the final report).
     pub fn expire(&mut self) {
         self.cache.clear();

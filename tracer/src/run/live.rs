@@ -399,6 +399,14 @@ impl Live<'_> {
             self.sink.packets(captured);
         }
         self.env.poll_nftrace();
+        for t in self.pipeline.take_dnat() {
+            self.env.nftrace_also(Followed {
+                addr: t.dst,
+                prefix: if t.dst.is_ipv4() { 32 } else { 128 },
+                port: (t.dport != 0).then_some(t.dport),
+                l4proto: (t.proto != 0).then_some(t.proto),
+            });
+        }
         for (addr, mac) in self.pipeline.take_macs() {
             self.env.vip.note_mac(addr, &mac);
         }

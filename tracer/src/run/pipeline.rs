@@ -174,6 +174,12 @@ impl Pipeline {
         }
     }
 
+    /// Request tuples DNAT'd to a new destination since the last call
+    /// (nftrace traces the endpoints too).
+    pub fn take_dnat(&mut self) -> Vec<crate::model::event::Tuple> {
+        std::mem::take(&mut self.flows.dnat_log)
+    }
+
     /// MACs seen since the last call (the node-facts side keeps them).
     pub fn take_macs(&mut self) -> Vec<(IpAddr, String)> {
         std::mem::take(&mut self.macs)

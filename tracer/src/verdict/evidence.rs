@@ -377,6 +377,10 @@ pub enum Evidence {
         via: Vec<String>,
         /// The verdict-map element that sent the packet on its way.
         element: Option<crate::node::nftrace::MapElement>,
+        /// The hook of the base chain the packet was in (`INPUT`), when
+        /// read (a chain dump at the report).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hook: Option<String>,
         /// How the rule was found: `nftrace`.
         method: NfMethod,
     },
@@ -965,14 +969,21 @@ impl fmt::Display for Evidence {
                 verdict,
                 via,
                 element,
+                hook,
                 ..
             } => {
+                let at = hook
+                    .as_deref()
+                    .map_or(String::new(), |h| format!(", hook {h}"));
                 if rule.is_empty() {
-                    write!(f, "nftrace: the {verdict} of chain {chain} (table {family} {table})")?;
+                    write!(
+                        f,
+                        "nftrace: the {verdict} of chain {chain} (table {family} {table}{at})"
+                    )?;
                 } else {
                     write!(
                         f,
-                        "nftrace: rule `{rule}` (table {family} {table}, chain {chain}, handle {handle}) said {verdict}"
+                        "nftrace: rule `{rule}` (table {family} {table}, chain {chain}, handle {handle}{at}) said {verdict}"
                     )?;
                 }
                 if let Some(c) = comment.as_deref().filter(|c| !rule.contains(*c)) {
@@ -1636,6 +1647,7 @@ mod tests {
                     verdict: s("goto reject-chain"),
                     comment: Some(s("default/empty:http")),
                 }),
+                hook: Some(s("PREROUTING")),
                 method: NfMethod::Nftrace,
             },
             KubeServiceNoEndpoints {

@@ -14,9 +14,13 @@ use crate::{
 /// NAT.
 pub(super) fn is_flows(flow: &Flow, t: &TracedTuple) -> bool {
     let tuples: Vec<_> = std::iter::once(&flow.key).chain(&flow.translated).collect();
-    t.proto == flow.key.proto
-        && tuples.iter().any(|k| (k.src, k.sport) == (t.src, t.sport))
-        && tuples.iter().any(|k| (k.dst, k.dport) == (t.dst, t.dport))
+    let ends = |src, dst| {
+        tuples.iter().any(|k| (k.src, k.sport) == src)
+            && tuples.iter().any(|k| (k.dst, k.dport) == dst)
+    };
+    let (src, dst) = ((t.src, t.sport), (t.dst, t.dport));
+    // A request, or a reply (nftrace traces the target's replies too).
+    t.proto == flow.key.proto && (ends(src, dst) || ends(dst, src))
 }
 
 /// What a drop in kube-proxy's nftables table means, read as kube-proxy
@@ -187,6 +191,7 @@ mod tests {
                 verdict: "goto reject-chain".into(),
                 comment: Some(c.into()),
             }),
+            hook: None,
         }
     }
 

@@ -30,7 +30,7 @@ pub const RULES: &[Rule] = &[
     reply_unroutable,
     socket_buffer_full,
     listen_overflow,
-    invalid_reply_dropped,
+    reply_dropped,
     delivered,
     forwarded,
 ];
@@ -561,7 +561,7 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         },
         "IP_RPFILTER" => rp_filter_where(flow, drop, env, &fn_part, &mut evidence),
         "NETFILTER_DROP" if let Some(ct) = conntrack_clash(flow, drop, env) => {
-            let hook = nf_hook_named(flow, drop, &mut evidence, true);
+            let hook = nf_hook_named(flow, drop, &mut evidence, None, true);
             evidence.push(ct.0);
             format!(
                 "netfilter {hook}{fn_part} in netns {}: {}",
@@ -761,8 +761,15 @@ fn netfilter_where(
     fn_part: &str,
     evidence: &mut Vec<Evidence>,
 ) -> String {
-    let hook = nf_hook_named(flow, drop, evidence, false);
-    if let Some(t) = traced_rule(flow, env, drop.netns_inode) {
+    let traced = traced_rule(flow, env, drop.netns_inode);
+    let hook = nf_hook_named(
+        flow,
+        drop,
+        evidence,
+        traced.and_then(|t| t.hook.as_deref()),
+        false,
+    );
+    if let Some(t) = traced {
         return traced_where(t, &hook, fn_part, drop, evidence);
     }
     match blame_rule(flow, env, drop.netns_inode) {
@@ -784,12 +791,22 @@ fn netfilter_where(
 }
 
 /// The netfilter hook of a drop, with its evidence: nf_hook_slow's own
-/// word (function hooks), else inferred from the packet's path. A drop
-/// where conntrack confirms a new entry (`confirm`) is at the last hook
-/// the packet passes (ipv4_confirm()/ipv6_confirm() run at priority
-/// NF_IP_PRI_CONNTRACK_CONFIRM of POSTROUTING and INPUT): past the
-/// routing decision, a path that looks like FORWARD or OUTPUT ends there.
-fn nf_hook_named(flow: &Flow, drop: &Hop, evidence: &mut Vec<Evidence>, confirm: bool) -> String {
+/// word (function hooks), else the hook of the base chain nf_tables
+/// tracing saw the packet dropped from (`traced`: its evidence says the
+/// chain), else inferred from the packet's path (which misses the routing
+/// decisions after DNAT: the fib tracepoints are followed by the target's
+/// address). A drop where conntrack confirms a new entry (`confirm`) is at
+/// the last hook the packet passes (ipv4_confirm()/ipv6_confirm() run at
+/// priority NF_IP_PRI_CONNTRACK_CONFIRM of POSTROUTING and INPUT): past
+/// the routing decision, a path that looks like FORWARD or OUTPUT ends
+/// there.
+fn nf_hook_named(
+    flow: &Flow,
+    drop: &Hop,
+    evidence: &mut Vec<Evidence>,
+    traced: Option<&str>,
+    confirm: bool,
+) -> String {
     let seen = nf_func_hops(flow, drop);
     let hook = if let Some(h) = seen.hook {
         evidence.push(Evidence::NfHookDrop {
@@ -798,6 +815,8 @@ fn nf_hook_named(flow: &Flow, drop: &Hop, evidence: &mut Vec<Evidence>, confirm:
         });
         // "ipv4 INPUT" -> "INPUT", as the inferred name.
         h.rsplit(' ').next().unwrap_or(&h).to_string()
+    } else if let Some(h) = traced {
+        h.to_string()
     } else {
         let h = match infer_nf_hook(flow, drop) {
             "INPUT" if confirm => "INPUT",
@@ -943,12 +962,14 @@ fn conntrack_full(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<(Evidence, S
     ))
 }
 
-/// A TCP reply (the SYN-ACK, say) dropped by a rule that drops what
-/// conntrack finds INVALID, and the client never completed its handshake:
-/// the server took the request (so `dropped` passed it by), but the
-/// connection failed. Before `delivered`, which would report the server's
-/// socket and the drop as a later one.
-pub fn invalid_reply_dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
+/// A TCP reply (the SYN-ACK, say) dropped by netfilter, and the client
+/// never completed its handshake: the server took the request (so
+/// `dropped` passed it by), but the connection failed. Named when a rule
+/// that drops what conntrack finds INVALID did it, or when nf_tables
+/// tracing (which follows the target's replies) saw the rule that did.
+/// Before `delivered`, which would report the server's socket and the
+/// drop as a later one.
+pub fn reply_dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     if flow.key.proto != 6
         || delivery_evidence(flow)
             .iter()
@@ -962,7 +983,10 @@ pub fn invalid_reply_dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         }
         _ => None,
     })?;
-    let (fact, said) = conntrack_invalid(flow, drop, env)?;
+    let invalid = conntrack_invalid(flow, drop, env);
+    if invalid.is_none() && traced_rule(flow, env, drop.netns_inode).is_none() {
+        return None;
+    }
     let func = func_of(&dd.location);
     let fn_part = if func.is_empty() {
         String::new()
@@ -971,6 +995,16 @@ pub fn invalid_reply_dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     };
     let mut evidence = Vec::new();
     let at = netfilter_where(flow, drop, env, &fn_part, &mut evidence);
+    let (fact, said) = invalid.map_or_else(
+        || {
+            (
+                None,
+                "the server's reply was dropped there: the client never completed its handshake"
+                    .to_string(),
+            )
+        },
+        |(fact, said)| (Some(fact), said),
+    );
     let mut v = verdict(
         Kind::Dropped,
         "NETFILTER_DROP",
@@ -980,7 +1014,7 @@ pub fn invalid_reply_dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     );
     v.add(dropped_at(drop, &dd.location));
     v.add_all(evidence);
-    v.add(fact);
+    v.add_all(fact);
     v.add_all(delivered_and_side_evidence(flow));
     Some(v)
 }
@@ -1158,6 +1192,7 @@ fn traced_where(
         verdict: t.verdict.clone(),
         via: t.via.clone(),
         element: t.element.clone(),
+        hook: t.hook.clone(),
         method: NfMethod::Nftrace,
     });
     let what = if t.rule.is_empty() {

@@ -195,7 +195,7 @@ fn the_trace_rule_for_a_prefix_masks_the_address() {
         port: None,
         l4proto: None,
     };
-    let e = trace_rule(&t);
+    let e = trace_rule(&t, Side::Dst);
     let names: Vec<String> = netlink::attrs(&e)
         .filter_map(|(_, el)| netlink::attr(el, 1).map(string))
         .collect();
@@ -218,9 +218,24 @@ fn the_trace_rule_for_a_prefix_masks_the_address() {
         port: Some(53),
         l4proto: Some(17),
     };
-    let names: Vec<String> = netlink::attrs(&trace_rule(&t))
+    let names: Vec<String> = netlink::attrs(&trace_rule(&t, Side::Dst))
         .filter_map(|(_, el)| netlink::attr(el, 1).map(string))
         .collect();
+    // The reply side loads the source address (offset 12) and port (0).
+    let payloads = |side| -> Vec<(u32, u32)> {
+        netlink::attrs(&trace_rule(&t, side))
+            .filter(|(_, el)| netlink::attr(el, 1).map(string).as_deref() == Some("payload"))
+            .filter_map(|(_, el)| {
+                let d = netlink::attr(el, 2)?;
+                Some((
+                    netlink::be32(netlink::attr(d, 2)?)?,
+                    netlink::be32(netlink::attr(d, 3)?)?,
+                ))
+            })
+            .collect()
+    };
+    assert_eq!(payloads(Side::Dst), [(1, 16), (2, 2)]);
+    assert_eq!(payloads(Side::Src), [(1, 12), (2, 0)]);
     assert_eq!(
         names,
         [
