@@ -11,10 +11,13 @@ use crate::{
     model::names::{Kallsyms, Names, NetnsNames},
     model::target::{Target, TargetError},
     node::vip::VipWatch,
-    output::{NodeStamp, Sink, WallClock, diag, summary::ReplayInfo},
+    output::{
+        NodeStamp, Sink, WallClock, diag,
+        summary::{ReplayInfo, Summary},
+    },
     run::pipeline::{Pipeline, PreparedEnv},
     run::record::{Frame, Header, RecordError, RecordedVerdict, Recording},
-    verdict::{Env, IfAddr, Inventory},
+    verdict::{Completeness, Env, IfAddr, Inventory},
 };
 
 /// Why a recording could not be replayed: it could not be read, or its
@@ -153,13 +156,28 @@ fn ktime_to_unix_ns(header: &Header, frames: &[Frame]) -> i64 {
 /// Where every record's header keeps its `ts_ns`.
 const TS_AT: usize = std::mem::offset_of!(tracer_common::EventHeader, ts_ns);
 
-pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed, ReplayError> {
-    let rec = Recording::open(path)?;
+/// A recording replayed up to its final report: the pipeline with every
+/// frame behind it, the node as the recorded run read it, and what else
+/// the recording kept for the report.
+struct Replaying {
+    header: Header,
+    target: Target,
+    pipeline: Pipeline,
+    env: ReplayEnv,
+    completeness: Completeness,
+    summary: Summary,
+    recorded: Vec<RecordedVerdict>,
+}
+
+/// Read a recording and replay its frames through a [`Pipeline`] named as
+/// the recorded run named things: its packets and the flows `follow`
+/// printed before the report go to `sink`, the report is the caller's.
+fn replay_frames(path: &Path, sink: &mut dyn Sink) -> Result<Replaying, ReplayError> {
     let Recording {
         header,
         frames,
         trailer,
-    } = rec;
+    } = Recording::open(path)?;
     let target = Target::parse(&header.target, header.proto.as_deref())?;
     let names = Names {
         drop_reasons: trailer.drop_reasons.into_iter().collect(),
@@ -179,7 +197,7 @@ pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed, ReplayError>
     if sink.wants_packets() {
         pipeline.capture_packets(ktime_to_unix_ns(&header, &frames));
     }
-    let mut summary = trailer.summary;
+    let summary = trailer.summary;
     // A run that named its node and clock: its flows as it printed them
     // (`tracer merge` reads a replay's JSON as the run's).
     if let (Some(node), Some(clock)) = (summary.node.clone(), summary.clock) {
@@ -203,6 +221,7 @@ pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed, ReplayError>
                 .collect(),
         ),
     };
+    let completeness = trailer.completeness;
     for f in frames {
         match f {
             Frame::Ring(b) => {
@@ -216,23 +235,44 @@ pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed, ReplayError>
             // Version 2: the flows settled by then are found again.
             Frame::Tick { now_ns, recheck } => {
                 for id in pipeline.quiet_flows(now_ns, recheck) {
-                    if let Some((f, v)) = pipeline.judge(id, &mut env, &trailer.completeness) {
+                    if let Some((f, v)) = pipeline.judge(id, &mut env, &completeness) {
                         sink.flow(&f, &v, false, pipeline.names().netns.pods());
                     }
                 }
             }
             // Version 3: the flow `follow` printed here.
             Frame::Printed(id) => {
-                if let Some((f, v)) = pipeline.judge_printed(id, &mut env, &trailer.completeness) {
+                if let Some((f, v)) = pipeline.judge_printed(id, &mut env, &completeness) {
                     sink.flow(&f, &v, false, pipeline.names().netns.pods());
                 }
             }
         }
     }
+    Ok(Replaying {
+        header,
+        target,
+        pipeline,
+        env,
+        completeness,
+        summary,
+        recorded: trailer.verdicts,
+    })
+}
+
+pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed, ReplayError> {
+    let Replaying {
+        header,
+        target,
+        pipeline,
+        mut env,
+        completeness,
+        mut summary,
+        recorded,
+    } = replay_frames(path, sink)?;
     sink.report_start(pipeline.flow_count(), &target.to_string(), &summary.stop);
     let decode_errors = pipeline.decode_errors;
     let mut verdicts = Vec::new();
-    let tally = pipeline.report(&mut env, &trailer.completeness, |f, v, pods| {
+    let tally = pipeline.report(&mut env, &completeness, |f, v, pods| {
         sink.flow(f, v, true, pods);
         verdicts.push(RecordedVerdict::of(f.id, v));
     });
@@ -250,8 +290,36 @@ pub fn replay(path: &Path, sink: &mut dyn Sink) -> Result<Replayed, ReplayError>
         tracer_version: header.tracer_version,
     });
     sink.summary(&summary);
-    Ok(Replayed {
-        verdicts,
-        recorded: trailer.verdicts,
-    })
+    Ok(Replayed { verdicts, recorded })
+}
+
+/// Every flow of a recording as its final report has it (unpacked, after
+/// the flows `follow` printed before), with the node facts the run read
+/// and what the run could not see: the rule tests judge real timelines.
+#[cfg(test)]
+pub(crate) fn flows_of(
+    path: &Path,
+) -> Result<(Vec<crate::model::flow::Flow>, Inventory, Completeness), ReplayError> {
+    /// Replay's output, not wanted here.
+    struct Discard;
+    impl Sink for Discard {
+        fn flow(
+            &mut self,
+            _: &crate::model::flow::Flow,
+            _: &crate::verdict::Verdict,
+            _: bool,
+            _: &crate::model::names::PodNames,
+        ) {
+        }
+        fn summary(&mut self, _: &Summary) {}
+    }
+    let Replaying {
+        pipeline,
+        mut env,
+        completeness,
+        ..
+    } = replay_frames(path, &mut Discard)?;
+    let mut flows = Vec::new();
+    pipeline.report(&mut env, &completeness, |f, _, _| flows.push(f.clone()));
+    Ok((flows, env.inventory, completeness))
 }
