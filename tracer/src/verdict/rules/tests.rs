@@ -103,6 +103,15 @@ fn recorded(name: &str) -> (&'static str, fn(&Flow) -> bool) {
         // fentry): a ClusterIP served by IPVS NAT; the other flow is the
         // node's own leg to the real server.
         "ipvs_nat" => ("ipvs_nat-6.12.rec", |f| to(f, "10.96.233.1:80")),
+        // Of the two flows SNAT'd to one port, the second (dropped).
+        "conntrack_snat_clash" => ("conntrack_snat_clash-6.18.rec", |f| {
+            to(f, "10.247.2.2:53")
+                && f.hops
+                    .iter()
+                    .any(|h| matches!(&h.data, HopData::Drop(d) if d.reason == "NETFILTER_DROP"))
+        }),
+        "nftrace_endpoint_drop" => ("nftrace_endpoint_drop-6.18.rec", |f| to(f, "10.221.9.9:80")),
+        "nftrace_reply_drop" => ("nftrace_reply_drop-6.18.rec", |f| to(f, "10.223.2.2:8080")),
         other => panic!("no recorded flow {other}"),
     }
 }
@@ -1498,4 +1507,101 @@ fn flows_name_the_service_kube_proxy_serves_on_their_destination() {
     assert_eq!(judge(&f, &env).service.unwrap().kind, ServiceKind::NodePort);
     env.by_netns.remove(&server);
     assert_eq!(judge(&f, &env).service, None);
+}
+
+/// A lost conntrack insertion clash after SNAT to one port: named with
+/// the reply tuple and the counters, not as a full table; with the table
+/// at its limit, or no insertion failure counted, it is not a clash.
+#[test]
+fn conntrack_clash_is_named_from_the_reply_tuple_after_snat() {
+    let (f, mut env) = load("conntrack_snat_clash");
+    let router = netns(&f, "router");
+    let v = judge(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Dropped, "NETFILTER_DROP")
+    );
+    assert_eq!(
+        v.where_,
+        format!(
+            "netfilter POSTROUTING (nf_hook_slow) in netns {router}: conntrack could not insert this connection: its reply tuple 10.247.2.2:53 -> 10.247.2.1:5000 (after source NAT to 10.247.2.1:5000) is another connection's (insert_failed 1)"
+        )
+    );
+    assert!(facts(&v).any(|e| matches!(e,
+        Evidence::ConntrackInsertFailed { reply_src, reply_dst, snat: true, dnat: false, insert_failed: 1, .. }
+        if reply_src.port == 53 && reply_dst.port == 5000)));
+    assert!(!v.has(EvidenceKind::ConntrackFull));
+    assert!(v.hint.contains("--random-fully"), "{}", v.hint);
+    let ino = f
+        .hops
+        .iter()
+        .find(|h| h.hook == Hook::Drop)
+        .unwrap()
+        .netns_inode;
+    // At its limit, the table is what the verdict names.
+    let t = env.conntrack.get_mut(&ino).unwrap();
+    t.max = t.count;
+    let v = judge(&f, &env);
+    assert!(v.has(EvidenceKind::ConntrackFull) && !v.has(EvidenceKind::ConntrackInsertFailed));
+    // No insertion failure: no clash (the drop counter says full).
+    let t = env.conntrack.get_mut(&ino).unwrap();
+    t.max = 262_144;
+    t.insert_failed = 0;
+    let v = judge(&f, &env);
+    assert!(!v.has(EvidenceKind::ConntrackInsertFailed), "{}", v.where_);
+}
+
+/// After DNAT, a rule in the endpoint's namespace is named by nftrace,
+/// at the hook of its base chain (no routing decision is seen there).
+#[test]
+fn a_rule_in_the_endpoint_namespace_is_named_at_its_chains_hook() {
+    let (f, env) = load("nftrace_endpoint_drop");
+    let server = netns(&f, "server");
+    let v = judge(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Dropped, "NETFILTER_DROP")
+    );
+    assert!(
+        v.where_.starts_with(&format!(
+            "netfilter INPUT (nft_do_chain) in netns {server}: rule `tcp dport 8080 drop comment \"pod firewall\"` (table inet podfw, chain input, handle "
+        )),
+        "{}",
+        v.where_
+    );
+    assert!(!v.has(EvidenceKind::NfHookInferred));
+    // Without the chain's hook, the path alone says PREROUTING.
+    let mut env = env;
+    for t in env.nftrace.values_mut().flatten() {
+        t.hook = None;
+    }
+    let v = judge(&f, &env);
+    assert!(
+        v.where_.starts_with("netfilter PREROUTING ("),
+        "{}",
+        v.where_
+    );
+}
+
+/// A SYN-ACK dropped by a traced rule, the handshake never completed: the
+/// reply's drop is the verdict, not the server's socket.
+#[test]
+fn a_reply_dropped_by_a_traced_rule_is_the_verdict() {
+    let (f, mut env) = load("nftrace_reply_drop");
+    let router = netns(&f, "router");
+    let v = judge(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Dropped, "NETFILTER_DROP")
+    );
+    assert!(
+        v.where_.starts_with(&format!("netfilter FORWARD (nft_do_chain) in netns {router}: rule `ip saddr 10.223.2.2 tcp sport 8080 drop comment \"no replies\"`"))
+            && v.where_.ends_with("the client never completed its handshake"),
+        "{}",
+        v.where_
+    );
+    // Untraced, it is the server's socket with a later drop.
+    env.nftrace.clear();
+    let v = judge(&f, &env);
+    assert_eq!(v.kind, Kind::Delivered);
 }
