@@ -1138,7 +1138,9 @@ fn conntrack_invalid_reply_names_asymmetric_routing() {
     assert_eq!((kind, reason), ("dropped", "NETFILTER_DROP"), "{dump}");
     assert!(
         where_.starts_with("netfilter FORWARD")
-            && where_.contains("-router: rule `xt match \"conntrack\" drop` (table ip filter, chain FORWARD): conntrack found the reply INVALID: the requests never passed this namespace (asymmetric routing)"),
+            && where_.contains("-router: rule `xt match \"conntrack\" drop` (table ip filter, chain FORWARD, handle ")
+            // nftrace follows the target's replies.
+            && where_.contains("; named by nftrace): conntrack found the reply INVALID: the requests never passed this namespace (asymmetric routing)"),
         "{where_}"
     );
     let inv = evidence::of_kind(&f, "conntrack_invalid");

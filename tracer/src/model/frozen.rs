@@ -25,7 +25,10 @@ use tracer_common::Hook;
 use crate::{
     model::event::Tuple,
     model::flow::{Flow, NatBy},
-    model::hop::{DropData, FibData, FuncData, Hop, HopData, NeighData, Nud, ReasonFrom, SockData},
+    model::hop::{
+        DropData, FibData, FuncBackend, FuncData, Hop, HopData, NeighData, NeighEvent, Nud,
+        ReasonFrom, SockData, TcpState,
+    },
     model::intern::Name,
 };
 
@@ -358,9 +361,8 @@ impl Codec {
             }
             HopData::Sock(s) => {
                 w.push(6);
-                let (o, n) = (self.name(&s.old_state), self.name(&s.new_state));
-                put(w, o);
-                put(w, n);
+                w.push(s.old_state as u8);
+                w.push(s.new_state as u8);
             }
             HopData::SockRecv => w.push(7),
             HopData::SockQueue => w.push(8),
@@ -368,7 +370,6 @@ impl Codec {
                 w.push(9);
                 let v = [
                     self.name(&f.func),
-                    self.name(&f.backend),
                     self.opt_name(&f.nf_hook),
                     self.opt_name(&f.table),
                     self.opt_name(&f.chain),
@@ -376,6 +377,7 @@ impl Codec {
                 for x in v {
                     put(w, x);
                 }
+                w.push(f.backend as u8);
                 match f.ret {
                     Some(r) => {
                         w.push(1);
@@ -396,7 +398,7 @@ impl Codec {
                     }
                     None => w.push(0),
                 }
-                put(w, self.name(&n.event));
+                w.push(n.event as u8);
                 match &n.lladdr {
                     Some(l) => {
                         w.push(1);
@@ -602,20 +604,20 @@ impl Codec {
                 }))
             }
             6 => {
-                let old_state = self.name_of(r.get());
+                let old_state = TcpState::of(u32::from(r.byte()));
                 HopData::Sock(Box::new(SockData {
                     old_state,
-                    new_state: self.name_of(r.get()),
+                    new_state: TcpState::of(u32::from(r.byte())),
                 }))
             }
             7 => HopData::SockRecv,
             8 => HopData::SockQueue,
             9 => {
                 let func = self.name_of(r.get());
-                let backend = self.name_of(r.get());
                 let nf_hook = self.opt_name_of(r.get());
                 let table = self.opt_name_of(r.get());
                 let chain = self.opt_name_of(r.get());
+                let backend = FuncBackend::from_repr(r.byte()).unwrap_or(FuncBackend::Unknown);
                 let ret = (r.byte() == 1).then(|| r.signed());
                 HopData::Func(Box::new(FuncData {
                     func,
@@ -631,7 +633,7 @@ impl Codec {
                 let addr = r.ip();
                 let state = Nud(r.byte());
                 let new_state = (r.byte() == 1).then(|| Nud(r.byte()));
-                let event = self.name_of(r.get());
+                let event = NeighEvent::from_repr(r.byte()).unwrap_or(NeighEvent::Created);
                 let lladdr = (r.byte() == 1).then(|| r.string());
                 HopData::Neigh(Box::new(NeighData {
                     addr,
@@ -876,7 +878,7 @@ mod tests {
                     0xffff_8881_0284_7000,
                     HopData::Func(Box::new(FuncData {
                         func: "nft_do_chain".into(),
-                        backend: "fentry".into(),
+                        backend: FuncBackend::Fentry,
                         ret: Some(-1),
                         nf_hook: Some("ipv4 INPUT".into()),
                         table: Some("filter".into()),
@@ -944,8 +946,8 @@ mod tests {
                     key,
                     0,
                     HopData::Sock(Box::new(SockData {
-                        old_state: "SYN_SENT".into(),
-                        new_state: "CLOSE".into(),
+                        old_state: TcpState::SynSent,
+                        new_state: TcpState::Close,
                     })),
                 ),
                 hop(
@@ -975,7 +977,7 @@ mod tests {
                         new_state: Some(Nud::FAILED),
                         lladdr: Some("02:00:00:00:00:01".into()),
                         err: -113,
-                        event: "update".into(),
+                        event: NeighEvent::Update,
                     })),
                 ),
                 hop(
@@ -990,7 +992,7 @@ mod tests {
                         new_state: None,
                         lladdr: None,
                         err: 0,
-                        event: "timer".into(),
+                        event: NeighEvent::Timer,
                     })),
                 ),
             ];

@@ -1,10 +1,10 @@
 //! Function-hook records (fentry/fexit or kprobe/kretprobe) into hops.
 
-use tracer_common::{FuncEvent, Hook, backend, func};
+use tracer_common::{FuncEvent, Hook, func};
 
 use crate::{
     model::event::cname,
-    model::hop::{FuncData, HopData, icmp_desc},
+    model::hop::{FuncBackend, FuncData, HopData, icmp_desc},
     model::names::Names,
 };
 
@@ -24,14 +24,6 @@ pub fn func_name(f: u8) -> &'static str {
         func::IPVS_SCHEDULE => "ip_vs_schedule",
         func::IPVS_XMIT => "ip_vs_xmit",
         func::TCP_RESET => "tcp_v4_send_reset",
-        _ => "?",
-    }
-}
-
-pub fn backend_name(b: u8) -> &'static str {
-    match b {
-        backend::FENTRY => "fentry",
-        backend::KPROBE => "kprobe",
         _ => "?",
     }
 }
@@ -179,7 +171,7 @@ pub fn hop_data(e: &FuncEvent, names: &mut Names) -> (Hook, HopData) {
         Hook::Func,
         HopData::Func(Box::new(FuncData {
             func: names.intern(&name),
-            backend: names.intern(backend_name(e.backend)),
+            backend: FuncBackend::of(e.backend),
             ret,
             nf_hook: nf_hook_name.map(|h| names.intern(&h)),
             table: (!table.is_empty()).then(|| names.intern(&table)),
@@ -193,7 +185,7 @@ pub fn hop_data(e: &FuncEvent, names: &mut Names) -> (Hook, HopData) {
 mod tests {
     use super::*;
     use crate::model::event::tests::{header, v4};
-    use tracer_common::{PacketInfo, kind};
+    use tracer_common::{PacketInfo, backend, kind};
 
     fn ev(f: u8, ret: Option<i64>, arg: [u32; 2]) -> FuncEvent {
         let mut table = [0u8; 32];

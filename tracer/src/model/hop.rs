@@ -49,22 +49,141 @@ pub fn errno_name(e: i32) -> String {
     }
 }
 
-/// TCP states (include/net/tcp_states.h).
+/// A TCP state as the kernel numbers it (include/net/tcp_states.h);
+/// named as the kernel names it (`SYN_RECV`) in output.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::IntoStaticStr,
+    strum::FromRepr,
+    strum::Display,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[repr(u8)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[strum(serialize_all = "SCREAMING_SNAKE_CASE")]
+pub enum TcpState {
+    /// Not a state the kernel defines.
+    Unknown = 0,
+    Established = 1,
+    SynSent = 2,
+    SynRecv = 3,
+    #[serde(rename = "FIN_WAIT1")]
+    #[strum(serialize = "FIN_WAIT1")]
+    FinWait1 = 4,
+    #[serde(rename = "FIN_WAIT2")]
+    #[strum(serialize = "FIN_WAIT2")]
+    FinWait2 = 5,
+    TimeWait = 6,
+    Close = 7,
+    CloseWait = 8,
+    LastAck = 9,
+    Listen = 10,
+    Closing = 11,
+    NewSynRecv = 12,
+}
+
+impl TcpState {
+    /// The state numbered `s` (UNKNOWN for a number the kernel does not
+    /// define).
+    pub fn of(s: u32) -> TcpState {
+        u8::try_from(s)
+            .ok()
+            .and_then(TcpState::from_repr)
+            .unwrap_or(TcpState::Unknown)
+    }
+}
+
+/// TCP states (include/net/tcp_states.h), by name.
 pub fn tcp_state(s: u32) -> &'static str {
-    match s {
-        1 => "ESTABLISHED",
-        2 => "SYN_SENT",
-        3 => "SYN_RECV",
-        4 => "FIN_WAIT1",
-        5 => "FIN_WAIT2",
-        6 => "TIME_WAIT",
-        7 => "CLOSE",
-        8 => "CLOSE_WAIT",
-        9 => "LAST_ACK",
-        10 => "LISTEN",
-        11 => "CLOSING",
-        12 => "NEW_SYN_RECV",
-        _ => "UNKNOWN",
+    TcpState::of(s).into()
+}
+
+/// Which function hook saw a kernel function: an fentry program or a
+/// kprobe (tracer_common::backend).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::IntoStaticStr,
+    strum::FromRepr,
+    strum::Display,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[repr(u8)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+pub enum FuncBackend {
+    Fentry,
+    Kprobe,
+    /// A number this tracer does not know.
+    Unknown,
+}
+
+impl FuncBackend {
+    /// From tracer_common::backend's number.
+    pub fn of(b: u8) -> FuncBackend {
+        match b {
+            tracer_common::backend::FENTRY => FuncBackend::Fentry,
+            tracer_common::backend::KPROBE => FuncBackend::Kprobe,
+            _ => FuncBackend::Unknown,
+        }
+    }
+}
+
+/// What a neighbour event was: which of the neighbour hooks saw it
+/// (neigh_create, neigh_update, neigh_timer_handler,
+/// neigh_event_send_dead).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::IntoStaticStr,
+    strum::FromRepr,
+    strum::Display,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[repr(u8)]
+pub enum NeighEvent {
+    #[serde(rename = "created")]
+    #[strum(serialize = "created")]
+    Created,
+    #[serde(rename = "update")]
+    #[strum(serialize = "update")]
+    Update,
+    #[serde(rename = "timer")]
+    #[strum(serialize = "timer")]
+    Timer,
+    #[serde(rename = "send to failed entry")]
+    #[strum(serialize = "send to failed entry")]
+    SendToFailedEntry,
+}
+
+impl NeighEvent {
+    /// The event a neighbour hook reports.
+    pub fn of(hook: Option<Hook>) -> NeighEvent {
+        match hook {
+            Some(Hook::NeighUpdate) => NeighEvent::Update,
+            Some(Hook::NeighTimer) => NeighEvent::Timer,
+            Some(Hook::NeighDead) => NeighEvent::SendToFailedEntry,
+            _ => NeighEvent::Created,
+        }
     }
 }
 
@@ -262,8 +381,8 @@ impl ReasonFrom {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SockData {
-    pub old_state: Name,
-    pub new_state: Name,
+    pub old_state: TcpState,
+    pub new_state: TcpState,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -286,7 +405,7 @@ pub struct FuncData {
     /// Kernel function name.
     pub func: Name,
     /// fentry or kprobe.
-    pub backend: Name,
+    pub backend: FuncBackend,
     /// Return value, when the hook follows the return.
     pub ret: Option<i64>,
     /// nf_hook_slow: netfilter family and hook ("ipv4 INPUT").
@@ -311,7 +430,7 @@ pub struct NeighData {
     pub new_state: Option<Nud>,
     pub lladdr: Option<String>,
     pub err: i32,
-    pub event: Name,
+    pub event: NeighEvent,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -462,6 +581,43 @@ mod tests {
         assert_eq!(table_name(255), "local");
         assert_eq!(errno_name(-101), "ENETUNREACH");
         assert_eq!(tcp_state(10), "LISTEN");
+        // Every number the kernel defines, by its name, the same as text,
+        // JSON and back; others are UNKNOWN.
+        let kernel = [
+            "UNKNOWN",
+            "ESTABLISHED",
+            "SYN_SENT",
+            "SYN_RECV",
+            "FIN_WAIT1",
+            "FIN_WAIT2",
+            "TIME_WAIT",
+            "CLOSE",
+            "CLOSE_WAIT",
+            "LAST_ACK",
+            "LISTEN",
+            "CLOSING",
+            "NEW_SYN_RECV",
+        ];
+        for (n, name) in kernel.iter().enumerate() {
+            let st = TcpState::of(n as u32);
+            assert_eq!(
+                (tcp_state(n as u32), st.to_string().as_str()),
+                (*name, *name)
+            );
+            let j = serde_json::to_string(&st).unwrap();
+            assert_eq!(j, format!("\"{name}\""));
+            assert_eq!(serde_json::from_str::<TcpState>(&j).unwrap(), st);
+        }
+        assert_eq!(TcpState::of(13), TcpState::Unknown);
+        assert_eq!(TcpState::of(300), TcpState::Unknown);
+        assert_eq!(
+            serde_json::to_string(&NeighEvent::of(Some(Hook::NeighDead))).unwrap(),
+            "\"send to failed entry\""
+        );
+        assert_eq!(
+            FuncBackend::of(tracer_common::backend::KPROBE).to_string(),
+            "kprobe"
+        );
         assert_eq!(nud_state(0x20), "FAILED");
         assert_eq!(nud_state(0x0), "NONE");
         for bits in [0x00, 0x01, 0x20, 0x21, 0x82, 0xff] {

@@ -17,8 +17,8 @@ use crate::{
     model::flow::{Flow, NatBy},
     model::frozen::{self, Codec},
     model::hop::{
-        Dir, DropData, FibData, Hop, HopData, NeighData, Nud, ReasonFrom, SockData, icmp_desc,
-        tcp_state,
+        Dir, DropData, FibData, Hop, HopData, NeighData, NeighEvent, Nud, ReasonFrom, SockData,
+        TcpState, icmp_desc,
     },
     model::inferred::{self, Inferred},
     model::names::{Names, func_of},
@@ -649,8 +649,8 @@ impl FlowTable {
                     tuple: Arc::new(key),
                     skb: 0,
                     data: HopData::Sock(Box::new(SockData {
-                        old_state: names.intern(tcp_state(s.old_state)),
-                        new_state: names.intern(tcp_state(s.new_state)),
+                        old_state: TcpState::of(s.old_state),
+                        new_state: TcpState::of(s.new_state),
                     })),
                 };
                 let id = match self.lookup(&key) {
@@ -664,12 +664,6 @@ impl FlowTable {
             }
             Event::Neigh(n) => {
                 let addr = ip_from(n.family, &n.addr);
-                let event = match Hook::from_u8(n.hdr.hook) {
-                    Some(Hook::NeighUpdate) => "update",
-                    Some(Hook::NeighTimer) => "timer",
-                    Some(Hook::NeighDead) => "send to failed entry",
-                    _ => "created",
-                };
                 let lladdr =
                     (n.has_lladdr != 0 || n.lladdr[..6].iter().any(|b| *b != 0)).then(|| {
                         n.lladdr[..6]
@@ -701,7 +695,7 @@ impl FlowTable {
                             .then_some(Nud(n.new_state)),
                         lladdr,
                         err: n.err,
-                        event: names.intern(event),
+                        event: NeighEvent::of(Hook::from_u8(n.hdr.hook)),
                     })),
                 };
                 // Attach to the most recent flow heading to that address.

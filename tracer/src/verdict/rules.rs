@@ -10,7 +10,7 @@ use crate::node::netfilter::{NfMethod, NfRule};
 use crate::node::nftrace::NfTraced;
 use crate::{
     model::flow::Flow,
-    model::hop::{Dir, Hop, HopData, Nud, ReasonFrom},
+    model::hop::{Dir, Hop, HopData, Nud, ReasonFrom, TcpState},
     model::names::func_of,
 };
 
@@ -452,11 +452,11 @@ fn delivery_evidence(flow: &Flow) -> Vec<(&Hop, Delivery)> {
             HopData::SockQueue if h.dir == Dir::Request => out.push((h, Delivery::Queued)),
             HopData::Sock(s)
                 if h.dir == Dir::Reply
-                    && matches!(s.new_state.as_str(), "SYN_RECV" | "ESTABLISHED") =>
+                    && matches!(s.new_state, TcpState::SynRecv | TcpState::Established) =>
             {
                 out.push((h, Delivery::ServerState(s.new_state.to_string())));
             }
-            HopData::Sock(s) if h.dir == Dir::Request && s.new_state == "ESTABLISHED" => {
+            HopData::Sock(s) if h.dir == Dir::Request && s.new_state == TcpState::Established => {
                 out.push((h, Delivery::ClientHandshake));
             }
             HopData::Consume { location }
