@@ -365,6 +365,8 @@ table ip filter {
         ("@svc", "10.239.0.1 . tcp . 81")
     );
     assert_eq!(e.comment.as_deref(), Some("ns/web:http"));
+    // Reached from the base chain `out`: its hook.
+    assert_eq!(r.hook.as_deref(), Some("OUTPUT"));
     let r = by_port(82);
     assert_eq!(
         (r.family.as_str(), r.table.as_str(), r.chain.as_str()),
@@ -372,6 +374,33 @@ table ip filter {
     );
     assert_eq!(r.rule, "tcp dport 82 drop comment \"no 82\"");
     assert_eq!(r.verdict, "drop");
+    assert_eq!(r.hook.as_deref(), Some("OUTPUT"));
+    // An endpoint traced besides the target (10.239.0.9, outside the
+    // /29): its drops are traced from then on; once only.
+    let nine = Followed {
+        addr: "10.239.0.9".parse().unwrap(),
+        prefix: 32,
+        port: Some(82),
+        l4proto: Some(6),
+    };
+    assert!(t.follow_also(nine));
+    assert!(!t.follow_also(nine));
+    sh("timeout 1 bash -c 'echo > /dev/tcp/10.239.0.9/82' 2>/dev/null; true");
+    let mut nine_dropped = false;
+    for _ in 0..20 {
+        t.poll();
+        nine_dropped = t
+            .drops(ino)
+            .unwrap()
+            .1
+            .iter()
+            .any(|d| d.tuple.dst == nine.addr && d.tuple.dport == 82);
+        if nine_dropped {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(nine_dropped, "{:?}", t.drops(ino).unwrap().1);
     drop(t);
     // This process's table (another tracer may run beside the tests).
     let (tables, ours) = (
