@@ -254,6 +254,41 @@ fn the_trace_rule_for_a_prefix_masks_the_address() {
     );
 }
 
+/// `nft -f -` of `script` in namespace `ns`.
+fn nft_in(ns: &str, script: &str) {
+    use std::io::Write;
+    let mut c = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "nft", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    assert!(c.wait().unwrap().success(), "nft -f failed on:\n{script}");
+}
+
+/// The drops traced in namespace `ino`, polled for up to 2 s until
+/// `enough` says so.
+fn traced_drops(
+    t: &mut NfTrace,
+    ino: u32,
+    enough: impl Fn(&[TraceDrop]) -> bool,
+) -> Vec<TraceDrop> {
+    let mut drops = Vec::new();
+    for _ in 0..20 {
+        t.poll();
+        drops = t.drops(ino).unwrap().1;
+        if enough(&drops) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    drops
+}
+
 #[test]
 fn drops_by_a_rule_and_through_a_verdict_map_are_traced_and_the_table_goes() {
     use std::process::Command;
@@ -274,21 +309,9 @@ fn drops_by_a_rule_and_through_a_verdict_map_are_traced_and_the_table_goes() {
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
     sh("ip link set lo up; ip addr add 10.239.0.1/32 dev lo; ip addr add 10.239.0.9/32 dev lo");
-    let nft = |script: &str| {
-        use std::io::Write;
-        let mut c = Command::new("ip")
-            .args(["netns", "exec", &ns.0, "nft", "-f", "-"])
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        c.stdin
-            .take()
-            .unwrap()
-            .write_all(script.as_bytes())
-            .unwrap();
-        assert!(c.wait().unwrap().success(), "nft -f failed on:\n{script}");
-    };
-    nft(r#"table inet kp {
+    nft_in(
+        &ns.0,
+        r#"table inet kp {
   map svc {
     type ipv4_addr . inet_proto . inet_service : verdict
     elements = { 10.239.0.1 . tcp . 81 comment "ns/web:http" : goto reject-chain,
@@ -308,7 +331,8 @@ table ip filter {
     tcp dport 82 counter drop comment "no 82"
   }
 }
-"#);
+"#,
+    );
     let path = PathBuf::from(format!("/run/netns/{}", ns.0));
     let ino = crate::node::netns::netns_inode(&path).unwrap();
     let target = Followed {
@@ -327,15 +351,7 @@ table ip filter {
         "for p in 81 82; do timeout 1 bash -c \"echo > /dev/tcp/10.239.0.1/$p\" 2>/dev/null; done; \
         timeout 1 bash -c 'echo > /dev/tcp/10.239.0.9/82' 2>/dev/null; true",
     );
-    let mut drops = Vec::new();
-    for _ in 0..20 {
-        t.poll();
-        drops = t.drops(ino).unwrap().1;
-        if drops.len() >= 2 {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    let drops = traced_drops(&mut t, ino, |d| d.len() >= 2);
     assert!(
         drops
             .iter()
@@ -386,21 +402,9 @@ table ip filter {
     assert!(t.follow_also(nine));
     assert!(!t.follow_also(nine));
     sh("timeout 1 bash -c 'echo > /dev/tcp/10.239.0.9/82' 2>/dev/null; true");
-    let mut nine_dropped = false;
-    for _ in 0..20 {
-        t.poll();
-        nine_dropped = t
-            .drops(ino)
-            .unwrap()
-            .1
-            .iter()
-            .any(|d| d.tuple.dst == nine.addr && d.tuple.dport == 82);
-        if nine_dropped {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    assert!(nine_dropped, "{:?}", t.drops(ino).unwrap().1);
+    let nine_dropped = |d: &[TraceDrop]| d.iter().any(|d| d.tuple.dst == nine.addr);
+    let drops = traced_drops(&mut t, ino, nine_dropped);
+    assert!(nine_dropped(&drops), "{drops:?}");
     drop(t);
     // This process's table (another tracer may run beside the tests).
     let (tables, ours) = (
