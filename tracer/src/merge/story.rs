@@ -300,7 +300,9 @@ fn drop_place(v: &VerdictIn) -> Option<String> {
                 .any(|k| e.get("kind").and_then(|x| x.as_str()) == Some(k))
         })
     };
+    // nf_hook_slow's word or the path's; else the traced rule's chain's.
     let hook = of(&["nf_hook_drop", "nf_hook_inferred"])
+        .or_else(|| of(&["nf_rule_traced"]))
         .and_then(|e| field(e, "hook"))
         .map(|h| h.rsplit(' ').next().unwrap_or_default().to_string());
     let rule = of(&[
