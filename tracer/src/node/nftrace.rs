@@ -201,11 +201,14 @@ pub struct NfTrace {
     netns: Vec<Traced>,
     /// Endpoints traced besides the target ([`NfTrace::follow_also`]).
     also: std::collections::HashSet<(IpAddr, Option<u16>, Option<u8>)>,
+    /// The target's family, the endpoint set's (NAT keeps the family).
+    v6: bool,
 }
 
-/// At most this many endpoints are traced besides the target: each adds
-/// four rules to every traced namespace's table.
-const ALSO_MAX: usize = 64;
+/// At most this many endpoints are traced besides the target (elements
+/// of one set in each traced namespace: the lookup costs the same however
+/// many there are).
+const ALSO_MAX: usize = 1024;
 
 /// Why nftrace is not on in a namespace.
 #[derive(Debug, thiserror::Error)]
@@ -234,6 +237,7 @@ impl NfTrace {
             table: table.clone(),
             netns: Vec::new(),
             also: std::collections::HashSet::new(),
+            v6: target.addr.is_ipv6(),
         };
         let mut failed = Vec::new();
         let mut seen = std::collections::HashSet::new();
@@ -272,12 +276,23 @@ impl NfTrace {
     /// where the target's rules no longer match them. Whether rules were
     /// added (not already traced, not past [`ALSO_MAX`]).
     pub fn follow_also(&mut self, to: Followed) -> bool {
-        if self.also.len() >= ALSO_MAX || !self.also.insert((to.addr, to.port, to.l4proto)) {
+        let Some(key) = endpoint_key(&to) else {
+            return false;
+        };
+        if to.addr.is_ipv6() != self.v6
+            || self.also.len() >= ALSO_MAX
+            || !self.also.insert((to.addr, to.port, to.l4proto))
+        {
             return false;
         }
-        let rules = rule_messages(&self.table, &to);
+        let mut add = if self.also.len() == 1 {
+            endpoint_messages(&self.table, self.v6)
+        } else {
+            Vec::new()
+        };
+        add.push(endpoint_element(&self.table, &key));
         for n in &self.netns {
-            if let Err(e) = netlink::nft_batch(&n.ctl, &rules) {
+            if let Err(e) = netlink::nft_batch(&n.ctl, &add) {
                 log::debug!(
                     "nftrace: tracing {} in netns {}: errno {e}",
                     to.addr,
@@ -631,6 +646,100 @@ fn table_messages(name: &str, target: &Followed, flags: u32) -> Vec<(u16, u16, V
     v
 }
 
+/// The batch that adds the endpoint set and the rules that look it up to
+/// table `name`: sent with the first endpoint, so that a namespace pays
+/// for the lookups only once the target was translated somewhere.
+fn endpoint_messages(name: &str, v6: bool) -> Vec<(u16, u16, Vec<u8>)> {
+    let mut v = vec![endpoint_set(name, v6)];
+    for (chain, _) in CHAINS {
+        for side in [Side::Dst, Side::Src] {
+            let mut r = nfgen(NFPROTO_INET);
+            put_attr(&mut r, 1, &nul(name)); // NFTA_RULE_TABLE
+            put_attr(&mut r, 2, &nul(chain)); // NFTA_RULE_CHAIN
+            nested(&mut r, 4, &endpoint_rule(v6, side)); // NFTA_RULE_EXPRESSIONS
+            v.push((
+                (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWRULE,
+                NLM_F_CREATE | NLM_F_APPEND,
+                r,
+            ));
+        }
+    }
+    v
+}
+
+/// The set of endpoints traced besides the target (DNAT destinations,
+/// [`NfTrace::follow_also`]): `typeof ip daddr . meta l4proto . th dport`
+/// of the target's family, made with the first. One lookup per packet and
+/// side, however many endpoints it holds.
+const ENDPOINTS: &str = "endpoints";
+
+/// NFT_MSG_NEWSET of [`ENDPOINTS`]: a hash set keyed by address, protocol
+/// and port, each in its own 4-byte register (NFT_REG32_00 on).
+fn endpoint_set(table: &str, v6: bool) -> (u16, u16, Vec<u8>) {
+    const NFT_MSG_NEWSET: u16 = 9;
+    let mut m = nfgen(NFPROTO_INET);
+    put_attr(&mut m, 1, &nul(table)); // NFTA_SET_TABLE
+    put_attr(&mut m, 2, &nul(ENDPOINTS)); // NFTA_SET_NAME
+    be32_attr(&mut m, 3, 0); // NFTA_SET_FLAGS: a plain (hash) set
+    // NFTA_SET_KEY_TYPE, as nft composes a concatenation (6 bits a
+    // type): ipv4_addr (7) or ipv6_addr (8) . inet_proto (12) .
+    // inet_service (13). Only userspace reads it.
+    const INET_PROTO: u32 = 0xc;
+    const INET_SERVICE: u32 = 0xd;
+    let addr_type: u32 = if v6 { 8 } else { 7 };
+    be32_attr(
+        &mut m,
+        4,
+        (((addr_type << 6) + INET_PROTO) << 6) + INET_SERVICE,
+    );
+    be32_attr(&mut m, 5, endpoint_key_len(v6)); // NFTA_SET_KEY_LEN
+    be32_attr(&mut m, 10, 1); // NFTA_SET_ID
+    (
+        (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWSET,
+        NLM_F_CREATE,
+        m,
+    )
+}
+
+/// The key: the address, then the protocol and the port each padded to a
+/// register (what nft_reg_store8() and a 2-byte payload load leave).
+fn endpoint_key_len(v6: bool) -> u32 {
+    if v6 { 24 } else { 12 }
+}
+
+/// The set element for endpoint `to` (None without a protocol and port:
+/// only DNAT destinations with both are traced this way).
+fn endpoint_key(to: &Followed) -> Option<Vec<u8>> {
+    let mut k = match to.addr {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    };
+    k.extend_from_slice(&[to.l4proto?, 0, 0, 0]);
+    let port = to.port?.to_be_bytes();
+    k.extend_from_slice(&[port[0], port[1], 0, 0]);
+    Some(k)
+}
+
+/// NFT_MSG_NEWSETELEM adding `key` to [`ENDPOINTS`] of `table`.
+fn endpoint_element(table: &str, key: &[u8]) -> (u16, u16, Vec<u8>) {
+    const NFT_MSG_NEWSETELEM: u16 = 12;
+    let mut m = nfgen(NFPROTO_INET);
+    put_attr(&mut m, 1, &nul(table)); // NFTA_SET_ELEM_LIST_TABLE
+    put_attr(&mut m, 2, &nul(ENDPOINTS)); // NFTA_SET_ELEM_LIST_SET
+    let mut value = Vec::new();
+    put_attr(&mut value, 1, key); // NFTA_DATA_VALUE
+    let mut k = Vec::new();
+    nested(&mut k, 1, &value); // NFTA_SET_ELEM_KEY
+    let mut elems = Vec::new();
+    nested(&mut elems, 1, &k); // NFTA_LIST_ELEM
+    nested(&mut m, 3, &elems); // NFTA_SET_ELEM_LIST_ELEMENTS
+    (
+        (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWSETELEM,
+        NLM_F_CREATE,
+        m,
+    )
+}
+
 const NFPROTO_INET: u8 = 1;
 
 /// The rules, one per base chain and side, that set nftrace on packets
@@ -728,6 +837,104 @@ pub fn delete_left_tables() -> Vec<String> {
         .collect()
 }
 
+/// The expressions of an endpoint rule: `meta nfproto ipv4 ip daddr .
+/// meta l4proto . th dport @endpoints limit rate 250/second burst 250
+/// packets meta nftrace set 1` (`saddr . ... . th sport` for
+/// [`Side::Src`]; ip6 for IPv6).
+fn endpoint_rule(v6: bool, side: Side) -> Vec<u8> {
+    // NFT_REG32_00.. : the key's registers, 4 bytes each.
+    const REG32_00: u32 = 8;
+    let (nfproto, off, len): (u8, u32, u32) = match (v6, side) {
+        (false, Side::Dst) => (2, 16, 4),
+        (false, Side::Src) => (2, 12, 4),
+        (true, Side::Dst) => (10, 24, 16),
+        (true, Side::Src) => (10, 8, 16),
+    };
+    let port_off = match side {
+        Side::Dst => 2,
+        Side::Src => 0,
+    };
+    let mut e = Exprs::default();
+    e.meta_load(15, 1); // NFT_META_NFPROTO
+    e.cmp_eq(1, &[nfproto]);
+    e.payload(1, off, len, REG32_00); // NFT_PAYLOAD_NETWORK_HEADER
+    let proto_reg = REG32_00 + len / 4;
+    e.meta_load(16, proto_reg); // NFT_META_L4PROTO
+    e.payload(2, port_off, 2, proto_reg + 1); // NFT_PAYLOAD_TRANSPORT_HEADER
+    let mut lookup = Vec::new();
+    put_attr(&mut lookup, 1, &nul(ENDPOINTS)); // NFTA_LOOKUP_SET
+    be32_attr(&mut lookup, 2, REG32_00); // NFTA_LOOKUP_SREG
+    be32_attr(&mut lookup, 4, 1); // NFTA_LOOKUP_SET_ID
+    e.expr("lookup", lookup);
+    e.trace_limited();
+    e.0
+}
+
+/// A rule's expressions (NFTA_RULE_EXPRESSIONS), as they are added.
+#[derive(Default)]
+struct Exprs(Vec<u8>);
+
+impl Exprs {
+    fn expr(&mut self, name: &str, data: Vec<u8>) {
+        let mut e = Vec::new();
+        put_attr(&mut e, 1, &nul(name)); // NFTA_EXPR_NAME
+        nested(&mut e, 2, &data); // NFTA_EXPR_DATA
+        nested(&mut self.0, 1, &e); // NFTA_LIST_ELEM
+    }
+
+    fn meta_load(&mut self, key: u32, dreg: u32) {
+        let mut d = Vec::new();
+        be32_attr(&mut d, 1, dreg); // NFTA_META_DREG
+        be32_attr(&mut d, 2, key); // NFTA_META_KEY
+        self.expr("meta", d);
+    }
+
+    fn cmp_eq(&mut self, sreg: u32, value: &[u8]) {
+        let mut d = Vec::new();
+        be32_attr(&mut d, 1, sreg); // NFTA_CMP_SREG
+        be32_attr(&mut d, 2, 0); // NFTA_CMP_OP: NFT_CMP_EQ
+        let mut data = Vec::new();
+        put_attr(&mut data, 1, value); // NFTA_DATA_VALUE
+        nested(&mut d, 3, &data); // NFTA_CMP_DATA
+        self.expr("cmp", d);
+    }
+
+    fn payload(&mut self, base: u32, offset: u32, len: u32, dreg: u32) {
+        let mut d = Vec::new();
+        be32_attr(&mut d, 1, dreg); // NFTA_PAYLOAD_DREG
+        be32_attr(&mut d, 2, base); // NFTA_PAYLOAD_BASE
+        be32_attr(&mut d, 3, offset); // NFTA_PAYLOAD_OFFSET
+        be32_attr(&mut d, 4, len); // NFTA_PAYLOAD_LEN
+        self.expr("payload", d);
+    }
+
+    /// `limit rate 250/second burst 250 packets meta nftrace set 1`. At
+    /// most TRACE_RATE matching packets a second (after a burst as large)
+    /// get the trace bit: each traced packet costs the kernel a netlink
+    /// message per rule and chain it meets (nft_trace_notify()), which at
+    /// line rate took followed UDP from 0.85 to 0.22 of its baseline rate
+    /// in the bench. A drop repeats for every packet of a failing flow, so
+    /// the first ones name its rule.
+    fn trace_limited(&mut self) {
+        let mut lim = Vec::new();
+        put_attr(&mut lim, 1, &TRACE_RATE.to_be_bytes()); // NFTA_LIMIT_RATE
+        put_attr(&mut lim, 2, &1u64.to_be_bytes()); // NFTA_LIMIT_UNIT: per second
+        be32_attr(&mut lim, 3, TRACE_RATE as u32); // NFTA_LIMIT_BURST
+        be32_attr(&mut lim, 4, 0); // NFTA_LIMIT_TYPE: NFT_LIMIT_PKTS
+        self.expr("limit", lim);
+        let mut imm = Vec::new();
+        be32_attr(&mut imm, 1, 1); // NFTA_IMMEDIATE_DREG
+        let mut data = Vec::new();
+        put_attr(&mut data, 1, &[1]);
+        nested(&mut imm, 2, &data); // NFTA_IMMEDIATE_DATA
+        self.expr("immediate", imm);
+        let mut set = Vec::new();
+        be32_attr(&mut set, 2, 12); // NFTA_META_KEY: NFT_META_NFTRACE
+        be32_attr(&mut set, 3, 1); // NFTA_META_SREG
+        self.expr("meta", set);
+    }
+}
+
 /// Followed packets per second (and burst) that get the trace bit.
 const TRACE_RATE: u64 = 250;
 
@@ -748,41 +955,10 @@ fn trace_rule(target: &Followed, side: Side) -> Vec<u8> {
         Side::Dst => 2,
         Side::Src => 0,
     };
-    let mut list = Vec::new();
-    let mut expr = |name: &str, data: Vec<u8>| {
-        let mut e = Vec::new();
-        put_attr(&mut e, 1, &nul(name)); // NFTA_EXPR_NAME
-        nested(&mut e, 2, &data); // NFTA_EXPR_DATA
-        nested(&mut list, 1, &e); // NFTA_LIST_ELEM
-    };
-    let meta_load = |key: u32| {
-        let mut d = Vec::new();
-        be32_attr(&mut d, 1, 1); // NFTA_META_DREG: NFT_REG_1
-        be32_attr(&mut d, 2, key); // NFTA_META_KEY
-        d
-    };
-    let cmp_eq = |value: &[u8]| {
-        let mut d = Vec::new();
-        be32_attr(&mut d, 1, 1); // NFTA_CMP_SREG
-        be32_attr(&mut d, 2, 0); // NFTA_CMP_OP: NFT_CMP_EQ
-        let mut data = Vec::new();
-        put_attr(&mut data, 1, value); // NFTA_DATA_VALUE
-        nested(&mut d, 3, &data); // NFTA_CMP_DATA
-        d
-    };
-    let payload = |base: u32, offset: u32, len: u32| {
-        let mut d = Vec::new();
-        be32_attr(&mut d, 1, 1); // NFTA_PAYLOAD_DREG
-        be32_attr(&mut d, 2, base); // NFTA_PAYLOAD_BASE
-        be32_attr(&mut d, 3, offset); // NFTA_PAYLOAD_OFFSET
-        be32_attr(&mut d, 4, len); // NFTA_PAYLOAD_LEN
-        d
-    };
-    // NFT_META_NFPROTO
-    expr("meta", meta_load(15));
-    expr("cmp", cmp_eq(&[nfproto]));
-    // NFT_PAYLOAD_NETWORK_HEADER
-    expr("payload", payload(1, off, addr.len() as u32));
+    let mut e = Exprs::default();
+    e.meta_load(15, 1); // NFT_META_NFPROTO
+    e.cmp_eq(1, &[nfproto]);
+    e.payload(1, off, addr.len() as u32, 1); // NFT_PAYLOAD_NETWORK_HEADER
     let bits = addr.len() * 8;
     let prefix = usize::from(target.prefix).min(bits);
     let mask: Vec<u8> = (0..addr.len())
@@ -802,43 +978,20 @@ fn trace_rule(target: &Followed, side: Side) -> Vec<u8> {
         let mut x = Vec::new();
         put_attr(&mut x, 1, &vec![0u8; addr.len()]);
         nested(&mut d, 5, &x); // NFTA_BITWISE_XOR
-        expr("bitwise", d);
+        e.expr("bitwise", d);
     }
     let masked: Vec<u8> = addr.iter().zip(&mask).map(|(a, m)| a & m).collect();
-    expr("cmp", cmp_eq(&masked));
+    e.cmp_eq(1, &masked);
     if let Some(p) = target.l4proto {
-        // NFT_META_L4PROTO
-        expr("meta", meta_load(16));
-        expr("cmp", cmp_eq(&[p]));
+        e.meta_load(16, 1); // NFT_META_L4PROTO
+        e.cmp_eq(1, &[p]);
     }
     if let Some(port) = target.port {
-        // NFT_PAYLOAD_TRANSPORT_HEADER, the port.
-        expr("payload", payload(2, port_off, 2));
-        expr("cmp", cmp_eq(&port.to_be_bytes()));
+        e.payload(2, port_off, 2, 1); // NFT_PAYLOAD_TRANSPORT_HEADER
+        e.cmp_eq(1, &port.to_be_bytes());
     }
-    // At most TRACE_RATE followed packets a second (after a burst as
-    // large) get the trace bit: each traced packet costs the kernel a
-    // netlink message per rule and chain it meets (nft_trace_notify()),
-    // which at line rate took followed UDP from 0.85 to 0.22 of its
-    // baseline rate in the bench. A drop repeats for every packet of a
-    // failing flow, so the first ones name its rule.
-    let mut lim = Vec::new();
-    put_attr(&mut lim, 1, &TRACE_RATE.to_be_bytes()); // NFTA_LIMIT_RATE
-    put_attr(&mut lim, 2, &1u64.to_be_bytes()); // NFTA_LIMIT_UNIT: per second
-    be32_attr(&mut lim, 3, TRACE_RATE as u32); // NFTA_LIMIT_BURST
-    be32_attr(&mut lim, 4, 0); // NFTA_LIMIT_TYPE: NFT_LIMIT_PKTS
-    expr("limit", lim);
-    let mut imm = Vec::new();
-    be32_attr(&mut imm, 1, 1); // NFTA_IMMEDIATE_DREG
-    let mut data = Vec::new();
-    put_attr(&mut data, 1, &[1]);
-    nested(&mut imm, 2, &data); // NFTA_IMMEDIATE_DATA
-    expr("immediate", imm);
-    let mut set = Vec::new();
-    be32_attr(&mut set, 2, 12); // NFTA_META_KEY: NFT_META_NFTRACE
-    be32_attr(&mut set, 3, 1); // NFTA_META_SREG
-    expr("meta", set);
-    list
+    e.trace_limited();
+    e.0
 }
 
 /// Name the rules of `drops` (traced in this thread's namespace, which

@@ -188,6 +188,51 @@ fn resolving_names_rule_reject_and_policy() {
 }
 
 #[test]
+fn endpoints_are_one_set_lookup_keyed_by_address_protocol_and_port() {
+    let names = |e: &[u8]| -> Vec<String> {
+        netlink::attrs(e)
+            .filter_map(|(_, el)| netlink::attr(el, 1).map(string))
+            .collect()
+    };
+    assert_eq!(
+        names(&endpoint_rule(false, Side::Src)),
+        [
+            "meta",
+            "cmp",
+            "payload",
+            "meta",
+            "payload",
+            "lookup",
+            "limit",
+            "immediate",
+            "meta"
+        ]
+    );
+    let ep = Followed {
+        addr: "10.96.0.10".parse().unwrap(),
+        prefix: 32,
+        port: Some(53),
+        l4proto: Some(17),
+    };
+    // Each part in its own 4-byte register, as the rule loads them.
+    assert_eq!(
+        endpoint_key(&ep).unwrap(),
+        [10, 96, 0, 10, 17, 0, 0, 0, 0, 53, 0, 0]
+    );
+    assert_eq!(endpoint_key_len(false), 12);
+    let v6 = Followed {
+        addr: "fd00::a".parse().unwrap(),
+        ..ep
+    };
+    assert_eq!(
+        endpoint_key(&v6).unwrap().len(),
+        endpoint_key_len(true) as usize
+    );
+    // No port or protocol: not an endpoint this set can hold.
+    assert_eq!(endpoint_key(&Followed { port: None, ..ep }), None);
+}
+
+#[test]
 fn the_trace_rule_for_a_prefix_masks_the_address() {
     let t = Followed {
         addr: "10.96.0.0".parse().unwrap(),
