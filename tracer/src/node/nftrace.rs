@@ -651,19 +651,9 @@ fn table_messages(name: &str, target: &Followed, flags: u32) -> Vec<(u16, u16, V
 /// for the lookups only once the target was translated somewhere.
 fn endpoint_messages(name: &str, v6: bool) -> Vec<(u16, u16, Vec<u8>)> {
     let mut v = vec![endpoint_set(name, v6)];
-    for (chain, _) in CHAINS {
-        for side in [Side::Dst, Side::Src] {
-            let mut r = nfgen(NFPROTO_INET);
-            put_attr(&mut r, 1, &nul(name)); // NFTA_RULE_TABLE
-            put_attr(&mut r, 2, &nul(chain)); // NFTA_RULE_CHAIN
-            nested(&mut r, 4, &endpoint_rule(v6, side)); // NFTA_RULE_EXPRESSIONS
-            v.push((
-                (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWRULE,
-                NLM_F_CREATE | NLM_F_APPEND,
-                r,
-            ));
-        }
-    }
+    v.extend(rules_per_chain_and_side(name, |side| {
+        endpoint_rule(v6, side)
+    }));
     v
 }
 
@@ -745,13 +735,22 @@ const NFPROTO_INET: u8 = 1;
 /// The rules, one per base chain and side, that set nftrace on packets
 /// to `to` and on their replies (from `to`).
 fn rule_messages(name: &str, to: &Followed) -> Vec<(u16, u16, Vec<u8>)> {
+    rules_per_chain_and_side(name, |side| trace_rule(to, side))
+}
+
+/// NFT_MSG_NEWRULE appending, to each base chain of table `name`, the
+/// rule `exprs` gives for each side.
+fn rules_per_chain_and_side(
+    name: &str,
+    exprs: impl Fn(Side) -> Vec<u8>,
+) -> Vec<(u16, u16, Vec<u8>)> {
     let mut v = Vec::new();
     for (chain, _) in CHAINS {
         for side in [Side::Dst, Side::Src] {
             let mut r = nfgen(NFPROTO_INET);
             put_attr(&mut r, 1, &nul(name)); // NFTA_RULE_TABLE
             put_attr(&mut r, 2, &nul(chain)); // NFTA_RULE_CHAIN
-            nested(&mut r, 4, &trace_rule(to, side)); // NFTA_RULE_EXPRESSIONS
+            nested(&mut r, 4, &exprs(side)); // NFTA_RULE_EXPRESSIONS
             v.push((
                 (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWRULE,
                 NLM_F_CREATE | NLM_F_APPEND,
