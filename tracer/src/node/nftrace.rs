@@ -769,6 +769,21 @@ pub(crate) enum Side {
     Src,
 }
 
+impl Side {
+    /// Where this side's address and port are: the NFPROTO_* the rule
+    /// checks first, the address's offset in the network header (IPv4:
+    /// saddr 12, daddr 16; IPv6: saddr 8, daddr 24) and the port's in the
+    /// transport header (sport 0, dport 2).
+    fn offsets(self, v6: bool) -> (u8, u32, u32) {
+        match (v6, self) {
+            (false, Side::Dst) => (2, 16, 2),
+            (false, Side::Src) => (2, 12, 0),
+            (true, Side::Dst) => (10, 24, 2),
+            (true, Side::Src) => (10, 8, 0),
+        }
+    }
+}
+
 /// The message that adds table `inet name` with `flags`.
 fn add_table(name: &str, flags: u32) -> (u16, u16, Vec<u8>) {
     let mut t = nfgen(1);
@@ -843,16 +858,8 @@ pub fn delete_left_tables() -> Vec<String> {
 fn endpoint_rule(v6: bool, side: Side) -> Vec<u8> {
     // NFT_REG32_00.. : the key's registers, 4 bytes each.
     const REG32_00: u32 = 8;
-    let (nfproto, off, len): (u8, u32, u32) = match (v6, side) {
-        (false, Side::Dst) => (2, 16, 4),
-        (false, Side::Src) => (2, 12, 4),
-        (true, Side::Dst) => (10, 24, 16),
-        (true, Side::Src) => (10, 8, 16),
-    };
-    let port_off = match side {
-        Side::Dst => 2,
-        Side::Src => 0,
-    };
+    let (nfproto, off, port_off) = side.offsets(v6);
+    let len = if v6 { 16 } else { 4 };
     let mut e = Exprs::default();
     e.meta_load(15, 1); // NFT_META_NFPROTO
     e.cmp_eq(1, &[nfproto]);
@@ -942,17 +949,10 @@ const TRACE_RATE: u64 = 250;
 /// for IPv6; a prefix is masked); for [`Side::Src`], `ip saddr A [th
 /// sport P]`.
 fn trace_rule(target: &Followed, side: Side) -> Vec<u8> {
-    // Offsets in the IPv4 header (saddr 12, daddr 16) and the IPv6 header
-    // (saddr 8, daddr 24); in the transport header, sport 0 and dport 2.
-    let (nfproto, off, addr): (u8, u32, Vec<u8>) = match (target.addr, side) {
-        (IpAddr::V4(a), Side::Dst) => (2, 16, a.octets().to_vec()),
-        (IpAddr::V4(a), Side::Src) => (2, 12, a.octets().to_vec()),
-        (IpAddr::V6(a), Side::Dst) => (10, 24, a.octets().to_vec()),
-        (IpAddr::V6(a), Side::Src) => (10, 8, a.octets().to_vec()),
-    };
-    let port_off = match side {
-        Side::Dst => 2,
-        Side::Src => 0,
+    let (nfproto, off, port_off) = side.offsets(target.addr.is_ipv6());
+    let addr = match target.addr {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
     };
     let mut e = Exprs::default();
     e.meta_load(15, 1); // NFT_META_NFPROTO

@@ -187,15 +187,17 @@ fn resolving_names_rule_reject_and_policy() {
     assert_eq!(r[1].rule, "");
 }
 
+/// The names of a rule's expressions, in order.
+fn expr_names(exprs: &[u8]) -> Vec<String> {
+    netlink::attrs(exprs)
+        .filter_map(|(_, el)| netlink::attr(el, 1).map(string))
+        .collect()
+}
+
 #[test]
 fn endpoints_are_one_set_lookup_keyed_by_address_protocol_and_port() {
-    let names = |e: &[u8]| -> Vec<String> {
-        netlink::attrs(e)
-            .filter_map(|(_, el)| netlink::attr(el, 1).map(string))
-            .collect()
-    };
     assert_eq!(
-        names(&endpoint_rule(false, Side::Src)),
+        expr_names(&endpoint_rule(false, Side::Src)),
         [
             "meta",
             "cmp",
@@ -240,12 +242,8 @@ fn the_trace_rule_for_a_prefix_masks_the_address() {
         port: None,
         l4proto: None,
     };
-    let e = trace_rule(&t, Side::Dst);
-    let names: Vec<String> = netlink::attrs(&e)
-        .filter_map(|(_, el)| netlink::attr(el, 1).map(string))
-        .collect();
     assert_eq!(
-        names,
+        expr_names(&trace_rule(&t, Side::Dst)),
         [
             "meta",
             "cmp",
@@ -263,9 +261,7 @@ fn the_trace_rule_for_a_prefix_masks_the_address() {
         port: Some(53),
         l4proto: Some(17),
     };
-    let names: Vec<String> = netlink::attrs(&trace_rule(&t, Side::Dst))
-        .filter_map(|(_, el)| netlink::attr(el, 1).map(string))
-        .collect();
+    let names = expr_names(&trace_rule(&t, Side::Dst));
     // The reply side loads the source address (offset 12) and port (0).
     let payloads = |side| -> Vec<(u32, u32)> {
         netlink::attrs(&trace_rule(&t, side))
