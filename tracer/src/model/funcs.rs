@@ -45,13 +45,8 @@ pub fn nf_family(pf: u32) -> &'static str {
 /// iptables chains are.
 pub fn nf_hook(h: u32) -> &'static str {
     match h {
-        0 => "PREROUTING",
-        1 => "INPUT",
-        2 => "FORWARD",
-        3 => "OUTPUT",
-        4 => "POSTROUTING",
         5 => "INGRESS",
-        _ => "?",
+        h => crate::node::nftables::inet_hook_name(h).unwrap_or("?"),
     }
 }
 
@@ -231,6 +226,30 @@ mod tests {
             HopData::Func(f) => (f.func.to_string(), f.detail),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn hook_numbers_are_named_as_nftables_names_them() {
+        use crate::node::nftables::hook_name;
+        let names: Vec<&str> = (0..7).map(nf_hook).collect();
+        assert_eq!(
+            names,
+            [
+                "PREROUTING",
+                "INPUT",
+                "FORWARD",
+                "OUTPUT",
+                "POSTROUTING",
+                "INGRESS",
+                "?"
+            ]
+        );
+        // A base chain's hook, by family: inet/ip/ip6/bridge, arp, netdev.
+        assert_eq!(hook_name(1, 1), Some("INPUT"));
+        assert_eq!(hook_name(1, 5), Some("ingress"));
+        assert_eq!(hook_name(3, 0), Some("input"));
+        assert_eq!(hook_name(5, 1), Some("egress"));
+        assert_eq!(hook_name(2, 9), None);
     }
 
     #[test]

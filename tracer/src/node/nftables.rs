@@ -150,11 +150,19 @@ pub fn hook_name(family: u8, hooknum: u32) -> Option<&'static str> {
         // inet's ingress hook is NF_INET_INGRESS (5).
         (NFPROTO_NETDEV, 0) | (_, 5) => "ingress",
         (NFPROTO_NETDEV, 1) => "egress",
-        (_, 0) => "PREROUTING",
-        (_, 1) => "INPUT",
-        (_, 2) => "FORWARD",
-        (_, 3) => "OUTPUT",
-        (_, 4) => "POSTROUTING",
+        (_, h) => return inet_hook_name(h),
+    })
+}
+
+/// NF_INET_PRE_ROUTING .. NF_INET_POST_ROUTING (include/uapi/linux/
+/// netfilter.h), named as the iptables chains are.
+pub fn inet_hook_name(h: u32) -> Option<&'static str> {
+    Some(match h {
+        0 => "PREROUTING",
+        1 => "INPUT",
+        2 => "FORWARD",
+        3 => "OUTPUT",
+        4 => "POSTROUTING",
         _ => return None,
     })
 }
