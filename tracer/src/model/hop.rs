@@ -100,11 +100,6 @@ impl TcpState {
     }
 }
 
-/// TCP states (include/net/tcp_states.h), by name.
-pub fn tcp_state(s: u32) -> &'static str {
-    TcpState::of(s).into()
-}
-
 /// Which function hook saw a kernel function: an fentry program or a
 /// kprobe (tracer_common::backend).
 #[derive(
@@ -580,7 +575,7 @@ mod tests {
     fn names() {
         assert_eq!(table_name(255), "local");
         assert_eq!(errno_name(-101), "ENETUNREACH");
-        assert_eq!(tcp_state(10), "LISTEN");
+        assert_eq!(<&str>::from(TcpState::of(10)), "LISTEN");
         // Every number the kernel defines, by its name, the same as text,
         // JSON and back; others are UNKNOWN.
         let kernel = [
@@ -600,10 +595,7 @@ mod tests {
         ];
         for (n, name) in kernel.iter().enumerate() {
             let st = TcpState::of(n as u32);
-            assert_eq!(
-                (tcp_state(n as u32), st.to_string().as_str()),
-                (*name, *name)
-            );
+            assert_eq!((<&str>::from(st), st.to_string().as_str()), (*name, *name));
             let j = serde_json::to_string(&st).unwrap();
             assert_eq!(j, format!("\"{name}\""));
             assert_eq!(serde_json::from_str::<TcpState>(&j).unwrap(), st);
