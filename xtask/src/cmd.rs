@@ -44,8 +44,51 @@ pub(crate) fn run(c: &mut Command) -> Result<()> {
     Ok(())
 }
 
-/// Run, echoing stdout and stderr, and return stdout for parsing.
-pub(crate) fn run_tee(c: &mut Command) -> Result<(bool, String)> {
+/// A test's result line as libtest prints it (`test NAME ... ok`): the
+/// name and whether it passed, failed or was ignored.
+pub(crate) fn test_line(line: &str) -> Option<(&str, TestOutcome)> {
+    let rest = line.strip_prefix("test ")?;
+    [
+        (" ... ok", TestOutcome::Passed),
+        (" ... FAILED", TestOutcome::Failed),
+        (" ... ignored", TestOutcome::Ignored),
+    ]
+    .into_iter()
+    .find_map(|(suffix, o)| rest.strip_suffix(suffix).map(|n| (n, o)))
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum TestOutcome {
+    Passed,
+    Failed,
+    Ignored,
+}
+
+/// Wall time of each test of a libtest run, read from its output as it
+/// streams: with `--test-threads=1` a test's line ends when it does, so
+/// its time is from the previous result (or the `running N tests` line).
+#[derive(Default)]
+pub(crate) struct TestClock {
+    mark: Option<std::time::Instant>,
+    pub(crate) times: Vec<(String, f64)>,
+}
+
+impl TestClock {
+    pub(crate) fn line(&mut self, prefix: &str, line: &str) {
+        let now = std::time::Instant::now();
+        if line.starts_with("running ") {
+            self.mark = Some(now);
+        } else if let Some((name, _)) = test_line(line) {
+            let since = self.mark.unwrap_or(now);
+            self.times
+                .push((format!("{prefix}{name}"), (now - since).as_secs_f64()));
+            self.mark = Some(now);
+        }
+    }
+}
+
+/// [`run_tee`], timing each test (see [`TestClock`]).
+pub(crate) fn run_tee_timed(c: &mut Command, clock: &mut TestClock) -> Result<(bool, String)> {
     eprintln!("+ {}", show(c));
     let mut child = c
         .stdout(Stdio::piped())
@@ -55,6 +98,7 @@ pub(crate) fn run_tee(c: &mut Command) -> Result<(bool, String)> {
     for line in BufReader::new(child.stdout.take().expect("stdout")).lines() {
         let line = line?;
         println!("{line}");
+        clock.line("", &line);
         captured.push_str(&line);
         captured.push('\n');
     }

@@ -57,7 +57,7 @@ fn main() -> ExitCode {
         Task::Dist(a) => dist::run(a),
         Task::Image(a) => image::run(a),
         Task::Demo(a) => demo::run(a),
-        Task::Test(a) => test::run(a),
+        Task::Test(a) => Ok(test::run(a)),
         Task::Bench(a) => bench::run(a),
         Task::Vm(a) => vm::run(a),
     };

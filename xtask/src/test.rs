@@ -1,13 +1,18 @@
 //! Everything CI checks, in order, continuing after a failure so the
 //! summary is complete: formatting, clippy (host and eBPF), unit tests,
-//! then the privileged integration tests against the release binary.
+//! then the privileged integration tests against the release binary, then
+//! the kernel matrix. Each stage is timed; the run ends with a table of
+//! the stages (wall seconds, tests passed/failed/skipped) and the ten
+//! slowest tests, which CI's log keeps (docs/testing.md: the budget).
 
-use std::process::{Command, ExitCode};
+use std::{
+    process::{Command, ExitCode},
+    time::Instant,
+};
 
-use anyhow::Result;
 use clap::Args;
 
-use crate::cmd::{is_root, root, run as sh, run_tee, target_dir};
+use crate::cmd::{TestClock, is_root, root, run as sh, run_tee_timed, target_dir};
 
 #[derive(Args)]
 pub(crate) struct TestArgs {
@@ -23,18 +28,50 @@ pub(crate) struct TestArgs {
     /// Skip the kernel-matrix tier (Debian 5.10, 6.1 and 6.12 under qemu).
     #[arg(long)]
     no_vm: bool,
+    /// Run only these stages (repeatable): setup, fmt, clippy,
+    /// clippy-ebpf, unit, unit-stable, release, dist, integration, vm,
+    /// arm. The stages they need (a release build, the dist binaries) are
+    /// built on the way when missing.
+    #[arg(long = "stage", value_parser = clap::builder::PossibleValuesParser::new(STAGES))]
+    stages: Vec<String>,
 }
 
-#[derive(Default)]
-struct Tally {
+/// The stages' keys, in the order they run.
+const STAGES: [&str; 11] = [
+    "setup",
+    "fmt",
+    "clippy",
+    "clippy-ebpf",
+    "unit",
+    "unit-stable",
+    "release",
+    "dist",
+    "integration",
+    "vm",
+    "arm",
+];
+
+/// One stage's row of the closing table.
+struct Row {
+    name: String,
+    ok: bool,
+    secs: f64,
     passed: u64,
     failed: u64,
-    stages: Vec<(String, bool)>,
-    /// Tests that skipped themselves for a missing kernel feature.
-    skipped: Vec<String>,
+    skipped: u64,
 }
 
-impl Tally {
+/// What a stage counted of its tests.
+#[derive(Default)]
+struct Counts {
+    passed: u64,
+    failed: u64,
+    skipped: u64,
+    /// Each test's wall time, where the runner lets us see it.
+    times: Vec<(String, f64)>,
+}
+
+impl Counts {
     /// Add the counts of cargo's "test result:" lines.
     fn cargo_results(&mut self, out: &str) {
         for l in out.lines().filter(|l| l.starts_with("test result:")) {
@@ -47,12 +84,78 @@ impl Tally {
             };
             self.passed += num(" passed");
             self.failed += num(" failed");
+            self.skipped += num(" ignored");
         }
     }
+}
 
-    fn stage(&mut self, name: &str, ok: bool) {
-        eprintln!("==> {name}: {}", if ok { "ok" } else { "FAILED" });
-        self.stages.push((name.to_string(), ok));
+#[derive(Default)]
+struct Tally {
+    rows: Vec<Row>,
+    times: Vec<(String, f64)>,
+    /// Tests that skipped themselves for a missing kernel feature.
+    skipped: Vec<String>,
+    only: Vec<String>,
+}
+
+impl Tally {
+    fn wanted(&self, key: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|s| s == key)
+    }
+
+    /// Run stage `key` (named `name` in the table) when wanted: `f` says
+    /// whether it passed and fills in its test counts.
+    fn stage(&mut self, key: &str, name: &str, f: impl FnOnce(&mut Counts) -> bool) -> bool {
+        if !self.wanted(key) {
+            return true;
+        }
+        eprintln!("\n==> {name} ...");
+        let t0 = Instant::now();
+        let mut c = Counts::default();
+        let ok = f(&mut c);
+        let secs = t0.elapsed().as_secs_f64();
+        eprintln!(
+            "==> {name}: {} in {secs:.0} s",
+            if ok { "ok" } else { "FAILED" }
+        );
+        self.times.append(&mut c.times);
+        self.rows.push(Row {
+            name: name.to_string(),
+            ok,
+            secs,
+            passed: c.passed,
+            failed: c.failed,
+            skipped: c.skipped,
+        });
+        ok
+    }
+
+    /// The closing table: stages, then the slowest ten tests.
+    fn print(&mut self) {
+        eprintln!("\n==== stages ====");
+        eprintln!(
+            "{:<52} {:>7} {:>7} {:>7} {:>7}  result",
+            "stage", "seconds", "passed", "failed", "skipped"
+        );
+        let mut total = 0.0;
+        for r in &self.rows {
+            total += r.secs;
+            eprintln!(
+                "{:<52} {:>7.0} {:>7} {:>7} {:>7}  {}",
+                r.name,
+                r.secs,
+                r.passed,
+                r.failed,
+                r.skipped,
+                if r.ok { "ok" } else { "FAILED" }
+            );
+        }
+        eprintln!("{:<52} {total:>7.0}", "total");
+        self.times.sort_by(|a, b| b.1.total_cmp(&a.1));
+        eprintln!("\n==== slowest tests (wall seconds) ====");
+        for (name, secs) in self.times.iter().take(10) {
+            eprintln!("{secs:>7.1}  {name}");
+        }
     }
 }
 
@@ -62,25 +165,77 @@ fn cargo(args: &[&str]) -> Command {
     c
 }
 
-#[expect(
-    clippy::too_many_lines,
-    reason = "the CI stages in order, each a few lines"
-)]
-pub(crate) fn run(a: TestArgs) -> Result<ExitCode> {
-    let mut t = Tally::default();
-    if !a.no_setup {
-        let r = crate::setup::ensure();
-        if let Err(e) = &r {
-            eprintln!("setup failed: {e:#}");
+/// Run a cargo test command, counting and timing its tests.
+fn cargo_tests(c: &mut Command, n: &mut Counts) -> bool {
+    let mut clock = TestClock::default();
+    match run_tee_timed(c, &mut clock) {
+        Ok((ok, out)) => {
+            n.cargo_results(&out);
+            n.times.append(&mut clock.times);
+            ok
         }
-        t.stage("setup", r.is_ok());
+        Err(e) => {
+            eprintln!("{e:#}");
+            false
+        }
     }
-    t.stage(
-        "fmt",
-        sh(&mut cargo(&["fmt", "--all", "--", "--check"])).is_ok(),
+}
+
+pub(crate) fn run(a: TestArgs) -> ExitCode {
+    let mut t = Tally {
+        only: a.stages.clone(),
+        ..Tally::default()
+    };
+    if !a.no_setup {
+        t.stage("setup", "setup", |_| {
+            let r = crate::setup::ensure();
+            if let Err(e) = &r {
+                eprintln!("setup failed: {e:#}");
+            }
+            r.is_ok()
+        });
+    }
+    checks(&mut t);
+    unit(&mut t);
+    if !a.unit_only {
+        integration(&a, &mut t);
+        if !a.no_vm {
+            vm_stages(&a, &mut t);
+        }
+    }
+
+    if !t.skipped.is_empty() {
+        eprintln!(
+            "\n!!!!! {} test(s) SKIPPED on this kernel (they run in the kernel matrix) !!!!!",
+            t.skipped.len()
+        );
+        for l in &t.skipped {
+            eprintln!("    SKIPPED {l}");
+        }
+    }
+    t.print();
+    let failed_stages = t.rows.iter().filter(|r| !r.ok).count() as u64;
+    let failed: u64 = t.rows.iter().map(|r| r.failed).sum();
+    let passed: u64 = t.rows.iter().map(|r| r.passed).sum();
+    // Failed stages that ran no test (fmt, clippy, build) count as failures.
+    println!(
+        "tests: {passed} passed, {} failed ({} skipped here for kernel features, run in the VMs)",
+        failed.max(failed_stages),
+        t.skipped.len()
     );
-    t.stage(
-        "clippy (host)",
+    if failed_stages == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// Formatting and clippy, host and eBPF.
+fn checks(t: &mut Tally) {
+    t.stage("fmt", "fmt", |_| {
+        sh(&mut cargo(&["fmt", "--all", "--", "--check"])).is_ok()
+    });
+    t.stage("clippy", "clippy (host)", |_| {
         sh(&mut cargo(&[
             "clippy",
             "--workspace",
@@ -91,74 +246,101 @@ pub(crate) fn run(a: TestArgs) -> Result<ExitCode> {
             "-D",
             "warnings",
         ]))
-        .is_ok(),
-    );
-    let mut ebpf = Command::new("rustup");
-    ebpf.current_dir(root()).args([
-        "run",
-        "nightly",
-        "cargo",
-        "clippy",
-        "-p",
-        "tracer-ebpf",
-        "--target",
-        "bpfel-unknown-none",
-        "-Z",
-        "build-std=core",
-        "--",
-        "-D",
-        "warnings",
-    ]);
-    t.stage("clippy (ebpf)", sh(&mut ebpf).is_ok());
-    // Unit and property tests of every crate; the privileged integration
-    // tests of tracer-tests come later, against the release binary.
-    let (ok, out) = run_tee(&mut cargo(&[
-        "test",
-        "--workspace",
-        "--exclude",
-        "tracer-ebpf",
-        "--exclude",
-        "tracer-tests",
-        "--lib",
-        "--bins",
-        "--tests",
-    ]))?;
-    t.cargo_results(&out);
-    let (ok2, out) = run_tee(&mut cargo(&[
-        "test",
-        "-p",
-        "tracer-tests",
-        "--lib",
-        "--bins",
-    ]))?;
-    t.cargo_results(&out);
-    t.stage("unit and property tests", ok && ok2);
+        .is_ok()
+    });
+    t.stage("clippy-ebpf", "clippy (ebpf)", |_| {
+        let mut ebpf = Command::new("rustup");
+        ebpf.current_dir(root()).args([
+            "run",
+            "nightly",
+            "cargo",
+            "clippy",
+            "-p",
+            "tracer-ebpf",
+            "--target",
+            "bpfel-unknown-none",
+            "-Z",
+            "build-std=core",
+            "--",
+            "-D",
+            "warnings",
+        ]);
+        sh(&mut ebpf).is_ok()
+    });
+}
+
+/// Unit and property tests of every crate; the privileged integration
+/// tests of tracer-tests come later, against the release binary.
+fn unit(t: &mut Tally) {
+    t.stage("unit", "unit and property tests", |n| {
+        let a = cargo_tests(
+            &mut cargo(&[
+                "test",
+                "--workspace",
+                "--exclude",
+                "tracer-ebpf",
+                "--exclude",
+                "tracer-tests",
+                "--lib",
+                "--bins",
+                "--tests",
+            ]),
+            n,
+        );
+        let b = cargo_tests(
+            &mut cargo(&["test", "-p", "tracer-tests", "--lib", "--bins"]),
+            n,
+        );
+        a && b
+    });
     // The same unit tests of tracer with the stable toolchain alone: no
     // nightly, no bpf-linker (AYA_BUILD_SKIP=1 builds without the kernel
     // object), so that they stay runnable for anyone; its own target dir,
     // not to rebuild the main one.
-    let mut stable = cargo(&["+stable", "test", "-p", "tracer", "--lib", "--tests"]);
-    stable
-        .env("AYA_BUILD_SKIP", "1")
-        .env("CARGO_TARGET_DIR", root().join("target/no-ebpf"));
-    // rustup's proxy picks the toolchain from "+stable" only when cargo
-    // is started through it.
-    stable.env_remove("RUSTUP_TOOLCHAIN");
-    let (ok, out) = run_tee(&mut stable)?;
-    t.cargo_results(&out);
-    t.stage("unit tests on stable without the eBPF toolchain", ok);
+    t.stage(
+        "unit-stable",
+        "unit tests on stable without the eBPF toolchain",
+        |n| {
+            let mut stable = cargo(&["+stable", "test", "-p", "tracer", "--lib", "--tests"]);
+            stable
+                .env("AYA_BUILD_SKIP", "1")
+                .env("CARGO_TARGET_DIR", root().join("target/no-ebpf"));
+            // rustup's proxy picks the toolchain from "+stable" only when cargo
+            // is started through it.
+            stable.env_remove("RUSTUP_TOOLCHAIN");
+            cargo_tests(&mut stable, n)
+        },
+    );
+}
 
-    if !a.unit_only {
-        let built = crate::build::release().is_ok();
-        t.stage("release build", built);
-        // The release artifacts the dist tests check (static binaries,
-        // images); their failure shows in those tests too.
+/// The release build, the static binaries and images, and the
+/// privileged integration tests on this kernel.
+fn integration(a: &TestArgs, t: &mut Tally) {
+    let built = if t.wanted("release") {
+        t.stage("release", "release build", |_| {
+            crate::build::release().is_ok()
+        })
+    } else {
+        // `--stage integration` alone: the binary it runs, built quietly.
+        t.wanted("integration") && crate::build::release().is_ok()
+    };
+    // The release artifacts the dist tests check (static binaries,
+    // images); their failure shows in those tests too.
+    t.stage("dist", "static binaries and images (dist/)", |_| {
         let dist = crate::image::build(&[]);
         if let Err(e) = &dist {
             eprintln!("dist: {e:#}");
         }
-        t.stage("static binaries and images (dist/)", dist.is_ok());
-        if built {
+        dist.is_ok()
+    });
+    if !built {
+        return;
+    }
+    let mut skipped = Vec::new();
+    t.stage(
+        "integration",
+        "integration tests (netns, real binary, kernel 6.x)",
+        |n| {
             if !is_root() {
                 eprintln!(
                     "\n!!!!! integration tests need root (network namespaces, eBPF); {} !!!!!\n",
@@ -181,46 +363,16 @@ pub(crate) fn run(a: TestArgs) -> Result<ExitCode> {
                 c.arg(f);
             }
             c.arg("--test-threads=1");
-            let (ok, out) = run_tee(&mut c)?;
-            t.cargo_results(&out);
-            t.stage("integration tests (netns, real binary, kernel 6.x)", ok);
-            t.skipped = std::fs::read_to_string(&skips)
+            let ok = cargo_tests(&mut c, n);
+            skipped = std::fs::read_to_string(&skips)
                 .map(|s| s.lines().map(str::to_string).collect())
                 .unwrap_or_default();
+            n.skipped += skipped.len() as u64;
             let _ = std::fs::remove_file(&skips);
-        }
-        if !a.no_vm {
-            vm_stages(&a, &mut t);
-        }
-    }
-
-    if !t.skipped.is_empty() {
-        eprintln!(
-            "\n!!!!! {} test(s) SKIPPED on this kernel (they run in the kernel matrix) !!!!!",
-            t.skipped.len()
-        );
-        for l in &t.skipped {
-            eprintln!("    SKIPPED {l}");
-        }
-    }
-    eprintln!("\n==== summary ====");
-    for (name, ok) in &t.stages {
-        eprintln!("{:<55} {}", name, if *ok { "ok" } else { "FAILED" });
-    }
-    let failed_stages = t.stages.iter().filter(|(_, ok)| !ok).count() as u64;
-    // Failed stages that ran no test (fmt, clippy, build) count as failures.
-    let failed = t.failed.max(failed_stages);
-    println!(
-        "tests: {} passed, {} failed ({} skipped here for kernel features, run in the VMs)",
-        t.passed,
-        failed,
-        t.skipped.len()
+            ok
+        },
     );
-    Ok(if failed_stages == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    t.skipped.extend(skipped);
 }
 
 /// The VM tier: the x86 kernel matrix (Debian 6.1
@@ -233,45 +385,71 @@ fn vm_stages(a: &TestArgs, t: &mut Tally) {
         filter: a.filter.clone(),
         arch: "x86_64".into(),
     };
-    let matrix = "kernel matrix (qemu TCG: Debian 5.10, 6.1, 6.12)";
-    match crate::vm::matrix(&vm) {
-        Ok(results) => {
-            let (p, f) = crate::vm::report("kernel matrix", &results);
-            t.passed += p;
-            t.failed += f;
-            t.stage(matrix, f == 0);
-        }
-        Err(e) => {
-            eprintln!("kernel matrix: {e:#}");
-            t.stage(matrix, false);
-        }
+    t.stage(
+        "vm",
+        "kernel matrix (qemu TCG: Debian 5.10, 6.1, 6.12)",
+        |n| match crate::vm::matrix(&vm) {
+            Ok(results) => kernel_counts("kernel matrix", &results, n),
+            Err(e) => {
+                eprintln!("kernel matrix: {e:#}");
+                false
+            }
+        },
+    );
+    t.stage(
+        "arm",
+        "aarch64 boot (qemu TCG: Debian arm64, static binary)",
+        |n| match crate::vm::ensure_tools().and_then(|()| crate::vm_arm::run()) {
+            Ok(r) => kernel_counts("aarch64 boot", std::slice::from_ref(&r), n),
+            Err(e) => {
+                eprintln!("aarch64 boot: {e:#}");
+                false
+            }
+        },
+    );
+}
+
+/// Count guests' results into a stage; true when none failed.
+fn kernel_counts(title: &str, results: &[crate::vm::KernelResult], n: &mut Counts) -> bool {
+    let (p, f) = crate::vm::report(title, results);
+    n.passed += p;
+    n.failed += f;
+    for r in results {
+        n.skipped += r.skipped;
+        n.times.extend(r.times.iter().cloned());
     }
-    let arm = "aarch64 boot (qemu TCG: Debian arm64, static binary)";
-    match crate::vm::ensure_tools().and_then(|()| crate::vm_arm::run()) {
-        Ok(r) => {
-            let (p, f) = crate::vm::report("aarch64 boot", std::slice::from_ref(&r));
-            t.passed += p;
-            t.failed += f;
-            t.stage(arm, f == 0);
-        }
-        Err(e) => {
-            eprintln!("aarch64 boot: {e:#}");
-            t.stage(arm, false);
-        }
-    }
+    f == 0
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cmd::{TestOutcome, test_line};
 
     #[test]
     fn sums_cargo_result_lines() {
-        let mut t = Tally::default();
+        let mut t = Counts::default();
         t.cargo_results(
-            "running 3 tests\ntest result: ok. 40 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.2s\n\
+            "running 3 tests\ntest result: ok. 40 passed; 0 failed; 2 ignored; 0 measured; 0 filtered out; finished in 0.2s\n\
              test result: FAILED. 8 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 17s\n",
         );
-        assert_eq!((t.passed, t.failed), (48, 1));
+        assert_eq!((t.passed, t.failed, t.skipped), (48, 1, 2));
+    }
+
+    #[test]
+    fn times_tests_from_their_lines() {
+        assert_eq!(
+            test_line("test a::b ... FAILED"),
+            Some(("a::b", TestOutcome::Failed))
+        );
+        assert_eq!(test_line("test result: ok. 1 passed"), None);
+        let mut c = TestClock::default();
+        c.line("", "running 2 tests");
+        c.line("", "test one ... ok");
+        c.line("", "some output");
+        c.line("k::", "test two ... ignored");
+        let names: Vec<&str> = c.times.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["one", "k::two"]);
+        assert!(c.times.iter().all(|(_, s)| *s >= 0.0));
     }
 }

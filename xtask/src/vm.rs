@@ -26,7 +26,9 @@ use std::{
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use crate::cmd::{is_root, ok, output, root, run as sh, show, target_dir};
+use crate::cmd::{
+    TestClock, TestOutcome, is_root, ok, output, root, run as sh, show, target_dir, test_line,
+};
 
 const CACHE: &str = "/var/cache/tracer-vm";
 
@@ -93,11 +95,16 @@ pub(crate) struct VmArgs {
     pub arch: String,
 }
 
+#[derive(Default)]
 pub(crate) struct KernelResult {
     pub kernel: String,
     pub passed: Vec<String>,
     pub failed: Vec<String>,
     pub booted: bool,
+    /// Each test's wall time in the guest (`[kernel] suite::name`).
+    pub times: Vec<(String, f64)>,
+    /// Tests that said they skipped (`!!!!! SKIPPED` lines) or were ignored.
+    pub skipped: u64,
 }
 
 pub(crate) fn ensure_tools() -> Result<()> {
@@ -447,9 +454,7 @@ fn script(
 fn run_kernel(name: &str, dir: &Path, version: &str, initrd: &Path, script: &Path) -> KernelResult {
     let r = KernelResult {
         kernel: format!("{name} ({version})"),
-        passed: vec![],
-        failed: vec![],
-        booted: false,
+        ..Default::default()
     };
     let mut c = Command::new("timeout");
     c.args(["3000", "qemu-system-x86_64", "-accel", "tcg", "-cpu", "max"])
@@ -521,6 +526,7 @@ pub(crate) fn console(
         }
     };
     let mut suite = String::new();
+    let mut clock = TestClock::default();
     let mut early: Vec<String> = Vec::new();
     for line in BufReader::new(child.stdout.take().expect("stdout")).lines() {
         let Ok(line) = line else { break };
@@ -533,13 +539,17 @@ pub(crate) fn console(
         }
         if let Some(s) = line.strip_prefix("VM-SUITE ") {
             suite = s.trim().to_string();
+            clock.line("", "running");
         }
-        if let Some(rest) = line.strip_prefix("test ") {
-            if let Some(t) = rest.strip_suffix(" ... ok") {
-                r.passed.push(format!("{suite}::{t}"));
-            } else if let Some(t) = rest.strip_suffix(" ... FAILED") {
-                r.failed.push(format!("{suite}::{t}"));
-            }
+        if line.contains("!!!!! SKIPPED") {
+            r.skipped += 1;
+        }
+        clock.line(&format!("[{name}] {suite}::"), &line);
+        match test_line(&line) {
+            Some((t, TestOutcome::Passed)) => r.passed.push(format!("{suite}::{t}")),
+            Some((t, TestOutcome::Failed)) => r.failed.push(format!("{suite}::{t}")),
+            Some((_, TestOutcome::Ignored)) => r.skipped += 1,
+            None => {}
         }
         if r.booted && !line.trim().is_empty() {
             println!("[{name}] {line}");
@@ -548,6 +558,7 @@ pub(crate) fn console(
         }
     }
     let status = child.wait();
+    r.times = clock.times;
     if !r.booted {
         eprintln!("[{name}] the guest did not boot ({status:?}); its last console lines:");
         for l in &early[early.len().saturating_sub(40)..] {

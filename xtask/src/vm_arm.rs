@@ -196,9 +196,7 @@ pub(crate) fn run() -> Result<KernelResult> {
     let name = "aarch64";
     let r = KernelResult {
         kernel: format!("aarch64 ({version}, static musl binary)"),
-        passed: vec![],
-        failed: vec![],
-        booted: false,
+        ..Default::default()
     };
     let mut seen = Vec::new();
     let mut t_ready = None;
@@ -336,10 +334,8 @@ mod tests {
         .map(ToString::to_string)
         .collect();
         let mut r = KernelResult {
-            kernel: String::new(),
-            passed: vec![],
-            failed: vec![],
             booted: true,
+            ..Default::default()
         };
         judge(&lines, &mut r);
         assert_eq!(r.passed.len(), 3, "{:?}", r.failed);
