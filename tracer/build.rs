@@ -39,16 +39,43 @@ fn main() -> anyhow::Result<()> {
         println!("cargo:rustc-cfg=tracer_no_ebpf");
         return version_line(&manifest);
     }
-    aya_build::build_ebpf(
+    let out = PathBuf::from(std::env::var("OUT_DIR")?);
+    let shared = shared_ebpf_dir(&manifest)?;
+    // aya-build builds the eBPF crate in a target dir under OUT_DIR, which
+    // differs per profile and host target: it is given one shared dir per
+    // architecture instead, so the kernel programs (and `core` through
+    // build-std) are built once whatever the host build (debug, release,
+    // clippy, dist's musl targets); a later build finds them fresh.
+    // SAFETY: the build script is single-threaded here.
+    unsafe { std::env::set_var("OUT_DIR", &shared) };
+    let built = aya_build::build_ebpf(
         [aya_build::Package {
             name: "tracer-ebpf",
             root_dir,
             ..Default::default()
         }],
         aya_build::Toolchain::default(),
-    )?;
-    strip_debug(&PathBuf::from(std::env::var("OUT_DIR")?).join("tracer"));
+    );
+    // SAFETY: as above.
+    unsafe { std::env::set_var("OUT_DIR", &out) };
+    built?;
+    std::fs::copy(shared.join("tracer"), out.join("tracer"))?;
+    strip_debug(&out.join("tracer"));
     version_line(&manifest)
+}
+
+/// Where the kernel programs of this build's architecture are built:
+/// $TRACER_EBPF_DIR/ARCH, else target/ebpf/ARCH of the workspace (its
+/// target dir when CARGO_TARGET_DIR is unset; a relocated target dir
+/// still shares this one).
+fn shared_ebpf_dir(manifest: &Path) -> anyhow::Result<PathBuf> {
+    println!("cargo:rerun-if-env-changed=TRACER_EBPF_DIR");
+    let arch = std::env::var("CARGO_CFG_TARGET_ARCH")?;
+    let base = std::env::var_os("TRACER_EBPF_DIR")
+        .map_or_else(|| manifest.join("../target/ebpf"), PathBuf::from);
+    let dir = base.join(arch);
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
 }
 
 /// Drop the DWARF sections from the kernel object (3.1 MB -> 0.7 MB):

@@ -15,6 +15,7 @@ pub mod redirect;
 pub mod replay;
 pub mod scenarios;
 pub mod tracer;
+pub mod verdict_log;
 
 /// `TRACER_TIME_SCALE` (default 1): multiplies the tests' waits and
 /// timeouts. The kernel-matrix VMs run under software emulation (qemu TCG),
@@ -179,7 +180,7 @@ fn trace_scenario_run(
     }
     let sc = scenarios::build(name).expect("build scenario");
     // Dropped before the scenario (declared after it).
-    let _prepared = prepare(&sc);
+    let prepared = prepare(&sc);
     let mut args: Vec<String> = sc
         .arg_refs()
         .iter()
@@ -218,6 +219,11 @@ fn trace_scenario_run(
         .next()
         .and_then(|p| p.parse().ok())
         .expect("scenario target ADDR:PORT");
+    // A plain run (the scene's own arguments, nothing prepared or added,
+    // the binary itself) is what the `--netns` sweep compares against.
+    if env.is_empty() && extra.is_empty() && prepared.is::<()>() && !tracer::launcher_active() {
+        verdict_log::record(name, netns_scope, &verdict_log::of_flow(out.flow_to(dport)));
+    }
     Some((out, seen, dport))
 }
 

@@ -196,11 +196,19 @@ pub(crate) fn listen(s: &Netns, addr: &str, secs: u32) -> Result<Child> {
 }
 
 /// A netprobe server (`tcp-listen`, `udp-echo`, `udp-hold`) on `addr` in
-/// `s` for `secs` (scaled), started before the traffic.
+/// `s`, started before the tracer and the traffic, and killed with the
+/// scenario. `secs` (scaled) is how long it must serve once tracer is up;
+/// it lives that long after the longest start-up a test accepts
+/// ([`crate::tracer::READY_TIMEOUT_MS`]), so a slow start (the VMs, where
+/// `--debug-bpf`'s programs take over a minute to verify) never meets a
+/// server that has already gone, and a server a killed test leaves behind
+/// still ends by itself.
 pub(crate) fn serve(s: &Netns, mode: &str, addr: &str, secs: u32) -> Result<Child> {
     let probe = netprobe_bin();
-    // Servers outlive the tracer's start-up, which is slow in the VMs.
-    let secs = (secs as f64 * crate::time_scale()).ceil().to_string();
+    let start = crate::tracer::READY_TIMEOUT_MS.div_ceil(1000) as f64;
+    let secs = ((f64::from(secs) + start) * crate::time_scale())
+        .ceil()
+        .to_string();
     let child = s.spawn(&[probe.to_str().unwrap(), mode, addr, "--for", &secs])?;
     // Let the listener bind before traffic starts.
     std::thread::sleep(crate::scaled_ms(300));
@@ -1159,15 +1167,7 @@ pub fn dns_truncated_tcp() -> Result<Scenario> {
 
 pub fn udp_delivered() -> Result<Scenario> {
     let nss = routed(219)?;
-    let probe = netprobe_bin();
-    let srv = nss[2].spawn(&[
-        probe.to_str().unwrap(),
-        "udp-echo",
-        "10.219.2.2:53",
-        "--for",
-        &(15.0 * crate::time_scale()).ceil().to_string(),
-    ])?;
-    std::thread::sleep(crate::scaled_ms(300));
+    let srv = serve(&nss[2], "udp-echo", "10.219.2.2:53", 15)?;
     let mut sc = simple(
         "udp_delivered",
         "a UDP (DNS-like) query to a listening socket",
@@ -1349,15 +1349,7 @@ pub fn incident3(mirred: bool) -> Result<Scenario> {
     ])?;
     node.ip(&["link", "set", "nodelocaldns", "up"])?;
     node.ip(&["addr", "add", "169.254.25.10/32", "dev", "nodelocaldns"])?;
-    let probe = netprobe_bin();
-    let srv = node.spawn(&[
-        probe.to_str().unwrap(),
-        "udp-echo",
-        "169.254.25.10:53",
-        "--for",
-        &(15.0 * crate::time_scale()).ceil().to_string(),
-    ])?;
-    std::thread::sleep(crate::scaled_ms(300));
+    let srv = serve(&node, "udp-echo", "169.254.25.10:53", 15)?;
     // The same steering without BPF: a tc mirred redirect on a u32 filter.
     let redirect = if mirred {
         let net = format!("--net={}", node.path());

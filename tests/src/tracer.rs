@@ -45,6 +45,16 @@ pub fn with_launcher<T>(launcher: Vec<String>, f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// How long (before [`crate::time_scale`]) [`TracerRun::start`] waits for
+/// tracer's ready file: the longest start-up a test accepts (a scene's
+/// servers outlive it, scenarios::serve).
+pub const READY_TIMEOUT_MS: u64 = 30_000;
+
+/// Whether this thread starts tracer through a launcher.
+pub fn launcher_active() -> bool {
+    LAUNCHER.with(|l| l.borrow().is_some())
+}
+
 /// The command that starts tracer: the launcher of this thread, if any,
 /// else the binary.
 pub fn tracer_command() -> Command {
@@ -243,7 +253,7 @@ impl TracerRun {
                 run.collect()?;
                 bail!("tracer exited before ready ({st}): {}", run.stderr);
             }
-            if t0.elapsed() > crate::scaled_ms(30_000) {
+            if t0.elapsed() > crate::scaled_ms(READY_TIMEOUT_MS) {
                 run.signal(libc::SIGKILL);
                 run.collect()?;
                 bail!("tracer not ready after {:?}: {}", t0.elapsed(), run.stderr);

@@ -269,11 +269,12 @@ fn checks(t: &mut Tally) {
     });
 }
 
-/// Unit and property tests of every crate; the privileged integration
-/// tests of tracer-tests come later, against the release binary.
+/// Unit and property tests of every crate but tracer-tests, whose unit
+/// tests run with its integration tests (one release build of it and of
+/// its dev-dependencies, k8s-openapi and jsonschema, not two).
 fn unit(t: &mut Tally) {
     t.stage("unit", "unit and property tests", |n| {
-        let a = cargo_tests(
+        cargo_tests(
             &mut cargo(&[
                 "test",
                 "--workspace",
@@ -286,25 +287,19 @@ fn unit(t: &mut Tally) {
                 "--tests",
             ]),
             n,
-        );
-        let b = cargo_tests(
-            &mut cargo(&["test", "-p", "tracer-tests", "--lib", "--bins"]),
-            n,
-        );
-        a && b
+        )
     });
     // The same unit tests of tracer with the stable toolchain alone: no
     // nightly, no bpf-linker (AYA_BUILD_SKIP=1 builds without the kernel
-    // object), so that they stay runnable for anyone; its own target dir,
-    // not to rebuild the main one.
+    // object), so that they stay runnable for anyone. The same target dir
+    // as the unit stage: only tracer itself is built again (without its
+    // kernel object), not its dependencies.
     t.stage(
         "unit-stable",
         "unit tests on stable without the eBPF toolchain",
         |n| {
             let mut stable = cargo(&["+stable", "test", "-p", "tracer", "--lib", "--tests"]);
-            stable
-                .env("AYA_BUILD_SKIP", "1")
-                .env("CARGO_TARGET_DIR", root().join("target/no-ebpf"));
+            stable.env("AYA_BUILD_SKIP", "1");
             // rustup's proxy picks the toolchain from "+stable" only when cargo
             // is started through it.
             stable.env_remove("RUSTUP_TOOLCHAIN");
@@ -351,8 +346,22 @@ fn integration(a: &TestArgs, t: &mut Tally) {
                     }
                 );
             }
-            let mut c = cargo(&["test", "--release", "-p", "tracer-tests", "--tests"]);
+            let mut c = cargo(&[
+                "test",
+                "--release",
+                "-p",
+                "tracer-tests",
+                "--lib",
+                "--bins",
+                "--tests",
+            ]);
             c.env("TRACER_BIN", target_dir().join("release/tracer"));
+            // The verdicts each test reached, for the `--netns` sweep
+            // (tracer_tests::verdict_log): fresh for this run.
+            let verdicts =
+                std::env::temp_dir().join(format!("tracer-verdicts-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&verdicts);
+            c.env("TRACER_VERDICT_LOG", &verdicts);
             // Tests of kernel features this machine lacks (IPVS, kprobes,
             // fentry) list themselves here; the summary names them.
             let skips = std::env::temp_dir().join(format!("tracer-skips-{}", std::process::id()));
@@ -369,6 +378,7 @@ fn integration(a: &TestArgs, t: &mut Tally) {
                 .unwrap_or_default();
             n.skipped += skipped.len() as u64;
             let _ = std::fs::remove_file(&skips);
+            let _ = std::fs::remove_dir_all(&verdicts);
             ok
         },
     );

@@ -60,26 +60,29 @@ const KERNELS: &[(&str, &str, Option<&str>)] = &[
     ("6.12", r"^linux-image-6\.12\.[0-9]+\+deb12-amd64$", None),
 ];
 
-/// The suites run inside each kernel: the incident suite and the verdict
-/// suite (cleanup/safety/soak stay on the host: the soak alone is minutes
-/// natively, hours under TCG).
-const SUITES: &[&str] = &["incidents", "follow", "ipvs", "backends"];
+/// The suites run inside each kernel: the incident suite, the verdict
+/// suite and the `--netns` sweep, which compares against the verdicts the
+/// others reached (cleanup/safety/soak stay on the host: the soak alone is
+/// minutes natively, hours under TCG).
+const SUITES: &[&str] = &["incidents", "follow", "ipvs", "backends", "netns_scope"];
 
-/// What 5.10 runs of them, to keep the tier's wall time bounded (its
-/// guest shares the host's two CPUs with the other two): the incidents,
-/// the drop-reason verdicts of `follow` (its reasons are inferred there)
-/// and the backends (its kprobe and fentry programs). IPVS's verdicts
-/// do not depend on drop reasons; they run on 6.1 and 6.12.
-const SUITES_5_10: &[&str] = &["incidents", "follow", "backends"];
+/// The guests of the matrix, longest first, each a kernel and the suites
+/// it runs: [`GUESTS_AT_ONCE`] of them run at a time, one vCPU each, so
+/// the host's two cores stay busy without being oversubscribed. 5.10 runs
+/// the incidents, the drop-reason verdicts of `follow` (its reasons are
+/// inferred there) and the backends (its kprobe and fentry programs), in
+/// two guests so that its share evens out the two queues; IPVS's verdicts
+/// do not depend on drop reasons and, like the `--netns` sweep, run on 6.1
+/// and 6.12.
+const GUESTS: &[(&str, &[&str])] = &[
+    ("6.1", SUITES),
+    ("6.12", SUITES),
+    ("5.10", &["incidents"]),
+    ("5.10", &["follow", "backends"]),
+];
 
-/// The suites a kernel of the matrix runs.
-fn suites_of(kernel: &str) -> &'static [&'static str] {
-    if kernel == "5.10" {
-        SUITES_5_10
-    } else {
-        SUITES
-    }
-}
+/// Guests running at once: one per host core.
+const GUESTS_AT_ONCE: usize = 2;
 
 #[derive(Args, Clone)]
 pub(crate) struct VmArgs {
@@ -414,22 +417,20 @@ fn script(
     if std::env::var_os("TRACER_KEEP_RECORDINGS").is_some() {
         s += "export TRACER_KEEP_RECORDINGS=/tmp/tracer-recordings\n";
     }
+    // The verdicts each suite reached, for the `--netns` sweep
+    // (tracer_tests::verdict_log); /tmp is the guest's own tmpfs.
+    s += "export TRACER_VERDICT_LOG=/tmp/tracer-verdicts\n";
+    if !suites.contains(&"netns_scope") {
+        s += "echo '!!!!! SKIPPED (5.10, wall time) the netns_scope suite (every_scenario_is_judged_the_same_with_netns_scope): it runs on 6.1, 6.12 and the host !!!!!'\n";
+    }
     s += &format!("cd {}/tests\n", root().display());
     // The modules a kube-proxy node has loaded, before tracer starts (it
     // resolves module functions and types once, at start).
     s += "for m in veth dummy bridge br_netfilter nf_conntrack nf_tables nft_compat ip_tables iptable_filter iptable_nat ip_vs ip_vs_rr; do modprobe -q $m || echo \"modprobe $m failed\"; done\n";
     s += "uname -r; $TRACER_BIN doctor 2>&1 | sed 's/^/doctor: /'\n";
     for (suite, path) in bins.iter().filter(|(s, _)| suites.contains(&s.as_str())) {
-        // The netns-scope sweep traces every scenario twice (about half
-        // an hour under TCG); 6.1 and 6.12 run it, 5.10 says it skips it.
-        let skip = if kernel == "5.10" && suite == "incidents" {
-            s += "echo '!!!!! SKIPPED (5.10, wall time) every_scenario_is_judged_the_same_with_netns_scope: it runs on 6.1, 6.12 and the host !!!!!'\n";
-            "--skip every_scenario_is_judged_the_same_with_netns_scope"
-        } else {
-            ""
-        };
         s += &format!(
-            "echo \"VM-SUITE {suite}\"; {} --test-threads=1 --color never {skip} {} 2>&1\n",
+            "echo \"VM-SUITE {suite}\"; {} --test-threads=1 --color never {} 2>&1\n",
             path.display(),
             filter.unwrap_or("")
         );
@@ -460,7 +461,7 @@ fn run_kernel(name: &str, dir: &Path, version: &str, initrd: &Path, script: &Pat
     c.args(["3000", "qemu-system-x86_64", "-accel", "tcg", "-cpu", "max"])
         .args([
             "-smp",
-            "2",
+            "1",
             "-m",
             "2048",
             "-nographic",
@@ -633,18 +634,36 @@ pub(crate) fn matrix(a: &VmArgs) -> Result<Vec<KernelResult>> {
     }
     let run_dir = Path::new(CACHE).join("run");
     fs::create_dir_all(&run_dir)?;
-    let mut jobs = Vec::new();
-    for (name, pattern, suite) in KERNELS {
+    let mut kernels = std::collections::HashMap::new();
+    let mut jobs = std::collections::VecDeque::new();
+    for (name, suites) in GUESTS {
         if !a.kernels.is_empty() && !a.kernels.iter().any(|k| k == name) {
             continue;
         }
-        let apt = match suite {
-            Some(s) => suite_apt(s)?,
-            None => Vec::new(),
+        let (dir, version, initrd) = if let Some(k) = kernels.get(name) {
+            Clone::clone(k)
+        } else {
+            let (_, pattern, suite) = KERNELS
+                .iter()
+                .find(|(k, _, _)| k == name)
+                .expect("a kernel of the matrix");
+            let apt = match suite {
+                Some(s) => suite_apt(s)?,
+                None => Vec::new(),
+            };
+            let (dir, version) = kernel(&apt, pattern)?;
+            let initrd = initramfs(&dir, &version)?;
+            let k = (dir, version, initrd);
+            kernels.insert(*name, k.clone());
+            k
         };
-        let (dir, version) = kernel(&apt, pattern)?;
-        let initrd = initramfs(&dir, &version)?;
-        let sc = run_dir.join(format!("{name}.sh"));
+        // A kernel split over two guests is named by its suites.
+        let label = if GUESTS.iter().filter(|(k, _)| k == name).count() > 1 {
+            format!("{name}:{}", suites.join("+"))
+        } else {
+            (*name).to_string()
+        };
+        let sc = run_dir.join(format!("{}.sh", label.replace([':', '+'], "-")));
         let static_bin = (*name == STATIC_TEST.0
             && a.filter
                 .as_deref()
@@ -655,20 +674,30 @@ pub(crate) fn matrix(a: &VmArgs) -> Result<Vec<KernelResult>> {
             script(
                 name,
                 &bins,
-                suites_of(name),
+                suites,
                 a.filter.as_deref(),
                 static_bin.as_deref(),
             ),
         )?;
-        jobs.push((name.to_string(), dir, version, initrd, sc));
+        jobs.push_back((label, dir, version, initrd, sc));
     }
-    // Both kernels at once: each guest is one emulated machine; the host's
-    // two vCPUs are shared, which is still faster than one after another.
+    // GUESTS_AT_ONCE workers take the guests in turn (longest first).
+    let jobs = std::sync::Arc::new(std::sync::Mutex::new(jobs));
     let (tx, rx) = mpsc::channel();
-    for (name, dir, version, initrd, sc) in jobs {
-        let tx = tx.clone();
+    for _ in 0..GUESTS_AT_ONCE {
+        let (tx, jobs) = (tx.clone(), jobs.clone());
         thread::spawn(move || {
-            let _ = tx.send(run_kernel(&name, &dir, &version, &initrd, &sc));
+            loop {
+                let Some((name, dir, version, initrd, sc)) =
+                    jobs.lock().expect("guest queue").pop_front()
+                else {
+                    break;
+                };
+                let t0 = std::time::Instant::now();
+                let r = run_kernel(&name, &dir, &version, &initrd, &sc);
+                eprintln!("[{name}] guest done in {:.0} s", t0.elapsed().as_secs_f64());
+                let _ = tx.send(r);
+            }
         });
     }
     drop(tx);
