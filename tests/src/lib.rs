@@ -14,6 +14,7 @@ pub mod pods;
 pub mod redirect;
 pub mod replay;
 pub mod scenarios;
+pub mod sockprog;
 pub mod tracer;
 pub mod verdict_log;
 

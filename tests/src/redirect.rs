@@ -15,7 +15,7 @@ const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
 /// bpf_redirect() helper id (include/uapi/linux/bpf.h).
 const BPF_FUNC_REDIRECT: i32 = 23;
 
-fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> [u8; 8] {
+pub(crate) fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> [u8; 8] {
     let mut b = [0u8; 8];
     b[0] = code;
     b[1] = (src << 4) | (dst & 0x0f);
@@ -24,7 +24,7 @@ fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> [u8; 8] {
     b
 }
 
-fn bpf(cmd: i64, attr: &mut [u8]) -> std::io::Result<i64> {
+pub(crate) fn bpf(cmd: i64, attr: &mut [u8]) -> std::io::Result<i64> {
     let r = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), attr.len() as u32) };
     if r < 0 {
         Err(std::io::Error::last_os_error())
@@ -47,10 +47,22 @@ pub fn load_redirect(ifindex: u32, name: &str) -> Result<RawFd> {
         insn(0x95, 0, 0, 0, 0), // exit
     ]
     .concat();
+    load(BPF_PROG_TYPE_SCHED_CLS, 0, &prog, name)
+}
+
+/// BPF_PROG_LOAD of `prog` (raw instructions) as `prog_type`, with
+/// `expected_attach_type` (cgroup sock_addr programs need theirs), named
+/// `name`; the verifier's log in the error.
+pub(crate) fn load(
+    prog_type: u32,
+    expected_attach_type: u32,
+    prog: &[u8],
+    name: &str,
+) -> Result<RawFd> {
     let license = CString::new("GPL").unwrap();
     let mut log = vec![0u8; 4096];
     let mut attr = [0u8; 128];
-    attr[0..4].copy_from_slice(&BPF_PROG_TYPE_SCHED_CLS.to_le_bytes());
+    attr[0..4].copy_from_slice(&prog_type.to_le_bytes());
     attr[4..8].copy_from_slice(&((prog.len() / 8) as u32).to_le_bytes());
     attr[8..16].copy_from_slice(&(prog.as_ptr() as u64).to_le_bytes());
     attr[16..24].copy_from_slice(&(license.as_ptr() as u64).to_le_bytes());
@@ -59,6 +71,7 @@ pub fn load_redirect(ifindex: u32, name: &str) -> Result<RawFd> {
     attr[32..40].copy_from_slice(&(log.as_mut_ptr() as u64).to_le_bytes());
     let n = name.as_bytes();
     attr[48..48 + n.len().min(15)].copy_from_slice(&n[..n.len().min(15)]);
+    attr[68..72].copy_from_slice(&expected_attach_type.to_le_bytes());
     match bpf(BPF_PROG_LOAD, &mut attr) {
         Ok(fd) => Ok(fd as RawFd),
         Err(e) => bail!(

@@ -66,6 +66,7 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode> {
     checks.push(tc_check());
     checks.push(helpers_check());
     checks.push(nftrace_check());
+    checks.extend(dataplane_checks());
     let report = Report { checks, plan };
     let mut out = std::io::stdout();
     if args.json {
@@ -265,6 +266,51 @@ fn tc_check() -> Check {
             "clsact + netlink filters (run `tracer cleanup` after a SIGKILL)"
         },
     )
+}
+
+/// Other BPF programs that decide packets' fate where tracer's hooks do
+/// not see it first: cgroup programs (socket-level load balancing rewrites
+/// a Service address in connect()/sendmsg(), before any packet) and XDP
+/// programs on this namespace's devices. Informational: listed, never a
+/// failure.
+fn dataplane_checks() -> Vec<Check> {
+    use crate::node::bpf_progs;
+    let list = |progs: &[bpf_progs::AttachedProgram]| -> String {
+        if progs.is_empty() {
+            return "none".into();
+        }
+        progs
+            .iter()
+            .map(|p| format!("{} (id {}, {}) on {}", p.name, p.id, p.hook, p.at))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let cgroup = match bpf_progs::cgroup2_root() {
+        Some(root) => {
+            let (progs, truncated) = bpf_progs::cgroup_programs(&root);
+            let more = if truncated {
+                " (not every cgroup was read)"
+            } else {
+                ""
+            };
+            check(
+                "cgroup programs",
+                true,
+                Status::Ok,
+                format!("{} below {}{more}", list(&progs), root.display()),
+            )
+        }
+        None => check("cgroup programs", true, Status::Warn, "no cgroup2 mount"),
+    };
+    vec![
+        cgroup,
+        check(
+            "xdp programs",
+            true,
+            Status::Ok,
+            list(&bpf_progs::xdp_programs()),
+        ),
+    ]
 }
 
 /// The external commands tracer may run here. Everything is read by

@@ -3,6 +3,7 @@
 //! address, the pods that own namespaces, names of kernel numbers, and
 //! the helper commands still run.
 
+pub mod bpf_progs;
 pub mod command;
 pub mod conntrack;
 pub mod hostroot;
@@ -19,4 +20,5 @@ pub mod route;
 pub mod services;
 pub mod sockets;
 pub mod tc;
+pub mod unseen;
 pub mod vip;

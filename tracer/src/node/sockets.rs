@@ -4,7 +4,7 @@
 //! where a followed packet found no socket or a full one.
 
 use std::{
-    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
     path::Path,
 };
 
@@ -131,6 +131,84 @@ pub fn parse(text: &str, proto: &str) -> Vec<Bound> {
         .collect()
 }
 
+/// A socket with a peer (TCP past LISTEN, a connected UDP socket).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Connected {
+    /// `tcp` or `udp`.
+    pub proto: String,
+    pub local: SocketAddr,
+    pub peer: SocketAddr,
+    /// The TCP state's name (include/net/tcp_states.h), `connected` for UDP.
+    pub state: String,
+}
+
+/// The sockets with a peer of the namespace at `path` (entered on this
+/// thread). Empty when unreadable.
+pub fn connected_in(path: &Path) -> Vec<Connected> {
+    let Ok(_g) = crate::node::netns::NetnsGuard::enter(path) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (file, proto) in [
+        ("tcp", "tcp"),
+        ("tcp6", "tcp"),
+        ("udp", "udp"),
+        ("udp6", "udp"),
+    ] {
+        if let Ok(text) = std::fs::read_to_string(format!("/proc/thread-self/net/{file}")) {
+            out.extend(parse_connected(&text, proto));
+        }
+    }
+    out
+}
+
+/// The sockets of a /proc/net table whose remote address is set.
+pub fn parse_connected(text: &str, proto: &str) -> Vec<Connected> {
+    const TCP_STATES: [&str; 13] = [
+        "?",
+        "ESTABLISHED",
+        "SYN_SENT",
+        "SYN_RECV",
+        "FIN_WAIT1",
+        "FIN_WAIT2",
+        "TIME_WAIT",
+        "CLOSE",
+        "CLOSE_WAIT",
+        "LAST_ACK",
+        "LISTEN",
+        "CLOSING",
+        "NEW_SYN_RECV",
+    ];
+    let endpoint = |s: &str| -> Option<SocketAddr> {
+        let (a, p) = s.split_once(':')?;
+        Some(SocketAddr::new(
+            hex_addr(a)?,
+            u16::from_str_radix(p, 16).ok()?,
+        ))
+    };
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (local, peer) = (endpoint(f.get(1)?)?, endpoint(f.get(2)?)?);
+            if peer.port() == 0 {
+                return None;
+            }
+            let st = usize::from_str_radix(f.get(3)?, 16).ok()?;
+            Some(Connected {
+                proto: proto.to_string(),
+                local,
+                peer,
+                state: if proto == "udp" {
+                    "connected".into()
+                } else {
+                    TCP_STATES.get(st).copied().unwrap_or("?").into()
+                },
+            })
+        })
+        .collect()
+}
+
 /// The kernel prints addresses as host-order 32-bit words in hex.
 fn hex_addr(s: &str) -> Option<IpAddr> {
     let words: Vec<u32> = (0..s.len() / 8)
@@ -149,6 +227,17 @@ fn hex_addr(s: &str) -> Option<IpAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finds_sockets_with_a_peer() {
+        let tcp = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+   0: 0100007F:0035 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1234 1 0000000000000000 100 0 0 10 0\n\
+   1: 0100007F:9C40 0A00600A:0035 02 00000000:00000000 00:00000000 00000000     0        0 1235 1 0000000000000000 20 4 30 10 -1\n";
+        let c = parse_connected(tcp, "tcp");
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert_eq!(c[0].peer, "10.96.0.10:53".parse().unwrap());
+        assert_eq!(c[0].state, "SYN_SENT");
+    }
 
     #[test]
     fn parses_listeners_and_udp_drops() {

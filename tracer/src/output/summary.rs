@@ -6,7 +6,8 @@ use std::{collections::BTreeMap, net::IpAddr};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    kernel::loader::Counters, kernel::loader::probes::ProbeStatus, node::vip::OwnerChange,
+    kernel::loader::Counters, kernel::loader::probes::ProbeStatus, node::unseen::NothingSeen,
+    node::vip::OwnerChange,
 };
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
@@ -72,6 +73,11 @@ pub struct Summary {
     pub traced_from_unix_ns: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traced_to_unix_ns: Option<i64>,
+    /// Set when no flow was seen: what the node knows of the target
+    /// instead (its Services, sockets to it, the cgroup and XDP programs
+    /// that could hide it, the traced namespaces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nothing_seen: Option<NothingSeen>,
 }
 
 /// The node's wall clock against the kernel programs' clock
@@ -206,6 +212,11 @@ impl Summary {
                 ));
             }
         }
+        if let Some(n) = &self.nothing_seen {
+            let target = self.target.as_deref().unwrap_or("the target");
+            out.push('\n');
+            out.push_str(&n.text(target, &self.vip.owners));
+        }
         if let Some(r) = &self.replay {
             out.push_str(&format!(
                 "\nreplayed from {} (recorded on Linux {} by tracer {})",
@@ -258,6 +269,7 @@ mod tests {
             clock: None,
             traced_from_unix_ns: None,
             traced_to_unix_ns: None,
+            nothing_seen: None,
             peak_rss_kib: None,
             stop: "duration reached".into(),
             decode_errors: 0,

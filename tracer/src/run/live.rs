@@ -531,6 +531,7 @@ impl Live<'_> {
         let no_drop_reason = names.no_drop_reason;
         let decode_errors = pipeline.decode_errors;
         let target = pipeline.target().to_string();
+        let followed = *pipeline.target();
         sink.report_start(pipeline.flow_count(), &target, stop);
         let mut verdicts = Vec::new();
         let tally = pipeline.report(&mut env, &c, |f, v, pods| {
@@ -581,6 +582,8 @@ impl Live<'_> {
             }),
             traced_from_unix_ns: Some(traced_from),
             traced_to_unix_ns: Some(traced_to),
+            nothing_seen: (tally.flows == 0)
+                .then(|| crate::node::unseen::read(&followed, &traced_netns(opts))),
         };
         summary.counters(&teardown.counters);
         sink.summary(&summary);
@@ -606,6 +609,22 @@ impl Live<'_> {
             "stopped ({stop}); detached in {} ms",
             teardown.detach_ms
         ));
+    }
+}
+
+/// The namespaces this run traced, (label, path): the ones asked for, or
+/// tracer's own (`host`) and every named one.
+fn traced_netns(opts: &FollowOptions) -> Vec<(String, std::path::PathBuf)> {
+    if opts.session.netns.is_empty() {
+        std::iter::once(("host".to_string(), "/proc/self/ns/net".into()))
+            .chain(crate::node::netns::named())
+            .collect()
+    } else {
+        opts.session
+            .netns
+            .iter()
+            .map(|n| (n.label.clone(), n.path.clone()))
+            .collect()
     }
 }
 

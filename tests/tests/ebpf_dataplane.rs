@@ -1,0 +1,199 @@
+//! An eBPF dataplane's programs, as Cilium and Calico install them, built
+//! by the tests (tests/src/sockprog.rs): a cgroup connect4 program that
+//! rewrites a Service address to its backend before any packet exists, and
+//! an XDP program on a device. `tracer follow` of the Service address then
+//! sees no packet: the run must say what the node knows instead of `0
+//! flows` alone.
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "tests and their tools report on the terminal"
+)]
+
+use serde_json::Value;
+use tracer_tests::{
+    netns::{Netns, unique_prefix, veth},
+    require_privileges, scaled_arg,
+    sockprog::{SockLb, Xdp},
+    tracer::{TracerRun, netprobe_bin},
+};
+
+/// A client and a server namespace on one veth, 10.236.0.0/24.
+fn pair() -> (Netns, Netns) {
+    let p = unique_prefix();
+    let c = Netns::new(format!("{p}-sockc")).expect("netns");
+    let s = Netns::new(format!("{p}-socks")).expect("netns");
+    veth(&c, "c0", &s, "s0").expect("veth");
+    c.ip(&["addr", "add", "10.236.0.1/24", "dev", "c0"])
+        .unwrap();
+    s.ip(&["addr", "add", "10.236.0.2/24", "dev", "s0"])
+        .unwrap();
+    (c, s)
+}
+
+fn names(list: &Value) -> Vec<(&str, &str)> {
+    list.as_array()
+        .map(|a| {
+            a.iter()
+                .map(|p| {
+                    (
+                        p["name"].as_str().unwrap_or(""),
+                        p["hook"].as_str().unwrap_or(""),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A ClusterIP that only a socket program translates: the connection
+/// works, no packet ever carries the ClusterIP, and the report names the
+/// program that rewrote it, the XDP program on the way and the traced
+/// namespaces.
+#[test]
+fn socket_lb_rewrite_is_named_when_nothing_is_seen() {
+    if !require_privileges("socket_lb_rewrite_is_named_when_nothing_is_seen") {
+        return;
+    }
+    let (c, s) = pair();
+    let probe = netprobe_bin();
+    let probe = probe.to_str().unwrap();
+    let _srv = s
+        .spawn(&[probe, "tcp-listen", "10.236.0.2:8080", "--for", "30"])
+        .expect("server");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let lb = SockLb::install(
+        "10.236.9.9:80".parse().unwrap(),
+        "10.236.0.2:8080".parse().unwrap(),
+        "test_sock4_conn",
+    )
+    .expect("connect4 program");
+    let _xdp = Xdp::install(&s, "s0", "test_xdp_pass").expect("xdp program");
+    let run = TracerRun::start("10.236.9.9:80", &["--netns", &c.name, "--netns", &s.name])
+        .expect("start tracer");
+    let seen = lb
+        .exec(
+            &c,
+            &[
+                probe,
+                "tcp-connect",
+                "10.236.9.9:80",
+                "--timeout-ms",
+                &scaled_arg(2000),
+                "--count",
+                "1",
+            ],
+        )
+        .expect("client");
+    let out = run.stop().expect("stop");
+    let client = String::from_utf8_lossy(&seen.stdout);
+    assert!(
+        client.starts_with("connected"),
+        "the rewritten connection failed: {client} {}",
+        String::from_utf8_lossy(&seen.stderr)
+    );
+    let summary = out.summary().expect("summary");
+    assert_eq!(summary["flows"], 0, "{}", out.dump());
+    let n = &summary["nothing_seen"];
+    assert!(
+        names(&n["cgroup_programs"]).contains(&("test_sock4_conn", "connect4")),
+        "{}",
+        out.dump()
+    );
+    let cg = lb
+        .cgroup
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        n["cgroup_programs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["at"].as_str().is_some_and(|a| a.ends_with(&cg))),
+        "{}",
+        out.dump()
+    );
+    let xdp = n["xdp_programs"].as_array().expect("xdp list");
+    assert!(
+        xdp.iter().any(|p| p["name"] == "test_xdp_pass"
+            && p["netns"] == s.name.as_str()
+            && p["at"] == "s0 (generic)"),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(
+        n["netns"],
+        serde_json::json!([c.name.clone(), s.name.clone()]),
+        "{}",
+        out.dump()
+    );
+}
+
+/// Text output says the same in words, with the hint to follow the
+/// backend; a run that saw flows has no such report.
+#[test]
+fn nothing_seen_text_names_the_program_and_hints_at_the_backend() {
+    if !require_privileges("nothing_seen_text_names_the_program_and_hints_at_the_backend") {
+        return;
+    }
+    let (c, s) = pair();
+    let probe = netprobe_bin();
+    let probe = probe.to_str().unwrap();
+    let _srv = s
+        .spawn(&[probe, "tcp-listen", "10.236.0.2:8080", "--for", "30"])
+        .expect("server");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let lb = SockLb::install(
+        "10.236.9.9:80".parse().unwrap(),
+        "10.236.0.2:8080".parse().unwrap(),
+        "test_sock4_conn",
+    )
+    .expect("connect4 program");
+    let mut run =
+        TracerRun::start_fmt("10.236.9.9:80", "text", &["--netns", &c.name]).expect("start tracer");
+    let t = scaled_arg(2000);
+    lb.exec(
+        &c,
+        &[
+            probe,
+            "tcp-connect",
+            "10.236.9.9:80",
+            "--timeout-ms",
+            &t,
+            "--count",
+            "1",
+        ],
+    )
+    .expect("client");
+    let text = run.stop_raw().expect("stop");
+    assert!(
+        text.contains("nothing seen: no packet to 10.236.9.9:80 passed a traced hook"),
+        "{text}"
+    );
+    assert!(
+        text.contains("test_sock4_conn (id ") && text.contains("follow the backend"),
+        "{text}"
+    );
+
+    // The backend itself is seen: no report.
+    let run = TracerRun::start("10.236.0.2:8080", &["--netns", &c.name]).expect("start tracer");
+    lb.exec(
+        &c,
+        &[
+            probe,
+            "tcp-connect",
+            "10.236.9.9:80",
+            "--timeout-ms",
+            &t,
+            "--count",
+            "1",
+        ],
+    )
+    .expect("client");
+    let out = run.stop().expect("stop");
+    let summary = out.summary().expect("summary");
+    assert_ne!(summary["flows"], 0, "{}", out.dump());
+    assert!(summary.get("nothing_seen").is_none(), "{}", out.dump());
+}

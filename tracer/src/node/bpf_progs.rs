@@ -1,0 +1,223 @@
+//! BPF programs of others that decide a packet's fate before or beside
+//! tracer's hooks: cgroup programs (sock_addr ones rewrite a socket's
+//! destination in connect()/sendmsg() before any packet exists, as
+//! Cilium's and Calico's socket load balancing do; cgroup_skb ones drop)
+//! and XDP programs on a namespace's devices. Read with BPF_PROG_QUERY on
+//! every cgroup of the node's cgroup2 hierarchy and RTM_GETLINK's
+//! IFLA_XDP; tracer's own programs (`tracer_*`) are left out.
+
+use std::{
+    os::fd::AsRawFd,
+    path::{Path, PathBuf},
+};
+
+use serde::{Deserialize, Serialize};
+
+/// One attached program.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct AttachedProgram {
+    pub id: u32,
+    /// The program's name as the kernel keeps it (16 bytes at most).
+    pub name: String,
+    /// The hook: `connect4`, `sendmsg6`, `cgroup_skb egress`, `xdp` ...
+    pub hook: String,
+    /// Where it is attached: the cgroup (path below the cgroup2 mount),
+    /// or `DEV (mode)` for XDP.
+    pub at: String,
+}
+
+/// Cgroup attach types worth naming (`enum bpf_attach_type`,
+/// include/uapi/linux/bpf.h), with how they are shown.
+const CGROUP_HOOKS: &[(u32, &str)] = &[
+    (0, "cgroup_skb ingress"),
+    (1, "cgroup_skb egress"),
+    (10, "connect4"),
+    (11, "connect6"),
+    (14, "sendmsg4"),
+    (15, "sendmsg6"),
+    (19, "recvmsg4"),
+    (20, "recvmsg6"),
+    (29, "getpeername4"),
+    (30, "getpeername6"),
+];
+
+/// At most this many cgroups are queried (a node has one per pod and
+/// container; a walk past this says so in the result's `truncated`).
+const MAX_CGROUPS: usize = 20_000;
+
+/// The cgroup2 mount of this mount namespace (`/sys/fs/cgroup`, or
+/// `/sys/fs/cgroup/unified` with hybrid cgroups), from /proc/self/mounts.
+pub fn cgroup2_root() -> Option<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.get(2) == Some(&"cgroup2"))
+            .then(|| f.get(1).map(PathBuf::from))
+            .flatten()
+    })
+}
+
+/// The programs attached (directly, not inherited) to `root` and every
+/// cgroup below it, for the hooks of [`CGROUP_HOOKS`]; and whether the
+/// walk stopped at [`MAX_CGROUPS`].
+pub fn cgroup_programs(root: &Path) -> (Vec<AttachedProgram>, bool) {
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    let mut seen = 0;
+    while let Some(dir) = dirs.pop() {
+        seen += 1;
+        if seen > MAX_CGROUPS {
+            return (out, true);
+        }
+        let Ok(fd) = std::fs::File::open(&dir) else {
+            continue;
+        };
+        for (attach, hook) in CGROUP_HOOKS {
+            for id in prog_query(fd.as_raw_fd(), *attach) {
+                let name = prog_name(id).unwrap_or_default();
+                if name.starts_with("tracer_") {
+                    continue;
+                }
+                let rel = dir.strip_prefix(root).unwrap_or(&dir);
+                out.push(AttachedProgram {
+                    id,
+                    name,
+                    hook: (*hook).to_string(),
+                    at: format!("/{}", rel.display()),
+                });
+            }
+        }
+        if let Ok(rd) = std::fs::read_dir(&dir) {
+            dirs.extend(
+                rd.flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path()),
+            );
+        }
+    }
+    (out, false)
+}
+
+/// BPF_PROG_QUERY (bpf(2) command 16) of `target_fd` for `attach_type`:
+/// the ids of the programs attached there. `union bpf_attr`'s query
+/// member: target_fd, attach_type, query_flags, attach_flags, prog_ids
+/// (pointer), prog_cnt.
+fn prog_query(target_fd: i32, attach_type: u32) -> Vec<u32> {
+    const BPF_PROG_QUERY: libc::c_long = 16;
+    let mut ids = [0u32; 64];
+    let mut attr = [0u8; 40];
+    attr[0..4].copy_from_slice(&target_fd.to_ne_bytes());
+    attr[4..8].copy_from_slice(&attach_type.to_ne_bytes());
+    attr[16..24].copy_from_slice(&(ids.as_mut_ptr() as u64).to_ne_bytes());
+    attr[24..28].copy_from_slice(&(ids.len() as u32).to_ne_bytes());
+    // SAFETY: attr is a valid bpf_attr prefix of the size passed; the
+    // kernel writes at most prog_cnt ids into `ids`, which outlives the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_PROG_QUERY,
+            attr.as_mut_ptr(),
+            attr.len() as u32,
+        )
+    };
+    if r < 0 {
+        return Vec::new();
+    }
+    let n = u32::from_ne_bytes(attr[24..28].try_into().expect("4 bytes")) as usize;
+    ids[..n.min(ids.len())].to_vec()
+}
+
+/// The name of loaded program `id`.
+fn prog_name(id: u32) -> Option<String> {
+    aya::programs::loaded_programs()
+        .flatten()
+        .find(|p| p.id() == id)
+        .and_then(|p| p.name_as_str().map(str::to_string))
+}
+
+/// The XDP programs on the devices of this thread's namespace: one
+/// RTM_GETLINK dump, IFLA_XDP's nested IFLA_XDP_ATTACHED and the program
+/// ids per mode (include/uapi/linux/if_link.h).
+pub fn xdp_programs() -> Vec<AttachedProgram> {
+    const IFLA_IFNAME: u16 = 3;
+    const IFLA_XDP: u16 = 43;
+    const IFLA_XDP_PROG_ID: u16 = 4;
+    const IFLA_XDP_DRV_PROG_ID: u16 = 5;
+    const IFLA_XDP_SKB_PROG_ID: u16 = 6;
+    const IFLA_XDP_HW_PROG_ID: u16 = 7;
+    let mut found: Vec<(String, u32, &str)> = Vec::new();
+    let body = [0u8; 16];
+    let _ = super::netlink::dump(
+        libc::NETLINK_ROUTE,
+        libc::RTM_GETLINK,
+        &body,
+        &mut |ty, msg| {
+            if ty != libc::RTM_NEWLINK {
+                return;
+            }
+            // nlmsghdr and ifinfomsg, 16 bytes each, then the attributes.
+            let attrs = msg.get(32..).unwrap_or(&[]);
+            let dev = super::netlink::attr(attrs, IFLA_IFNAME)
+                .map(super::netlink::string)
+                .unwrap_or_default();
+            let Some(xdp) = super::netlink::attr(attrs, IFLA_XDP) else {
+                return;
+            };
+            let mut modes = Vec::new();
+            for (aty, data) in super::netlink::attrs(xdp) {
+                let mode = match aty {
+                    IFLA_XDP_DRV_PROG_ID => "driver",
+                    IFLA_XDP_SKB_PROG_ID => "generic",
+                    IFLA_XDP_HW_PROG_ID => "offload",
+                    IFLA_XDP_PROG_ID => "",
+                    _ => continue,
+                };
+                if let Some(id) = super::netlink::ne32(data).filter(|id| *id != 0) {
+                    modes.push((id, mode));
+                }
+            }
+            // IFLA_XDP_PROG_ID repeats the one program of a single mode.
+            let named: Vec<(u32, &str)> =
+                modes.iter().filter(|m| !m.1.is_empty()).copied().collect();
+            let list = if named.is_empty() { modes } else { named };
+            found.extend(list.into_iter().map(|(id, m)| (dev.clone(), id, m)));
+        },
+    );
+    found
+        .into_iter()
+        .map(|(dev, id, mode)| AttachedProgram {
+            id,
+            name: prog_name(id).unwrap_or_default(),
+            hook: "xdp".into(),
+            at: if mode.is_empty() {
+                dev
+            } else {
+                format!("{dev} ({mode})")
+            },
+        })
+        .collect()
+}
+
+/// [`xdp_programs`] of the namespace at `path`.
+pub fn xdp_programs_in(path: &Path) -> Vec<AttachedProgram> {
+    match super::netns::NetnsGuard::enter(path) {
+        Ok(_g) => xdp_programs(),
+        Err(_) => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without privileges the query fails quietly: nothing, never an
+    /// error; with them, tracer's own programs are never listed.
+    #[test]
+    fn queries_never_fail_loudly() {
+        if let Some(root) = cgroup2_root() {
+            let (progs, _) = cgroup_programs(&root);
+            assert!(progs.iter().all(|p| !p.name.starts_with("tracer_")));
+        }
+        assert!(xdp_programs().iter().all(|p| p.hook == "xdp"));
+    }
+}
