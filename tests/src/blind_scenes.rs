@@ -603,7 +603,7 @@ fn forward_policy_drop() -> Result<Scenario> {
     let nss = flannel_pair(b, (1, 8472), (1, 8472), MAC2, true)?;
     nss[2].exec_file(
         &["iptables-restore", "-w", "--noflush"],
-        r#"*filter
+        r"*filter
 :FORWARD DROP [0:0]
 :DOCKER - [0:0]
 :DOCKER-ISOLATION - [0:0]
@@ -614,7 +614,7 @@ fn forward_policy_drop() -> Result<Scenario> {
 -A FORWARD -i docker0 -o docker0 -j ACCEPT
 -A DOCKER-ISOLATION -j RETURN
 COMMIT
-"#,
+",
     )?;
     overlay_tcp(
         "blind_forward_policy_drop",
@@ -637,14 +637,14 @@ fn redirect_no_listener() -> Result<Scenario> {
     let nss = routed(b)?;
     nss[2].exec_file(
         &["iptables-restore", "-w", "--noflush"],
-        r#"*nat
+        r"*nat
 :ISTIO_INBOUND - [0:0]
 :ISTIO_IN_REDIRECT - [0:0]
 -A PREROUTING -p tcp -j ISTIO_INBOUND
 -A ISTIO_INBOUND -p tcp --dport 80 -j ISTIO_IN_REDIRECT
 -A ISTIO_IN_REDIRECT -p tcp -j REDIRECT --to-ports 15001
 COMMIT
-"#,
+",
     )?;
     let target = format!("10.{b}.2.2:80");
     let srv = listen(&nss[2], &target, 15)?;
