@@ -6,6 +6,7 @@
     reason = "tests and their tools report on the terminal"
 )]
 
+pub mod blind_scenes;
 pub mod evidence;
 pub mod ipvs;
 pub mod kubepod;

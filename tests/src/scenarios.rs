@@ -27,11 +27,11 @@ pub struct Scenario {
     /// Directories of the servers' own files (dnsmasq's pid file and
     /// log), removed on drop (after the servers go).
     pub scratch: Vec<ScratchDir>,
-    client: usize,
-    traffic: Vec<String>,
+    pub(crate) client: usize,
+    pub(crate) traffic: Vec<String>,
     /// Traffic sent after the client's, from other namespaces (index in
     /// `nss`, netprobe arguments), in turn.
-    more_traffic: Vec<(usize, Vec<String>)>,
+    pub(crate) more_traffic: Vec<(usize, Vec<String>)>,
 }
 
 impl Scenario {
@@ -119,7 +119,7 @@ pub(crate) fn ns(prefix: &str, role: &str) -> Result<Netns> {
 }
 
 /// Owned copies of `args` (a scenario's traffic command line).
-fn strings(args: &[&str]) -> Vec<String> {
+pub(crate) fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|a| (*a).to_string()).collect()
 }
 
@@ -314,7 +314,9 @@ pub fn build(name: &str) -> Result<Scenario> {
         "incident2_ipvs" => crate::ipvs::incident2_ipvs(),
         "incident5_ipvs" => crate::ipvs::incident5_ipvs(),
         "ipvs_nat" => crate::ipvs::ipvs_nat(),
-        other => anyhow::bail!("unknown scenario {other}; one of: {}", NAMES.join(", ")),
+        other => crate::blind_scenes::build(other).unwrap_or_else(|| {
+            anyhow::bail!("unknown scenario {other}; one of: {}", NAMES.join(", "))
+        }),
     }
 }
 

@@ -144,6 +144,12 @@ enum Mode {
         timeout_ms: u64,
         #[arg(long, default_value_t = 1)]
         count: u32,
+        /// Pad each datagram to SIZE bytes of payload (0: a short line).
+        #[arg(long, default_value_t = 0)]
+        size: usize,
+        /// Send from this local address (a fixed source port: one flow).
+        #[arg(long)]
+        bind: Option<SocketAddr>,
     },
 }
 
@@ -258,15 +264,24 @@ fn main() -> Result<()> {
             addr,
             timeout_ms,
             count,
+            size,
+            bind,
         } => {
-            let sock = UdpSocket::bind(if addr.is_ipv4() {
-                "0.0.0.0:0"
-            } else {
-                "[::]:0"
-            })?;
+            let local = bind.unwrap_or_else(|| {
+                if addr.is_ipv4() {
+                    "0.0.0.0:0".parse().unwrap()
+                } else {
+                    "[::]:0".parse().unwrap()
+                }
+            });
+            let sock = UdpSocket::bind(local).with_context(|| format!("bind {local}"))?;
             sock.set_read_timeout(Some(Duration::from_millis(timeout_ms)))?;
             for i in 0..count {
-                sock.send_to(format!("probe {i}\n").as_bytes(), addr)?;
+                let mut msg = format!("probe {i}\n").into_bytes();
+                if size > msg.len() {
+                    msg.resize(size, b'.');
+                }
+                sock.send_to(&msg, addr)?;
                 let mut buf = [0u8; 512];
                 match sock.recv_from(&mut buf) {
                     Ok((n, from)) => println!("reply {n} bytes from {from}"),
