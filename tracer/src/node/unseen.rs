@@ -15,7 +15,6 @@ use super::{
     bpf_progs::{self, AttachedProgram},
     services::ServiceKind,
 };
-use crate::model::target::Target;
 
 /// The report (the summary's `nothing_seen`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -63,14 +62,13 @@ pub struct NetnsProgram {
     pub program: AttachedProgram,
 }
 
-/// Read the report for `target` over the namespaces `netns` (label,
-/// path).
-pub fn read(target: &Target, netns: &[(String, PathBuf)]) -> NothingSeen {
+/// Read the report over the namespaces `netns` (label, path) for the
+/// target: `wanted(addr, port)` says whether an address and port are it.
+pub fn read(wanted: &dyn Fn(IpAddr, u16) -> bool, netns: &[(String, PathBuf)]) -> NothingSeen {
     let mut r = NothingSeen {
         netns: netns.iter().map(|(l, _)| l.clone()).collect(),
         ..NothingSeen::default()
     };
-    let wanted = |a: IpAddr, port: u16| target.contains(a) && target.port.is_none_or(|p| p == port);
     for (label, path) in netns {
         for s in super::services::services_in(path) {
             let hit = match s.addr {

@@ -582,8 +582,12 @@ impl Live<'_> {
             }),
             traced_from_unix_ns: Some(traced_from),
             traced_to_unix_ns: Some(traced_to),
-            nothing_seen: (tally.flows == 0)
-                .then(|| crate::node::unseen::read(&followed, &traced_netns(opts))),
+            nothing_seen: (tally.flows == 0).then(|| {
+                crate::node::unseen::read(
+                    &|a, port| followed.contains(a) && followed.port.is_none_or(|p| p == port),
+                    &traced_netns(opts),
+                )
+            }),
         };
         summary.counters(&teardown.counters);
         sink.summary(&summary);

@@ -199,6 +199,24 @@ pub enum Evidence {
         family: String,
     },
 
+    /// One packet larger than the egress device's MTU, dropped where it
+    /// was to be forwarded (ip_forward()'s ip_exceeds_mtu(), ip6_forward()):
+    /// the next link's MTU, the packet's size, and whether the kernel told
+    /// the sender (ICMP "fragmentation needed"; icmpv6_send() has no
+    /// tracepoint). More than one such drop is [`Evidence::MtuExceeded`].
+    PacketTooBig {
+        netns: String,
+        dev: String,
+        mtu: u32,
+        /// The packet's IP length where it was last seen before the drop.
+        len: Option<u32>,
+        in_dev: String,
+        in_mtu: Option<u32>,
+        icmp_sent: bool,
+        /// `ipv4` or `ipv6`.
+        family: String,
+    },
+
     /// The reverse-path filter of the device the packet came in by
     /// refused it: the route back to its source leaves by another device
     /// (fib_validate_source()'s lookup, seen by the fib tracepoint).
@@ -619,9 +637,9 @@ impl fmt::Display for Evidence {
             NatSourceMismatch, NeighbourState, NetworkPolicyDrop, NfChainVerdict, NfHookDrop,
             NfHookInferred, NfRuleMoved, NfRuleTraced, NoListener, NoLocalEndpointsRuleMoved,
             NoReply, NoReplyLeft, NoRouteBack, OtherHostsSubnet, OwnerChanged, PacketDropped,
-            PacketsSeen, PreNatRoute, RepliesCameBack, RequestDropped, RpFilterMismatch,
-            ServerSocketState, SeveralMacs, SocketBufferFull, SocketConsumed, SocketQueued,
-            SocketRead, TcFilter, TcRedirect, TcpResetSent,
+            PacketTooBig, PacketsSeen, PreNatRoute, RepliesCameBack, RequestDropped,
+            RpFilterMismatch, ServerSocketState, SeveralMacs, SocketBufferFull, SocketConsumed,
+            SocketQueued, SocketRead, TcFilter, TcRedirect, TcpResetSent,
         };
         let or = |s: &str, dflt: &'static str| -> String {
             if s.is_empty() {
@@ -906,6 +924,41 @@ impl fmt::Display for Evidence {
                     write!(
                         f,
                         "; {icmp_sent} ICMP \"fragmentation needed\" built, yet the sender kept sending full-size packets: it never got them (PMTU black hole)"
+                    )
+                } else {
+                    write!(f, "; no ICMP \"fragmentation needed\" was sent back")
+                }
+            }
+            PacketTooBig {
+                netns,
+                dev,
+                mtu,
+                len,
+                in_dev,
+                in_mtu,
+                icmp_sent,
+                family,
+            } => {
+                match len {
+                    Some(l) => write!(f, "a {l}-byte packet")?,
+                    None => write!(f, "a packet")?,
+                }
+                write!(
+                    f,
+                    " larger than the MTU {mtu} of {dev} dropped in netns {netns}"
+                )?;
+                if let Some(m) = in_mtu {
+                    write!(f, " (it came in by {in_dev}, MTU {m})")?;
+                }
+                if family == "ipv6" {
+                    write!(
+                        f,
+                        "; ip6_forward() answers it with an ICMPv6 \"packet too big\" (not traced)"
+                    )
+                } else if *icmp_sent {
+                    write!(
+                        f,
+                        "; an ICMP \"fragmentation needed\" (MTU {mtu}) was sent back to the sender"
                     )
                 } else {
                     write!(f, "; no ICMP \"fragmentation needed\" was sent back")
@@ -1454,6 +1507,16 @@ mod tests {
                 drops: 8,
                 icmp_sent: 0,
                 family: s("ipv6"),
+            },
+            PacketTooBig {
+                netns: s("r"),
+                dev: s("flannel.1"),
+                mtu: 1450,
+                len: Some(1488),
+                in_dev: s("lxc0"),
+                in_mtu: Some(1500),
+                icmp_sent: true,
+                family: s("ipv4"),
             },
             Evidence::ListenQueueFull {
                 netns: s("s"),

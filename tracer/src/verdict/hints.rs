@@ -103,6 +103,12 @@ pub const HINTS: &[Hint] = &[
     ),
     row(
         Some(Kind::Dropped),
+        Some("PKT_TOO_BIG"),
+        &[E::PacketTooBig],
+        "The packet is larger than the next link's MTU and may not be fragmented (DF set, or IPv6): the link is narrower than the pods' interfaces. Typical of an overlay or tunnel (VXLAN takes 50 bytes, IPIP 20, WireGuard 60) whose pods or CNI config keep the underlay's MTU: set the pods' MTU to the tunnel device's (the CNI's mtu setting, e.g. Calico/flannel/Cilium MTU = underlay MTU minus the overhead). TCP recovers through the ICMP \"fragmentation needed\" if it gets back (let ICMP type 3 code 4 through); UDP with DF set, and any sender the ICMP does not reach, keeps losing such packets.",
+    ),
+    row(
+        Some(Kind::Dropped),
         Some("NETFILTER_DROP"),
         &[E::ConntrackInvalid],
         "A rule dropping conntrack-INVALID packets (`ct state invalid drop`, kube-proxy's KUBE-FORWARD and most stateful firewalls have one) dropped it: conntrack could not place the packet in a connection it knows. Usually the connection's packets do not all pass this node (asymmetric routing: requests one way, replies another; route both through the same node, or keep state off that path), or its entry was lost or the packet is out of the window it tracks (then net.netfilter.nf_conntrack_tcp_be_liberal=1 is kube-proxy's remedy). `conntrack -S` shows the invalid counter.",

@@ -560,6 +560,7 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             None => format!("{func} in netns {}", drop.netns),
         },
         "IP_RPFILTER" => rp_filter_where(flow, drop, env, &fn_part, &mut evidence),
+        "PKT_TOO_BIG" => too_big_where(flow, drop, env, &mut evidence),
         "NETFILTER_DROP" if let Some(ct) = conntrack_clash(flow, drop, env) => {
             let hook = nf_hook_named(flow, drop, &mut evidence, None, true);
             evidence.push(ct.0);
@@ -1374,6 +1375,106 @@ fn dropped_at(h: &Hop, location: &str) -> Evidence {
     }
 }
 
+/// The way a too-big packet would have left its namespace and came in:
+/// devices and MTUs.
+struct Egress {
+    out_dev: String,
+    mtu: Option<u32>,
+    in_dev: String,
+    in_mtu: Option<u32>,
+}
+
+/// [`Egress`] of the request dropped at `drop`: the routing decision for
+/// it in that namespace names the way out (the kernel's own hop), the
+/// namespace's last ingress before the drop the way in (ip6_forward() sets
+/// the packet's device to the egress one before it drops it); the MTUs
+/// are the namespace's links' (RTM_GETLINK).
+fn egress(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<Egress> {
+    let out_dev = flow
+        .hops
+        .iter()
+        .filter(|h| h.netns_inode == drop.netns_inode && h.dir == Dir::Request)
+        .find_map(|h| match &h.data {
+            HopData::Fib(f) if f.err == 0 && !f.nh_dev.as_str().is_empty() => {
+                Some(f.nh_dev.to_string())
+            }
+            _ => None,
+        })?;
+    let in_dev = flow
+        .hops
+        .iter()
+        .rev()
+        .find(|h| {
+            h.netns_inode == drop.netns_inode
+                && h.dir == Dir::Request
+                && h.is_ingress()
+                && h.ts_ns <= drop.ts_ns
+                && !h.dev.is_empty()
+        })
+        .map_or_else(|| drop.dev.to_string(), |h| h.dev.to_string());
+    let links = env.links(drop.netns_inode);
+    let mtu_of = |d: &str| links.iter().find(|l| l.dev == d).map(|l| l.mtu);
+    Some(Egress {
+        mtu: mtu_of(&out_dev),
+        in_mtu: mtu_of(&in_dev),
+        out_dev,
+        in_dev,
+    })
+}
+
+/// `where` of one PKT_TOO_BIG drop (more than one in a namespace is
+/// [`mtu_black_hole`]): the egress device and its MTU, the packet's size,
+/// and whether the kernel told the sender ("fragmentation needed").
+fn too_big_where(flow: &Flow, drop: &Hop, env: &dyn Env, evidence: &mut Vec<Evidence>) -> String {
+    let func = drop_func(drop);
+    let Some(e) = egress(flow, drop, env) else {
+        return format!("{func} in netns {}", drop.netns);
+    };
+    // The IP length of the request's last packet seen in that namespace.
+    let len = flow
+        .hops
+        .iter()
+        .rev()
+        .filter(|h| h.netns_inode == drop.netns_inode && h.dir == Dir::Request)
+        .filter(|h| h.ts_ns <= drop.ts_ns)
+        .find_map(|h| match &h.data {
+            HopData::Packet { len, .. } if *len > 0 => Some(*len),
+            _ => None,
+        });
+    let icmp_sent = flow
+        .hops
+        .iter()
+        .any(|h| h.netns_inode == drop.netns_inode && matches!(h.data, HopData::IcmpSend { .. }));
+    let v6 = drop.tuple.dst.is_ipv6();
+    let size = len.map_or_else(|| "a packet".to_string(), |l| format!("a {l}-byte packet"));
+    let df = if v6 { "" } else { " with DF set" };
+    let said = match e.mtu {
+        Some(m) => format!("{size}{df} is larger than the MTU {m} of {}", e.out_dev),
+        None => format!("{size}{df} is too big for {}", e.out_dev),
+    };
+    if let Some(mtu) = e.mtu {
+        evidence.push(Evidence::PacketTooBig {
+            netns: drop.netns.to_string(),
+            dev: e.out_dev,
+            mtu,
+            len,
+            in_dev: e.in_dev,
+            in_mtu: e.in_mtu,
+            icmp_sent,
+            family: if v6 { "ipv6" } else { "ipv4" }.into(),
+        });
+    }
+    format!("{func} in netns {}: {said}", drop.netns)
+}
+
+/// The function of a drop's location.
+fn drop_func(drop: &Hop) -> &str {
+    match &drop.data {
+        HopData::Drop(d) => func_of(&d.location),
+        _ => "",
+    }
+}
+
 pub fn mtu_black_hole(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     let too_big = request_drops(flow, "PKT_TOO_BIG");
     let last = *too_big.last()?;
@@ -1387,27 +1488,18 @@ pub fn mtu_black_hole(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     let HopData::Drop(dd) = &last.data else {
         return None;
     };
-    // The egress device: the routing decision for the request in that
-    // namespace; the kernel's own hop tells the way out.
-    let out_dev = flow
-        .hops
-        .iter()
-        .filter(|h| h.netns_inode == last.netns_inode && h.dir == Dir::Request)
-        .find_map(|h| match &h.data {
-            HopData::Fib(f) if f.err == 0 && !f.nh_dev.as_str().is_empty() => {
-                Some(f.nh_dev.to_string())
-            }
-            _ => None,
-        })?;
-    let links = env.links(last.netns_inode);
-    let mtu_of = |d: &str| links.iter().find(|l| l.dev == d).map(|l| l.mtu);
+    let Egress {
+        out_dev,
+        mtu,
+        in_dev,
+        in_mtu,
+    } = egress(flow, last, env)?;
     let icmp_sent = flow
         .hops
         .iter()
         .filter(|h| h.netns_inode == last.netns_inode)
         .filter(|h| matches!(h.data, HopData::IcmpSend { .. }))
         .count();
-    let mtu = mtu_of(&out_dev);
     // IPv6 has no DF: routers never fragment it.
     let v6 = last.tuple.dst.is_ipv6();
     let df = if v6 { "" } else { " (DF set)" };
@@ -1423,20 +1515,6 @@ pub fn mtu_black_hole(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             last.netns
         ),
     };
-    // ip6_forward() sets the packet's device to the egress one before it
-    // drops it: the way in is the namespace's last ingress before.
-    let in_dev = flow
-        .hops
-        .iter()
-        .rev()
-        .find(|h| {
-            h.netns_inode == last.netns_inode
-                && h.dir == Dir::Request
-                && h.is_ingress()
-                && h.ts_ns <= last.ts_ns
-                && !h.dev.is_empty()
-        })
-        .map_or_else(|| last.dev.to_string(), |h| h.dev.to_string());
     let mut v = verdict(
         Kind::Dropped,
         "PKT_TOO_BIG",
@@ -1450,7 +1528,7 @@ pub fn mtu_black_hole(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             netns: last.netns.to_string(),
             dev: out_dev,
             mtu,
-            in_mtu: mtu_of(&in_dev),
+            in_mtu,
             in_dev,
             family: if v6 { "ipv6" } else { "ipv4" }.into(),
             drops: u32::try_from(drops).unwrap_or(u32::MAX),
