@@ -76,6 +76,10 @@ const EXPECTED: &[(&str, &str, &str)] = &[
         "misrouted",
         "local_destination_transmitted",
     ),
+    ("blind_vxlan_mtu", "dropped", "PKT_TOO_BIG"),
+    ("blind_output_dnat_no_route", "dropped", "NETFILTER_DROP"),
+    ("blind_dnat_blackhole", "dropped", "NOT_SPECIFIED"),
+    ("blind_dnat_prohibit", "dropped", "NOT_SPECIFIED"),
 ];
 
 fn recordings() -> Vec<PathBuf> {

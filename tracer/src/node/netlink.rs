@@ -116,6 +116,20 @@ pub fn request(protocol: i32, msg_type: u16, body: &[u8]) -> Result<(), i32> {
     receive(&sock, &mut |_, _| {})
 }
 
+/// Send one request that the kernel answers with messages and an ack
+/// (RTM_GETROUTE of one destination, `ip route get`): each reply message,
+/// header included, to `each`; Ok, or the errno the kernel answered with.
+pub fn query(
+    protocol: i32,
+    msg_type: u16,
+    body: &[u8],
+    each: &mut dyn FnMut(u16, &[u8]),
+) -> Result<(), i32> {
+    let sock = socket(protocol, 0).ok_or(libc::EIO)?;
+    send(&sock, msg_type, libc::NLM_F_ACK as u16, body).ok_or(libc::EIO)?;
+    receive(&sock, each)
+}
+
 /// A non-blocking `protocol` socket (NETLINK_ROUTE, NETLINK_NETFILTER)
 /// of this thread's namespace, subscribed to the multicast `groups`
 /// (RTNLGRP_* or NFNLGRP_* numbers).

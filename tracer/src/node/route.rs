@@ -42,11 +42,89 @@ pub struct TableSize {
     pub routes: u32,
 }
 
-/// A namespace's rules and table sizes.
+/// A namespace's rules and table sizes, and the route lookups of the
+/// destinations followed packets were dropped for.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Routing {
     pub rules: Vec<RouteRule>,
     pub tables: Vec<TableSize>,
+    /// `ip route get` of each such destination (recordings made before
+    /// they were kept have none).
+    #[serde(default)]
+    pub lookups: Vec<RouteLookup>,
+}
+
+/// What a lookup of one destination asks: as the kernel routes a packet
+/// from `src` that came in by `iif` (forwarded), or one sent from the
+/// namespace itself (`iif` None).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteQuery {
+    pub dst: IpAddr,
+    pub src: IpAddr,
+    pub iif: Option<String>,
+}
+
+/// A lookup and what the routing table answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteLookup {
+    pub query: RouteQuery,
+    pub outcome: RouteOutcome,
+}
+
+/// The answer to a route lookup. The refusals are the route types (or
+/// `ip rule` actions) `blackhole`, `unreachable` and `prohibit`, which the
+/// kernel answers with an error of its own (fib_props[],
+/// net/ipv4/fib_semantics.c: -EINVAL, -EHOSTUNREACH, -EACCES);
+/// `no_route` is -ENETUNREACH (no route matches).
+#[derive(
+    Debug, Clone, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum RouteOutcome {
+    /// A usable route: out by `dev`, via `gw` when not on-link.
+    Via {
+        dev: String,
+        gw: Option<IpAddr>,
+        table: u32,
+    },
+    /// The destination is an address of the namespace.
+    Local,
+    Blackhole,
+    Unreachable,
+    Prohibit,
+    NoRoute,
+    /// Another error (its errno), or no answer.
+    Failed(i32),
+}
+
+impl RouteOutcome {
+    /// The kernel refused to route it.
+    pub fn refused(&self) -> bool {
+        matches!(
+            self,
+            RouteOutcome::Blackhole
+                | RouteOutcome::Unreachable
+                | RouteOutcome::Prohibit
+                | RouteOutcome::NoRoute
+        )
+    }
+
+    /// As said in a verdict: "a blackhole route", "no route" ...
+    pub fn said(&self) -> String {
+        match self {
+            RouteOutcome::Via { dev, gw, table } => match gw {
+                Some(g) => format!("a route via {g} dev {dev} (table {})", table_name(*table)),
+                None => format!("a route dev {dev} (table {})", table_name(*table)),
+            },
+            RouteOutcome::Local => "a local route".into(),
+            RouteOutcome::Blackhole => "a blackhole route (or rule)".into(),
+            RouteOutcome::Unreachable => "an unreachable route (or rule)".into(),
+            RouteOutcome::Prohibit => "a prohibit route (or rule)".into(),
+            RouteOutcome::NoRoute => "no route".into(),
+            RouteOutcome::Failed(e) => format!("no answer (errno {e})"),
+        }
+    }
 }
 
 // include/uapi/linux/fib_rules.h
@@ -191,6 +269,99 @@ pub fn routing_in(path: Option<&Path>) -> Routing {
     r
 }
 
+/// `ip route get DST [from SRC iif DEV]` in the namespace at `path`
+/// (entered on this thread): RTM_GETROUTE of one destination, answered by
+/// the kernel's own lookup (inet_rtm_getroute(): ip_route_input_rcu()
+/// with an input device, else ip_route_output_key()), policy rules
+/// included.
+pub fn lookup_in(path: &Path, q: &RouteQuery) -> RouteLookup {
+    let outcome = match crate::node::netns::NetnsGuard::enter(path) {
+        Ok(_g) => lookup(q),
+        Err(_) => RouteOutcome::Failed(libc::EBADF),
+    };
+    RouteLookup {
+        query: q.clone(),
+        outcome,
+    }
+}
+
+/// [`lookup_in`] in this thread's namespace.
+fn lookup(q: &RouteQuery) -> RouteOutcome {
+    // include/uapi/linux/rtnetlink.h
+    const RTA_DST: u16 = 1;
+    const RTA_SRC: u16 = 2;
+    const RTA_IIF: u16 = 3;
+    const RTA_OIF: u16 = 4;
+    const RTA_GATEWAY: u16 = 5;
+    const RTN_LOCAL: u8 = 2;
+    let octets = |a: IpAddr| match a {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    };
+    let (af, full) = if q.dst.is_ipv4() {
+        (libc::AF_INET, 32)
+    } else {
+        (libc::AF_INET6, 128)
+    };
+    // rtmsg: family, dst_len, src_len, tos, table, protocol, scope, type, flags.
+    let mut body = vec![0u8; 12];
+    body[0] = af as u8;
+    body[1] = full;
+    netlink::put_attr(&mut body, RTA_DST, &octets(q.dst));
+    if let Some(dev) = &q.iif {
+        let Ok(index) = nix::net::if_::if_nametoindex(dev.as_str()) else {
+            return RouteOutcome::Failed(libc::ENODEV);
+        };
+        body[2] = full;
+        netlink::put_attr(&mut body, RTA_SRC, &octets(q.src));
+        netlink::put_attr(&mut body, RTA_IIF, &index.to_ne_bytes());
+    }
+    let mut answer = None;
+    let r = netlink::query(
+        libc::NETLINK_ROUTE,
+        libc::RTM_GETROUTE,
+        &body,
+        &mut |ty, msg| {
+            if ty != libc::RTM_NEWROUTE {
+                return;
+            }
+            let m = msg.get(netlink::NLMSG_HDRLEN..).unwrap_or(&[]);
+            let fam = if q.dst.is_ipv4() { 4 } else { 6 };
+            let (mut dev, mut gw) = (String::new(), None);
+            for (aty, data) in netlink::attrs(m.get(12..).unwrap_or(&[])) {
+                match aty {
+                    RTA_OIF => {
+                        dev = netlink::ne32(data)
+                            .and_then(|i| nix::net::if_::if_indextoname(i).ok())
+                            .map(|c| c.to_string_lossy().into_owned())
+                            .unwrap_or_default();
+                    }
+                    RTA_GATEWAY => gw = addr(fam, data),
+                    _ => {}
+                }
+            }
+            answer = Some(if m.get(7) == Some(&RTN_LOCAL) {
+                RouteOutcome::Local
+            } else {
+                RouteOutcome::Via {
+                    dev,
+                    gw,
+                    table: route_table(m).unwrap_or(0),
+                }
+            });
+        },
+    );
+    match (r, answer) {
+        (Ok(()), Some(a)) => a,
+        (Ok(()), None) => RouteOutcome::Failed(0),
+        (Err(libc::EINVAL), _) => RouteOutcome::Blackhole,
+        (Err(libc::EHOSTUNREACH), _) => RouteOutcome::Unreachable,
+        (Err(libc::EACCES), _) => RouteOutcome::Prohibit,
+        (Err(libc::ENETUNREACH), _) => RouteOutcome::NoRoute,
+        (Err(e), _) => RouteOutcome::Failed(e),
+    }
+}
+
 fn addr(fam: u8, data: &[u8]) -> Option<IpAddr> {
     match fam {
         4 => Some(IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(data).ok()?))),
@@ -285,6 +456,60 @@ pub fn contains(addr: IpAddr, net: IpAddr, prefix: u8) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kernel's answers, each refusal told apart, for a forwarded
+    /// packet (an input device) and a sent one.
+    #[test]
+    fn route_lookups_tell_refusals_apart() {
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED route_lookups_tell_refusals_apart: not root");
+            return;
+        }
+        let ns = crate::node::netns::TestNetns::add("tracer-route-get");
+        for args in [
+            &[
+                "ip", "link", "add", "a0", "type", "veth", "peer", "name", "b0",
+            ][..],
+            &["ip", "link", "set", "a0", "up"],
+            &["ip", "link", "set", "b0", "up"],
+            &["ip", "addr", "add", "10.9.0.1/24", "dev", "a0"],
+            &["sysctl", "-qw", "net.ipv4.ip_forward=1"],
+            &["ip", "route", "add", "blackhole", "10.9.1.0/24"],
+            &["ip", "route", "add", "unreachable", "10.9.2.0/24"],
+            &["ip", "rule", "add", "to", "10.9.3.0/24", "prohibit"],
+            &["ip", "route", "add", "10.9.4.0/24", "via", "10.9.0.2"],
+        ] {
+            assert!(ns.run(args), "{args:?}");
+        }
+        let path = crate::node::netns::named_dir().join(&ns.0);
+        let get = |dst: &str, iif: Option<&str>| {
+            lookup_in(
+                &path,
+                &RouteQuery {
+                    dst: dst.parse().unwrap(),
+                    src: "10.9.0.7".parse().unwrap(),
+                    iif: iif.map(str::to_string),
+                },
+            )
+            .outcome
+        };
+        for iif in [None, Some("b0")] {
+            assert_eq!(get("10.9.1.5", iif), RouteOutcome::Blackhole, "{iif:?}");
+            assert_eq!(get("10.9.2.5", iif), RouteOutcome::Unreachable, "{iif:?}");
+            assert_eq!(get("10.9.3.5", iif), RouteOutcome::Prohibit, "{iif:?}");
+            assert_eq!(get("10.77.0.1", iif), RouteOutcome::NoRoute, "{iif:?}");
+            assert_eq!(
+                get("10.9.4.5", iif),
+                RouteOutcome::Via {
+                    dev: "a0".into(),
+                    gw: Some("10.9.0.2".parse().unwrap()),
+                    table: 254
+                },
+                "{iif:?}"
+            );
+        }
+        assert_eq!(get("10.9.0.1", None), RouteOutcome::Local);
+    }
 
     fn rule_msg(fam: u8, dst: Option<([u8; 4], u8)>, prio: u32, table: u32, action: u8) -> Vec<u8> {
         let mut m = vec![0u8; 12];

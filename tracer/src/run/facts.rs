@@ -25,7 +25,7 @@ use crate::{
     node::netfilter::{self, NfRule},
     node::netns::{NetnsRef, addresses_in},
     node::nftrace::{NfTrace, NfTraced, TracedGoto},
-    node::route::{Routing, routing_in},
+    node::route::{RouteQuery, Routing, lookup_in, routing_in},
     node::services::{ServiceAddr, services_in},
     node::sockets::{Bound, ListenStats, bound_in, listen_stats_in},
     node::vip::VipWatch,
@@ -203,6 +203,28 @@ impl LiveEnv {
     }
 }
 
+/// The routing of namespace `ino` (at `path`), where a followed packet
+/// found no route there or a drop there calls for a route lookup
+/// (`queries`: rules::route_query), with those lookups.
+fn routing_facts(
+    path: &std::path::Path,
+    ino: u32,
+    no_route_in: &[u32],
+    queries: &[(u32, RouteQuery)],
+) -> Option<Routing> {
+    let mine: Vec<&RouteQuery> = queries
+        .iter()
+        .filter(|(n, _)| *n == ino)
+        .map(|(_, q)| q)
+        .collect();
+    if !no_route_in.contains(&ino) && mine.is_empty() {
+        return None;
+    }
+    let mut routing = routing_in(Some(path));
+    routing.lookups = mine.into_iter().map(|q| lookup_in(path, q)).collect();
+    Some(routing)
+}
+
 impl PreparedEnv for LiveEnv {
     /// Read what the flow's verdict may look up: every hop's namespace,
     /// with its netfilter counters where a followed packet was dropped by
@@ -237,6 +259,13 @@ impl PreparedEnv for LiveEnv {
                     if matches!(d.reason.as_str(), "IP_INNOROUTES" | "IP_OUTNOROUTES"))
             })
             .map(|h| h.netns_inode)
+            .collect();
+        // Drops the routing of the packet's destination may explain: the
+        // route as the kernel looks it up there, read with the rules.
+        let route_queries: Vec<(u32, RouteQuery)> = flow
+            .hops
+            .iter()
+            .filter_map(|h| Some((h.netns_inode, crate::verdict::rules::route_query(flow, h)?)))
             .collect();
         for h in &flow.hops {
             let ino = h.netns_inode;
@@ -310,9 +339,7 @@ impl PreparedEnv for LiveEnv {
                 facts.links = Some(links_in(Some(p)));
                 facts.bound = bound_in(p);
                 facts.listen = listen_stats_in(p);
-                if no_route_in.contains(&ino) {
-                    facts.routing = Some(routing_in(Some(p)));
-                }
+                facts.routing = routing_facts(p, ino, &no_route_in, &route_queries);
             }
             if nf_due
                 && let Some(p) = &path

@@ -217,6 +217,22 @@ pub enum Evidence {
         family: String,
     },
 
+    /// The routing table refused the dropped request's destination (after
+    /// NAT): `ip route get` in that namespace, as the kernel routed it
+    /// (from `iif`, or sent from there), answered a blackhole,
+    /// unreachable or prohibit route or rule, or no route.
+    /// `after_nat_in_output`: a NETFILTER_DROP no rule explains, where the
+    /// lookup again after NAT in OUTPUT (ip_route_me_harder()) failed.
+    RouteRefused {
+        netns: String,
+        dst: IpAddr,
+        /// The destination before NAT, when NAT changed it.
+        original: Option<IpAddr>,
+        iif: Option<String>,
+        outcome: crate::node::route::RouteOutcome,
+        after_nat_in_output: bool,
+    },
+
     /// The reverse-path filter of the device the packet came in by
     /// refused it: the route back to its source leaves by another device
     /// (fib_validate_source()'s lookup, seen by the fib tracepoint).
@@ -637,7 +653,7 @@ impl fmt::Display for Evidence {
             NatSourceMismatch, NeighbourState, NetworkPolicyDrop, NfChainVerdict, NfHookDrop,
             NfHookInferred, NfRuleMoved, NfRuleTraced, NoListener, NoLocalEndpointsRuleMoved,
             NoReply, NoReplyLeft, NoRouteBack, OtherHostsSubnet, OwnerChanged, PacketDropped,
-            PacketTooBig, PacketsSeen, PreNatRoute, RepliesCameBack, RequestDropped,
+            PacketTooBig, PacketsSeen, PreNatRoute, RepliesCameBack, RequestDropped, RouteRefused,
             RpFilterMismatch, ServerSocketState, SeveralMacs, SocketBufferFull, SocketConsumed,
             SocketQueued, SocketRead, TcFilter, TcRedirect, TcpResetSent,
         };
@@ -928,6 +944,31 @@ impl fmt::Display for Evidence {
                 } else {
                     write!(f, "; no ICMP \"fragmentation needed\" was sent back")
                 }
+            }
+            RouteRefused {
+                netns,
+                dst,
+                original,
+                iif,
+                outcome,
+                after_nat_in_output,
+            } => {
+                write!(f, "in netns {netns} the route lookup for {dst}")?;
+                if let Some(o) = original {
+                    write!(f, " (after NAT from {o})")?;
+                }
+                match iif {
+                    Some(d) => write!(f, " from {d}")?,
+                    None => write!(f, " sent from there")?,
+                }
+                write!(f, " finds {}", outcome.said())?;
+                if *after_nat_in_output {
+                    write!(
+                        f,
+                        ": the netfilter drop is the lookup again after NAT (ip_route_me_harder()), no rule was traced or counted"
+                    )?;
+                }
+                Ok(())
             }
             PacketTooBig {
                 netns,
@@ -1507,6 +1548,22 @@ mod tests {
                 drops: 8,
                 icmp_sent: 0,
                 family: s("ipv6"),
+            },
+            Evidence::RouteRefused {
+                netns: s("node"),
+                dst: b,
+                original: Some(a),
+                iif: None,
+                outcome: crate::node::route::RouteOutcome::NoRoute,
+                after_nat_in_output: true,
+            },
+            Evidence::RouteRefused {
+                netns: s("node"),
+                dst: b,
+                original: None,
+                iif: Some(s("eth0")),
+                outcome: crate::node::route::RouteOutcome::Blackhole,
+                after_nat_in_output: false,
             },
             PacketTooBig {
                 netns: s("r"),

@@ -103,6 +103,18 @@ pub const HINTS: &[Hint] = &[
     ),
     row(
         Some(Kind::Dropped),
+        Some("NETFILTER_DROP"),
+        &[E::RouteRefused],
+        "No netfilter rule dropped it: after NAT rewrote the destination, the kernel routed the packet again (ip_route_me_harder() in OUTPUT) and found no usable route to the new destination. Fix the routing to the backend, not the firewall: add the route to the endpoints' network (the CNI's pod routes, the route to the other nodes' pod CIDRs), or correct the endpoint address the NAT rule sends to (`ip route get BACKEND` in that namespace).",
+    ),
+    row(
+        Some(Kind::Dropped),
+        None,
+        &[E::RouteRefused],
+        "The routing table refuses the destination: a blackhole, unreachable or prohibit route, or an `ip rule` with that action, matches it (or no route does). CNIs install such routes on purpose (Calico blackholes its own IPAM blocks, so an address of a block must be a pod of this node; a policy rule may fence a range off): check `ip route get DST from SRC iif DEV` and `ip rule` in that namespace, and whether the address, after NAT, belongs to a pod that lives on another node or no longer exists.",
+    ),
+    row(
+        Some(Kind::Dropped),
         Some("PKT_TOO_BIG"),
         &[E::PacketTooBig],
         "The packet is larger than the next link's MTU and may not be fragmented (DF set, or IPv6): the link is narrower than the pods' interfaces. Typical of an overlay or tunnel (VXLAN takes 50 bytes, IPIP 20, WireGuard 60) whose pods or CNI config keep the underlay's MTU: set the pods' MTU to the tunnel device's (the CNI's mtu setting, e.g. Calico/flannel/Cilium MTU = underlay MTU minus the overhead). TCP recovers through the ICMP \"fragmentation needed\" if it gets back (let ICMP type 3 code 4 through); UDP with DF set, and any sender the ICMP does not reach, keeps losing such packets.",

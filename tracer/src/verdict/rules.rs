@@ -8,6 +8,7 @@ use tracer_common::Hook;
 use super::{Endpoint, Env, Evidence, Kind, Verdict};
 use crate::node::netfilter::{NfMethod, NfRule};
 use crate::node::nftrace::NfTraced;
+use crate::node::route::RouteQuery;
 use crate::{
     model::flow::Flow,
     model::hop::{Dir, Hop, HopData, Nud, ReasonFrom, TcpState},
@@ -579,6 +580,11 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             evidence.push(ct.0);
             format!("{at}: {}", ct.1)
         }
+        "NETFILTER_DROP" if let Some((ev, said)) = route_refused(flow, drop, env, true) => {
+            let hook = nf_hook_named(flow, drop, &mut evidence, None, false);
+            evidence.push(ev);
+            format!("netfilter {hook}{fn_part} in netns {}: {said}", drop.netns)
+        }
         "NETFILTER_DROP" => netfilter_where(flow, drop, env, &fn_part, &mut evidence),
         "NEIGH_FAILED" | "NEIGH_QUEUEFULL" | "NEIGH_DEAD" => {
             let neigh = flow
@@ -599,6 +605,10 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         "IP_INNOROUTES" | "IP_OUTNOROUTES" => {
             no_route_where(flow, drop, env, reason, &mut evidence)
         }
+        _ if let Some((ev, said)) = route_refused(flow, drop, env, false) => {
+            evidence.push(ev);
+            format!("{func} in netns {}: {said}", drop.netns)
+        }
         _ if func.is_empty() => format!("kfree_skb in netns {}", drop.netns),
         _ => format!("{func} in netns {}", drop.netns),
     };
@@ -617,6 +627,122 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     }
     v.add_all(side_evidence(flow));
     Some(v)
+}
+
+/// Functions that drop a packet because of its route: ip_error() frees a
+/// forwarded packet whose route is an error (unreachable, prohibit,
+/// blackhole: net/ipv4/route.c), dst_discard()/dst_discard_out() are a
+/// blackhole route's input and output, ip6_pkt_drop()/ip6_pkt_discard*()
+/// IPv6's refusals (net/ipv6/route.c).
+const ROUTE_DROP_FUNCS: &[&str] = &[
+    "ip_error",
+    "dst_discard",
+    "dst_discard_out",
+    "ip6_pkt_drop",
+    "ip6_pkt_discard",
+    "ip6_pkt_discard_out",
+    "ip6_pkt_prohibit",
+    "ip6_pkt_prohibit_out",
+];
+
+/// The route lookup a drop calls for, whenever its signals appear (the
+/// facts read it; [`route_refused`] reads the answer): a request dropped by
+/// netfilter (the lookup again after NAT, ip_route_me_harder(), drops
+/// with NETFILTER_DROP and no rule) or in the routing code: its
+/// destination after NAT, as that namespace routes it from the device it
+/// came in by (none: sent from there).
+pub fn route_query(flow: &Flow, h: &Hop) -> Option<RouteQuery> {
+    let HopData::Drop(d) = &h.data else {
+        return None;
+    };
+    let func = func_of(&d.location);
+    let signals = matches!(
+        d.reason.as_str(),
+        "NETFILTER_DROP" | "IP_INNOROUTES" | "IP_OUTNOROUTES"
+    ) || ROUTE_DROP_FUNCS.contains(&func);
+    if h.dir != Dir::Request || !signals {
+        return None;
+    }
+    let dst = flow.translated.as_ref().map_or(h.tuple.dst, |t| t.dst);
+    let iif = flow
+        .hops
+        .iter()
+        .rfind(|x| {
+            x.netns_inode == h.netns_inode
+                && x.dir == Dir::Request
+                && x.ts_ns <= h.ts_ns
+                && x.is_ingress()
+                && !x.dev.is_empty()
+        })
+        .map(|x| x.dev.to_string());
+    let src = if h.tuple.src.is_unspecified() {
+        flow.key.src
+    } else {
+        h.tuple.src
+    };
+    Some(RouteQuery { dst, src, iif })
+}
+
+/// The route the kernel refused the dropped request with, when the facts
+/// hold that lookup and it was refused (blackhole, unreachable, prohibit,
+/// no route): the evidence and the words for `where`. `netfilter`: a
+/// NETFILTER_DROP, which only the lookup again after NAT in OUTPUT explains,
+/// and only when no rule was traced or counted there.
+fn route_refused(
+    flow: &Flow,
+    drop: &Hop,
+    env: &dyn Env,
+    netfilter: bool,
+) -> Option<(Evidence, String)> {
+    let q = route_query(flow, drop)?;
+    if netfilter
+        && (q.iif.is_some()
+            || traced_rule(flow, env, drop.netns_inode).is_some()
+            || blame_rule(flow, env, drop.netns_inode).is_some())
+    {
+        return None;
+    }
+    let looked = env
+        .routing(drop.netns_inode)?
+        .lookups
+        .iter()
+        .find(|l| l.query == q)?;
+    if !looked.outcome.refused() {
+        return None;
+    }
+    let original = flow
+        .translated
+        .as_ref()
+        .filter(|t| t.dst != flow.key.dst)
+        .map(|_| flow.key.dst);
+    let what = match original {
+        Some(o) => format!("{} (its destination after NAT; it was sent to {o})", q.dst),
+        None => q.dst.to_string(),
+    };
+    let said = if netfilter {
+        format!(
+            "no rule dropped it: the route lookup again after NAT (ip_route_me_harder()) for {what} found {}",
+            looked.outcome.said()
+        )
+    } else {
+        let from = q
+            .iif
+            .as_deref()
+            .map_or_else(String::new, |d| format!(" from {d}"));
+        format!(
+            "the route lookup for {what}{from} found {}",
+            looked.outcome.said()
+        )
+    };
+    let ev = Evidence::RouteRefused {
+        netns: drop.netns.to_string(),
+        dst: q.dst,
+        original,
+        iif: q.iif,
+        outcome: looked.outcome.clone(),
+        after_nat_in_output: netfilter,
+    };
+    Some((ev, said))
 }
 
 /// `where` of a no-route drop: each table lookup that failed (the fib
@@ -1817,3 +1943,6 @@ pub fn fallback(flow: &Flow) -> Verdict {
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+#[cfg(test)]
+mod cause_tests;

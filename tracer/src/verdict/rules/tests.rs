@@ -36,7 +36,7 @@ const RECORDINGS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/recordin
 
 /// Whether `f` was sent to `dst` (`addr:port`): a scenario's flow is
 /// picked by where it went, not by its place in the recording.
-fn to(f: &Flow, dst: &str) -> bool {
+pub(super) fn to(f: &Flow, dst: &str) -> bool {
     let dst: std::net::SocketAddr = dst.parse().expect("addr:port");
     (f.key.dst, f.key.dport) == (dst.ip(), dst.port())
 }
@@ -55,7 +55,7 @@ fn is_role(netns: &str, role: &str) -> bool {
 
 /// The name the recorded run gave the namespace of `role` (`server`:
 /// `tt26771x0-server`), read from the flow's own hops: exactly one.
-fn netns(f: &Flow, role: &str) -> String {
+pub(super) fn netns(f: &Flow, role: &str) -> String {
     let mut names: Vec<&str> = f
         .hops
         .iter()
@@ -112,6 +112,17 @@ fn recorded(name: &str) -> (&'static str, fn(&Flow) -> bool) {
         }),
         "nftrace_endpoint_drop" => ("nftrace_endpoint_drop-6.18.rec", |f| to(f, "10.221.9.9:80")),
         "nftrace_reply_drop" => ("nftrace_reply_drop-6.18.rec", |f| to(f, "10.223.2.2:8080")),
+        // Scenes written blind (tests/src/blind_scenes.rs).
+        "blind_vxlan_mtu" => ("blind_vxlan_mtu-6.18.rec", |f| to(f, "10.200.2.2:5353")),
+        "blind_output_dnat_no_route" => ("blind_output_dnat_no_route-6.18.rec", |f| {
+            to(f, "10.254.96.1:443")
+        }),
+        "blind_dnat_blackhole" => ("blind_dnat_blackhole-6.18.rec", |f| {
+            to(f, "10.202.96.20:80")
+        }),
+        "blind_dnat_prohibit" => ("blind_dnat_prohibit-6.18.rec", |f| {
+            to(f, "10.203.96.30:8080")
+        }),
         other => panic!("no recorded flow {other}"),
     }
 }
@@ -132,12 +143,12 @@ pub(crate) fn load(name: &str) -> (Flow, Inventory) {
     (picked.remove(0), inv)
 }
 
-fn judge(flow: &Flow, env: &Inventory) -> Verdict {
+pub(super) fn judge(flow: &Flow, env: &Inventory) -> Verdict {
     evaluate(flow, env, &Completeness::default())
 }
 
 /// The verdict's facts.
-fn facts(v: &Verdict) -> impl Iterator<Item = &Evidence> {
+pub(super) fn facts(v: &Verdict) -> impl Iterator<Item = &Evidence> {
     v.evidence.iter().map(|e| &e.fact)
 }
 
