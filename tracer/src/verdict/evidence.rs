@@ -217,6 +217,17 @@ pub enum Evidence {
         family: String,
     },
 
+    /// The address NAT translated the request to (a Service's endpoint)
+    /// did not answer neighbour resolution: the endpoint is gone or not on
+    /// that link, yet NAT (a rule, or a conntrack entry made before it
+    /// went) still sends there.
+    EndpointUnanswered {
+        netns: String,
+        endpoint: IpAddr,
+        /// The address the request was sent to (the Service's).
+        original: IpAddr,
+    },
+
     /// The routing table refused the dropped request's destination (after
     /// NAT): `ip route get` in that namespace, as the kernel routed it
     /// (from `iif`, or sent from there), answered a blackhole,
@@ -643,19 +654,20 @@ impl fmt::Display for Evidence {
     #[expect(clippy::too_many_lines, reason = "one arm per evidence kind")]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use Evidence::{
-            ClientHandshake, CountedInKernel, DestinationAnswered, DropReasonInferred, EventsLost,
-            Forwarded, ForwardedBack, ForwardingDisabled, FuncHookUnavailable, FunctionHook,
-            HooksUnavailable, HopsNotKept, HostUnreachableInferred, IcmpSent, IpvsHooksSilent,
-            IpvsLocalAddress, IpvsNoDestination, IpvsNoService, IpvsScheduled, IpvsService,
-            KubeClusterIpUnallocated, KubeNoLocalEndpoints, KubeServiceNoEndpoints,
-            KubeServiceRouted, KubeSourceRangesDrop, LaterDrop, ListensElsewhere,
-            LocalAddressTransmitted, LocalDestination, LocalRoute, MapInsertsFailed, MtuExceeded,
-            NatSourceMismatch, NeighbourState, NetworkPolicyDrop, NfChainVerdict, NfHookDrop,
-            NfHookInferred, NfRuleMoved, NfRuleTraced, NoListener, NoLocalEndpointsRuleMoved,
-            NoReply, NoReplyLeft, NoRouteBack, OtherHostsSubnet, OwnerChanged, PacketDropped,
-            PacketTooBig, PacketsSeen, PreNatRoute, RepliesCameBack, RequestDropped, RouteRefused,
-            RpFilterMismatch, ServerSocketState, SeveralMacs, SocketBufferFull, SocketConsumed,
-            SocketQueued, SocketRead, TcFilter, TcRedirect, TcpResetSent,
+            ClientHandshake, CountedInKernel, DestinationAnswered, DropReasonInferred,
+            EndpointUnanswered, EventsLost, Forwarded, ForwardedBack, ForwardingDisabled,
+            FuncHookUnavailable, FunctionHook, HooksUnavailable, HopsNotKept,
+            HostUnreachableInferred, IcmpSent, IpvsHooksSilent, IpvsLocalAddress,
+            IpvsNoDestination, IpvsNoService, IpvsScheduled, IpvsService, KubeClusterIpUnallocated,
+            KubeNoLocalEndpoints, KubeServiceNoEndpoints, KubeServiceRouted, KubeSourceRangesDrop,
+            LaterDrop, ListensElsewhere, LocalAddressTransmitted, LocalDestination, LocalRoute,
+            MapInsertsFailed, MtuExceeded, NatSourceMismatch, NeighbourState, NetworkPolicyDrop,
+            NfChainVerdict, NfHookDrop, NfHookInferred, NfRuleMoved, NfRuleTraced, NoListener,
+            NoLocalEndpointsRuleMoved, NoReply, NoReplyLeft, NoRouteBack, OtherHostsSubnet,
+            OwnerChanged, PacketDropped, PacketTooBig, PacketsSeen, PreNatRoute, RepliesCameBack,
+            RequestDropped, RouteRefused, RpFilterMismatch, ServerSocketState, SeveralMacs,
+            SocketBufferFull, SocketConsumed, SocketQueued, SocketRead, TcFilter, TcRedirect,
+            TcpResetSent,
         };
         let or = |s: &str, dflt: &'static str| -> String {
             if s.is_empty() {
@@ -945,6 +957,14 @@ impl fmt::Display for Evidence {
                     write!(f, "; no ICMP \"fragmentation needed\" was sent back")
                 }
             }
+            EndpointUnanswered {
+                netns,
+                endpoint,
+                original,
+            } => write!(
+                f,
+                "{endpoint}, the endpoint NAT translated {original} to, did not answer ARP/NDP from netns {netns}: it is gone or not on that link"
+            ),
             RouteRefused {
                 netns,
                 dst,
@@ -1548,6 +1568,11 @@ mod tests {
                 drops: 8,
                 icmp_sent: 0,
                 family: s("ipv6"),
+            },
+            Evidence::EndpointUnanswered {
+                netns: s("node"),
+                endpoint: b,
+                original: a,
             },
             Evidence::RouteRefused {
                 netns: s("node"),

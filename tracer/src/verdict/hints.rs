@@ -224,6 +224,12 @@ pub const HINTS: &[Hint] = &[
     row(
         Some(Kind::Dropped),
         Some("NEIGH_FAILED"),
+        &[E::EndpointUnanswered],
+        "The Service's traffic is translated to an endpoint that no longer answers on its link: the pod was deleted or moved, yet a NAT rule or a conntrack entry made before still sends to it. Compare the translated address with the Service's current endpoints (`kubectl get endpointslices`); a UDP conntrack entry outlives a deleted endpoint while packets keep it alive (`conntrack -L -d SERVICE_IP` shows it, `conntrack -D -d SERVICE_IP -p udp` clears it; kube-proxy clears them on endpoint changes, older ones missed some).",
+    ),
+    row(
+        Some(Kind::Dropped),
+        Some("NEIGH_FAILED"),
         &[],
         "Neighbour (ARP/NDP) resolution failed for the next hop: the address is not answered on that link; if it is a VIP, check which node should own it (two controllers fighting over a LoadBalancer IP?).",
     ),

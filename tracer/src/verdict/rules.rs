@@ -587,6 +587,9 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         }
         "NETFILTER_DROP" => netfilter_where(flow, drop, env, &fn_part, &mut evidence),
         "NEIGH_FAILED" | "NEIGH_QUEUEFULL" | "NEIGH_DEAD" => {
+            // The neighbour entry's own address, else the next hop the
+            // routing decision there chose (its gateway), else the
+            // destination itself (on-link).
             let neigh = flow
                 .hops
                 .iter()
@@ -594,8 +597,20 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
                     HopData::Neigh(n) if h.netns_inode == drop.netns_inode => Some(n.addr),
                     _ => None,
                 })
+                .or_else(|| next_hop_gw(flow, drop))
                 .unwrap_or(drop.tuple.dst);
             evidence.push(Evidence::HostUnreachableInferred);
+            if let Some(t) = flow
+                .translated
+                .as_ref()
+                .filter(|t| t.dst == neigh && t.dst != flow.key.dst)
+            {
+                evidence.push(Evidence::EndpointUnanswered {
+                    netns: drop.netns.to_string(),
+                    endpoint: t.dst,
+                    original: flow.key.dst,
+                });
+            }
             format!(
                 "neighbour resolution (ARP/NDP) for {neigh} failed on {} in netns {}",
                 if drop.dev.is_empty() { "-" } else { &drop.dev },
@@ -627,6 +642,18 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     }
     v.add_all(side_evidence(flow));
     Some(v)
+}
+
+/// The gateway of the request's routing decision in the drop's namespace,
+/// when it chose one.
+fn next_hop_gw(flow: &Flow, drop: &Hop) -> Option<IpAddr> {
+    flow.hops
+        .iter()
+        .filter(|h| h.netns_inode == drop.netns_inode && h.dir == Dir::Request)
+        .find_map(|h| match &h.data {
+            HopData::Fib(f) if f.err == 0 => f.gw,
+            _ => None,
+        })
 }
 
 /// Functions that drop a packet because of its route: ip_error() frees a
