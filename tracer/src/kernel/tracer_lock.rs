@@ -136,22 +136,28 @@ impl TracerLock {
             .mode(0o700)
             .create(dir)?;
         let pid = std::process::id();
-        let path = dir.join(format!("{pid}-{}.lock", start_ticks()));
-        // O_APPEND: another process handing a qdisc over appends too.
+        let name = format!("{pid}-{}", start_ticks());
+        // Made under another name, locked and filled, then renamed: a
+        // `.lock` file is never seen unlocked or empty while its tracer
+        // lives. O_APPEND: another process handing a qdisc over appends.
+        let fresh = dir.join(format!("{name}.new"));
         let file = OpenOptions::new()
             .read(true)
             .append(true)
             .create_new(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .mode(0o600)
-            .open(&path)?;
-        flock(&file, libc::LOCK_EX | libc::LOCK_NB)?;
-        let mut lock = TracerLock { file, path };
+            .open(&fresh)?;
+        let mut lock = TracerLock { file, path: fresh };
+        flock(&lock.file, libc::LOCK_EX | libc::LOCK_NB)?;
         let mut text = format!("pid {pid}\n");
         for p in progs {
             text += &format!("prog {p}\n");
         }
         lock.append(&text)?;
+        let path = dir.join(format!("{name}.lock"));
+        std::fs::rename(&lock.path, &path)?;
+        lock.path = path;
         Ok(lock)
     }
 
@@ -229,6 +235,10 @@ pub fn tracers_in(dir: &Path) -> Tracers {
     };
     for e in rd.flatten() {
         let path = e.path();
+        if path.extension().is_some_and(|x| x == "new") {
+            forget_unfinished(&path);
+            continue;
+        }
         if path.extension().is_none_or(|x| x != "lock") {
             continue;
         }
@@ -254,6 +264,18 @@ pub fn tracers_in(dir: &Path) -> Tracers {
         });
     }
     t
+}
+
+/// A lock file a tracer died before finishing (nobody holds it): removed.
+fn forget_unfinished(path: &Path) {
+    if let Ok(f) = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        && flock(&f, libc::LOCK_EX | libc::LOCK_NB).is_ok()
+    {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 /// [`tracers_in`] [`LOCK_DIR`].
