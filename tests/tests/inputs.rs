@@ -188,7 +188,12 @@ fn a_namespace_named_twice_is_traced_once() {
     let out = run.stop().unwrap();
     assert!(out.status.is_some_and(|s| s.success()), "{}", out.dump());
     assert!(!out.stderr.contains("exists"), "{}", out.stderr);
-    assert!(!out.stderr.contains("warning"), "{}", out.stderr);
+    assert!(!out.stderr.contains("warning: tc on"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("in 1 namespace(s)"),
+        "traced once: {}",
+        out.stderr
+    );
 }
 
 /// `--record /dev/full`: the warning names the OS error.
