@@ -678,7 +678,6 @@ impl Live<'_> {
         summary.counters(&teardown.counters);
         sink.summary(&summary);
         if let Some(r) = rec {
-            let path = r.path().to_path_buf();
             let trailer = Trailer {
                 drop_reasons: drop_reasons.into_iter().collect(),
                 no_drop_reason,
@@ -691,16 +690,23 @@ impl Live<'_> {
                 summary,
                 verdicts,
             };
-            match r.finish(&trailer) {
-                Ok(bytes) => diag::info(&format!("recorded {bytes} bytes to {}", path.display())),
-                Err(e) if !rec_failure_said => diag::warn(&crate::kernel::error_chain(&e)),
-                Err(_) => {}
-            }
+            close_recording(r, &trailer, rec_failure_said);
         }
         diag::info(&format!(
             "stopped ({stop}); detached in {} ms",
             teardown.detach_ms
         ));
+    }
+}
+
+/// Write the trailer and say how it went (a write error only if not said
+/// already while tracing).
+fn close_recording(r: Recorder, trailer: &Trailer, failure_said: bool) {
+    let path = r.path().to_path_buf();
+    match r.finish(trailer) {
+        Ok(bytes) => diag::info(&format!("recorded {bytes} bytes to {}", path.display())),
+        Err(e) if !failure_said => diag::warn(&crate::kernel::error_chain(&e)),
+        Err(_) => {}
     }
 }
 
