@@ -699,17 +699,6 @@ impl Live<'_> {
     }
 }
 
-/// Write the trailer and say how it went (a write error only if not said
-/// already while tracing).
-fn close_recording(r: Recorder, trailer: &Trailer, failure_said: bool) {
-    let path = r.path().to_path_buf();
-    match r.finish(trailer) {
-        Ok(bytes) => diag::info(&format!("recorded {bytes} bytes to {}", path.display())),
-        Err(e) if !failure_said => diag::warn(&crate::kernel::error_chain(&e)),
-        Err(_) => {}
-    }
-}
-
 fn vip_summary(vip: &VipWatch) -> VipSummary {
     VipSummary {
         owners: vip.owners(),
@@ -722,6 +711,17 @@ fn vip_summary(vip: &VipWatch) -> VipSummary {
                 mac: mac.clone(),
             })
             .collect(),
+    }
+}
+
+/// Write the trailer and say how it went (a write error only if not said
+/// already while tracing).
+fn close_recording(r: Recorder, trailer: &Trailer, failure_said: bool) {
+    let path = r.path().to_path_buf();
+    match r.finish(trailer) {
+        Ok(bytes) => diag::info(&format!("recorded {bytes} bytes to {}", path.display())),
+        Err(e) if !failure_said => diag::warn(&crate::kernel::error_chain(&e)),
+        Err(_) => {}
     }
 }
 
