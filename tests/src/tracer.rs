@@ -263,6 +263,11 @@ impl TracerRun {
         Ok(run)
     }
 
+    /// The ready file tracer was given (`--ready-file`).
+    pub fn ready_file(&self) -> &std::path::Path {
+        &self.ready
+    }
+
     pub fn pid(&self) -> i32 {
         self.child.as_ref().map_or(0, |c| c.id() as i32)
     }

@@ -1,4 +1,5 @@
-//! Bad input gets one clear line and a non-zero exit, never a panic.
+//! Bad input gets one clear line and a non-zero exit (2 for a usage
+//! error), never a panic.
 //! These run unprivileged too: arguments are checked before anything else.
 
 use std::process::Command;
@@ -22,14 +23,14 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
 #[test]
 fn bad_inputs_are_one_clear_error() {
     let cases: &[(&[&str], i32, &str)] = &[
-        (&["follow", "10.0.0.300"], 1, "not an IPv4/IPv6 address"),
-        (&["follow", "10.0.0.1:0"], 1, "bad port"),
-        (&["follow", "10.0.0.1:99999"], 1, "bad port"),
-        (&["follow", "10.0.0.1/33"], 1, "bad prefix length"),
-        (&["follow", "[fd00::1"], 1, "not an IPv4/IPv6 address"),
+        (&["follow", "10.0.0.300"], 2, "not an IPv4/IPv6 address"),
+        (&["follow", "10.0.0.1:0"], 2, "bad port"),
+        (&["follow", "10.0.0.1:99999"], 2, "bad port"),
+        (&["follow", "10.0.0.1/33"], 2, "bad prefix length"),
+        (&["follow", "[fd00::1"], 2, "not an IPv4/IPv6 address"),
         (
             &["follow", "10.0.0.1:53", "--proto", "icmp"],
-            1,
+            2,
             "a port only applies to tcp or udp",
         ),
         (
@@ -39,12 +40,12 @@ fn bad_inputs_are_one_clear_error() {
         ),
         (
             &["follow", "10.0.0.1", "--netns", "no-such-netns-xyz"],
-            1,
+            2,
             "not found",
         ),
         (
             &["follow", "10.0.0.1", "--netns", "999999999"],
-            1,
+            2,
             "not found",
         ),
         (

@@ -200,7 +200,9 @@ fn text_replay_prints_the_verdict_and_says_it_is_a_replay() {
     assert!(text.contains("MACs seen: none"), "{text}");
 }
 
-/// Bad input: one clear line on stderr, exit 1.
+/// Bad input: one clear line on stderr, exit 1. A recording cut short (no
+/// trailer: the recording tracer was killed) is read as far as it goes:
+/// one warning line, its flows, exit 0.
 #[test]
 fn bad_recordings_fail_with_one_line() {
     let dir = std::env::temp_dir().join(format!("tracer-replay-bad-{}", std::process::id()));
@@ -210,11 +212,7 @@ fn bad_recordings_fail_with_one_line() {
     newer[8] = 0xff;
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("not", b"hello, world".to_vec(), "is not a tracer recording"),
-        (
-            "cut",
-            good[..good.len() / 2].to_vec(),
-            "was cut short at byte",
-        ),
+        ("header", good[..14].to_vec(), "was cut short at byte 10"),
         ("empty", Vec::new(), "is not a tracer recording"),
         ("version", newer, "recording format version"),
     ];
@@ -232,6 +230,22 @@ fn bad_recordings_fail_with_one_line() {
         assert!(err.contains(says), "{name}: {err}");
         assert!(out.stdout.is_empty(), "{name}");
     }
+    let cut = dir.join("cut.rec");
+    std::fs::write(&cut, &good[..good.len() / 2]).unwrap();
+    let out = Command::new(tracer_bin())
+        .arg("replay")
+        .arg(&cut)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("was cut short at byte"), "{err}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("(cut short) ===="),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let out = Command::new(tracer_bin())
         .args(["replay", "/nonexistent/x.rec"])
         .output()

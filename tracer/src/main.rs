@@ -27,7 +27,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             tracer::output::diag::error(&format!("{e:#}"));
-            ExitCode::from(1)
+            ExitCode::from(cli::exit_code(&e))
         }
     }
 }

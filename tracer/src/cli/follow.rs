@@ -6,13 +6,15 @@ use std::{path::PathBuf, process::ExitCode, time::Duration};
 use anyhow::Result;
 use clap::Args;
 
-use super::{Output, PcapArgs, TcAttach, check_privileges, parse_duration};
+use super::{Output, PcapArgs, TcAttach, check_privileges, parse_duration, usage};
 use crate::{
     kernel::loader::tc::TcMode,
     kernel::session::SessionOptions,
     model::target::Target,
-    node::netns::resolve_netns,
-    run::live::{FollowOptions, follow},
+    node::netns::{NetnsRef, resolve_netns},
+    output::files,
+    run::live::{FollowOptions, RecordTo, follow},
+    run::record::Recorder,
 };
 #[derive(Debug, Args)]
 pub struct FollowArgs {
@@ -31,7 +33,7 @@ pub struct FollowArgs {
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
     /// Stop after this many flows reached a verdict.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Text)]
@@ -43,7 +45,7 @@ pub struct FollowArgs {
     #[arg(long, value_enum, default_value_t = TcAttach::Auto)]
     pub tc_attach: TcAttach,
     /// Most flows kept; the quietest is evicted (and counted) beyond.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_parser = parse_max_flows)]
     pub max_flows: usize,
     /// Kernel-to-user ring buffer size in bytes (a power of two, >= 4096).
     /// Events that do not fit are counted as lost and the verdicts marked
@@ -90,6 +92,15 @@ pub struct FollowArgs {
     pub node: Option<String>,
     #[command(flatten)]
     pub pcap: PcapArgs,
+}
+
+fn parse_max_flows(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!(
+            "bad flow count '{s}': a number of flows of at least 1"
+        )),
+    }
 }
 
 fn parse_node(s: &str) -> Result<String, String> {
@@ -159,14 +170,54 @@ fn tc_mode(choice: TcAttach) -> TcMode {
     }
 }
 
+/// The namespaces of `--netns`, each once (the first name given for it).
+fn namespaces(specs: &[String]) -> Result<Vec<NetnsRef>> {
+    let mut out: Vec<NetnsRef> = Vec::new();
+    for s in specs {
+        let n = resolve_netns(s).map_err(usage)?;
+        if !out.iter().any(|o| o.inode == n.inode) {
+            out.push(n);
+        }
+    }
+    Ok(out)
+}
+
+/// `--record`, `--pcap` and `--ready-file` name files of their own, each
+/// one tracer may write (before any is created: a refusal leaves none);
+/// the ready file is tracer's to create, so it must not be there yet.
+fn check_outputs(args: &FollowArgs) -> Result<()> {
+    files::distinct(&[
+        ("--record", args.record.as_deref()),
+        ("--pcap", args.pcap.pcap.as_deref()),
+        ("--ready-file", args.ready_file.as_deref()),
+    ])?;
+    for p in [&args.record, &args.pcap.pcap].into_iter().flatten() {
+        files::check_output(p, super::overwrite(args.pcap.force))?;
+    }
+    if let Some(p) = &args.ready_file
+        && p.symlink_metadata().is_ok()
+    {
+        return Err(usage(format!(
+            "ready file {} already exists: tracer creates it and removes it on exit, so it must not be there (remove it first)",
+            p.display()
+        )));
+    }
+    Ok(())
+}
+
 pub fn run(args: FollowArgs) -> Result<ExitCode> {
-    let target = Target::parse(&args.target, args.proto.as_deref())?;
-    let netns: Vec<_> = args
-        .netns
-        .iter()
-        .map(|s| resolve_netns(s))
-        .collect::<Result<_, _>>()?;
+    let target = Target::parse(&args.target, args.proto.as_deref()).map_err(usage)?;
+    let netns = namespaces(&args.netns)?;
     check_privileges()?;
+    check_outputs(&args)?;
+    let overwrite = super::overwrite(args.pcap.force);
+    let record = match args.record {
+        Some(path) => Some(RecordTo {
+            file: Recorder::open_file(&path, overwrite)?,
+            path,
+        }),
+        None => None,
+    };
     let opts = FollowOptions {
         session: SessionOptions {
             target,
@@ -186,11 +237,11 @@ pub fn run(args: FollowArgs) -> Result<ExitCode> {
         duration: args.duration,
         count: args.count,
         ready_file: args.ready_file,
-        record: args.record,
+        record,
         nftrace: !args.no_nftrace,
         node: node_name(args.node),
     };
-    let mut sink = super::sink(args.output, &args.pcap)?;
+    let mut sink = super::sink(args.output, &args.pcap, overwrite)?;
     follow(opts, sink.as_mut())?;
     Ok(ExitCode::SUCCESS)
 }

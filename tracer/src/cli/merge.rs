@@ -26,6 +26,12 @@ pub struct MergeArgs {
 pub fn run(args: MergeArgs) -> Result<ExitCode> {
     match read_and_merge(&args.files) {
         Ok(m) => {
+            for r in m.runs.iter().filter(|r| !r.complete) {
+                diag::warn(&format!(
+                    "{} was cut short (no summary line: the run was killed or its output truncated); merged as far as it goes",
+                    r.file
+                ));
+            }
             print(&m, args.output == Output::Json);
             Ok(ExitCode::SUCCESS)
         }
@@ -37,15 +43,33 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
     }
 }
 
-fn read_and_merge(files: &[PathBuf]) -> Result<crate::merge::Merged, MergeError> {
+/// A file not read (not a regular file, too big), or not merged.
+#[derive(Debug, thiserror::Error)]
+enum MergeInputError {
+    #[error(transparent)]
+    File(crate::output::files::FileError),
+    #[error(transparent)]
+    Merge(#[from] MergeError),
+}
+
+fn read_and_merge(files: &[PathBuf]) -> Result<crate::merge::Merged, MergeInputError> {
     let mut runs = Vec::new();
     for f in files {
         let name = f.display().to_string();
-        let text = std::fs::read_to_string(f).map_err(|source| MergeError::Read {
+        let data = crate::output::files::read_input(f).map_err(|e| match e {
+            crate::output::files::FileError::Io { source, .. } => {
+                MergeInputError::Merge(MergeError::Read {
+                    file: name.clone(),
+                    source,
+                })
+            }
+            e => MergeInputError::File(e),
+        })?;
+        let text = String::from_utf8(data).map_err(|e| MergeError::Read {
             file: name.clone(),
-            source,
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
         })?;
         runs.push(read_run(&name, &text)?);
     }
-    merge(runs)
+    Ok(merge(runs)?)
 }

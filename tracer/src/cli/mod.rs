@@ -12,7 +12,43 @@ use std::{path::PathBuf, process::ExitCode, time::Duration};
 use anyhow::{Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::output::{PcapSink, Sink, pcap::PcapWriter, stdout_sink};
+use crate::output::{
+    PcapSink, Sink,
+    files::{FileError, Overwrite},
+    pcap::PcapWriter,
+    stdout_sink,
+};
+
+/// Bad input on the command line (a target, a namespace, a count): the
+/// error line, then exit 2.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct UsageError(pub Box<dyn std::error::Error + Send + Sync>);
+
+/// `e` as a usage error (exit 2).
+pub fn usage(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> anyhow::Error {
+    UsageError(e.into()).into()
+}
+
+/// The exit status of a failed command: 2 for bad input (a usage error,
+/// a path refused), 1 for a failure of the run.
+pub fn exit_code(e: &anyhow::Error) -> u8 {
+    let bad_input = e.chain().any(|c| {
+        c.is::<UsageError>()
+            || c.downcast_ref::<FileError>()
+                .is_some_and(FileError::is_usage)
+    });
+    if bad_input { 2 } else { 1 }
+}
+
+/// `--force`: whether an existing output file may be replaced.
+pub fn overwrite(force: bool) -> Overwrite {
+    if force {
+        Overwrite::Replace
+    } else {
+        Overwrite::Refuse
+    }
+}
 
 #[derive(Debug, Parser)]
 #[command(
@@ -55,7 +91,8 @@ pub enum Output {
     Json,
 }
 
-/// `--pcap FILE` and its cap, for `follow` and `replay`.
+/// `--pcap FILE` and its cap, for `follow` and `replay`, and `--force`
+/// for their output files.
 #[derive(Debug, Clone, clap::Args)]
 pub struct PcapArgs {
     /// Also write the followed packets' captured bytes (see --snaplen) to
@@ -68,16 +105,20 @@ pub struct PcapArgs {
     /// printed, may take (MiB); packets past it are counted, not written.
     #[arg(long, value_name = "MB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub pcap_max_mb: u64,
+    /// Replace existing output files (--pcap, and --record for `follow`);
+    /// without it an existing file is refused and left as it is.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// The sink for `-o text|json` on stdout, and the pcap file when asked
 /// (created now: an unwritable path is an error before anything runs).
-pub fn sink(output: Output, pcap: &PcapArgs) -> Result<Box<dyn Sink>> {
+pub fn sink(output: Output, pcap: &PcapArgs, overwrite: Overwrite) -> Result<Box<dyn Sink>> {
     let out = stdout_sink(output == Output::Json);
     let Some(path) = &pcap.pcap else {
         return Ok(out);
     };
-    let writer = PcapWriter::create(path, pcap.pcap_max_mb << 20)?;
+    let writer = PcapWriter::create(path, pcap.pcap_max_mb << 20, overwrite)?;
     Ok(Box::new(PcapSink::new(out, writer)))
 }
 

@@ -25,7 +25,11 @@ pub struct ReplayArgs {
 }
 
 pub fn run(args: ReplayArgs) -> Result<ExitCode> {
-    let mut sink = super::sink(args.output, &args.pcap)?;
+    crate::output::files::distinct(&[
+        ("the recording", Some(&args.file)),
+        ("--pcap", args.pcap.pcap.as_deref()),
+    ])?;
+    let mut sink = super::sink(args.output, &args.pcap, super::overwrite(args.pcap.force))?;
     let r = crate::run::replay::replay(&args.file, sink.as_mut())?;
     if !args.check {
         return Ok(ExitCode::SUCCESS);

@@ -4,6 +4,7 @@
 pub mod btf;
 pub mod loader;
 pub mod session;
+pub mod tracer_lock;
 
 /// An error with its causes, each after ": " (as the error line of a
 /// failed command prints them): aya's errors keep the why in their

@@ -22,6 +22,7 @@ use crate::{
         self, Counters, LoadError, counters, probes,
         tc::{TcError, TcManager, TcMode, TcScope},
     },
+    kernel::tracer_lock::TracerLock,
     model::names::{Kallsyms, Names},
     model::target::Target,
     node::netns::NetnsRef,
@@ -198,6 +199,7 @@ impl Session {
         let scopes: Vec<TcScope> = if opts.netns.is_empty() {
             vec![TcScope {
                 netns: None,
+                keep: None,
                 label: "host".into(),
             }]
         } else {
@@ -205,11 +207,24 @@ impl Session {
                 .iter()
                 .map(|n| TcScope {
                     netns: Some(n.path.clone()),
+                    keep: Some(n.fd.clone()),
                     label: n.label.clone(),
                 })
                 .collect()
         };
         let mut tc = TcManager::new(opts.tc_mode, scopes, opts.iface.clone());
+        // Held for the whole run: `tracer cleanup` leaves this tracer's
+        // filters and qdiscs alone while it lives.
+        let mut lock_warning = None;
+        match TracerLock::acquire(&tc_prog_ids(&ebpf)) {
+            Ok(lock) => tc.set_lock(lock),
+            Err(e) => {
+                lock_warning = Some(format!(
+                    "cannot hold {}/PID.lock ({e}): `tracer cleanup` run meanwhile would take this tracer's tc filters for leftovers",
+                    crate::kernel::tracer_lock::LOCK_DIR
+                ));
+            }
+        }
         // tc on every interface of every traced namespace sees what the
         // device tracepoints would (probes::TC_COVERED); without --netns it
         // is on the host's interfaces only, and the tracepoints cover the
@@ -241,6 +256,7 @@ impl Session {
         }
         .map_err(|e| SessionError::RingRegister(e.into()))?;
         warnings.extend(tc.errors.iter().cloned());
+        warnings.extend(lock_warning);
         let names = KernelNames {
             drop_reasons,
             no_drop_reason: resolved.offsets.tp_kfree_has_reason == 0,
@@ -397,6 +413,18 @@ impl Session {
             errors,
         }
     }
+}
+
+/// The ids of the loaded tc programs (what a lock file names: a netlink
+/// filter running one of them is this tracer's).
+fn tc_prog_ids(ebpf: &aya::Ebpf) -> Vec<u32> {
+    [loader::tc::INGRESS_PROG, loader::tc::EGRESS_PROG]
+        .iter()
+        .filter_map(|name| {
+            let p: &aya::programs::SchedClassifier = ebpf.program(name)?.try_into().ok()?;
+            Some(p.info().ok()?.id())
+        })
+        .collect()
 }
 
 /// When tc failed on an interface, the device tracepoints left to it are

@@ -51,6 +51,36 @@ pub enum MergeError {
     },
     #[error("nothing to merge: give the JSON output of at least two nodes' runs")]
     TooFew,
+    #[error("{file}:{line}: {what} {value} is out of range (wall-clock ns from 1970 to 2200)")]
+    OutOfRange {
+        file: String,
+        line: usize,
+        what: &'static str,
+        value: i64,
+    },
+}
+
+/// The latest wall-clock time merge takes (2200-01-01, ns since the
+/// epoch): far from i64's end, so that corrections never wrap.
+const UNIX_NS_MAX: i64 = 7_258_118_400_000_000_000;
+
+/// `value` as a wall-clock time merge can correct and order without
+/// wrapping; else why not.
+fn in_range(
+    file: &str,
+    line: usize,
+    what: &'static str,
+    value: Option<i64>,
+) -> Result<(), MergeError> {
+    match value {
+        Some(v) if !(0..=UNIX_NS_MAX).contains(&v) => Err(MergeError::OutOfRange {
+            file: file.into(),
+            line,
+            what,
+            value: v,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// A hop as `follow -o json` wrote it (the fields merge reads).
@@ -167,7 +197,7 @@ pub fn read_run(file: &str, text: &str) -> Result<Run, MergeError> {
     let mut flows: BTreeMap<u64, FlowIn> = BTreeMap::new();
     let mut summary: Option<SummaryIn> = None;
     let mut records = 0;
-    for (i, line) in text
+    for (i, line) in whole_lines(text)
         .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
@@ -179,6 +209,17 @@ pub fn read_run(file: &str, text: &str) -> Result<Run, MergeError> {
             "flow" => {
                 let f: FlowIn = serde_json::from_value(v)
                     .map_err(|e| bad(i + 1, format!("a bad flow record ({e})")))?;
+                for h in &f.hops {
+                    in_range(file, i + 1, "hop unix_ns", h.unix_ns)?;
+                }
+                if let Some(c) = f.clock {
+                    in_range(
+                        file,
+                        i + 1,
+                        "clock ktime_to_unix_ns",
+                        Some(c.ktime_to_unix_ns),
+                    )?;
+                }
                 // The last record of a flow is what the run knew last; a
                 // final one is never replaced by an earlier print.
                 if !flows.get(&f.id).is_some_and(|old| old.final_ && !f.final_) {
@@ -186,10 +227,19 @@ pub fn read_run(file: &str, text: &str) -> Result<Run, MergeError> {
                 }
             }
             "summary" => {
-                summary = Some(
-                    serde_json::from_value(v)
-                        .map_err(|e| bad(i + 1, format!("a bad summary ({e})")))?,
-                );
+                let s: SummaryIn = serde_json::from_value(v)
+                    .map_err(|e| bad(i + 1, format!("a bad summary ({e})")))?;
+                in_range(file, i + 1, "traced_from_unix_ns", s.traced_from_unix_ns)?;
+                in_range(file, i + 1, "traced_to_unix_ns", s.traced_to_unix_ns)?;
+                if let Some(c) = s.clock {
+                    in_range(
+                        file,
+                        i + 1,
+                        "clock ktime_to_unix_ns",
+                        Some(c.ktime_to_unix_ns),
+                    )?;
+                }
+                summary = Some(s);
             }
             "probe_error" => {}
             "" => return Err(bad(i + 1, "a JSON object without \"type\"".into())),
@@ -230,6 +280,19 @@ pub fn read_run(file: &str, text: &str) -> Result<Run, MergeError> {
             .and_then(|s| Some((s.traced_from_unix_ns?, s.traced_to_unix_ns?))),
         flows,
     })
+}
+
+/// `text` without a last line cut in the middle (no newline after it, not
+/// JSON): what a run killed while printing leaves.
+fn whole_lines(text: &str) -> &str {
+    if text.ends_with('\n') {
+        return text;
+    }
+    let start = text.rfind('\n').map_or(0, |i| i + 1);
+    if serde_json::from_str::<serde_json::Value>(&text[start..]).is_ok() {
+        return text;
+    }
+    &text[..start]
 }
 
 /// What a run brought to the merge, and what is wrong with it.

@@ -429,3 +429,29 @@ fn bad_inputs_are_one_clear_error() {
         Err(MergeError::TooFew)
     ));
 }
+
+/// A run killed while printing a line: the partial last line is left
+/// out, the run read as cut short; a whole last line without its newline
+/// is kept.
+#[test]
+fn a_last_line_cut_in_the_middle_is_left_out() {
+    assert_eq!(super::whole_lines("{\"a\":1}\n{\"b\":"), "{\"a\":1}\n");
+    assert_eq!(
+        super::whole_lines("{\"a\":1}\n{\"b\":2}"),
+        "{\"a\":1}\n{\"b\":2}"
+    );
+    assert_eq!(super::whole_lines("{\"a"), "");
+    assert_eq!(super::whole_lines("x\n"), "x\n");
+}
+
+/// A hop dated beyond what merge can correct without wrapping (an
+/// edited or corrupt file): one line saying which, not a silent wrap.
+#[test]
+fn an_out_of_range_unix_ns_is_refused() {
+    let line = r#"{"type":"flow","id":1,"final":true,"proto":"tcp","original":{"src":"10.0.0.1","dst":"10.0.0.2","sport":1,"dport":80},"verdict":{"kind":"delivered","reason":"x","where":"y"},"hops":[{"ts_ns":1,"unix_ns":9223372036854775807,"hook":"h","netns":"n","dir":"request","tuple":{"src":"10.0.0.1","dst":"10.0.0.2","sport":1,"dport":80}}]}"#;
+    let e = read_run("a.json", line).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "a.json:1: hop unix_ns 9223372036854775807 is out of range (wall-clock ns from 1970 to 2200)"
+    );
+}

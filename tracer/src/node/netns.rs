@@ -3,8 +3,8 @@
 use std::{
     fs::File,
     net::IpAddr,
-    os::fd::AsFd,
-    os::unix::fs::MetadataExt,
+    os::fd::{AsFd, AsRawFd},
+    os::unix::fs::{MetadataExt, OpenOptionsExt},
     path::{Path, PathBuf},
 };
 
@@ -24,12 +24,17 @@ pub struct IfAddr {
     pub prefix: u8,
 }
 
-/// A namespace the user asked for: a name under /run/netns, a path, or a PID.
+/// A namespace the user asked for: a name under /run/netns, a path, or a
+/// PID. It is held open for as long as a clone of this lives: `path`
+/// (`/proc/self/fd/N`) reaches it even once its name is deleted (`ip
+/// netns del`) while a process keeps it alive, so tracer detaches there.
 #[derive(Debug, Clone)]
 pub struct NetnsRef {
     pub label: String,
     pub path: PathBuf,
     pub inode: u32,
+    /// The open namespace file that `path` names.
+    pub fd: std::sync::Arc<std::os::fd::OwnedFd>,
 }
 
 /// Why a namespace could not be named or entered. The underlying error is
@@ -51,10 +56,42 @@ pub enum NetnsError {
     Own(std::io::Error),
     #[error("setns into {path}: {err}")]
     Setns { path: String, err: nix::Error },
+    #[error(
+        "'{spec}' is not a network namespace ({path} is {what}); give a name under {dir}, a namespace file (/proc/PID/ns/net), or a PID"
+    )]
+    NotNetns {
+        spec: String,
+        path: String,
+        what: &'static str,
+        dir: String,
+    },
+    #[error("an empty --netns: give a name under {dir}, a path, or a PID")]
+    Empty { dir: String },
+}
+
+/// NS_GET_NSTYPE (linux/nsfs.h: _IO(0xb7, 0x3)): the CLONE_NEW* type of a
+/// namespace file; ENOTTY for any other file.
+const NS_GET_NSTYPE: libc::c_ulong = 0xb703;
+
+/// Whether `f` is a network namespace file; else what it is.
+fn net_namespace(f: &File) -> Result<(), &'static str> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: an ioctl without argument on an fd `f` owns.
+    let t = unsafe { libc::ioctl(f.as_raw_fd(), NS_GET_NSTYPE as _) };
+    match t {
+        t if t == libc::CLONE_NEWNET => Ok(()),
+        t if t >= 0 => Err("another kind of namespace"),
+        _ => Err("not a namespace file"),
+    }
 }
 
 pub fn resolve_netns(spec: &str) -> Result<NetnsRef, NetnsError> {
-    let path = if spec.bytes().all(|b| b.is_ascii_digit()) && !spec.is_empty() {
+    if spec.trim().is_empty() {
+        return Err(NetnsError::Empty {
+            dir: named_dir().display().to_string(),
+        });
+    }
+    let path = if spec.bytes().all(|b| b.is_ascii_digit()) {
         PathBuf::from(format!("/proc/{spec}/ns/net"))
     } else if spec.contains('/') {
         PathBuf::from(spec)
@@ -68,15 +105,29 @@ pub fn resolve_netns(spec: &str) -> Result<NetnsRef, NetnsError> {
             dir: named_dir().display().to_string(),
         });
     };
+    // O_NONBLOCK: a FIFO named by mistake must not hang the start.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|err| NetnsError::Open {
+            path: path.display().to_string(),
+            err,
+        })?;
     // It must really be a network namespace.
-    File::open(&path).map_err(|err| NetnsError::Open {
+    net_namespace(&file).map_err(|what| NetnsError::NotNetns {
+        spec: spec.into(),
         path: path.display().to_string(),
-        err,
+        what,
+        dir: named_dir().display().to_string(),
     })?;
+    let inode = file.metadata().map_or(inode, |m| m.ino() as u32);
+    let fd = std::sync::Arc::new(std::os::fd::OwnedFd::from(file));
     Ok(NetnsRef {
         label: spec.to_string(),
-        path,
+        path: PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())),
         inode,
+        fd,
     })
 }
 
@@ -295,6 +346,21 @@ impl Drop for TestNetns {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_network_namespaces_are_taken() {
+        for spec in ["/etc/passwd", "/dev/null", "/proc/self/ns/mnt", ""] {
+            let e = resolve_netns(spec).unwrap_err();
+            assert!(
+                matches!(e, NetnsError::NotNetns { .. } | NetnsError::Empty { .. }),
+                "{spec}: {e}"
+            );
+        }
+        let own = resolve_netns("/proc/self/ns/net").unwrap();
+        assert_eq!(Some(own.inode), netns_inode(Path::new("/proc/self/ns/net")));
+        // The fd it holds names the same namespace.
+        assert_eq!(netns_inode(&own.path), Some(own.inode));
+    }
 
     #[test]
     fn bad_netns_is_a_clear_error() {

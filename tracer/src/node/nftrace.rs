@@ -833,8 +833,8 @@ fn del_table(name: &str) -> (u16, u16, Vec<u8>) {
 
 /// Delete every table named `tracer_*` of this thread's namespace
 /// (`tracer cleanup`: tables a tracer killed on a pre-5.12 kernel left);
-/// the names deleted.
-pub fn delete_left_tables() -> Vec<String> {
+/// the names deleted. Tables `keep` says are a live tracer's are left.
+pub fn delete_left_tables(keep: &dyn Fn(&str) -> bool) -> Vec<String> {
     let names: Vec<String> = tables()
         .into_iter()
         .filter(|(family, _)| *family == 1)
@@ -845,7 +845,7 @@ pub fn delete_left_tables() -> Vec<String> {
     };
     names
         .into_iter()
-        .filter(|n| n.starts_with(TABLE_PREFIX))
+        .filter(|n| n.starts_with(TABLE_PREFIX) && !keep(n))
         // A live tracer's table is owned by its socket: EPERM.
         .filter(|n| netlink::nft_batch(&sock, &[del_table(n)]).is_ok())
         .collect()

@@ -199,6 +199,87 @@ pub fn no_filters(dev: &str) -> bool {
         .all(|p| filter_messages(index, *p).is_some_and(|m| m.is_empty()))
 }
 
+/// TCA_CHAIN: the filter chain (absent: chain 0).
+const TCA_CHAIN: u16 = 11;
+
+/// A BPF filter on a device's clsact hooks, as the kernel names it: what
+/// deleting exactly it takes, and the program it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BpfFilter {
+    pub parent: u32,
+    /// tcm_info: priority (high 16 bits) and protocol.
+    pub info: u32,
+    pub handle: u32,
+    pub chain: Option<u32>,
+    pub prog_id: u32,
+    /// The program's name, else the filter's.
+    pub name: String,
+}
+
+impl BpfFilter {
+    pub fn prio(&self) -> u32 {
+        self.info >> 16
+    }
+}
+
+/// The BPF filters in RTM_NEWTFILTER messages `msgs` (malformed ones and
+/// other kinds skipped), named by `prog_name` from their id.
+fn bpf_filters_of(msgs: &[Vec<u8>], prog_name: &dyn Fn(u32) -> Option<String>) -> Vec<BpfFilter> {
+    let mut out = Vec::new();
+    for msg in msgs {
+        let h = super::netlink::NLMSG_HDRLEN;
+        let (Some(tcm), Some(a)) = (msg.get(h..h + TCMSG_LEN), msg.get(h + TCMSG_LEN..)) else {
+            continue;
+        };
+        if attr(a, TCA_KIND).map(string).as_deref() != Some("bpf") {
+            continue;
+        }
+        let Some(opts) = attr(a, TCA_OPTIONS) else {
+            continue;
+        };
+        let Some(prog_id) = attr(opts, TCA_BPF_ID).and_then(ne32) else {
+            continue;
+        };
+        let word = |at: usize| ne32(&tcm[at..]).unwrap_or(0);
+        let filter = attr(opts, TCA_BPF_NAME).map(string);
+        out.push(BpfFilter {
+            handle: word(8),
+            parent: word(12),
+            info: word(16),
+            chain: attr(a, TCA_CHAIN).and_then(ne32),
+            prog_id,
+            name: prog_name(prog_id).or(filter).unwrap_or_default(),
+        });
+    }
+    out
+}
+
+/// The BPF filters on `dev`'s ingress and egress hooks, in this thread's
+/// namespace; None when they cannot be listed.
+pub fn bpf_filters(dev: &str) -> Option<Vec<BpfFilter>> {
+    let index = ifindex(dev)?;
+    let mut out = Vec::new();
+    for parent in [INGRESS_PARENT, EGRESS_PARENT] {
+        out.extend(bpf_filters_of(&filter_messages(index, parent)?, &prog_name));
+    }
+    Some(out)
+}
+
+/// Delete exactly filter `f` of `dev` (its hook, priority, protocol,
+/// chain and handle), in this thread's namespace.
+pub fn del_filter(dev: &str, f: &BpfFilter) -> std::io::Result<()> {
+    let index = ifindex(dev)
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, format!("no {dev}")))?;
+    let mut body = tcmsg(index, f.handle, f.parent);
+    body[16..20].copy_from_slice(&f.info.to_ne_bytes());
+    put_attr(&mut body, TCA_KIND, b"bpf\0");
+    if let Some(c) = f.chain {
+        put_attr(&mut body, TCA_CHAIN, &c.to_ne_bytes());
+    }
+    request(libc::NETLINK_ROUTE, libc::RTM_DELTFILTER, &body)
+        .map_err(std::io::Error::from_raw_os_error)
+}
+
 /// Delete the clsact qdisc of `dev` in this thread's namespace (`tc qdisc
 /// del dev DEV clsact`), with the filters still on it.
 pub fn del_clsact(dev: &str) -> std::io::Result<()> {

@@ -4,6 +4,7 @@
 
 pub mod diag;
 pub mod doctor;
+pub mod files;
 pub mod merge;
 pub mod pcap;
 pub mod render;
@@ -50,6 +51,9 @@ pub trait Sink {
     /// The node and its clock, for the flow records printed from now on
     /// (JSON only; `follow` sets it once its clock is read).
     fn stamp(&mut self, _stamp: NodeStamp) {}
+    /// Hand what is buffered to its file (`--pcap`), every tick of a live
+    /// run: what a killed tracer leaves.
+    fn flush(&mut self) {}
 }
 
 /// Human-readable text.
@@ -183,6 +187,12 @@ impl Sink for PcapSink {
         self.pcap.is_some()
     }
 
+    fn flush(&mut self) {
+        if let Some(p) = self.pcap.as_mut() {
+            p.flush();
+        }
+    }
+
     fn packets(&mut self, packets: Vec<Captured>) {
         if let Some(p) = self.pcap.as_mut() {
             for c in packets {
@@ -200,9 +210,42 @@ pub fn emit_stdout(line: &str) {
 
 pub fn stdout_sink(json: bool) -> Box<dyn Sink> {
     if json {
-        Box::new(JsonSink::new(std::io::stdout()))
+        Box::new(JsonSink::new(Stdout))
     } else {
-        Box::new(TextSink::new(std::io::stdout()))
+        Box::new(TextSink::new(Stdout))
+    }
+}
+
+/// Set once a write to stdout failed with EPIPE (its reader is gone):
+/// the live run then ends as on SIGTERM.
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether stdout's reader is gone (a write failed with EPIPE).
+pub fn stdout_closed() -> bool {
+    STDOUT_CLOSED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// stdout, noting a closed pipe in [`STDOUT_CLOSED`].
+struct Stdout;
+
+impl Stdout {
+    fn note<T>(r: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(e) = &r
+            && e.kind() == std::io::ErrorKind::BrokenPipe
+        {
+            STDOUT_CLOSED.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        Stdout::note(std::io::stdout().write(buf))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Stdout::note(std::io::stdout().flush())
     }
 }
 

@@ -33,6 +33,7 @@ use pcap_file::{
 
 use crate::{
     model::{capture::Captured, names::PodNames},
+    output::files::{self, FileError, Overwrite},
     output::summary::PcapSummary,
 };
 
@@ -49,6 +50,9 @@ pub enum PcapError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A path refused (a symbolic link, an existing file without --force).
+    #[error("pcap file")]
+    Refused(#[source] FileError),
 }
 
 /// Writes the pcapng file as flows are printed.
@@ -73,13 +77,21 @@ pub struct PcapWriter {
 
 impl PcapWriter {
     /// Create `path` (its section header written at once, so an unwritable
-    /// path fails here) holding at most `max_bytes`.
-    pub fn create(path: &Path, max_bytes: u64) -> Result<PcapWriter, PcapError> {
+    /// path fails here) holding at most `max_bytes`; an existing file is
+    /// replaced only as `overwrite` says, a symbolic link never followed.
+    pub fn create(
+        path: &Path,
+        max_bytes: u64,
+        overwrite: Overwrite,
+    ) -> Result<PcapWriter, PcapError> {
         let err = |source| PcapError::Write {
             path: path.into(),
             source,
         };
-        let file = File::create(path).map_err(err)?;
+        let file = files::create(path, overwrite).map_err(|e| match e {
+            FileError::Io { source, .. } => err(source),
+            e => PcapError::Refused(e),
+        })?;
         let out = PcapNgWriter::new(BufWriter::with_capacity(1 << 16, file))
             .map_err(|e| err(io_error(e)))?;
         Ok(PcapWriter {
@@ -121,17 +133,23 @@ impl PcapWriter {
         }
     }
 
+    /// Hand what is written to the file (the live run calls this every
+    /// tick): a killed tracer leaves the packets of the flows it printed.
+    pub fn flush(&mut self) {
+        if self.error.is_none()
+            && let Err(e) = self.out.get_mut().flush()
+        {
+            self.error = Some(e);
+        }
+    }
+
     /// Write what is still held ("no verdict"), flush, and say what the
     /// file holds.
     pub fn finish(mut self) -> (PcapSummary, Result<(), PcapError>) {
         for packets in std::mem::take(&mut self.held).into_values() {
             self.write_all(packets, "no verdict");
         }
-        if self.error.is_none()
-            && let Err(e) = self.out.get_mut().flush()
-        {
-            self.error = Some(e);
-        }
+        self.flush();
         let summary = PcapSummary {
             file: self.path.display().to_string(),
             packets: self.packets,

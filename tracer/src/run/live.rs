@@ -7,7 +7,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::{
     kernel::loader::{self, probes},
@@ -23,7 +23,7 @@ use crate::{
     },
     run::facts::{LiveEnv, nf_baseline, watched_netns},
     run::pipeline::Pipeline,
-    run::record::{Header, RecordError, RecordedVerdict, Recorder, Trailer},
+    run::record::{Header, Reasons, RecordError, RecordedVerdict, Recorder, Trailer},
     verdict::Completeness,
 };
 
@@ -33,7 +33,7 @@ use crate::{
 pub enum RunError {
     #[error("start runtime")]
     Runtime(#[source] std::io::Error),
-    #[error("install the SIGINT/SIGTERM handlers")]
+    #[error("install the SIGINT/SIGTERM/SIGHUP/SIGPIPE handlers")]
     Signals(#[source] std::io::Error),
     #[error(transparent)]
     Session(#[from] SessionError),
@@ -48,8 +48,16 @@ pub enum RunError {
     VipWatch(#[source] std::io::Error),
 }
 
+/// `--record FILE`: its path, and the file opened before anything was
+/// attached.
+#[derive(Debug)]
+pub struct RecordTo {
+    pub path: PathBuf,
+    pub file: std::fs::File,
+}
+
 /// Everything `tracer follow` was asked.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct FollowOptions {
     pub session: SessionOptions,
     /// The target as given, and --proto (for a recording's header).
@@ -59,7 +67,7 @@ pub struct FollowOptions {
     pub duration: Option<Duration>,
     pub count: Option<u64>,
     pub ready_file: Option<PathBuf>,
-    pub record: Option<PathBuf>,
+    pub record: Option<RecordTo>,
     /// Name netfilter rules by nf_tables tracing (node::nftrace).
     pub nftrace: bool,
     /// The node's name in the output (`--node`, default the hostname).
@@ -141,7 +149,7 @@ fn completeness_base(plan: &[probes::ProbeStatus]) -> Completeness {
     }
 }
 
-fn header(opts: &FollowOptions, ktime_to_unix_ns: i64) -> Header {
+fn header(opts: &FollowOptions, names: &Names, ktime_to_unix_ns: i64) -> Header {
     Header {
         tracer_version: env!("CARGO_PKG_VERSION").to_string(),
         kernel: nix::sys::utsname::uname()
@@ -155,38 +163,44 @@ fn header(opts: &FollowOptions, ktime_to_unix_ns: i64) -> Header {
             .map_or(0, |d| d.as_millis() as u64),
         dns_port: opts.session.dns_port,
         ktime_to_unix_ns: Some(ktime_to_unix_ns),
+        reasons: Some(Reasons {
+            drop: names.drop_reasons.clone().into_iter().collect(),
+            rst: names.rst_reasons.clone().into_iter().collect(),
+            no_drop_reason: names.no_drop_reason,
+        }),
     }
 }
 
 /// The recording `--record` asks for (its code addresses then kept).
 fn recorder(
     opts: &FollowOptions,
+    to: Option<RecordTo>,
     names: &Names,
     ktime_to_unix_ns: i64,
-) -> Result<Option<Recorder>, RunError> {
-    let Some(path) = &opts.record else {
-        return Ok(None);
-    };
+) -> Option<Recorder> {
+    let to = to?;
     names.kallsyms.record();
-    Ok(Some(Recorder::create(
-        path,
-        &header(opts, ktime_to_unix_ns),
-    )?))
+    Some(Recorder::new(
+        &to.path,
+        to.file,
+        &header(opts, names, ktime_to_unix_ns),
+    ))
 }
 
 /// The wall clock read now, given to the sink with the node's name (JSON
 /// records are dated by it), and the recording when asked.
 fn stamp_and_record(
     opts: &FollowOptions,
+    to: Option<RecordTo>,
     names: &Names,
     sink: &mut dyn Sink,
-) -> Result<(WallClock, Option<Recorder>), RunError> {
+) -> (WallClock, Option<Recorder>) {
     let wall = wall_clock();
     sink.stamp(NodeStamp {
         node: opts.node.clone(),
         clock: wall,
     });
-    Ok((wall, recorder(opts, names, wall.ktime_to_unix_ns)?))
+    (wall, recorder(opts, to, names, wall.ktime_to_unix_ns))
 }
 
 /// Where netfilter rules are named by tracing, said once.
@@ -223,25 +237,63 @@ struct Live<'a> {
     started: Instant,
     /// The wall clock against ktime, read at start.
     clock: WallClock,
+    /// The recording's write error was said (once is enough).
+    rec_failure_said: bool,
 }
 
-async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunError> {
+/// The signals that end a run: SIGINT, SIGTERM, and SIGHUP and SIGPIPE
+/// (a closed terminal or pipe), each as SIGTERM does: detached, the
+/// recording and pcap finished, the ready file removed.
+struct Stops {
+    int: Signal,
+    term: Signal,
+    hup: Signal,
+    pipe: Signal,
+}
+
+impl Stops {
+    fn install() -> Result<Stops, RunError> {
+        let on = |k| signal(k).map_err(RunError::Signals);
+        Ok(Stops {
+            int: on(SignalKind::interrupt())?,
+            term: on(SignalKind::terminate())?,
+            hup: on(SignalKind::hangup())?,
+            pipe: on(SignalKind::pipe())?,
+        })
+    }
+
+    /// The next one, as the summary's `stop` names it.
+    async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.int.recv() => "interrupted",
+            _ = self.term.recv() => "terminated",
+            _ = self.hup.recv() => "hangup",
+            _ = self.pipe.recv() => "broken pipe",
+        }
+    }
+}
+
+/// The target as nftrace follows it.
+fn followed(t: &crate::model::target::Target) -> Followed {
+    Followed {
+        addr: t.addr,
+        prefix: t.prefix,
+        port: t.port,
+        l4proto: t.proto.map(|p| p.number(t.addr.is_ipv6())),
+    }
+}
+
+async fn run(mut opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunError> {
     let started = Instant::now();
+    let record_to = opts.record.take();
     // Signals first: a Ctrl-C during attach is handled after it, with cleanup.
-    let mut sigint = signal(SignalKind::interrupt()).map_err(RunError::Signals)?;
-    let mut sigterm = signal(SignalKind::terminate()).map_err(RunError::Signals)?;
+    let mut stops = Stops::install()?;
     // Netfilter counters before tracing: off the start-up path, joined
     // before the ready file is written.
     // The nftrace tables are added from the same thread.
     let netns_paths: Vec<PathBuf> = opts.session.netns.iter().map(|n| n.path.clone()).collect();
     let traced_netns = watched_netns(&opts.session.netns);
-    let t = opts.session.target;
-    let followed = Followed {
-        addr: t.addr,
-        prefix: t.prefix,
-        port: t.port,
-        l4proto: t.proto.map(|p| p.number(t.addr.is_ipv6())),
-    };
+    let followed = followed(&opts.session.target);
     let nftrace = opts.nftrace;
     let baseline = std::thread::spawn(move || {
         let trace = nftrace.then(|| NfTrace::start(&followed, &traced_netns));
@@ -254,7 +306,7 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunError> {
         .plan()
         .iter()
         .any(|p| p.hook == "icmp_send" && p.missing());
-    let (wall, rec) = stamp_and_record(&opts, &names, sink)?;
+    let (wall, rec) = stamp_and_record(&opts, record_to, &names, sink);
     let target = opts.session.target;
     let mut vip = VipWatch::new(watched_netns(&opts.session.netns));
     vip.start(&|a| target.contains(a));
@@ -309,6 +361,7 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunError> {
         vip_changes: 0,
         started,
         clock: wall,
+        rec_failure_said: false,
     };
     let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
     let mut tick = tokio::time::interval(Duration::from_millis(250));
@@ -328,12 +381,11 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunError> {
             }
         };
         tokio::select! {
-            _ = sigint.recv() => break "interrupted",
+            stop = stops.recv() => break stop,
             r = vip_changed => {
                 r.map_err(RunError::VipWatch)?;
                 live.vip_changed();
             }
-            _ = sigterm.recv() => break "terminated",
             () = sleep_deadline => break "duration reached",
             r = live.session.readable() => {
                 r?;
@@ -351,6 +403,9 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunError> {
             }
             _ = tick.tick() => {
                 live.tick();
+                if crate::output::stdout_closed() {
+                    break "stdout closed";
+                }
                 if opts.count.is_some_and(|n| live.pipeline.settled_count() >= n) {
                     break "count reached";
                 }
@@ -362,24 +417,41 @@ async fn run(opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunError> {
 }
 
 /// `--ready-file`: created (with our PID) once every probe is attached,
-/// removed when the run ends, on every path.
-struct ReadyFile(PathBuf);
+/// as a new file (O_EXCL, never through a symbolic link): ours, so
+/// removed when the run ends, on every path, unless the path names
+/// another file by then.
+struct ReadyFile {
+    path: PathBuf,
+    /// Device and inode of the file we created.
+    id: (u64, u64),
+}
 
 impl ReadyFile {
     fn create(path: &std::path::Path) -> Result<ReadyFile, RunError> {
-        std::fs::write(path, format!("{}\n", std::process::id())).map_err(|source| {
-            RunError::ReadyFile {
-                path: path.into(),
-                source,
-            }
-        })?;
-        Ok(ReadyFile(path.into()))
+        use std::{io::Write, os::unix::fs::MetadataExt};
+        let err = |source| RunError::ReadyFile {
+            path: path.into(),
+            source,
+        };
+        let mut f = crate::output::files::create_new(path).map_err(|e| err(e.into()))?;
+        f.write_all(format!("{}\n", std::process::id()).as_bytes())
+            .map_err(err)?;
+        let m = f.metadata().map_err(err)?;
+        Ok(ReadyFile {
+            path: path.into(),
+            id: (m.dev(), m.ino()),
+        })
     }
 }
 
 impl Drop for ReadyFile {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(m) = self.path.symlink_metadata()
+            && (m.dev(), m.ino()) == self.id
+        {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
@@ -461,6 +533,26 @@ impl Live<'_> {
             ..self.base.clone()
         };
         self.print_settled(&c);
+        // At least every second (this is every 250 ms): a tracer killed
+        // by SIGKILL leaves what was recorded up to here.
+        self.flush_files();
+    }
+
+    /// Hand the recording's and the pcap's buffered frames to their files;
+    /// a recording's first write error is said at once (the trace goes
+    /// on, the recording stops there).
+    fn flush_files(&mut self) {
+        if let Some(r) = self.rec.as_mut() {
+            r.flush();
+            if let (false, Some(e)) = (self.rec_failure_said, r.failed()) {
+                self.rec_failure_said = true;
+                diag::warn(&format!(
+                    "recording stopped (the trace goes on): cannot write {}: {e}",
+                    r.path().display()
+                ));
+            }
+        }
+        self.sink.flush();
     }
 
     /// Flows quiet for 500 ms whose verdict is settled (or changed since
@@ -511,6 +603,7 @@ impl Live<'_> {
             base,
             started,
             clock,
+            rec_failure_said,
             ..
         } = self;
         let probes = session.plan().to_vec();
@@ -591,7 +684,7 @@ impl Live<'_> {
         };
         summary.counters(&teardown.counters);
         sink.summary(&summary);
-        if let (Some(r), Some(path)) = (rec, &opts.record) {
+        if let Some(r) = rec {
             let trailer = Trailer {
                 drop_reasons: drop_reasons.into_iter().collect(),
                 no_drop_reason,
@@ -604,10 +697,7 @@ impl Live<'_> {
                 summary,
                 verdicts,
             };
-            match r.finish(&trailer) {
-                Ok(bytes) => diag::info(&format!("recorded {bytes} bytes to {}", path.display())),
-                Err(e) => diag::warn(&format!("{e}")),
-            }
+            close_recording(r, &trailer, rec_failure_said);
         }
         diag::info(&format!(
             "stopped ({stop}); detached in {} ms",
@@ -644,6 +734,17 @@ fn vip_summary(vip: &VipWatch) -> VipSummary {
                 mac: mac.clone(),
             })
             .collect(),
+    }
+}
+
+/// Write the trailer and say how it went (a write error only if not said
+/// already while tracing).
+fn close_recording(r: Recorder, trailer: &Trailer, failure_said: bool) {
+    let path = r.path().to_path_buf();
+    match r.finish(trailer) {
+        Ok(bytes) => diag::info(&format!("recorded {bytes} bytes to {}", path.display())),
+        Err(e) if !failure_said => diag::warn(&crate::kernel::error_chain(&e)),
+        Err(_) => {}
     }
 }
 

@@ -35,6 +35,7 @@ use crate::{
     node::services::ServiceAddr,
     node::sockets::{Bound, ListenStats},
     output::Summary,
+    output::files::{self, FileError, Overwrite},
     verdict::{Completeness, IfAddr, Inventory, Verdict},
 };
 
@@ -68,6 +69,10 @@ pub enum RecordError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A path refused: a symbolic link or an existing file to write (no
+    /// --force), a FIFO, device or oversized file to read.
+    #[error("recording")]
+    Refused(#[source] FileError),
     #[error("{0} is not a tracer recording (no TRACEREC magic)")]
     NotARecording(PathBuf),
     #[error(
@@ -106,10 +111,25 @@ pub struct Header {
     /// epoch (`--pcap`). Absent in recordings of tracers before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ktime_to_unix_ns: Option<i64>,
+    /// The kernel's drop and reset reason names, known at start: what a
+    /// recording cut short (no trailer) names drops with. Absent in
+    /// recordings of tracers before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasons: Option<Reasons>,
 }
 
-/// What replay needs beyond the records, written last.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// The kernel's reason names (the trailer has them too).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Reasons {
+    pub drop: BTreeMap<u32, String>,
+    pub rst: BTreeMap<u32, String>,
+    pub no_drop_reason: bool,
+}
+
+/// What replay needs beyond the records, written last. A recording cut
+/// short (tracer killed) has none: replay then reads its records with
+/// the default, empty tables.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Trailer {
     pub drop_reasons: BTreeMap<u32, String>,
     /// The recording kernel's skb:kfree_skb has no reason (before 5.17):
@@ -250,11 +270,31 @@ pub struct Recorder {
 }
 
 impl Recorder {
+    /// Open `path` for a recording, before anything is attached: never
+    /// through a symbolic link, an existing file replaced only as
+    /// `overwrite` says.
+    pub fn open_file(path: &Path, overwrite: Overwrite) -> Result<File, RecordError> {
+        files::create(path, overwrite).map_err(|e| match e {
+            FileError::Io { source, .. } => RecordError::Write {
+                path: path.into(),
+                source,
+            },
+            e => RecordError::Refused(e),
+        })
+    }
+
+    /// A recording to `path` (replaced if there).
     pub fn create(path: &Path, header: &Header) -> Result<Recorder, RecordError> {
-        let file = File::create(path).map_err(|source| RecordError::Write {
-            path: path.into(),
-            source,
-        })?;
+        Ok(Recorder::new(
+            path,
+            Recorder::open_file(path, Overwrite::Replace)?,
+            header,
+        ))
+    }
+
+    /// A recording to `file` (opened by [`Recorder::open_file`]), its
+    /// header written first.
+    pub fn new(path: &Path, file: File, header: &Header) -> Recorder {
         let mut r = Recorder {
             path: path.into(),
             out: BufWriter::with_capacity(1 << 16, file),
@@ -266,7 +306,7 @@ impl Recorder {
         r.put(&VERSION.to_le_bytes());
         let json = serde_json::to_vec(header).expect("a header serializes");
         r.frame(TAG_HEADER, &json);
-        Ok(r)
+        r
     }
 
     fn put(&mut self, b: &[u8]) {
@@ -314,15 +354,32 @@ impl Recorder {
         self.frame(TAG_PRINTED, &id.to_le_bytes());
     }
 
-    /// Write the trailer and flush; the file is complete.
-    pub fn finish(mut self, trailer: &Trailer) -> Result<u64, RecordError> {
-        let json = serde_json::to_vec(trailer).expect("a trailer serializes");
-        self.frame(TAG_TRAILER, &json);
+    /// Hand what is buffered to the file (the live run calls this every
+    /// tick): a tracer killed, even by SIGKILL, leaves a recording that
+    /// holds every frame up to the last flush (replay reads it as cut
+    /// short).
+    pub fn flush(&mut self) {
         if self.error.is_none()
             && let Err(e) = self.out.flush()
         {
             self.error = Some(e);
         }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The first write error, if any (the recording stopped there).
+    pub fn failed(&self) -> Option<&std::io::Error> {
+        self.error.as_ref()
+    }
+
+    /// Write the trailer and flush; the file is complete.
+    pub fn finish(mut self, trailer: &Trailer) -> Result<u64, RecordError> {
+        let json = serde_json::to_vec(trailer).expect("a trailer serializes");
+        self.frame(TAG_TRAILER, &json);
+        self.flush();
         match self.error {
             None => Ok(self.bytes),
             Some(source) => Err(RecordError::Write {
@@ -366,14 +423,22 @@ pub enum Frame {
 pub struct Recording {
     pub header: Header,
     pub frames: Vec<Frame>,
+    /// The run's trailer; the default (empty tables, no facts) when the
+    /// recording was cut short.
     pub trailer: Trailer,
+    /// Where the recording ends without its trailer (the recording tracer
+    /// was killed): the byte after its last whole frame.
+    pub cut_short: Option<usize>,
 }
 
 impl Recording {
     pub fn open(path: &Path) -> Result<Recording, RecordError> {
-        let data = std::fs::read(path).map_err(|source| RecordError::Read {
-            path: path.into(),
-            source,
+        let data = files::read_input(path).map_err(|e| match e {
+            FileError::Io { source, .. } => RecordError::Read {
+                path: path.into(),
+                source,
+            },
+            e => RecordError::Refused(e),
         })?;
         Recording::parse(path, Bytes::from(data))
     }
@@ -404,22 +469,20 @@ impl Recording {
             why,
         };
         let (mut header, mut trailer, mut frames) = (None, None, Vec::new());
+        let mut cut_short = None;
         while data.has_remaining() {
             let at = total - data.remaining();
-            if data.remaining() < 5 {
-                return Err(RecordError::Truncated {
-                    path: path.into(),
-                    at,
-                });
+            // A frame the file ends inside of: the recording tracer was
+            // killed while writing (or before it flushed the rest).
+            let whole = data.remaining() >= 5
+                && data.remaining() - 5
+                    >= u32::from_le_bytes(data[1..5].try_into().expect("4 bytes")) as usize;
+            if !whole {
+                cut_short = Some(at);
+                break;
             }
             let tag = data.get_u8();
             let len = data.get_u32_le() as usize;
-            if data.remaining() < len {
-                return Err(RecordError::Truncated {
-                    path: path.into(),
-                    at,
-                });
-            }
             let payload = data.split_to(len);
             match tag {
                 TAG_HEADER => {
@@ -428,45 +491,66 @@ impl Recording {
                             .map_err(|e| corrupt("header", at, e.to_string()))?,
                     );
                 }
-                TAG_RING => frames.push(Frame::Ring(payload)),
-                TAG_COUNTED => frames.push(Frame::Counted(
-                    counted_items(&payload).map_err(|why| corrupt("counted poll", at, why))?,
-                )),
-                TAG_TICK => {
-                    let b: [u8; 9] = payload[..]
-                        .try_into()
-                        .map_err(|_| corrupt("tick", at, format!("{len} bytes, not 9")))?;
-                    frames.push(Frame::Tick {
-                        now_ns: u64::from_le_bytes(b[..8].try_into().expect("8 bytes")),
-                        recheck: b[8] != 0,
-                    });
-                }
-                TAG_PRINTED => {
-                    let b: [u8; 8] = payload[..]
-                        .try_into()
-                        .map_err(|_| corrupt("printed", at, format!("{len} bytes, not 8")))?;
-                    frames.push(Frame::Printed(u64::from_le_bytes(b)));
-                }
                 TAG_TRAILER => {
                     trailer = Some(
                         serde_json::from_slice(&payload)
                             .map_err(|e| corrupt("trailer", at, e.to_string()))?,
                     );
                 }
-                other => return Err(corrupt("frame", at, format!("unknown tag {other}"))),
+                tag => {
+                    frames.push(frame(tag, payload).map_err(|(what, why)| corrupt(what, at, why))?);
+                }
             }
         }
-        let header = header.ok_or_else(|| corrupt("header", 10, "missing".into()))?;
-        let trailer = trailer.ok_or_else(|| RecordError::Truncated {
-            path: path.into(),
-            at: total,
-        })?;
+        let Some(header) = header else {
+            return Err(match cut_short {
+                Some(at) => RecordError::Truncated {
+                    path: path.into(),
+                    at,
+                },
+                None => corrupt("header", 10, "missing".into()),
+            });
+        };
+        // Frames after the trailer: not a recording this tracer wrote.
+        let cut_short = match (&trailer, cut_short) {
+            (None, None) => Some(total),
+            (_, c) => c,
+        };
         Ok(Recording {
             header,
             frames,
-            trailer,
+            trailer: trailer.unwrap_or_default(),
+            cut_short,
         })
     }
+}
+
+/// A record-stream frame (ring record, counted poll, tick, printed mark)
+/// from its tag and payload; else what is wrong with it.
+fn frame(tag: u8, payload: Bytes) -> Result<Frame, (&'static str, String)> {
+    let len = payload.len();
+    Ok(match tag {
+        TAG_RING => Frame::Ring(payload),
+        TAG_COUNTED => {
+            Frame::Counted(counted_items(&payload).map_err(|why| ("counted poll", why))?)
+        }
+        TAG_TICK => {
+            let b: [u8; 9] = payload[..]
+                .try_into()
+                .map_err(|_| ("tick", format!("{len} bytes, not 9")))?;
+            Frame::Tick {
+                now_ns: u64::from_le_bytes(b[..8].try_into().expect("8 bytes")),
+                recheck: b[8] != 0,
+            }
+        }
+        TAG_PRINTED => {
+            let b: [u8; 8] = payload[..]
+                .try_into()
+                .map_err(|_| ("printed", format!("{len} bytes, not 8")))?;
+            Frame::Printed(u64::from_le_bytes(b))
+        }
+        other => return Err(("frame", format!("unknown tag {other}"))),
+    })
 }
 
 fn counted_items(mut b: &[u8]) -> Result<Vec<(AggKey, u64, u32)>, String> {
@@ -529,6 +613,35 @@ mod tests {
         assert_eq!(t.netns_names[&7], "pod");
     }
 
+    /// A recording without its trailer (the tracer killed after a flush),
+    /// even one ending inside a frame, reads up to its last whole frame
+    /// and says where it was cut; one cut before its header is refused.
+    #[test]
+    fn a_recording_cut_short_reads_up_to_its_last_whole_frame() {
+        let path = std::env::temp_dir().join(format!("tracer-rec-cut-{}", std::process::id()));
+        let mut header: Header = serde_json::from_str(
+            r#"{"tracer_version":"t","kernel":"k","target":"10.0.0.1","proto":null,"max_flows":10,"started_unix_ms":5}"#,
+        )
+        .unwrap();
+        header.dns_port = None;
+        let mut r = Recorder::create(&path, &header).unwrap();
+        r.ring(&[1, 2, 3]);
+        r.printed(7);
+        r.flush();
+        let whole = std::fs::read(&path).unwrap();
+        drop(r);
+        let rec = Recording::parse(&path, Bytes::from(whole.clone())).unwrap();
+        assert_eq!(rec.frames.len(), 2);
+        assert_eq!(rec.cut_short, Some(whole.len()));
+        assert!(rec.trailer.verdicts.is_empty());
+        let rec = Recording::parse(&path, Bytes::from(whole[..whole.len() - 3].to_vec())).unwrap();
+        assert_eq!(rec.frames.len(), 1);
+        assert_eq!(rec.cut_short, Some(whole.len() - 13));
+        let e = Recording::parse(&path, Bytes::from(whole[..14].to_vec())).unwrap_err();
+        assert!(matches!(e, RecordError::Truncated { at: 10, .. }), "{e}");
+        let _ = std::fs::remove_file(&path);
+    }
+
     /// Every frame kind comes back as written, in order; a version-1 file
     /// (no ticks) is still read, a future version is refused.
     #[test]
@@ -543,6 +656,7 @@ mod tests {
             started_unix_ms: 1,
             dns_port: Some(5353),
             ktime_to_unix_ns: Some(-5),
+            reasons: None,
         };
         let mut r = Recorder::create(&path, &header).unwrap();
         // Tick frames as version 2 wrote them (u64 LE time, u8 recheck).
@@ -559,6 +673,7 @@ mod tests {
         r.finish(&trailer()).unwrap();
         let mut data = std::fs::read(&path).unwrap();
         let rec = Recording::parse(&path, Bytes::from(data.clone())).unwrap();
+        assert_eq!(rec.cut_short, None);
         let kinds: Vec<String> = rec
             .frames
             .iter()

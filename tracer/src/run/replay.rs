@@ -176,8 +176,23 @@ fn replay_frames(path: &Path, sink: &mut dyn Sink) -> Result<Replaying, ReplayEr
     let Recording {
         header,
         frames,
-        trailer,
+        mut trailer,
+        cut_short,
     } = Recording::open(path)?;
+    if let Some(at) = cut_short {
+        diag::warn(&format!(
+            "{} was cut short at byte {at} (the recording tracer was killed before its final report): \
+             replaying the {} record(s) it holds, without the run's name tables, node facts and verdicts",
+            path.display(),
+            frames.len()
+        ));
+        trailer.summary.stop = "cut short".into();
+        if let Some(r) = header.reasons.clone() {
+            trailer.drop_reasons = r.drop;
+            trailer.rst_reasons = r.rst;
+            trailer.no_drop_reason = r.no_drop_reason;
+        }
+    }
     let target = Target::parse(&header.target, header.proto.as_deref())?;
     let names = Names {
         drop_reasons: trailer.drop_reasons.into_iter().collect(),

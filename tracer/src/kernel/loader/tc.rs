@@ -29,6 +29,7 @@ use aya::{
 
 use crate::{
     kernel::error_chain,
+    kernel::tracer_lock::{QdiscRecord, TracerLock},
     node::netns::{NetnsError, NetnsGuard, interfaces},
 };
 
@@ -90,7 +91,18 @@ pub enum TcMode {
 #[derive(Debug, Clone)]
 pub struct TcScope {
     pub netns: Option<PathBuf>,
+    /// The namespace file `netns` names, held open for the whole run: a
+    /// namespace whose name is deleted meanwhile is still reached.
+    pub keep: Option<Arc<OwnedFd>>,
     pub label: String,
+}
+
+impl TcScope {
+    /// The namespace's inode (what a lock file names it by).
+    fn inode(&self) -> u32 {
+        let own = std::path::Path::new("/proc/self/ns/net");
+        crate::node::netns::netns_inode(self.netns.as_deref().unwrap_or(own)).unwrap_or(0)
+    }
 }
 
 enum Links {
@@ -180,6 +192,10 @@ pub struct TcManager {
     /// `sync` may return before every interface is hooked.
     background: bool,
     synced_once: bool,
+    /// This tracer's lock file, where the clsact qdiscs it adds are
+    /// recorded (`tracer cleanup` reads it); dropped after everything is
+    /// detached.
+    lock: Option<TracerLock>,
     pub errors: Vec<String>,
 }
 
@@ -194,8 +210,15 @@ impl TcManager {
             attacher: None,
             background,
             synced_once: false,
+            lock: None,
             errors: Vec::new(),
         }
+    }
+
+    /// Hold `lock` until everything is detached, recording there the
+    /// qdiscs added.
+    pub fn set_lock(&mut self, lock: TracerLock) {
+        self.lock = Some(lock);
     }
 
     /// Whether `sync` may leave interfaces to the attacher thread (tcx
@@ -422,6 +445,16 @@ impl TcManager {
                 }
                 match self.attach_one(ebpf, &name) {
                     Ok((links, created_qdisc)) => {
+                        if created_qdisc && let Some(lock) = self.lock.as_mut() {
+                            let q = QdiscRecord {
+                                netns: scope.inode(),
+                                ifindex: idx,
+                                dev: name.clone(),
+                            };
+                            if let Err(e) = lock.note_qdisc(&q) {
+                                log::warn!("recording the clsact qdisc of {name}: {e}");
+                            }
+                        }
                         self.attached.insert(
                             (si, idx),
                             Attachment {
@@ -501,7 +534,7 @@ impl TcManager {
                 Ok(id) => id,
                 Err(e) => {
                     drop(links);
-                    if created_qdisc {
+                    if created_qdisc && crate::node::tc::no_filters(iface) {
                         del_clsact(iface);
                     }
                     return Err(TcError::Attach {
@@ -519,12 +552,20 @@ impl TcManager {
     pub fn detach_all(&mut self) -> Vec<String> {
         self.stop_attacher();
         let mut errors = Vec::new();
-        let mut by_scope: HashMap<usize, Vec<Attachment>> = HashMap::new();
-        for (_, a) in self.attached.drain() {
-            by_scope.entry(a.scope).or_default().push(a);
+        let mut by_scope: HashMap<usize, Vec<(u32, Attachment)>> = HashMap::new();
+        for ((_, ifindex), a) in self.attached.drain() {
+            by_scope.entry(a.scope).or_default().push((ifindex, a));
         }
+        // Qdiscs handed over to this tracer by others (recorded in its
+        // lock file): ours to remove as well.
+        let recorded = self
+            .lock
+            .as_ref()
+            .map(TracerLock::qdiscs)
+            .unwrap_or_default();
         for (si, atts) in by_scope {
             let scope = &self.scopes[si];
+            let inode = scope.inode();
             let guard = match &scope.netns {
                 Some(p) => match NetnsGuard::enter(p) {
                     Ok(g) => Some(g),
@@ -536,12 +577,21 @@ impl TcManager {
                 },
                 None => None,
             };
-            for mut a in atts {
+            for (ifindex, mut a) in atts {
                 // tcx links go when their fd closes (here); netlink filters
                 // are deleted by aya, in this namespace.
                 a.links.clear();
-                if a.created_qdisc {
-                    del_clsact(&a.iface);
+                let q = QdiscRecord {
+                    netns: inode,
+                    ifindex,
+                    dev: a.iface.clone(),
+                };
+                if a.created_qdisc
+                    || recorded
+                        .iter()
+                        .any(|r| r.netns == inode && r.ifindex == ifindex)
+                {
+                    del_own_clsact(&q);
                 }
             }
             drop(guard);
@@ -556,8 +606,32 @@ impl Drop for TcManager {
     }
 }
 
-/// Remove a clsact qdisc we created, by RTM_DELQDISC (aya 0.14 has no
-/// qdisc delete call). An interface already gone took its qdisc along.
+/// Remove a clsact qdisc we created once our filters are off it, unless
+/// another filter is on it (another tracer's, a user's): deleting the
+/// qdisc would delete those too. Left, it is an empty clsact, which
+/// changes nothing for packets.
+/// When the filters left are another live tracer's, the qdisc is handed
+/// over to it (kernel::tracer_lock), which removes it in turn.
+fn del_own_clsact(q: &QdiscRecord) {
+    let iface = q.dev.as_str();
+    if crate::node::tc::no_filters(iface) {
+        del_clsact(iface);
+        return;
+    }
+    let progs = crate::node::tc::bpf_filters(iface)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|f| f.prog_id)
+        .collect();
+    if crate::kernel::tracer_lock::tracers().hand_over(&progs, q) {
+        log::info!("left the clsact qdisc of {iface} to the tracer whose filters are on it");
+    } else {
+        log::info!("left the clsact qdisc of {iface}: other filters are on it");
+    }
+}
+
+/// Remove a clsact qdisc, by RTM_DELQDISC (aya 0.14 has no qdisc delete
+/// call). An interface already gone took its qdisc along.
 fn del_clsact(iface: &str) {
     match crate::node::tc::del_clsact(iface) {
         Ok(()) => {}
@@ -819,10 +893,12 @@ mod tests {
     fn background_only_for_the_own_namespace_without_an_allow_list() {
         let own = TcScope {
             netns: None,
+            keep: None,
             label: "host".into(),
         };
         let other = TcScope {
             netns: Some("/run/netns/x".into()),
+            keep: None,
             label: "x".into(),
         };
         assert!(TcManager::new(TcMode::Tcx, vec![own.clone()], vec![]).background);

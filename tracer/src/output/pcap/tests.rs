@@ -70,7 +70,7 @@ fn read_back(path: &Path) -> (Vec<(String, String, u8)>, Vec<(u32, u128, u32, St
 #[test]
 fn round_trip_interfaces_packets_and_comments() {
     let path = temp("round");
-    let mut w = PcapWriter::create(&path, 1 << 20).unwrap();
+    let mut w = PcapWriter::create(&path, 1 << 20, Overwrite::Replace).unwrap();
     w.hold(packet(Some(1), 7, "eth0", 1_000));
     w.hold(packet(Some(2), 7, "eth0", 2_000));
     w.hold(packet(Some(1), 8, "veth1", 1_001));
@@ -146,7 +146,7 @@ fn round_trip_interfaces_packets_and_comments() {
 fn the_cap_bounds_the_file_and_keeps_it_valid() {
     let path = temp("cap");
     let cap = 1024;
-    let mut w = PcapWriter::create(&path, cap).unwrap();
+    let mut w = PcapWriter::create(&path, cap, Overwrite::Replace).unwrap();
     for i in 0..20 {
         w.hold(packet(Some(i % 3), 7, "eth0", i));
     }
@@ -169,9 +169,13 @@ fn the_cap_bounds_the_file_and_keeps_it_valid() {
 
 #[test]
 fn an_unwritable_path_is_an_error() {
-    let e = PcapWriter::create(Path::new("/nonexistent/dir/x.pcapng"), 1 << 20)
-        .err()
-        .unwrap();
+    let e = PcapWriter::create(
+        Path::new("/nonexistent/dir/x.pcapng"),
+        1 << 20,
+        Overwrite::Replace,
+    )
+    .err()
+    .unwrap();
     assert_eq!(
         crate::kernel::error_chain(&e),
         "cannot write pcap file /nonexistent/dir/x.pcapng: No such file or directory (os error 2)"
@@ -181,7 +185,7 @@ fn an_unwritable_path_is_an_error() {
 #[test]
 fn block_sizes_are_what_is_written() {
     let path = temp("sizes");
-    let mut w = PcapWriter::create(&path, 1 << 20).unwrap();
+    let mut w = PcapWriter::create(&path, 1 << 20, Overwrite::Replace).unwrap();
     w.hold(packet(Some(1), 7, "eth0", 5));
     w.hold(packet(Some(1), 7, "eth0", 6));
     w.flow_printed(1, "FORWARDED routed", &PodNames::default());
