@@ -81,6 +81,11 @@ impl ScratchDir {
         std::fs::create_dir_all(&dir)?;
         Ok(ScratchDir(dir))
     }
+
+    /// The path of `name` in it, as an argument.
+    pub fn at(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
 }
 
 impl Drop for ScratchDir {

@@ -31,6 +31,44 @@ fn pair() -> (Netns, Netns) {
     (c, s)
 }
 
+/// The pair, a server on 10.236.0.2:8080, and a connect4 program sending
+/// the "ClusterIP" 10.236.9.9:80 there.
+/// Fields drop in order: the program's cgroup, the server, then the
+/// namespaces.
+struct Scene {
+    lb: SockLb,
+    _srv: tracer_tests::netns::Child,
+    s: Netns,
+    c: Netns,
+}
+
+fn scene() -> Scene {
+    let (c, s) = pair();
+    let probe = netprobe_bin();
+    let srv = s
+        .spawn(&[
+            probe.to_str().unwrap(),
+            "tcp-listen",
+            "10.236.0.2:8080",
+            "--for",
+            "30",
+        ])
+        .expect("server");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let lb = SockLb::install(
+        "10.236.9.9:80".parse().unwrap(),
+        "10.236.0.2:8080".parse().unwrap(),
+        "test_sock4_conn",
+    )
+    .expect("connect4 program");
+    Scene {
+        lb,
+        _srv: srv,
+        s,
+        c,
+    }
+}
+
 fn names(list: &Value) -> Vec<(&str, &str)> {
     list.as_array()
         .map(|a| {
@@ -55,19 +93,9 @@ fn socket_lb_rewrite_is_named_when_nothing_is_seen() {
     if !require_privileges("socket_lb_rewrite_is_named_when_nothing_is_seen") {
         return;
     }
-    let (c, s) = pair();
+    let Scene { lb, _srv, s, c } = scene();
     let probe = netprobe_bin();
     let probe = probe.to_str().unwrap();
-    let _srv = s
-        .spawn(&[probe, "tcp-listen", "10.236.0.2:8080", "--for", "30"])
-        .expect("server");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let lb = SockLb::install(
-        "10.236.9.9:80".parse().unwrap(),
-        "10.236.0.2:8080".parse().unwrap(),
-        "test_sock4_conn",
-    )
-    .expect("connect4 program");
     let _xdp = Xdp::install(&s, "s0", "test_xdp_pass").expect("xdp program");
     let run = TracerRun::start("10.236.9.9:80", &["--netns", &c.name, "--netns", &s.name])
         .expect("start tracer");
@@ -138,19 +166,9 @@ fn nothing_seen_text_names_the_program_and_hints_at_the_backend() {
     if !require_privileges("nothing_seen_text_names_the_program_and_hints_at_the_backend") {
         return;
     }
-    let (c, s) = pair();
+    let Scene { lb, _srv, s: _s, c } = scene();
     let probe = netprobe_bin();
     let probe = probe.to_str().unwrap();
-    let _srv = s
-        .spawn(&[probe, "tcp-listen", "10.236.0.2:8080", "--for", "30"])
-        .expect("server");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let lb = SockLb::install(
-        "10.236.9.9:80".parse().unwrap(),
-        "10.236.0.2:8080".parse().unwrap(),
-        "test_sock4_conn",
-    )
-    .expect("connect4 program");
     let mut run =
         TracerRun::start_fmt("10.236.9.9:80", "text", &["--netns", &c.name]).expect("start tracer");
     let t = scaled_arg(2000);

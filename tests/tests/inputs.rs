@@ -11,7 +11,6 @@ use std::{
 };
 
 use tracer_tests::{
-    netns::unique_prefix,
     require_privileges, scenarios,
     tracer::{TracerRun, tracer_bin},
 };
@@ -22,25 +21,8 @@ const RECORDING: &str = concat!(
 );
 
 /// A directory of this test, removed on drop.
-struct Dir(std::path::PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("tracer-{name}-{}", unique_prefix()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-
-    fn at(&self, name: &str) -> String {
-        self.0.join(name).display().to_string()
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+fn dir(name: &str) -> tracer_tests::scenarios::ScratchDir {
+    tracer_tests::scenarios::ScratchDir::new(name).expect("scratch dir")
 }
 
 /// Run tracer with `args`, killed after `limit`: (exit code, stdout,
@@ -95,7 +77,7 @@ const NODE_RECORDING: &str = concat!(
 );
 
 /// One node's JSON (`replay -o json` of a recording that names its node).
-fn node_json(dir: &Dir) -> String {
+fn node_json(dir: &tracer_tests::scenarios::ScratchDir) -> String {
     let (code, out, err) = run_within(
         &["replay", NODE_RECORDING, "-o", "json"],
         Duration::from_secs(10),
@@ -108,7 +90,7 @@ fn node_json(dir: &Dir) -> String {
 
 #[test]
 fn devices_fifos_and_huge_files_are_refused_at_once() {
-    let dir = Dir::new("inputs");
+    let dir = dir("inputs");
     let json = node_json(&dir);
     let fifo = dir.at("fifo");
     assert!(
@@ -157,7 +139,7 @@ fn bad_arguments_are_usage_errors() {
 /// merge refuses a wall-clock time it would wrap when correcting it.
 #[test]
 fn merge_refuses_out_of_range_times() {
-    let dir = Dir::new("merge-range");
+    let dir = dir("merge-range");
     let json = node_json(&dir);
     let text = std::fs::read_to_string(&json).unwrap();
     let (head, tail) = text.split_once("\"unix_ns\":").expect("a dated hop");
@@ -224,7 +206,7 @@ fn a_closed_stdout_ends_the_run() {
         return;
     }
     let sc = scenarios::build("tcp_closed_port").unwrap();
-    let dir = Dir::new("epipe");
+    let dir = dir("epipe");
     let ready = dir.at("ready");
     let mut child = Command::new(tracer_bin())
         .args(["follow", &sc.target, "--ready-file", &ready])
@@ -302,7 +284,7 @@ fn mutate(rng: &mut Rng, data: &[u8]) -> Vec<u8> {
 /// refusal is one line.
 #[test]
 fn mutated_inputs_never_panic() {
-    let dir = Dir::new("fuzz");
+    let dir = dir("fuzz");
     let json = node_json(&dir);
     let rec = std::fs::read(RECORDING).unwrap();
     let text = std::fs::read(&json).unwrap();

@@ -8,31 +8,13 @@
 use std::{path::Path, process::Command, time::Duration};
 
 use tracer_tests::{
-    netns::unique_prefix,
     require_privileges, scenarios,
     tracer::{TracerRun, tracer_bin},
 };
 
 /// A directory of this test, removed on drop.
-struct Dir(std::path::PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("tracer-{name}-{}", unique_prefix()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-
-    fn at(&self, name: &str) -> String {
-        self.0.join(name).display().to_string()
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+fn dir(name: &str) -> tracer_tests::scenarios::ScratchDir {
+    tracer_tests::scenarios::ScratchDir::new(name).expect("scratch dir")
 }
 
 /// `tracer replay FILE`: exit code, stdout, stderr.
@@ -55,7 +37,7 @@ fn sigkill_leaves_a_replayable_recording_and_pcap() {
     if !require_privileges("sigkill_leaves_a_replayable_recording_and_pcap") {
         return;
     }
-    let dir = Dir::new("sigkill");
+    let dir = dir("sigkill");
     let (rec, pcap) = (dir.at("run.rec"), dir.at("run.pcapng"));
     let sc = scenarios::build("tcp_closed_port").unwrap();
     let run = TracerRun::start(&sc.target, &["--record", &rec, "--pcap", &pcap]).unwrap();
@@ -87,7 +69,7 @@ fn sighup_ends_the_run_cleanly() {
     if !require_privileges("sighup_ends_the_run_cleanly") {
         return;
     }
-    let dir = Dir::new("sighup");
+    let dir = dir("sighup");
     let rec = dir.at("run.rec");
     let sc = scenarios::build("tcp_closed_port").unwrap();
     let server = sc.ns("server").name.clone();
@@ -149,7 +131,7 @@ fn a_planted_symlink_is_not_followed() {
     if !require_privileges("a_planted_symlink_is_not_followed") {
         return;
     }
-    let dir = Dir::new("symlink");
+    let dir = dir("symlink");
     std::fs::set_permissions(&dir.0, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
     let victim = dir.at("victim");
     std::fs::write(&victim, "precious").unwrap();
@@ -187,7 +169,7 @@ fn existing_files_and_shared_paths_are_refused() {
     if !require_privileges("existing_files_and_shared_paths_are_refused") {
         return;
     }
-    let dir = Dir::new("exists");
+    let dir = dir("exists");
     let old = dir.at("old");
     std::fs::write(&old, "keep").unwrap();
     for flag in ["--record", "--pcap", "--ready-file"] {
@@ -211,7 +193,7 @@ fn force_replaces_and_the_ready_file_is_only_ours() {
     if !require_privileges("force_replaces_and_the_ready_file_is_only_ours") {
         return;
     }
-    let dir = Dir::new("force");
+    let dir = dir("force");
     let rec = dir.at("run.rec");
     std::fs::write(&rec, "old bytes").unwrap();
     let run = TracerRun::start(

@@ -139,50 +139,34 @@ fn prog_name(id: u32) -> Option<String> {
 /// RTM_GETLINK dump, IFLA_XDP's nested IFLA_XDP_ATTACHED and the program
 /// ids per mode (include/uapi/linux/if_link.h).
 pub fn xdp_programs() -> Vec<AttachedProgram> {
-    const IFLA_IFNAME: u16 = 3;
     const IFLA_XDP: u16 = 43;
     const IFLA_XDP_PROG_ID: u16 = 4;
     const IFLA_XDP_DRV_PROG_ID: u16 = 5;
     const IFLA_XDP_SKB_PROG_ID: u16 = 6;
     const IFLA_XDP_HW_PROG_ID: u16 = 7;
     let mut found: Vec<(String, u32, &str)> = Vec::new();
-    let body = [0u8; 16];
-    let _ = super::netlink::dump(
-        libc::NETLINK_ROUTE,
-        libc::RTM_GETLINK,
-        &body,
-        &mut |ty, msg| {
-            if ty != libc::RTM_NEWLINK {
-                return;
-            }
-            // nlmsghdr and ifinfomsg, 16 bytes each, then the attributes.
-            let attrs = msg.get(32..).unwrap_or(&[]);
-            let dev = super::netlink::attr(attrs, IFLA_IFNAME)
-                .map(super::netlink::string)
-                .unwrap_or_default();
-            let Some(xdp) = super::netlink::attr(attrs, IFLA_XDP) else {
-                return;
+    let _ = super::link::each_link(&mut |dev, attrs| {
+        let Some(xdp) = super::netlink::attr(attrs, IFLA_XDP) else {
+            return;
+        };
+        let mut modes = Vec::new();
+        for (aty, data) in super::netlink::attrs(xdp) {
+            let mode = match aty {
+                IFLA_XDP_DRV_PROG_ID => "driver",
+                IFLA_XDP_SKB_PROG_ID => "generic",
+                IFLA_XDP_HW_PROG_ID => "offload",
+                IFLA_XDP_PROG_ID => "",
+                _ => continue,
             };
-            let mut modes = Vec::new();
-            for (aty, data) in super::netlink::attrs(xdp) {
-                let mode = match aty {
-                    IFLA_XDP_DRV_PROG_ID => "driver",
-                    IFLA_XDP_SKB_PROG_ID => "generic",
-                    IFLA_XDP_HW_PROG_ID => "offload",
-                    IFLA_XDP_PROG_ID => "",
-                    _ => continue,
-                };
-                if let Some(id) = super::netlink::ne32(data).filter(|id| *id != 0) {
-                    modes.push((id, mode));
-                }
+            if let Some(id) = super::netlink::ne32(data).filter(|id| *id != 0) {
+                modes.push((id, mode));
             }
-            // IFLA_XDP_PROG_ID repeats the one program of a single mode.
-            let named: Vec<(u32, &str)> =
-                modes.iter().filter(|m| !m.1.is_empty()).copied().collect();
-            let list = if named.is_empty() { modes } else { named };
-            found.extend(list.into_iter().map(|(id, m)| (dev.clone(), id, m)));
-        },
-    );
+        }
+        // IFLA_XDP_PROG_ID repeats the one program of a single mode.
+        let named: Vec<(u32, &str)> = modes.iter().filter(|m| !m.1.is_empty()).copied().collect();
+        let list = if named.is_empty() { modes } else { named };
+        found.extend(list.into_iter().map(|(id, m)| (dev.to_string(), id, m)));
+    });
     found
         .into_iter()
         .map(|(dev, id, mode)| AttachedProgram {

@@ -58,13 +58,10 @@ pub fn links_in(path: Option<&Path>) -> Vec<LinkConf> {
     out
 }
 
-/// Every link's name and MTU by one RTM_GETLINK dump of this thread's
-/// namespace.
-fn rtnl_mtus() -> Option<Vec<LinkConf>> {
-    // include/uapi/linux/if_link.h
+/// Every link of this thread's namespace, by one RTM_GETLINK dump: its
+/// name and its attributes (include/uapi/linux/if_link.h) to `each`.
+pub fn each_link(each: &mut dyn FnMut(&str, &[u8])) -> Option<()> {
     const IFLA_IFNAME: u16 = 3;
-    const IFLA_MTU: u16 = 4;
-    let mut out = Vec::new();
     // ifinfomsg: family, pad, type, index, flags, change (16 bytes).
     let body = [0u8; 16];
     super::netlink::dump(
@@ -75,25 +72,30 @@ fn rtnl_mtus() -> Option<Vec<LinkConf>> {
             if ty != libc::RTM_NEWLINK {
                 return;
             }
-            let (mut name, mut mtu) = (None, None);
-            for (aty, data) in super::netlink::attrs(msg.get(32..).unwrap_or(&[])) {
-                match aty {
-                    IFLA_IFNAME => name = Some(super::netlink::string(data)),
-                    IFLA_MTU => mtu = super::netlink::ne32(data),
-                    _ => {}
-                }
-            }
-            if let (Some(dev), Some(mtu)) = (name, mtu) {
-                out.push(LinkConf {
-                    dev,
-                    mtu,
-                    forwarding_v4: None,
-                    forwarding_v6: None,
-                    rp_filter: None,
-                });
+            // nlmsghdr and ifinfomsg, then the attributes.
+            let attrs = msg.get(32..).unwrap_or(&[]);
+            if let Some(name) = super::netlink::attr(attrs, IFLA_IFNAME) {
+                each(&super::netlink::string(name), attrs);
             }
         },
-    )?;
+    )
+}
+
+/// Every link's name and MTU.
+fn rtnl_mtus() -> Option<Vec<LinkConf>> {
+    const IFLA_MTU: u16 = 4;
+    let mut out = Vec::new();
+    each_link(&mut |dev, attrs| {
+        if let Some(mtu) = super::netlink::attr(attrs, IFLA_MTU).and_then(super::netlink::ne32) {
+            out.push(LinkConf {
+                dev: dev.to_string(),
+                mtu,
+                forwarding_v4: None,
+                forwarding_v6: None,
+                rp_filter: None,
+            });
+        }
+    })?;
     Some(out)
 }
 

@@ -76,6 +76,12 @@ pub fn parse_netstat(text: &str) -> Option<ListenStats> {
 /// TCP listeners and UDP sockets of the namespace at `path` (entered on
 /// this thread). Empty when unreadable.
 pub fn bound_in(path: &Path) -> Vec<Bound> {
+    tables_in(path, parse)
+}
+
+/// Each of the namespace's /proc/net/{tcp,tcp6,udp,udp6} tables (entered
+/// on this thread) parsed by `parse(text, proto)`, the results together.
+fn tables_in<T>(path: &Path, parse: fn(&str, &str) -> Vec<T>) -> Vec<T> {
     let Ok(_g) = crate::node::netns::NetnsGuard::enter(path) else {
         return Vec::new();
     };
@@ -145,21 +151,7 @@ pub struct Connected {
 /// The sockets with a peer of the namespace at `path` (entered on this
 /// thread). Empty when unreadable.
 pub fn connected_in(path: &Path) -> Vec<Connected> {
-    let Ok(_g) = crate::node::netns::NetnsGuard::enter(path) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for (file, proto) in [
-        ("tcp", "tcp"),
-        ("tcp6", "tcp"),
-        ("udp", "udp"),
-        ("udp6", "udp"),
-    ] {
-        if let Ok(text) = std::fs::read_to_string(format!("/proc/thread-self/net/{file}")) {
-            out.extend(parse_connected(&text, proto));
-        }
-    }
-    out
+    tables_in(path, parse_connected)
 }
 
 /// The sockets of a /proc/net table whose remote address is set.
