@@ -48,6 +48,16 @@ fn main() -> anyhow::Result<()> {
     // clippy, dist's musl targets); a later build finds them fresh.
     // SAFETY: the build script is single-threaded here.
     unsafe { std::env::set_var("OUT_DIR", &shared) };
+    // The nested cargo inherits this environment: a profile override of
+    // the host build (dist's CARGO_PROFILE_RELEASE_STRIP) would change
+    // the eBPF build's fingerprint and rebuild it; it is not theirs.
+    let profile_env: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("CARGO_PROFILE_"))
+        .collect();
+    for (k, _) in &profile_env {
+        // SAFETY: as above.
+        unsafe { std::env::remove_var(k) };
+    }
     let built = aya_build::build_ebpf(
         [aya_build::Package {
             name: "tracer-ebpf",
@@ -58,6 +68,10 @@ fn main() -> anyhow::Result<()> {
     );
     // SAFETY: as above.
     unsafe { std::env::set_var("OUT_DIR", &out) };
+    for (k, v) in &profile_env {
+        // SAFETY: as above.
+        unsafe { std::env::set_var(k, v) };
+    }
     built?;
     std::fs::copy(shared.join("tracer"), out.join("tracer"))?;
     strip_debug(&out.join("tracer"));
