@@ -69,6 +69,25 @@ fn scene() -> Scene {
     }
 }
 
+/// The client's connect() to the "ClusterIP", from the program's cgroup.
+fn connect(lb: &SockLb, c: &Netns) -> std::process::Output {
+    let probe = netprobe_bin();
+    let t = scaled_arg(2000);
+    lb.exec(
+        c,
+        &[
+            probe.to_str().unwrap(),
+            "tcp-connect",
+            "10.236.9.9:80",
+            "--timeout-ms",
+            &t,
+            "--count",
+            "1",
+        ],
+    )
+    .expect("client")
+}
+
 fn names(list: &Value) -> Vec<(&str, &str)> {
     list.as_array()
         .map(|a| {
@@ -94,25 +113,10 @@ fn socket_lb_rewrite_is_named_when_nothing_is_seen() {
         return;
     }
     let Scene { lb, _srv, s, c } = scene();
-    let probe = netprobe_bin();
-    let probe = probe.to_str().unwrap();
     let _xdp = Xdp::install(&s, "s0", "test_xdp_pass").expect("xdp program");
     let run = TracerRun::start("10.236.9.9:80", &["--netns", &c.name, "--netns", &s.name])
         .expect("start tracer");
-    let seen = lb
-        .exec(
-            &c,
-            &[
-                probe,
-                "tcp-connect",
-                "10.236.9.9:80",
-                "--timeout-ms",
-                &scaled_arg(2000),
-                "--count",
-                "1",
-            ],
-        )
-        .expect("client");
+    let seen = connect(&lb, &c);
     let out = run.stop().expect("stop");
     let client = String::from_utf8_lossy(&seen.stdout);
     assert!(
@@ -167,24 +171,9 @@ fn nothing_seen_text_names_the_program_and_hints_at_the_backend() {
         return;
     }
     let Scene { lb, _srv, s: _s, c } = scene();
-    let probe = netprobe_bin();
-    let probe = probe.to_str().unwrap();
     let mut run =
         TracerRun::start_fmt("10.236.9.9:80", "text", &["--netns", &c.name]).expect("start tracer");
-    let t = scaled_arg(2000);
-    lb.exec(
-        &c,
-        &[
-            probe,
-            "tcp-connect",
-            "10.236.9.9:80",
-            "--timeout-ms",
-            &t,
-            "--count",
-            "1",
-        ],
-    )
-    .expect("client");
+    connect(&lb, &c);
     let text = run.stop_raw().expect("stop");
     assert!(
         text.contains("nothing seen: no packet to 10.236.9.9:80 passed a traced hook"),
@@ -197,19 +186,7 @@ fn nothing_seen_text_names_the_program_and_hints_at_the_backend() {
 
     // The backend itself is seen: no report.
     let run = TracerRun::start("10.236.0.2:8080", &["--netns", &c.name]).expect("start tracer");
-    lb.exec(
-        &c,
-        &[
-            probe,
-            "tcp-connect",
-            "10.236.9.9:80",
-            "--timeout-ms",
-            &t,
-            "--count",
-            "1",
-        ],
-    )
-    .expect("client");
+    connect(&lb, &c);
     let out = run.stop().expect("stop");
     let summary = out.summary().expect("summary");
     assert_ne!(summary["flows"], 0, "{}", out.dump());
