@@ -215,9 +215,54 @@ pub(crate) fn serve(s: &Netns, mode: &str, addr: &str, secs: u32) -> Result<Chil
         .ceil()
         .to_string();
     let child = s.spawn(&[probe.to_str().unwrap(), mode, addr, "--for", &secs])?;
-    // Let the listener bind before traffic starts.
-    std::thread::sleep(crate::scaled_ms(300));
+    // Let the listener bind before traffic starts: watched in its own
+    // socket tables, not slept for (a fixed 300 ms, scaled, was 1.5 s of
+    // every server's start in the TCG guests).
+    let port = addr.rsplit(':').next().and_then(|p| p.parse::<u16>().ok());
+    if let Some(port) = port {
+        wait_bound(child.0.id(), !mode.starts_with("udp"), port);
+    }
     Ok(child)
+}
+
+/// Wait (at most 5 s, scaled) until the process `pid` has `port` bound:
+/// listening when `tcp` (a `dns-serve` binds UDP first, then TCP), else a
+/// UDP socket. /proc/PID/net shows the tables of the process's own
+/// namespace (`ip netns exec` execs the server in place). A server that
+/// never binds is left to the traffic to report.
+fn wait_bound(pid: u32, tcp: bool, port: u16) {
+    let deadline = std::time::Instant::now() + crate::scaled_ms(5000);
+    let tables: &[&str] = if tcp {
+        &["tcp", "tcp6"]
+    } else {
+        &["udp", "udp6"]
+    };
+    while std::time::Instant::now() < deadline {
+        let bound = tables.iter().any(|t| {
+            std::fs::read_to_string(format!("/proc/{pid}/net/{t}"))
+                .is_ok_and(|s| bound_in(&s, port, tcp))
+        });
+        if bound {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Does a /proc/net/{tcp,udp}{,6} table have a socket on local `port`
+/// (in state LISTEN, 0A, when `listening`)?
+fn bound_in(table: &str, port: u16, listening: bool) -> bool {
+    table.lines().skip(1).any(|l| {
+        let mut f = l.split_whitespace();
+        let local = f.nth(1).unwrap_or("");
+        let state = f.nth(1).unwrap_or("");
+        local
+            .rsplit(':')
+            .next()
+            .and_then(|p| u16::from_str_radix(p, 16).ok())
+            == Some(port)
+            && (!listening || state == "0A")
+    })
 }
 
 pub(crate) fn tcp_connect(addr: &str) -> Vec<String> {
@@ -1616,5 +1661,25 @@ impl Scenario {
         seen.push(self.traffic()?);
         pause();
         Ok(seen)
+    }
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::bound_in;
+
+    const TCP: &str = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0202D30A:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0
+   1: 0202D30A:0035 0102D30A:C350 01 00000000:00000000 00:00000000 00000000     0        0 2 1 0 20 4 30 10 -1
+";
+
+    #[test]
+    fn a_listener_is_found_by_its_port_and_state() {
+        assert!(bound_in(TCP, 8080, true));
+        // Port 53 is only a connected socket here: not listening, but bound.
+        assert!(!bound_in(TCP, 53, true));
+        assert!(bound_in(TCP, 53, false));
+        assert!(!bound_in(TCP, 8081, false));
+        assert!(!bound_in("", 8080, false));
     }
 }

@@ -19,19 +19,16 @@ use crate::{
     offsets,
 };
 
+/// Fill the header of a zeroed record (see `let_zeroed!`) field by field:
+/// a header built as a literal makes LLVM call `memset` for its name, a
+/// BPF-to-BPF call (zero.rs).
 #[inline(always)]
-pub fn header(kind: u8, hook: Hook, skb: u64) -> EventHeader {
-    EventHeader {
-        kind,
-        hook: hook as u8,
-        _pad: [0; 2],
-        ifindex: 0,
-        netns: 0,
-        cpu: unsafe { bpf_get_smp_processor_id() },
-        ts_ns: unsafe { bpf_ktime_get_ns() },
-        skb,
-        ifname: [0; 16],
-    }
+pub fn set_header(h: &mut EventHeader, kind: u8, hook: Hook, skb: u64) {
+    h.kind = kind;
+    h.hook = hook as u8;
+    h.cpu = unsafe { bpf_get_smp_processor_id() };
+    h.ts_ns = unsafe { bpf_ktime_get_ns() };
+    h.skb = skb;
 }
 
 /// Fill the header of a zeroed packet record (see `let_zeroed!`): building
@@ -45,6 +42,43 @@ pub fn packet_header(ev: &mut PacketEvent, hook: Hook, skb: u64, location: u64, 
     ev.hdr.skb = skb;
     ev.location = location;
     ev.reason = reason;
+}
+
+/// A record of type `T` filled in place in the ring buffer, zeroed
+/// first: never on the BPF stack, whose bytes the verifier tracks (see
+/// maps::SCRATCH), and not copied again on output.
+pub struct Slot<T: 'static>(RingBufEntry<T>);
+
+impl<T: 'static> Slot<T> {
+    /// None (counted as lost) when the ring buffer is full.
+    #[inline(always)]
+    pub fn new() -> Option<Self> {
+        let Some(mut e) = EVENTS.reserve::<T>(0) else {
+            bump(stat::LOST);
+            return None;
+        };
+        // SAFETY: the reservation is size_of::<T>() writable bytes; the
+        // records are plain integers, valid zeroed.
+        unsafe { crate::zero::zero_in_place(e.as_mut_ptr()) };
+        Some(Slot(e))
+    }
+
+    #[inline(always)]
+    pub fn ev(&mut self) -> &mut T {
+        // SAFETY: zeroed in `new`.
+        unsafe { self.0.assume_init_mut() }
+    }
+
+    /// Submit when `keep`, else give the reservation back.
+    #[inline(always)]
+    pub fn finish(self, keep: bool) {
+        if keep {
+            self.0.submit(wake_flags());
+            bump(stat::EVENTS);
+        } else {
+            self.0.discard(0);
+        }
+    }
 }
 
 /// A packet record filled in place in the ring buffer
@@ -205,7 +239,8 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
     }
     let mut r = Reserved::new(hook, skb, location, reason)?;
     let ev = r.ev();
-    ev.pkt = *pkt;
+    // SAFETY: two PacketInfo (see zero::copy_in_place).
+    unsafe { crate::zero::copy_in_place(&mut ev.pkt, &*pkt) };
     ev.pkt.reply = reply;
     let keep = fill_skb_event(ev, skb, dev, ct);
     if keep && budgeted {
@@ -269,12 +304,15 @@ pub fn bytes_slot(hook: Hook) -> Option<&'static mut crate::maps::BytesRecord> {
 /// record of the packet whose record is `ev`.
 #[inline(always)]
 pub fn emit_bytes(rec: &mut crate::maps::BytesRecord, ev: &PacketEvent, len: usize) {
-    rec.hdr = BytesHeader {
-        hdr: ev.hdr,
-        caplen: len as u16,
-        reply: ev.pkt.reply,
-        _pad: [0; 5],
-    };
+    // Field by field, its padding zeroed first: a literal becomes a
+    // `memset` call for the padding (zero.rs).
+    // SAFETY: a BytesHeader of this CPU's slot; and two EventHeader.
+    unsafe {
+        crate::zero::zero_in_place(&mut rec.hdr as *mut BytesHeader);
+        crate::zero::copy_in_place(&mut rec.hdr.hdr, &ev.hdr);
+    }
+    rec.hdr.caplen = len as u16;
+    rec.hdr.reply = ev.pkt.reply;
     rec.hdr.hdr.kind = kind::BYTES;
     let size = core::mem::size_of::<BytesHeader>() + len;
     // SAFETY: BytesRecord is repr(C): its header, then `data`, so its
@@ -378,8 +416,11 @@ pub fn fill_skb_event(ev: &mut PacketEvent, skb: u64, dev: u64, ct: &mut CtScrat
     let CtScratch { orig, reply, .. } = ct;
     if skb_conntrack(skb, orig, reply) {
         learn_conntrack(orig, reply);
-        ev.ct_orig = *orig;
-        ev.ct_reply = *reply;
+        // SAFETY: CtTuple to CtTuple (see zero::copy_in_place).
+        unsafe {
+            crate::zero::copy_in_place(&mut ev.ct_orig, &*orig);
+            crate::zero::copy_in_place(&mut ev.ct_reply, &*reply);
+        }
     }
     remember(skb, d.netns, d.ifindex, ev);
     true

@@ -94,19 +94,32 @@ fn learnt(p: &PacketInfo) -> u8 {
     if !nat_learnt() {
         return 0;
     }
-    let key = CtTuple {
-        saddr: p.saddr,
-        daddr: p.daddr,
-        sport: p.sport,
-        dport: p.dport,
-        proto: p.proto,
-        family: p.family,
-        _pad: [0; 2],
-    };
-    match unsafe { FLOW_KEYS.get(&key) } {
+    // Field by field into a zeroed key: the literal's address copies
+    // became a `memmove` call (zero.rs).
+    crate::let_zeroed!(key: CtTuple);
+    copy_addr(&mut key.saddr, &p.saddr);
+    copy_addr(&mut key.daddr, &p.daddr);
+    key.sport = p.sport;
+    key.dport = p.dport;
+    key.proto = p.proto;
+    key.family = p.family;
+    match unsafe { FLOW_KEYS.get(key) } {
         Some(d) => *d,
         None => 0,
     }
+}
+
+/// An address copied as eight u16: CtTuple and PacketInfo, which hold the
+/// addresses this copies, are at least 2-aligned (a u16 field each).
+#[inline(always)]
+fn copy_addr(dst: &mut [u8; 16], src: &[u8; 16]) {
+    // SAFETY: 16 bytes each, 2-aligned (see above).
+    unsafe {
+        crate::zero::copy_in_place(
+            dst.as_mut_ptr() as *mut [u16; 8],
+            src.as_ptr() as *const [u16; 8],
+        )
+    };
 }
 
 /// Has `learn_conntrack` put any tuple in FLOW_KEYS yet?

@@ -17,7 +17,7 @@ use tracer_common::{FuncEvent, Hook, func, kind, stat};
 use crate::{
     filter::{follow_skb, netns_allowed},
     kread::{dev_info, read, skb_dev, skb_packet, sock_netns},
-    maps::{CALLS, EVENTS, bump},
+    maps::{CALLS, EVENTS, FUNC_SCRATCH, bump},
     offsets,
 };
 
@@ -106,7 +106,13 @@ pub fn enter(f: u8, backend: u8, skb: u64, location: u64, x: Extra, how: Decide)
     if skb == 0 {
         return None;
     }
-    crate::let_zeroed!(ev: FuncEvent);
+    let ev = FUNC_SCRATCH.get_ptr_mut(f as u32)?;
+    // SAFETY: this CPU's slot for `f` (maps::FUNC_SCRATCH); zeroes are a
+    // valid FuncEvent.
+    let ev = unsafe {
+        crate::zero::zero_in_place(ev);
+        &mut *ev
+    };
     if !fill(ev, f, backend, skb, location, how) {
         return None;
     }

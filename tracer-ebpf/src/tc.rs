@@ -84,6 +84,7 @@ fn load<T: Copy>(ctx: &TcContext, off: usize) -> Option<T> {
 /// The IP header: family, protocol, addresses and length. Returns the
 /// transport header's offset. Word loads ([`load_word`]) of the fields it
 /// needs, not copies of the whole headers (unaligned copies are byte loads).
+#[inline(always)]
 fn parse_ip(ctx: &TcContext, pkt: &mut PacketInfo) -> Option<usize> {
     let off = EthHdr::LEN;
     let l4_off = match u16::from_be(load_word::<u16>(ctx, 12)?) {
@@ -124,6 +125,7 @@ fn put_words(dst: &mut [u8; 16], w: &[u32]) {
 
 /// Ports, TCP flags, ICMP type and code: only for packets that may be
 /// followed.
+#[inline(always)]
 fn parse_l4(ctx: &TcContext, pkt: &mut PacketInfo, l4_off: usize) {
     match pkt.proto {
         IPPROTO_TCP => {
@@ -231,6 +233,7 @@ fn skb_addr(ctx: &TcContext) -> u64 {
 
 /// A packet [`quick_reject`] let through: decided on its whole header, and
 /// recorded (with its timestamp) only when followed.
+#[inline(always)]
 fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
     let skb = skb_addr(ctx);
     let s = crate::maps::scratch(hook)?;
@@ -261,7 +264,8 @@ fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
     }
     let mut r = Reserved::new(hook, skb, 0, 0)?;
     let ev = r.ev();
-    ev.pkt = *pkt;
+    // SAFETY: two PacketInfo (see zero::copy_in_place).
+    unsafe { crate::zero::copy_in_place(&mut ev.pkt, &*pkt) };
     ev.pkt.reply = reply;
     let keep = fill_skb_event(ev, skb, dev, ct);
     if keep && budgeted {

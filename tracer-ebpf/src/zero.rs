@@ -1,4 +1,4 @@
-//! Zeroing records in place, without `memset`.
+//! Zeroing and copying records in place, without `memset` or `memmove`.
 //!
 //! LLVM lowers `T::zeroed()`-style literals of large records to calls to
 //! aya-ebpf's `memset`, a byte loop that the verifier walks once per byte:
@@ -30,6 +30,37 @@ unsafe fn stores<W: Copy + Default>(w: *mut W, count: usize) {
     let mut i = 0;
     while i < count {
         unsafe { core::ptr::write_volatile(w.add(i), W::default()) };
+        i += 1;
+    }
+}
+
+/// `*dst = *src` without `memmove`: LLVM lowers a plain copy of a
+/// 48-byte PacketInfo to a call to aya-ebpf's `memmove`, a byte loop in a
+/// BPF-to-BPF subprogram that the verifier walks byte by byte, and walks
+/// back again for precision marks (mark_precise), on every path that
+/// reaches the copy: 40-60% of the instructions Debian's 6.1 processed for
+/// the kfree_skb, xmit and tc programs. Volatile word copies, as wide as
+/// `T`'s alignment allows, cost two instructions per word.
+///
+/// # Safety
+/// `dst` and `src` must be valid for `size_of::<T>()` bytes, aligned for
+/// `T`, and not overlap.
+#[inline(always)]
+pub unsafe fn copy_in_place<T>(dst: *mut T, src: *const T) {
+    let n = size_of::<T>();
+    match align_of::<T>() {
+        a if a >= 8 => unsafe { copies::<u64>(dst as *mut u64, src as *const u64, n / 8) },
+        4 => unsafe { copies::<u32>(dst as *mut u32, src as *const u32, n / 4) },
+        2 => unsafe { copies::<u16>(dst as *mut u16, src as *const u16, n / 2) },
+        _ => unsafe { copies::<u8>(dst as *mut u8, src as *const u8, n) },
+    }
+}
+
+#[inline(always)]
+unsafe fn copies<W: Copy>(d: *mut W, s: *const W, count: usize) {
+    let mut i = 0;
+    while i < count {
+        unsafe { core::ptr::write_volatile(d.add(i), core::ptr::read_volatile(s.add(i))) };
         i += 1;
     }
 }

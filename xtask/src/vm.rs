@@ -68,17 +68,22 @@ const SUITES: &[&str] = &["incidents", "follow", "ipvs", "backends", "netns_scop
 
 /// The guests of the matrix, longest first, each a kernel and the suites
 /// it runs: [`GUESTS_AT_ONCE`] of them run at a time, one vCPU each, so
-/// the host's two cores stay busy without being oversubscribed. 5.10 runs
-/// the incidents, the drop-reason verdicts of `follow` (its reasons are
-/// inferred there) and the backends (its kprobe and fentry programs), in
-/// two guests so that its share evens out the two queues; IPVS's verdicts
-/// do not depend on drop reasons and, like the `--netns` sweep, run on 6.1
-/// and 6.12.
+/// the host's two cores stay busy without being oversubscribed. Each
+/// kernel is split in two guests so that the two queues end together: the
+/// `--netns` sweep stays with the suites whose verdicts it reuses
+/// (incidents, follow: the guest's own /tmp), IPVS and the backends go to
+/// a second guest (with the static binary's test on 6.1). 5.10 runs the
+/// incidents, the drop-reason verdicts of `follow` (its reasons are
+/// inferred there) and the backends (its kprobe and fentry programs);
+/// IPVS's verdicts do not depend on drop reasons and, like the `--netns`
+/// sweep, run on 6.1 and 6.12.
 const GUESTS: &[(&str, &[&str])] = &[
-    ("6.1", SUITES),
-    ("6.12", SUITES),
-    ("5.10", &["incidents"]),
+    ("6.1", &["incidents", "follow", "netns_scope"]),
+    ("6.12", &["incidents", "follow", "netns_scope"]),
     ("5.10", &["follow", "backends"]),
+    ("6.1", &["ipvs", "backends"]),
+    ("6.12", &["ipvs", "backends"]),
+    ("5.10", &["incidents"]),
 ];
 
 /// Guests running at once: one per host core.
@@ -420,7 +425,11 @@ fn script(
     // The verdicts each suite reached, for the `--netns` sweep
     // (tracer_tests::verdict_log); /tmp is the guest's own tmpfs.
     s += "export TRACER_VERDICT_LOG=/tmp/tracer-verdicts\n";
-    if !suites.contains(&"netns_scope") {
+    // Said once per kernel without the sweep (by its guest with `follow`).
+    let swept = GUESTS
+        .iter()
+        .any(|(k, s)| *k == kernel && s.contains(&"netns_scope"));
+    if !swept && suites.contains(&"follow") {
         s += "echo '!!!!! SKIPPED (5.10, wall time) the netns_scope suite (every_scenario_is_judged_the_same_with_netns_scope): it runs on 6.1, 6.12 and the host !!!!!'\n";
     }
     s += &format!("cd {}/tests\n", root().display());
@@ -665,6 +674,7 @@ pub(crate) fn matrix(a: &VmArgs) -> Result<Vec<KernelResult>> {
         };
         let sc = run_dir.join(format!("{}.sh", label.replace([':', '+'], "-")));
         let static_bin = (*name == STATIC_TEST.0
+            && suites.contains(&"ipvs")
             && a.filter
                 .as_deref()
                 .is_none_or(|f| format!("static-musl::{}", STATIC_TEST.2).contains(f)))

@@ -276,7 +276,13 @@ pub fn load_programs(
                         let Some((name, prog, t)) = next else { break };
                         let t0 = std::time::Instant::now();
                         let r = load_one(name, prog, &t, btf);
-                        log::debug!("verified {name} in {:?}", t0.elapsed());
+                        // The verifier's work: what makes a start slow
+                        // on older kernels (bpf_prog_info.verified_insns).
+                        let insns = prog
+                            .info()
+                            .ok()
+                            .and_then(|i| i.verified_instruction_count());
+                        log::debug!("verified {name} in {:?} ({insns:?} insns)", t0.elapsed());
                         done.push((name.to_string(), r));
                     }
                     done
