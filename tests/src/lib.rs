@@ -9,6 +9,7 @@
 pub mod blind_scenes;
 pub mod evidence;
 pub mod ipvs;
+pub mod kcost;
 pub mod kubepod;
 pub mod netns;
 pub mod pods;

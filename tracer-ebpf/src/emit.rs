@@ -81,51 +81,37 @@ impl<T: 'static> Slot<T> {
     }
 }
 
-/// A packet record filled in place in the ring buffer
-/// (bpf_ringbuf_reserve()): the ~220-byte record never sits on the 512-byte
-/// BPF stack (Debian 6.1's verifier rejected the stack-built record, "combined
-/// stack size of 2 calls is 704"), and is not copied again on output.
-pub struct Reserved(RingBufEntry<PacketEvent>);
+/// A packet record filled in place in the ring buffer ([`Slot`]): the
+/// ~220-byte record never sits on the 512-byte BPF stack (Debian 6.1's
+/// verifier rejected the stack-built record, "combined stack size of 2
+/// calls is 704"), and is not copied again on output.
+pub struct Reserved(Slot<PacketEvent>);
 
 impl Reserved {
     /// A zeroed record with its header filled; None (counted as lost) when
     /// the ring buffer is full.
     #[inline(always)]
     pub fn new(hook: Hook, skb: u64, location: u64, reason: u32) -> Option<Self> {
-        let Some(mut e) = EVENTS.reserve::<PacketEvent>(0) else {
-            bump(stat::LOST);
-            return None;
-        };
-        // SAFETY: the reservation is size_of::<PacketEvent>() writable bytes;
-        // zeroes are a valid PacketEvent.
-        unsafe { crate::zero::zero_in_place(e.as_mut_ptr()) };
-        let mut r = Reserved(e);
+        let mut r = Reserved(Slot::new()?);
         packet_header(r.ev(), hook, skb, location, reason);
         Some(r)
     }
 
     #[inline(always)]
     pub fn ev(&mut self) -> &mut PacketEvent {
-        // SAFETY: zeroed in `new`.
-        unsafe { self.0.assume_init_mut() }
-    }
-
-    #[inline(always)]
-    pub fn submit(self) {
-        self.0.submit(wake_flags());
-        bump(stat::EVENTS);
+        self.0.ev()
     }
 
     /// Give the reservation back (a record that is not for us after all).
     #[inline(always)]
     pub fn discard(self) {
-        self.0.discard(0);
+        self.0.finish(false);
     }
 
     /// Submit when `keep`, else discard.
     #[inline(always)]
     pub fn finish(self, keep: bool) {
-        if keep { self.submit() } else { self.discard() }
+        self.0.finish(keep);
     }
 }
 

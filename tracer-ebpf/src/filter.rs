@@ -155,18 +155,33 @@ pub fn surely_not_followed_words(
     saddr: (u64, u64),
     daddr: (u64, u64),
 ) -> bool {
-    let f = cfg();
-    if family == f.family && (prefix_eq_words(daddr) || prefix_eq_words(saddr)) {
-        return false;
-    }
-    if nat_learnt() {
-        return false;
-    }
-    if tracked_lately() && unsafe { TRACKED.get(&skb) }.is_some() {
+    if addrs_may_match(family, saddr, daddr)
+        || (tracked_lately() && unsafe { TRACKED.get(&skb) }.is_some())
+    {
         return false;
     }
     bump(stat::FILTERED);
     true
+}
+
+/// [`surely_not_followed_words`] for a hook without an skb (a route
+/// lookup): neither address is in the target and no NAT tuple has been
+/// learnt.
+#[inline(always)]
+pub fn addrs_not_followed(family: u8, saddr: (u64, u64), daddr: (u64, u64)) -> bool {
+    if addrs_may_match(family, saddr, daddr) {
+        return false;
+    }
+    bump(stat::FILTERED);
+    true
+}
+
+/// Either address in the target's prefix, or a NAT tuple learnt (which
+/// the whole tuple must then be looked up for).
+#[inline(always)]
+fn addrs_may_match(family: u8, saddr: (u64, u64), daddr: (u64, u64)) -> bool {
+    let f = cfg();
+    (family == f.family && (prefix_eq_words(daddr) || prefix_eq_words(saddr))) || nat_learnt()
 }
 
 /// A tracked skb whose addresses no longer match was rewritten by a NAT

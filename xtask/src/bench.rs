@@ -22,6 +22,11 @@ pub(crate) struct BenchArgs {
     /// RSS, late pod hooked), replacing its section alone.
     #[arg(long)]
     pods_only: bool,
+    /// Only the kernel time per packet of tracer's programs (bpf_stats,
+    /// beside the same hooks with empty programs), replacing its section
+    /// alone.
+    #[arg(long)]
+    kernel_cost_only: bool,
 }
 
 pub(crate) fn run(a: BenchArgs) -> Result<ExitCode> {
@@ -31,7 +36,7 @@ pub(crate) fn run(a: BenchArgs) -> Result<ExitCode> {
     crate::setup::ensure()?;
     crate::build::release()?;
     let r = root();
-    if !a.pods_only {
+    if !a.pods_only && !a.kernel_cost_only {
         sh(Command::new("cargo")
             .current_dir(&r)
             .args(["bench", "-p", "tracer", "--bench", "pipeline"]))?;
@@ -49,6 +54,9 @@ pub(crate) fn run(a: BenchArgs) -> Result<ExitCode> {
         ]);
     if a.pods_only {
         bench.arg("--pods-only");
+    }
+    if a.kernel_cost_only {
+        bench.arg("--kernel-cost-only");
     }
     sh(bench.arg("--write").arg(r.join("BENCHMARKS.md")))?;
     Ok(ExitCode::SUCCESS)

@@ -11,6 +11,7 @@
 )]
 
 use std::{
+    collections::BTreeMap,
     process::{Command, Stdio},
     time::Duration,
 };
@@ -19,6 +20,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use serde_json::Value;
 use tracer_tests::{
+    kcost,
     netns::{Child, Netns, unique_prefix, veth},
     pods::{Node, Pods, tracer_hooked},
     require_privileges,
@@ -52,6 +54,10 @@ struct Args {
     /// Only the node-scale case (replaces its section alone with --write).
     #[arg(long)]
     pods_only: bool,
+    /// Only the kernel time per packet (bpf_stats; replaces its section
+    /// alone with --write).
+    #[arg(long)]
+    kernel_cost_only: bool,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -119,6 +125,21 @@ fn cpus() -> (String, String) {
 }
 
 fn iperf(a: &Netns, udp: bool, secs: u32) -> Result<f64> {
+    let j = iperf_json(a, udp, secs)?;
+    Ok(if udp {
+        let sum = &j["end"]["sum"];
+        let pk =
+            sum["packets"].as_f64().unwrap_or(0.0) - sum["lost_packets"].as_f64().unwrap_or(0.0);
+        pk / sum["seconds"].as_f64().unwrap_or(1.0)
+    } else {
+        j["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap_or(0.0)
+    })
+}
+
+/// One iperf3 run's JSON report (`-J`).
+fn iperf_json(a: &Netns, udp: bool, secs: u32) -> Result<Value> {
     let (client_cpu, _) = cpus();
     let mut args = vec![
         "taskset",
@@ -140,16 +161,7 @@ fn iperf(a: &Netns, udp: bool, secs: u32) -> Result<f64> {
     if let Some(e) = j["error"].as_str() {
         bail!("iperf3: {e}");
     }
-    Ok(if udp {
-        let sum = &j["end"]["sum"];
-        let pk =
-            sum["packets"].as_f64().unwrap_or(0.0) - sum["lost_packets"].as_f64().unwrap_or(0.0);
-        pk / sum["seconds"].as_f64().unwrap_or(1.0)
-    } else {
-        j["end"]["sum_received"]["bits_per_second"]
-            .as_f64()
-            .unwrap_or(0.0)
-    })
+    Ok(j)
 }
 
 fn run_case(case: Case, a: &Netns, b: &Netns, udp: bool, secs: u32) -> Result<Sample> {
@@ -199,32 +211,7 @@ fn run_case(case: Case, a: &Netns, b: &Netns, udp: bool, secs: u32) -> Result<Sa
         | Case::Following
         | Case::FollowingNoNftrace
         | Case::FollowingNoBytes => {
-            let following = matches!(
-                case,
-                Case::Following | Case::FollowingNoNftrace | Case::FollowingNoBytes
-            );
-            let target = if following {
-                "10.240.0.2:5201"
-            } else {
-                "10.99.99.99"
-            };
-            let mut args = if case == Case::NonMatchingAllNs {
-                vec![]
-            } else {
-                scope.to_vec()
-            };
-            args.extend_from_slice(&["--max-flows", "1000", "--duration", "10m"]);
-            if matches!(case, Case::NonMatchingNoNftrace | Case::FollowingNoNftrace) {
-                args.push("--no-nftrace");
-            }
-            if case == Case::FollowingNoBytes {
-                args.extend_from_slice(&["--snaplen", "0"]);
-            }
-            let env: &[(&str, &str)] = if case == Case::EmptyPrograms {
-                &[("TRACER_EMPTY_PROGRAMS", "1")]
-            } else {
-                &[]
-            };
+            let (target, args, env) = tracer_case(case, &scope);
             let run = TracerRun::start_env(target, "json", &args, env)?;
             let t0 = std::time::Instant::now();
             s.rate = iperf(a, udp, secs)?;
@@ -240,6 +227,176 @@ fn run_case(case: Case, a: &Netns, b: &Netns, udp: bool, secs: u32) -> Result<Sa
         }
     }
     Ok(s)
+}
+
+/// How a tracer case runs: its target, arguments and environment.
+fn tracer_case<'a>(
+    case: Case,
+    scope: &[&'a str],
+) -> (
+    &'static str,
+    Vec<&'a str>,
+    &'static [(&'static str, &'static str)],
+) {
+    let following = matches!(
+        case,
+        Case::Following | Case::FollowingNoNftrace | Case::FollowingNoBytes
+    );
+    let target = if following {
+        "10.240.0.2:5201"
+    } else {
+        "10.99.99.99"
+    };
+    let mut args = if case == Case::NonMatchingAllNs {
+        vec![]
+    } else {
+        scope.to_vec()
+    };
+    args.extend_from_slice(&["--max-flows", "1000", "--duration", "10m"]);
+    if matches!(case, Case::NonMatchingNoNftrace | Case::FollowingNoNftrace) {
+        args.push("--no-nftrace");
+    }
+    if case == Case::FollowingNoBytes {
+        args.extend_from_slice(&["--snaplen", "0"]);
+    }
+    let env: &[(&str, &str)] = if case == Case::EmptyPrograms {
+        &[("TRACER_EMPTY_PROGRAMS", "1")]
+    } else {
+        &[]
+    };
+    (target, args, env)
+}
+
+/// The kernel-cost section: per tracer program, runs per packet and ns
+/// per run (bpf_stats, on for the measurement only) while `secs` seconds
+/// of 64-byte UDP cross the veth pair, for tracer not following the
+/// traffic, following it, and the same hooks with empty programs (the
+/// floor); the median of `reps` rounds, the order rotating.
+fn kernel_cost_section(a: &Netns, b: &Netns, reps: usize, secs: u32) -> Result<String> {
+    let cases = [
+        Case::EmptyPrograms,
+        Case::NonMatching,
+        Case::NonMatchingAllNs,
+        Case::Following,
+    ];
+    let scope = ["--netns", a.name.as_str(), "--netns", b.name.as_str()];
+    let _stats = kcost::StatsOn::new()?;
+    let mut runs: Vec<Vec<BTreeMap<String, kcost::Cost>>> = cases.iter().map(|_| vec![]).collect();
+    for round in 0..reps {
+        for j in 0..cases.len() {
+            let i = (round + j) % cases.len();
+            let (target, args, env) = tracer_case(cases[i], &scope);
+            let run = TracerRun::start_env(target, "json", &args, env)?;
+            let before = kcost::snapshot()?;
+            let report = iperf_json(a, true, secs)?;
+            let after = kcost::snapshot()?;
+            run.stop()?;
+            let packets = report["end"]["sum"]["packets"].as_u64().unwrap_or(0);
+            let c = kcost::per_packet(&before, &after, packets);
+            eprintln!(
+                "kernel cost / {}: {:.0} ns per packet over {packets} packets",
+                cases[i].name(),
+                kcost::total(&c)
+            );
+            runs[i].push(c);
+        }
+    }
+    let total = |i: usize| median(&mut runs[i].iter().map(kcost::total).collect::<Vec<_>>());
+    let floor = total(0);
+    let mut md = format!(
+        "### Kernel time per packet (bpf_stats)\n\n\
+         {reps} rounds of {secs} s of 64-byte UDP (iperf3) per case, the order rotating; \
+         `kernel.bpf_stats_enabled` on only for this section. Per tracer program: runs per \
+         packet and ns per run (median over rounds); the floor is the same hooks with empty \
+         programs (TRACER_EMPTY_PROGRAMS=1), which no program body can go below. Goals \
+         (issue 31): not followed at most 1.5x the floor, followed at most 3x.\n\n\
+         | case | ns per packet | x floor |\n|---|---|---|\n"
+    );
+    for (i, c) in cases.iter().enumerate() {
+        let t = total(i);
+        md += &format!(
+            "| {} | {t:.0} | {:.2} |
+",
+            c.name(),
+            t / floor.max(1.0)
+        );
+    }
+    md += "
+| program | ";
+    md += &cases
+        .iter()
+        .map(|c| format!("{}: runs/pkt, ns/run", c.name()))
+        .collect::<Vec<_>>()
+        .join(" | ");
+    md += " |
+|---|";
+    md += &"---|".repeat(cases.len());
+    md += "
+";
+    let names: std::collections::BTreeSet<&String> =
+        runs.iter().flatten().flat_map(|m| m.keys()).collect();
+    for name in names {
+        md += &format!("| {name} |");
+        for r in &runs {
+            let mut per: Vec<f64> = r
+                .iter()
+                .filter_map(|m| m.get(name))
+                .map(|c| c.runs_per_packet)
+                .collect();
+            let mut ns: Vec<f64> = r
+                .iter()
+                .filter_map(|m| m.get(name))
+                .map(|c| c.ns_per_run)
+                .collect();
+            if per.is_empty() {
+                md += " - |";
+            } else {
+                md += &format!(" {:.2}, {:.0} |", median(&mut per), median(&mut ns));
+            }
+        }
+        md += "\n";
+    }
+    Ok(md + "\n")
+}
+
+/// Two namespaces on a veth pair (10.240.0.1 and .2), each with an
+/// nf_tables table as a node has, and an iperf3 server in the second.
+fn bench_pair() -> Result<(Netns, Netns, Child)> {
+    let p = unique_prefix();
+    let a = Netns::new(format!("{p}-bench-a"))?;
+    let b = Netns::new(format!("{p}-bench-b"))?;
+    veth(&a, "ba0", &b, "bb0")?;
+    a.ip(&["addr", "add", "10.240.0.1/24", "dev", "ba0"])?;
+    b.ip(&["addr", "add", "10.240.0.2/24", "dev", "bb0"])?;
+    // A node has an nf_tables ruleset (kube-proxy, iptables-nft): one
+    // empty input chain in each namespace, so that tracer adds its nftrace
+    // table there as it would on a node.
+    for n in [&a, &b] {
+        n.exec(&["nft", "add", "table", "ip", "bench"])?;
+        n.exec(&[
+            "nft",
+            "add",
+            "chain",
+            "ip",
+            "bench",
+            "input",
+            "{ type filter hook input priority 0; }",
+        ])?;
+    }
+    let (_, server_cpu) = cpus();
+    let server: Child = b.spawn(&[
+        "taskset",
+        "-c",
+        &server_cpu,
+        "iperf3",
+        "-s",
+        "-B",
+        "10.240.0.2",
+        "--logfile",
+        "/dev/null",
+    ])?;
+    std::thread::sleep(Duration::from_millis(500));
+    Ok((a, b, server))
 }
 
 fn status_kib(pid: i32, key: &str) -> Option<u64> {
@@ -551,7 +708,7 @@ fn main() -> Result<()> {
     if !require_privileges("tracer-bench") {
         return Ok(());
     }
-    if !args.pods.is_empty() {
+    if !args.pods.is_empty() && !args.kernel_cost_only {
         let md = pods_section(&args.pods, args.pods_reps)?;
         println!("{md}");
         if let Some(path) = &args.write {
@@ -561,41 +718,20 @@ fn main() -> Result<()> {
     if args.pods_only {
         return Ok(());
     }
-    let p = unique_prefix();
-    let a = Netns::new(format!("{p}-bench-a"))?;
-    let b = Netns::new(format!("{p}-bench-b"))?;
-    veth(&a, "ba0", &b, "bb0")?;
-    a.ip(&["addr", "add", "10.240.0.1/24", "dev", "ba0"])?;
-    b.ip(&["addr", "add", "10.240.0.2/24", "dev", "bb0"])?;
-    // A node has an nf_tables ruleset (kube-proxy, iptables-nft): one
-    // empty input chain in each namespace, so that tracer adds its nftrace
-    // table there as it would on a node.
-    for n in [&a, &b] {
-        n.exec(&["nft", "add", "table", "ip", "bench"])?;
-        n.exec(&[
-            "nft",
-            "add",
-            "chain",
-            "ip",
-            "bench",
-            "input",
-            "{ type filter hook input priority 0; }",
-        ])?;
+    let (a, b, _server) = bench_pair()?;
+    if args.reps > 0 {
+        let md = format!(
+            "<!-- kcost:begin -->\n{}<!-- kcost:end -->\n",
+            kernel_cost_section(&a, &b, args.reps, args.secs)?
+        );
+        println!("{md}");
+        if let Some(path) = &args.write {
+            replace_section(path, "<!-- kcost:begin -->", "<!-- kcost:end -->", &md)?;
+        }
     }
-    let (_, server_cpu) = cpus();
-    let _server: Child = b.spawn(&[
-        "taskset",
-        "-c",
-        &server_cpu,
-        "iperf3",
-        "-s",
-        "-B",
-        "10.240.0.2",
-        "--logfile",
-        "/dev/null",
-    ])?;
-    std::thread::sleep(Duration::from_millis(500));
-
+    if args.kernel_cost_only {
+        return Ok(());
+    }
     let cases = [
         Case::Baseline,
         Case::NonMatching,
