@@ -225,8 +225,7 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
     }
     let mut r = Reserved::new(hook, skb, location, reason)?;
     let ev = r.ev();
-    // SAFETY: two PacketInfo (see zero::copy_in_place).
-    unsafe { crate::zero::copy_in_place(&mut ev.pkt, &*pkt) };
+    crate::zero::copy_pkt(&mut ev.pkt, pkt);
     ev.pkt.reply = reply;
     let keep = fill_skb_event(ev, skb, dev, ct);
     if keep && budgeted {

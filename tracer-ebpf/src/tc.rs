@@ -264,8 +264,7 @@ fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
     }
     let mut r = Reserved::new(hook, skb, 0, 0)?;
     let ev = r.ev();
-    // SAFETY: two PacketInfo (see zero::copy_in_place).
-    unsafe { crate::zero::copy_in_place(&mut ev.pkt, &*pkt) };
+    crate::zero::copy_pkt(&mut ev.pkt, pkt);
     ev.pkt.reply = reply;
     let keep = fill_skb_event(ev, skb, dev, ct);
     if keep && budgeted {

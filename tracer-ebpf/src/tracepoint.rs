@@ -209,7 +209,7 @@ fn try_fib(table: u32, flp: u64, nhc: u64, err: i32) -> Option<()> {
     let mut r = Slot::<FibEvent>::new()?;
     let ev = r.ev();
     set_header(&mut ev.hdr, kind::FIB, Hook::FibLookup, 0);
-    copy_pkt(&mut ev.pkt, pkt);
+    crate::zero::copy_pkt(&mut ev.pkt, pkt);
     ev.table = table;
     ev.err = err;
     ev.oif = read(flp, o.fl4_oif).unwrap_or(0);
@@ -265,7 +265,7 @@ fn try_fib6(net: u64, res: u64, table: u64, flp: u64) -> Option<()> {
     let mut r = Slot::<FibEvent>::new()?;
     let ev = r.ev();
     set_header(&mut ev.hdr, kind::FIB, Hook::FibLookup, 0);
-    copy_pkt(&mut ev.pkt, pkt);
+    crate::zero::copy_pkt(&mut ev.pkt, pkt);
     ev.table = tb_id;
     // The IPv4 convention: -EAGAIN when nothing matched, and the errors
     // fib_props[] gives unreachable (RTN_UNREACHABLE 7: -EHOSTUNREACH),
@@ -380,7 +380,7 @@ fn try_sock_state(sk: u64, old: i32, new: i32) -> Option<()> {
     pkt.reply = (dir == DIR_REPLY) as u8;
     crate::let_zeroed!(ev: SockEvent);
     set_header(&mut ev.hdr, kind::SOCK, Hook::SockState, 0);
-    copy_pkt(&mut ev.pkt, pkt);
+    crate::zero::copy_pkt(&mut ev.pkt, pkt);
     ev.old_state = old as u32;
     ev.new_state = new as u32;
     ev.sk = sk;
@@ -573,11 +573,4 @@ fn try_neigh(hook: Hook, n: u64, lladdr: u64, new: u8, err: i32) -> Option<()> {
 fn neigh_matches(pkt: &PacketInfo) -> bool {
     pkt.family == crate::filter().family
         && crate::filter::prefix_eq_words(crate::filter::pkt_words(&pkt.daddr))
-}
-
-/// `dst = *src` without a `memmove` call (zero::copy_in_place).
-#[inline(always)]
-fn copy_pkt(dst: &mut PacketInfo, src: &PacketInfo) {
-    // SAFETY: two PacketInfo.
-    unsafe { crate::zero::copy_in_place(dst, src) };
 }

@@ -36,11 +36,11 @@ unsafe fn stores<W: Copy + Default>(w: *mut W, count: usize) {
 
 /// `*dst = *src` without `memmove`: LLVM lowers a plain copy of a
 /// 48-byte PacketInfo to a call to aya-ebpf's `memmove`, a byte loop in a
-/// BPF-to-BPF subprogram that the verifier walks byte by byte, and walks
-/// back again for precision marks (mark_precise), on every path that
-/// reaches the copy: 40-60% of the instructions Debian's 6.1 processed for
-/// the kfree_skb, xmit and tc programs. Volatile word copies, as wide as
-/// `T`'s alignment allows, cost two instructions per word.
+/// BPF-to-BPF subprogram that the verifier walks byte by byte on every
+/// path that reaches the copy; and before Linux 6.4 a call makes precision
+/// backtracking mark every scalar precise, so states stop pruning
+/// (docs/architecture.md). Volatile word copies, as wide as `T`'s
+/// alignment allows, cost two instructions per word.
 ///
 /// # Safety
 /// `dst` and `src` must be valid for `size_of::<T>()` bytes, aligned for
@@ -63,6 +63,13 @@ unsafe fn copies<W: Copy>(d: *mut W, s: *const W, count: usize) {
         unsafe { core::ptr::write_volatile(d.add(i), core::ptr::read_volatile(s.add(i))) };
         i += 1;
     }
+}
+
+/// `*dst = *src` for a packet ([`copy_in_place`]).
+#[inline(always)]
+pub fn copy_pkt(dst: &mut tracer_common::PacketInfo, src: &tracer_common::PacketInfo) {
+    // SAFETY: two PacketInfo, references: valid, aligned, apart.
+    unsafe { copy_in_place(dst, src) };
 }
 
 /// `let_zeroed!(ev: PacketEvent);` declares `ev: &mut PacketEvent` pointing
