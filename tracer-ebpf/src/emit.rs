@@ -15,7 +15,7 @@ use crate::{
         dev_info, l4_ports, skb_conntrack, skb_dev, skb_has_conntrack_btf, skb_ip_btf, skb_packet,
         sock_netns,
     },
-    maps::{BYTES, CtScratch, EVENTS, LAST, bump},
+    maps::{BYTES, CtScratch, EVENTS, Handoff, LAST, bump},
     offsets,
 };
 
@@ -218,24 +218,36 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
     if dir == 0 {
         return None;
     }
-    let reply = (dir == DIR_REPLY) as u8;
     pkt.len = crate::kread::load(skb, offsets().skb_len).unwrap_or(0);
     if need_track {
         track(skb, dir, pkt);
     }
+    let (dev, f) = s
+        .handoff
+        .pass(dev, handoff_flags(dir == DIR_REPLY, need_track, budgeted));
+    let (pkt, k, ct) = (&mut s.pkt, &mut s.key, &mut s.ct);
     let mut r = Reserved::new(hook, skb, location, reason)?;
     let ev = r.ev();
     crate::zero::copy_pkt(&mut ev.pkt, pkt);
-    ev.pkt.reply = reply;
+    ev.pkt.reply = (f & Handoff::REPLY) as u8;
     let keep = fill_skb_event(ev, skb, dev, ct);
-    if keep && budgeted {
+    if keep && f & Handoff::BUDGETED != 0 {
         agg::recorded(k, ev.hdr.ifindex, ev.hdr.netns);
     }
-    if keep && need_track {
+    if keep && f & Handoff::TRACK != 0 {
         packet_bytes(hook, skb, ev);
     }
     r.finish(keep);
     Some(())
+}
+
+/// [`Handoff`]'s flags for a followed packet: matched as a reply, to be
+/// tracked, counted by agg.rs.
+#[inline(always)]
+pub fn handoff_flags(reply: bool, track: bool, budgeted: bool) -> u64 {
+    (reply as u64 * Handoff::REPLY)
+        | (track as u64 * Handoff::TRACK)
+        | (budgeted as u64 * Handoff::BUDGETED)
 }
 
 /// The first bytes of a packet followed here for the first time (kind

@@ -64,6 +64,44 @@ pub struct Scratch {
     /// Conntrack tuples and the original-direction packet: zeroed where
     /// used (followed packets, conntrack lookups), not for every packet.
     pub ct: CtScratch,
+    /// What the record half of an skb program takes from its decision
+    /// half ([`Handoff`]), stored and loaded again here.
+    pub handoff: Handoff,
+}
+
+/// The decision half's results, handed to the record half of an skb
+/// program (emit::skb_event, tc::try_tc) through map memory. The verifier
+/// does not track map bytes: a value loaded again is an unknown scalar on
+/// every path, so the paths that reached the record (matched as request or
+/// reply, tracked or not, counted or not, device from the argument or
+/// from the skb) meet in one state there and the record half is verified
+/// once, not once per combination (tc_egress on 6.18: 128k instructions
+/// verified, 32k of them the decision).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Handoff {
+    pub dev: u64,
+    /// [`Handoff::REPLY`], [`Handoff::TRACK`], [`Handoff::BUDGETED`].
+    pub flags: u64,
+}
+
+impl Handoff {
+    pub const REPLY: u64 = 1;
+    pub const TRACK: u64 = 2;
+    pub const BUDGETED: u64 = 4;
+
+    /// Store `dev` and `flags` and load them back (volatile: LLVM keeps
+    /// neither the registers nor a folded copy of them).
+    #[inline(always)]
+    pub fn pass(&mut self, dev: u64, flags: u64) -> (u64, u64) {
+        let (d, f) = (&raw mut self.dev, &raw mut self.flags);
+        // SAFETY: two u64 fields of this CPU's scratch slot.
+        unsafe {
+            d.write_volatile(dev);
+            f.write_volatile(flags);
+            (d.read_volatile(), f.read_volatile())
+        }
+    }
 }
 
 #[repr(C)]

@@ -11,11 +11,12 @@ use tracer_common::{Hook, PacketInfo};
 
 use crate::{
     agg,
-    emit::{Reserved, bytes_slot, emit_bytes, fill_skb_event, follow_by_conntrack},
+    emit::{Reserved, bytes_slot, emit_bytes, fill_skb_event, follow_by_conntrack, handoff_flags},
     filter::{
         DIR_REPLY, classify_matched, header_match, surely_not_followed_words, track, word_of,
     },
     kread::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, skb_dev},
+    maps::Handoff,
 };
 
 const TC_ACT_UNSPEC: i32 = -1;
@@ -258,16 +259,20 @@ fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
     if dir == 0 {
         return None;
     }
-    let reply = (dir == DIR_REPLY) as u8;
     if need_track {
         track(skb, dir, pkt);
     }
+    let (dev, f) = s
+        .handoff
+        .pass(dev, handoff_flags(dir == DIR_REPLY, need_track, budgeted));
+    let (pkt, k, ct) = (&mut s.pkt, &mut s.key, &mut s.ct);
+    let need_track = f & Handoff::TRACK != 0;
     let mut r = Reserved::new(hook, skb, 0, 0)?;
     let ev = r.ev();
     crate::zero::copy_pkt(&mut ev.pkt, pkt);
-    ev.pkt.reply = reply;
+    ev.pkt.reply = (f & Handoff::REPLY) as u8;
     let keep = fill_skb_event(ev, skb, dev, ct);
-    if keep && budgeted {
+    if keep && f & Handoff::BUDGETED != 0 {
         agg::recorded(k, ev.hdr.ifindex, ev.hdr.netns);
     }
     // A TCP segment to or from a DNS port is read at every tc hop: one a
