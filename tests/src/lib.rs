@@ -6,7 +6,10 @@
     reason = "tests and their tools report on the terminal"
 )]
 
+pub mod blind_bpf;
 pub mod blind_scenes;
+pub mod bpfdrop;
+pub mod dataplane_scenes;
 pub mod evidence;
 pub mod ipvs;
 pub mod kcost;
@@ -247,4 +250,18 @@ pub fn keep_recording(path: &std::path::Path, name: &str, netns_scope: bool) {
 /// A fresh path for a scenario's recording.
 pub fn recording_path(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("tracer-rec-{}-{name}.rec", netns::unique_prefix()))
+}
+
+/// The evidence kinds of a judged flow's verdict (`verdict.evidence[].kind`).
+pub fn evidence_kinds(f: &serde_json::Value) -> Vec<&str> {
+    f["verdict"]["evidence"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|e| e["kind"].as_str()).collect())
+        .unwrap_or_default()
+}
+
+/// A string field of a judged flow's verdict (`kind`, `reason`, `where`,
+/// `hint`), empty when absent.
+pub fn verdict_said(f: &serde_json::Value, key: &str) -> String {
+    f["verdict"][key].as_str().unwrap_or_default().to_string()
 }

@@ -117,20 +117,7 @@ impl Redirect {
         // nsenter, not `ip netns exec`: the latter remounts /sys, hiding bpffs.
         let net = format!("--net={}", ns.path());
         crate::netns::run(&["nsenter", &net, "tc", "qdisc", "add", "dev", dev, "clsact"])?;
-        crate::netns::run(&[
-            "nsenter",
-            &net,
-            "tc",
-            "filter",
-            "add",
-            "dev",
-            dev,
-            "ingress",
-            "bpf",
-            "direct-action",
-            "object-pinned",
-            &pin_path,
-        ])?;
+        crate::bpfdrop::tc_filter_pinned(&ns.path(), dev, "ingress", &pin_path)?;
         Ok(Redirect { pin: pin_path })
     }
 }

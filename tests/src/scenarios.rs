@@ -21,6 +21,8 @@ pub struct Scenario {
     pub servers: Vec<Child>,
     /// A tc redirect program of the scenario's own (incident 3).
     pub redirect: Option<crate::redirect::Redirect>,
+    /// Dropping programs of the scenario's own (dataplane_scenes.rs).
+    pub droppers: Vec<crate::bpfdrop::Dropper>,
     /// Sysctls of the initial namespace the scene changed, restored on
     /// drop (after the servers go).
     pub host_sysctls: Vec<HostSysctl>,
@@ -65,6 +67,8 @@ impl Scenario {
 
 impl Drop for Scenario {
     fn drop(&mut self) {
+        // Programs first: detaching them needs their namespaces.
+        self.droppers.clear();
         self.servers.clear();
         self.scratch.clear();
         self.host_sysctls.clear();
@@ -364,9 +368,11 @@ pub fn build(name: &str) -> Result<Scenario> {
         "incident2_ipvs" => crate::ipvs::incident2_ipvs(),
         "incident5_ipvs" => crate::ipvs::incident5_ipvs(),
         "ipvs_nat" => crate::ipvs::ipvs_nat(),
-        other => crate::blind_scenes::build(other).unwrap_or_else(|| {
-            anyhow::bail!("unknown scenario {other}; one of: {}", NAMES.join(", "))
-        }),
+        other => crate::blind_scenes::build(other)
+            .or_else(|| crate::dataplane_scenes::build(other))
+            .unwrap_or_else(|| {
+                anyhow::bail!("unknown scenario {other}; one of: {}", NAMES.join(", "))
+            }),
     }
 }
 
@@ -385,6 +391,7 @@ pub(crate) fn simple(
         args: vec![],
         servers: vec![],
         redirect: None,
+        droppers: vec![],
         host_sysctls: vec![],
         scratch: vec![],
         client: 0,

@@ -154,18 +154,7 @@ impl Xdp {
 
 impl Drop for Xdp {
     fn drop(&mut self) {
-        let net = format!("--net={}", self.ns);
-        let _ = crate::netns::run(&[
-            "nsenter",
-            &net,
-            "ip",
-            "link",
-            "set",
-            "dev",
-            &self.dev,
-            "xdpgeneric",
-            "off",
-        ]);
+        crate::bpfdrop::xdp_generic_off(&self.ns, &self.dev);
         let _ = std::fs::remove_file(&self.pin);
     }
 }

@@ -18,17 +18,6 @@ fn judged(name: &str, dport: u64) -> Option<(Value, String)> {
     trace_scenario(name, dport)
 }
 
-fn kinds(f: &Value) -> Vec<&str> {
-    f["verdict"]["evidence"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|e| e["kind"].as_str()).collect())
-        .unwrap_or_default()
-}
-
-fn said(f: &Value, key: &str) -> String {
-    f["verdict"][key].as_str().unwrap_or_default().to_string()
-}
-
 /// One DF datagram larger than flannel.1's MTU (projectcalico/calico#8953):
 /// the device, its MTU and the packet's size, with the overlay MTU hint.
 #[test]
@@ -36,14 +25,24 @@ fn one_datagram_too_big_names_the_tunnel_mtu() {
     let Some((f, dump)) = judged("blind_vxlan_mtu", 5353) else {
         return;
     };
-    assert_eq!(said(&f, "reason"), "PKT_TOO_BIG", "{dump}");
-    let w = said(&f, "where");
+    assert_eq!(
+        tracer_tests::verdict_said(&f, "reason"),
+        "PKT_TOO_BIG",
+        "{dump}"
+    );
+    let w = tracer_tests::verdict_said(&f, "where");
     assert!(
         w.contains("1488-byte packet") && w.contains("MTU 1450 of flannel.1"),
         "{dump}"
     );
-    assert!(kinds(&f).contains(&"packet_too_big"), "{dump}");
-    assert!(said(&f, "hint").contains("tunnel"), "{dump}");
+    assert!(
+        tracer_tests::evidence_kinds(&f).contains(&"packet_too_big"),
+        "{dump}"
+    );
+    assert!(
+        tracer_tests::verdict_said(&f, "hint").contains("tunnel"),
+        "{dump}"
+    );
 }
 
 /// DNAT in OUTPUT to an endpoint the node has no route to
@@ -54,16 +53,23 @@ fn output_dnat_without_a_route_is_not_blamed_on_a_rule() {
     let Some((f, dump)) = judged("blind_output_dnat_no_route", 443) else {
         return;
     };
-    assert_eq!(said(&f, "reason"), "NETFILTER_DROP", "{dump}");
-    let w = said(&f, "where");
+    assert_eq!(
+        tracer_tests::verdict_said(&f, "reason"),
+        "NETFILTER_DROP",
+        "{dump}"
+    );
+    let w = tracer_tests::verdict_said(&f, "where");
     assert!(
         w.contains("no rule dropped it")
             && w.contains("ip_route_me_harder")
             && w.contains("found no route"),
         "{dump}"
     );
-    assert!(kinds(&f).contains(&"route_refused"), "{dump}");
-    let hint = said(&f, "hint");
+    assert!(
+        tracer_tests::evidence_kinds(&f).contains(&"route_refused"),
+        "{dump}"
+    );
+    let hint = tracer_tests::verdict_said(&f, "hint");
     assert!(
         hint.starts_with("No netfilter rule dropped it") && !hint.contains("list the ruleset"),
         "{dump}"
@@ -82,12 +88,113 @@ fn routes_that_refuse_the_translated_destination_are_named() {
         let Some((f, dump)) = judged(name, dport) else {
             return;
         };
-        let w = said(&f, "where");
+        let w = tracer_tests::verdict_said(&f, "where");
         assert!(
             w.contains("ip_error") && w.contains("after NAT") && w.contains(route),
             "{name}: {dump}"
         );
-        assert!(kinds(&f).contains(&"route_refused"), "{name}: {dump}");
-        assert!(said(&f, "hint").contains("ip route get"), "{name}: {dump}");
+        assert!(
+            tracer_tests::evidence_kinds(&f).contains(&"route_refused"),
+            "{name}: {dump}"
+        );
+        assert!(
+            tracer_tests::verdict_said(&f, "hint").contains("ip route get"),
+            "{name}: {dump}"
+        );
     }
+}
+
+/// An eBPF dataplane's drops (tests/src/blind_bpf.rs): the program that
+/// dropped the packet is named with its hook and device, for a pod's
+/// egress deny (cilium/cilium#40228, tcx), a hostPort reached through a
+/// masquerading node (cilium/cilium#34517), an XDP load balancer
+/// (cilium/cilium#18979) and a stale Calico filter on the node's device
+/// (projectcalico/calico#6739).
+#[test]
+fn bpf_program_drops_name_the_program() {
+    for (name, dport, at, prog) in [
+        (
+            "blind_bpf_egress_policy_deny",
+            443,
+            "tc ingress of lxc0",
+            "tcx BPF program cil_from_contai",
+        ),
+        (
+            "blind_bpf_hostport_masquerade_denied",
+            8080,
+            "tc egress of lxc0",
+            "tcx BPF program cil_to_containe",
+        ),
+        (
+            "blind_bpf_xdp_lb_remote_backend",
+            80,
+            "XDP of eth0",
+            "XDP program cil_xdp_entry",
+        ),
+        (
+            "blind_bpf_stale_calico_filter",
+            53,
+            "tc egress of ens5",
+            "tc BPF program calico_to_host_",
+        ),
+    ] {
+        let Some((f, dump)) = judged(name, dport) else {
+            return;
+        };
+        assert_eq!(
+            tracer_tests::verdict_said(&f, "kind"),
+            "dropped",
+            "{name}: {dump}"
+        );
+        let w = tracer_tests::verdict_said(&f, "where");
+        assert!(
+            w.contains(at) && w.contains(&format!("dropped by {prog} (id ")),
+            "{name}: {dump}"
+        );
+        assert!(
+            tracer_tests::evidence_kinds(&f).contains(&"bpf_program_drop"),
+            "{name}: {dump}"
+        );
+    }
+}
+
+/// DNS answers dropped at the client pod's veth (cilium/cilium#21391):
+/// the query was delivered, the answer never came back; dropped, by the
+/// program, not delivered.
+#[test]
+fn an_answer_a_program_dropped_is_not_delivered() {
+    let Some((f, dump)) = judged("blind_bpf_dns_answer_denied", 53) else {
+        return;
+    };
+    assert_eq!(tracer_tests::verdict_said(&f, "kind"), "dropped", "{dump}");
+    assert_eq!(
+        tracer_tests::verdict_said(&f, "reason"),
+        "TC_EGRESS",
+        "{dump}"
+    );
+    let w = tracer_tests::verdict_said(&f, "where");
+    assert!(
+        w.contains("the reply from 10.230.112.2:53 was dropped on its way back")
+            && w.contains("cil_to_containe"),
+        "{dump}"
+    );
+}
+
+/// A lost hostPort mapping behind passing Cilium programs
+/// (cilium/cilium#32805): the node refuses it; the programs are not
+/// blamed.
+#[test]
+fn passing_programs_are_not_blamed_for_a_refusal() {
+    let Some((f, dump)) = judged("blind_bpf_hostport_lost_refused", 29472) else {
+        return;
+    };
+    assert_eq!(
+        tracer_tests::verdict_said(&f, "reason"),
+        "NO_SOCKET",
+        "{dump}"
+    );
+    assert!(
+        !tracer_tests::evidence_kinds(&f).contains(&"bpf_program_drop"),
+        "{dump}"
+    );
 }

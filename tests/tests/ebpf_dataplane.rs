@@ -192,3 +192,100 @@ fn nothing_seen_text_names_the_program_and_hints_at_the_backend() {
     assert_ne!(summary["flows"], 0, "{}", out.dump());
     assert!(summary.get("nothing_seen").is_none(), "{}", out.dump());
 }
+
+/// A tc BPF program's drop names the program, its hook and device, and
+/// the hint sends the operator to the dataplane's own drop monitor: the
+/// client pod's egress deny (clsact ingress of its host-side veth) and
+/// the server pod's ingress deny (tc egress of its veth, a tcx link where
+/// the kernel has tcx).
+#[test]
+fn tc_program_drops_name_the_program() {
+    for (scene, reason, at, prog) in [
+        (
+            "dp_tc_from_pod_drop",
+            "TC_INGRESS",
+            "tc ingress of r0",
+            "tc BPF program cil_from_contai (id ",
+        ),
+        (
+            "dp_tcx_to_pod_drop",
+            "TC_EGRESS",
+            "tc egress of r1",
+            if tracer_tests::bpfdrop::tcx_supported() {
+                "tcx BPF program cil_to_contain (id "
+            } else {
+                "tc BPF program cil_to_contain (id "
+            },
+        ),
+    ] {
+        let Some((f, dump)) = tracer_tests::trace_scenario(scene, 8080) else {
+            return;
+        };
+        assert_eq!(
+            tracer_tests::verdict_said(&f, "kind"),
+            "dropped",
+            "{scene}: {dump}"
+        );
+        assert_eq!(
+            tracer_tests::verdict_said(&f, "reason"),
+            reason,
+            "{scene}: {dump}"
+        );
+        let w = tracer_tests::verdict_said(&f, "where");
+        assert!(
+            w.contains(at) && w.contains(&format!("dropped by {prog}")),
+            "{scene}: {dump}"
+        );
+        assert!(
+            tracer_tests::evidence_kinds(&f).contains(&"bpf_program_drop"),
+            "{scene}: {dump}"
+        );
+        assert!(
+            tracer_tests::verdict_said(&f, "hint").contains("cilium monitor"),
+            "{scene}: {dump}"
+        );
+    }
+}
+
+/// An XDP program's drop (generic XDP frees the skb with no reason of its
+/// own) names the XDP program on that device and its mode.
+#[test]
+fn xdp_program_drop_names_the_program() {
+    let Some((f, dump)) = tracer_tests::trace_scenario("dp_xdp_drop", 53) else {
+        return;
+    };
+    assert_eq!(tracer_tests::verdict_said(&f, "kind"), "dropped", "{dump}");
+    let w = tracer_tests::verdict_said(&f, "where");
+    assert!(
+        w.contains("XDP of r0")
+            && w.contains("dropped by XDP program cil_xdp_entry (id ")
+            && w.contains(", generic)"),
+        "{dump}"
+    );
+    assert!(
+        tracer_tests::evidence_kinds(&f).contains(&"bpf_program_drop"),
+        "{dump}"
+    );
+}
+
+/// A program on the path that let the packet through is not blamed: the
+/// connection to a closed port is refused by the server's kernel.
+#[test]
+fn a_passing_program_is_not_blamed() {
+    let Some((f, dump)) = tracer_tests::trace_scenario("dp_tc_passes_closed_port", 8081) else {
+        return;
+    };
+    assert!(
+        !tracer_tests::evidence_kinds(&f).contains(&"bpf_program_drop"),
+        "{dump}"
+    );
+    assert!(
+        !tracer_tests::verdict_said(&f, "where").contains("cil_"),
+        "{dump}"
+    );
+    assert!(
+        tracer_tests::verdict_said(&f, "reason").contains("NO_SOCKET")
+            || tracer_tests::verdict_said(&f, "kind") == "refused",
+        "{dump}"
+    );
+}

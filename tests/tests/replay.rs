@@ -80,6 +80,24 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("blind_output_dnat_no_route", "dropped", "NETFILTER_DROP"),
     ("blind_dnat_blackhole", "dropped", "NOT_SPECIFIED"),
     ("blind_dnat_prohibit", "dropped", "NOT_SPECIFIED"),
+    ("dp_tc_from_pod_drop", "dropped", "TC_INGRESS"),
+    ("dp_tcx_to_pod_drop", "dropped", "TC_EGRESS"),
+    ("dp_xdp_drop", "dropped", "NOT_SPECIFIED"),
+    ("dp_tc_passes_closed_port", "dropped", "NO_SOCKET"),
+    ("blind_bpf_egress_policy_deny", "dropped", "TC_INGRESS"),
+    ("blind_bpf_dns_answer_denied", "dropped", "TC_EGRESS"),
+    (
+        "blind_bpf_hostport_masquerade_denied",
+        "dropped",
+        "TC_EGRESS",
+    ),
+    (
+        "blind_bpf_xdp_lb_remote_backend",
+        "dropped",
+        "NOT_SPECIFIED",
+    ),
+    ("blind_bpf_stale_calico_filter", "dropped", "TC_EGRESS"),
+    ("blind_bpf_hostport_lost_refused", "dropped", "NO_SOCKET"),
 ];
 
 fn recordings() -> Vec<PathBuf> {

@@ -270,9 +270,9 @@ fn tc_check() -> Check {
 
 /// Other BPF programs that decide packets' fate where tracer's hooks do
 /// not see it first: cgroup programs (socket-level load balancing rewrites
-/// a Service address in connect()/sendmsg(), before any packet) and XDP
-/// programs on this namespace's devices. Informational: listed, never a
-/// failure.
+/// a Service address in connect()/sendmsg(), before any packet), and XDP
+/// and tc programs on this namespace's devices (a policy drop there names
+/// them: verdict/bpf_drop.rs). Informational: listed, never a failure.
 fn dataplane_checks() -> Vec<Check> {
     use crate::node::bpf_progs;
     let list = |progs: &[bpf_progs::AttachedProgram]| -> String {
@@ -309,6 +309,12 @@ fn dataplane_checks() -> Vec<Check> {
             true,
             Status::Ok,
             list(&bpf_progs::xdp_programs()),
+        ),
+        check(
+            "tc programs",
+            true,
+            Status::Ok,
+            list(&bpf_progs::tc_programs()),
         ),
     ]
 }

@@ -190,6 +190,32 @@ pub fn xdp_programs_in(path: &Path) -> Vec<AttachedProgram> {
     }
 }
 
+/// The BPF programs on the tc hooks (clsact and tcx, both directions) of
+/// every device of this thread's namespace (super::tc::bpf_programs).
+pub fn tc_programs() -> Vec<AttachedProgram> {
+    let mut devs = Vec::new();
+    let _ = super::link::each_link(&mut |dev, _| devs.push(dev.to_string()));
+    devs.iter()
+        .flat_map(|d| super::tc::bpf_programs(d))
+        .collect()
+}
+
+/// The BPF programs of others on device `dev` of the namespace at `path`:
+/// its XDP programs ([`xdp_programs`]) and the programs on its tc hooks,
+/// both directions (super::tc::bpf_programs). What may have dropped a
+/// packet at that device's tc or XDP hook.
+pub fn dev_programs_in(path: &Path, dev: &str) -> Vec<AttachedProgram> {
+    let Ok(_g) = super::netns::NetnsGuard::enter(path) else {
+        return Vec::new();
+    };
+    let mut out: Vec<AttachedProgram> = xdp_programs()
+        .into_iter()
+        .filter(|p| p.at == dev || p.at.starts_with(&format!("{dev} (")))
+        .collect();
+    out.extend(super::tc::bpf_programs(dev));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

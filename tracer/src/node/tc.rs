@@ -7,7 +7,10 @@ use std::path::Path;
 
 use aya::programs::{SchedClassifier, TcAttachType};
 
-use super::netlink::{attr, attrs, dump, ne32, put_attr, request, string};
+use super::{
+    bpf_progs::AttachedProgram,
+    netlink::{attr, attrs, dump, ne32, put_attr, request, string},
+};
 
 /// TC_H_CLSACT (== TC_H_INGRESS) and its two minor handles.
 const TC_H_CLSACT: u32 = 0xFFFF_FFF1;
@@ -181,6 +184,50 @@ pub fn ingress_filters(netns_path: &Path, dev: &str) -> Vec<String> {
             let name = p.name_as_str().unwrap_or("?");
             if !name.starts_with("tracer_") {
                 out.push(format!("tcx BPF program {name} (id {})", p.id()));
+            }
+        }
+    }
+    out
+}
+
+/// The BPF programs on `dev`'s tc hooks in this thread's namespace, both
+/// directions, tracer's own (`tracer_*`) left out: clsact `bpf` filters
+/// (hook `tc ingress`/`tc egress`, at `DEV (clsact prio P)`) and, from
+/// Linux 6.6, tcx links (`tcx ingress`/`tcx egress`, at `DEV`).
+pub fn bpf_programs(dev: &str) -> Vec<AttachedProgram> {
+    let ours = |n: &str| n.starts_with("tracer_");
+    let mut out = Vec::new();
+    if let Some(index) = ifindex(dev) {
+        for (parent, hook) in [(INGRESS_PARENT, "tc ingress"), (EGRESS_PARENT, "tc egress")] {
+            let msgs = filter_messages(index, parent).unwrap_or_default();
+            for f in bpf_filters_of(&msgs, &prog_name) {
+                if !ours(&f.name) {
+                    out.push(AttachedProgram {
+                        id: f.prog_id,
+                        name: f.name.clone(),
+                        hook: hook.into(),
+                        at: format!("{dev} (clsact prio {})", f.prio()),
+                    });
+                }
+            }
+        }
+    }
+    for (ty, hook) in [
+        (TcAttachType::Ingress, "tcx ingress"),
+        (TcAttachType::Egress, "tcx egress"),
+    ] {
+        // Before Linux 6.6 there is no tcx: the query fails, nothing to add.
+        if let Ok((_, progs)) = SchedClassifier::query_tcx(dev, ty) {
+            for p in progs {
+                let name = p.name_as_str().unwrap_or_default().to_string();
+                if !ours(&name) {
+                    out.push(AttachedProgram {
+                        id: p.id(),
+                        name,
+                        hook: hook.into(),
+                        at: dev.to_string(),
+                    });
+                }
             }
         }
     }

@@ -30,7 +30,7 @@ use crate::{
     node::sockets::{Bound, ListenStats, bound_in, listen_stats_in},
     node::vip::VipWatch,
     run::pipeline::PreparedEnv,
-    verdict::{Env, Evidence, IfAddr, Inventory},
+    verdict::{AttachedProgram, Env, Evidence, IfAddr, Inventory},
 };
 
 struct NetnsFacts {
@@ -75,6 +75,9 @@ pub struct LiveEnv {
     cache: HashMap<u32, NetnsFacts>,
     paths: HashMap<u32, PathBuf>,
     tc: RefCell<HashMap<(u32, String), Vec<String>>>,
+    /// BPF programs of others on devices where packets were dropped at a
+    /// tc or XDP hook.
+    dev_programs: RefCell<HashMap<(u32, String), Vec<AttachedProgram>>>,
     /// Netfilter counters when tracing started, per namespace inode.
     nf_baseline: HashMap<u32, Vec<NfRule>>,
     /// nf_tables tracing, where it was set up (its tables go with it).
@@ -92,6 +95,7 @@ impl LiveEnv {
             cache: HashMap::new(),
             paths: HashMap::new(),
             tc: RefCell::default(),
+            dev_programs: RefCell::default(),
             nf_baseline,
             nftrace,
         }
@@ -116,10 +120,30 @@ impl LiveEnv {
         }
     }
 
+    /// A fact of device `dev` of namespace `netns`, read by `read` (given
+    /// the namespace's path) the first time it is asked for since the
+    /// last [`LiveEnv::expire`], then from `cache`.
+    fn per_device<T: Clone + Default>(
+        &self,
+        cache: &RefCell<HashMap<(u32, String), T>>,
+        netns: u32,
+        dev: &str,
+        read: impl FnOnce(&std::path::Path) -> T,
+    ) -> T {
+        let key = (netns, dev.to_string());
+        if let Some(v) = cache.borrow().get(&key) {
+            return v.clone();
+        }
+        let v = self.paths.get(&netns).map(|p| read(p)).unwrap_or_default();
+        cache.borrow_mut().insert(key, v.clone());
+        v
+    }
+
     /// Force a re-read (for the final report).
     pub fn expire(&mut self) {
         self.cache.clear();
         self.tc.borrow_mut().clear();
+        self.dev_programs.borrow_mut().clear();
     }
 
     /// What was read since the last [`LiveEnv::expire`], as a fixed
@@ -141,6 +165,13 @@ impl LiveEnv {
                 .collect(),
             tc: self
                 .tc
+                .borrow()
+                .iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            dev_programs: self
+                .dev_programs
                 .borrow()
                 .iter()
                 .filter(|(_, v)| !v.is_empty())
@@ -437,18 +468,16 @@ impl Env for LiveEnv {
         crate::verdict::node_facts::owner_facts(&self.vip, dst)
     }
 
+    fn dev_programs(&self, netns: u32, dev: &str) -> Vec<AttachedProgram> {
+        self.per_device(&self.dev_programs, netns, dev, |p| {
+            crate::node::bpf_progs::dev_programs_in(p, dev)
+        })
+    }
+
     fn tc_filters(&self, netns: u32, dev: &str) -> Vec<String> {
-        let key = (netns, dev.to_string());
-        if let Some(v) = self.tc.borrow().get(&key) {
-            return v.clone();
-        }
-        let v = self
-            .paths
-            .get(&netns)
-            .map(|p| crate::node::tc::ingress_filters(p, dev))
-            .unwrap_or_default();
-        self.tc.borrow_mut().insert(key, v.clone());
-        v
+        self.per_device(&self.tc, netns, dev, |p| {
+            crate::node::tc::ingress_filters(p, dev)
+        })
     }
 }
 

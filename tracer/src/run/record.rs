@@ -36,7 +36,7 @@ use crate::{
     node::sockets::{Bound, ListenStats},
     output::Summary,
     output::files::{self, FileError, Overwrite},
-    verdict::{Completeness, IfAddr, Inventory, Verdict},
+    verdict::{AttachedProgram, Completeness, IfAddr, Inventory, Verdict},
 };
 
 pub const MAGIC: &[u8; 8] = b"TRACEREC";
@@ -161,6 +161,10 @@ pub struct Facts {
     pub addrs: BTreeMap<u32, Vec<IfAddr>>,
     pub nf_moved: BTreeMap<u32, Vec<(NfRule, u64)>>,
     pub tc_filters: Vec<(u32, String, Vec<String>)>,
+    /// BPF programs of others on devices where packets were dropped at a
+    /// tc or XDP hook (format 2; absent before they were read).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dev_programs: Vec<(u32, String, Vec<AttachedProgram>)>,
     pub ipvs: BTreeMap<u32, Vec<VirtualService>>,
     /// Devices' MTU and sysctls where packets were dropped (format 2).
     #[serde(default)]
@@ -195,10 +199,17 @@ impl From<Inventory> for Facts {
     fn from(i: Inventory) -> Facts {
         let mut tc_filters: Vec<_> = i.tc.into_iter().map(|((n, d), v)| (n, d, v)).collect();
         tc_filters.sort();
+        let mut dev_programs: Vec<_> = i
+            .dev_programs
+            .into_iter()
+            .map(|((n, d), v)| (n, d, v))
+            .collect();
+        dev_programs.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         Facts {
             addrs: i.by_netns.into_iter().collect(),
             nf_moved: i.nf.into_iter().collect(),
             tc_filters,
+            dev_programs,
             ipvs: i.ipvs.into_iter().collect(),
             links: i.links.into_iter().collect(),
             bound: i.bound.into_iter().collect(),
@@ -219,6 +230,11 @@ impl From<Facts> for Inventory {
             nf: f.nf_moved.into_iter().collect(),
             tc: f
                 .tc_filters
+                .into_iter()
+                .map(|(n, d, v)| ((n, d), v))
+                .collect(),
+            dev_programs: f
+                .dev_programs
                 .into_iter()
                 .map(|(n, d, v)| ((n, d), v))
                 .collect(),

@@ -58,6 +58,10 @@ impl Env for ReplayEnv {
         self.inventory.tc_filters(netns, dev)
     }
 
+    fn dev_programs(&self, netns: u32, dev: &str) -> Vec<crate::verdict::AttachedProgram> {
+        self.inventory.dev_programs(netns, dev)
+    }
+
     fn dst_facts(&self, dst: std::net::IpAddr) -> Vec<crate::verdict::Evidence> {
         crate::verdict::node_facts::owner_facts(&self.vip, dst)
     }

@@ -133,6 +133,16 @@ pub enum Evidence {
     },
     /// A tc ingress filter on that device (not tracer's own).
     TcFilter { dev: String, filter: String },
+    /// A packet dropped at a device's tc or XDP hook (its drop reason or
+    /// site says which), and the BPF programs of others attached there
+    /// (none: a tc filter's action, or a program detached since).
+    BpfProgramDrop {
+        /// `tc ingress`, `tc egress` or `XDP`.
+        hook: String,
+        dev: String,
+        netns: String,
+        programs: Vec<crate::node::bpf_progs::AttachedProgram>,
+    },
     /// The route lookup before DNAT, which chose the source address.
     PreNatRoute {
         dst: IpAddr,
@@ -654,9 +664,9 @@ impl fmt::Display for Evidence {
     #[expect(clippy::too_many_lines, reason = "one arm per evidence kind")]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use Evidence::{
-            ClientHandshake, CountedInKernel, DestinationAnswered, DropReasonInferred,
-            EndpointUnanswered, EventsLost, Forwarded, ForwardedBack, ForwardingDisabled,
-            FuncHookUnavailable, FunctionHook, HooksUnavailable, HopsNotKept,
+            BpfProgramDrop, ClientHandshake, CountedInKernel, DestinationAnswered,
+            DropReasonInferred, EndpointUnanswered, EventsLost, Forwarded, ForwardedBack,
+            ForwardingDisabled, FuncHookUnavailable, FunctionHook, HooksUnavailable, HopsNotKept,
             HostUnreachableInferred, IcmpSent, IpvsHooksSilent, IpvsLocalAddress,
             IpvsNoDestination, IpvsNoService, IpvsScheduled, IpvsService, KubeClusterIpUnallocated,
             KubeNoLocalEndpoints, KubeServiceNoEndpoints, KubeServiceRouted, KubeSourceRangesDrop,
@@ -730,6 +740,22 @@ impl fmt::Display for Evidence {
                 "no routing decision between {ingress_dev} ingress and {egress_dev} egress: the IP stack never saw it (tc redirect)"
             ),
             TcFilter { dev, filter } => write!(f, "on {dev} ingress: {filter}"),
+            BpfProgramDrop {
+                hook,
+                dev,
+                netns,
+                programs,
+            } => {
+                write!(f, "dropped at {hook} of {dev} in netns {netns}")?;
+                if programs.is_empty() {
+                    return write!(f, "; no BPF program of others is attached there now");
+                }
+                let named: Vec<String> = programs
+                    .iter()
+                    .map(crate::verdict::bpf_drop::program)
+                    .collect();
+                write!(f, "; attached there: {}", named.join(", "))
+            }
             PreNatRoute { dst, dev, gw, src } => {
                 write!(f, "route lookup for {dst} (before DNAT) chose {dev}")?;
                 if let Some(g) = gw {
@@ -1477,6 +1503,17 @@ mod tests {
             TcFilter {
                 dev: s("lxc0"),
                 filter: s("tc BPF program x (id 1)"),
+            },
+            BpfProgramDrop {
+                hook: s("tc ingress"),
+                dev: s("lxc0"),
+                netns: s("node"),
+                programs: vec![crate::node::bpf_progs::AttachedProgram {
+                    id: 42,
+                    name: s("cil_from_contai"),
+                    hook: s("tc ingress"),
+                    at: s("lxc0 (clsact prio 1)"),
+                }],
             },
             PreNatRoute {
                 dst: a,

@@ -74,6 +74,12 @@ pub const HINTS: &[Hint] = &[
     row(
         Some(Kind::Dropped),
         None,
+        &[E::BpfProgramDrop],
+        "A BPF program on the device's tc or XDP hook dropped the packet: on an eBPF dataplane that is its policy or load-balancing decision (Cilium/Calico eBPF: a NetworkPolicy deny, a prefilter or do-not-track rule, a Service without backends). Ask the dataplane why: `cilium monitor --type drop` or `hubble observe --verdict DROPPED` on this node (Cilium), the policy counters of calico-node (Calico); `bpftool prog show id N` names the program, and the NetworkPolicies that select the pod say what it enforces. A program no running dataplane owns was left behind by a CNI since removed or switched mode (Calico leaves its cali filters on the host devices): delete that filter (`tc filter del dev DEV ingress|egress pref N`) or the clsact qdisc. With no BPF program there, `tc filter show dev DEV ingress|egress` shows the tc action that dropped it.",
+    ),
+    row(
+        Some(Kind::Dropped),
+        None,
         &[E::ForwardingDisabled],
         "IP forwarding is off on the device the packet came in by, so this namespace will not route it on: enable it (sysctl -w net.ipv4.conf.<dev>.forwarding=1, or net.ipv4.ip_forward=1 for every device; net.ipv6.conf.<dev>.forwarding for IPv6) and persist it in /etc/sysctl.d; on a Kubernetes node the CNI or kube-proxy expect it on.",
     ),

@@ -1,5 +1,6 @@
 //! Verdicts: small rules over a flow's hop timeline, tried in order.
 
+pub mod bpf_drop;
 pub mod evidence;
 pub mod hints;
 pub mod kube;
@@ -111,6 +112,7 @@ impl Verdict {
     }
 }
 
+pub use crate::node::bpf_progs::AttachedProgram;
 pub use crate::node::netns::IfAddr;
 
 /// What the rules may know about the node beyond the events.
@@ -124,6 +126,12 @@ pub trait Env {
     }
     /// Descriptions of the tc ingress filters on `dev` (not tracer's own).
     fn tc_filters(&self, _netns: u32, _dev: &str) -> Vec<String> {
+        Vec::new()
+    }
+    /// The BPF programs of others on device `dev` of that namespace (tc
+    /// hooks both ways, XDP), read where a packet was dropped at a tc or
+    /// XDP hook (bpf_drop.rs).
+    fn dev_programs(&self, _netns: u32, _dev: &str) -> Vec<AttachedProgram> {
         Vec::new()
     }
     /// Facts about a destination address seen while tracing (VIP owner
@@ -180,6 +188,7 @@ pub struct Inventory {
     pub by_netns: HashMap<u32, Vec<IfAddr>>,
     pub nf: HashMap<u32, Vec<(NfRule, u64)>>,
     pub tc: HashMap<(u32, String), Vec<String>>,
+    pub dev_programs: HashMap<(u32, String), Vec<AttachedProgram>>,
     pub facts: HashMap<IpAddr, Vec<Evidence>>,
     pub ipvs: HashMap<u32, Vec<crate::node::ipvs::VirtualService>>,
     pub links: HashMap<u32, Vec<LinkConf>>,
@@ -203,6 +212,13 @@ impl Env for Inventory {
 
     fn tc_filters(&self, netns: u32, dev: &str) -> Vec<String> {
         self.tc
+            .get(&(netns, dev.to_string()))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn dev_programs(&self, netns: u32, dev: &str) -> Vec<AttachedProgram> {
+        self.dev_programs
             .get(&(netns, dev.to_string()))
             .cloned()
             .unwrap_or_default()

@@ -32,11 +32,19 @@ pub const RULES: &[Rule] = &[
     socket_buffer_full,
     listen_overflow,
     reply_dropped,
+    // Before `delivered`: the request was, its answer was not.
+    super::bpf_drop::reply_dropped_by_program,
     delivered,
     forwarded,
 ];
 
-fn verdict(kind: Kind, reason: &str, where_: String, netns: &str, dev: Option<String>) -> Verdict {
+pub(super) fn verdict(
+    kind: Kind,
+    reason: &str,
+    where_: String,
+    netns: &str,
+    dev: Option<String>,
+) -> Verdict {
     Verdict {
         kind,
         reason: reason.into(),
@@ -436,7 +444,7 @@ impl Delivery {
 
 /// What reached a socket, then the side facts: the evidence of a verdict
 /// whose packets were delivered though a later step failed.
-fn delivered_and_side_evidence(flow: &Flow) -> Vec<Evidence> {
+pub(super) fn delivered_and_side_evidence(flow: &Flow) -> Vec<Evidence> {
     let mut v: Vec<Evidence> = delivery_evidence(flow)
         .into_iter()
         .map(|(h, d)| d.at(&h.netns))
@@ -586,39 +594,13 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             format!("netfilter {hook}{fn_part} in netns {}: {said}", drop.netns)
         }
         "NETFILTER_DROP" => netfilter_where(flow, drop, env, &fn_part, &mut evidence),
-        "NEIGH_FAILED" | "NEIGH_QUEUEFULL" | "NEIGH_DEAD" => {
-            // The neighbour entry's own address, else the next hop the
-            // routing decision there chose (its gateway), else the
-            // destination itself (on-link).
-            let neigh = flow
-                .hops
-                .iter()
-                .find_map(|h| match &h.data {
-                    HopData::Neigh(n) if h.netns_inode == drop.netns_inode => Some(n.addr),
-                    _ => None,
-                })
-                .or_else(|| next_hop_gw(flow, drop))
-                .unwrap_or(drop.tuple.dst);
-            evidence.push(Evidence::HostUnreachableInferred);
-            if let Some(t) = flow
-                .translated
-                .as_ref()
-                .filter(|t| t.dst == neigh && t.dst != flow.key.dst)
-            {
-                evidence.push(Evidence::EndpointUnanswered {
-                    netns: drop.netns.to_string(),
-                    endpoint: t.dst,
-                    original: flow.key.dst,
-                });
-            }
-            format!(
-                "neighbour resolution (ARP/NDP) for {neigh} failed on {} in netns {}",
-                if drop.dev.is_empty() { "-" } else { &drop.dev },
-                drop.netns
-            )
-        }
+        "NEIGH_FAILED" | "NEIGH_QUEUEFULL" | "NEIGH_DEAD" => neigh_where(flow, drop, &mut evidence),
         "IP_INNOROUTES" | "IP_OUTNOROUTES" => {
             no_route_where(flow, drop, env, reason, &mut evidence)
+        }
+        _ if let Some((said, ev)) = super::bpf_drop::judge(drop, reason, func, env) => {
+            evidence.push(ev);
+            said
         }
         _ if let Some((ev, said)) = route_refused(flow, drop, env, false) => {
             evidence.push(ev);
@@ -642,6 +624,39 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     }
     v.add_all(side_evidence(flow));
     Some(v)
+}
+
+/// A neighbour resolution failure: the neighbour entry's own address, else
+/// the next hop the routing decision there chose (its gateway), else the
+/// destination itself (on-link); the endpoint NAT sent it to, when that
+/// is the one that did not answer.
+fn neigh_where(flow: &Flow, drop: &Hop, evidence: &mut Vec<Evidence>) -> String {
+    let neigh = flow
+        .hops
+        .iter()
+        .find_map(|h| match &h.data {
+            HopData::Neigh(n) if h.netns_inode == drop.netns_inode => Some(n.addr),
+            _ => None,
+        })
+        .or_else(|| next_hop_gw(flow, drop))
+        .unwrap_or(drop.tuple.dst);
+    evidence.push(Evidence::HostUnreachableInferred);
+    if let Some(t) = flow
+        .translated
+        .as_ref()
+        .filter(|t| t.dst == neigh && t.dst != flow.key.dst)
+    {
+        evidence.push(Evidence::EndpointUnanswered {
+            netns: drop.netns.to_string(),
+            endpoint: t.dst,
+            original: flow.key.dst,
+        });
+    }
+    format!(
+        "neighbour resolution (ARP/NDP) for {neigh} failed on {} in netns {}",
+        if drop.dev.is_empty() { "-" } else { &drop.dev },
+        drop.netns
+    )
 }
 
 /// The gateway of the request's routing decision in the drop's namespace,
@@ -1519,7 +1534,7 @@ fn request_drops<'a>(flow: &'a Flow, reason: &str) -> Vec<&'a Hop> {
 }
 
 /// Where a packet was dropped, as evidence.
-fn dropped_at(h: &Hop, location: &str) -> Evidence {
+pub(super) fn dropped_at(h: &Hop, location: &str) -> Evidence {
     Evidence::PacketDropped {
         dir: h.dir,
         location: location.to_string(),

@@ -55,7 +55,7 @@ fn is_role(netns: &str, role: &str) -> bool {
 
 /// The name the recorded run gave the namespace of `role` (`server`:
 /// `tt26771x0-server`), read from the flow's own hops: exactly one.
-pub(super) fn netns(f: &Flow, role: &str) -> String {
+pub(crate) fn netns(f: &Flow, role: &str) -> String {
     let mut names: Vec<&str> = f
         .hops
         .iter()
@@ -123,6 +123,16 @@ fn recorded(name: &str) -> (&'static str, fn(&Flow) -> bool) {
         "blind_dnat_prohibit" => ("blind_dnat_prohibit-6.18.rec", |f| {
             to(f, "10.203.96.30:8080")
         }),
+        // An eBPF dataplane's drops (tests/src/dataplane_scenes.rs).
+        "dp_tc_from_pod_drop" => ("dp_tc_from_pod_drop-6.18.rec", |f| to(f, "10.191.2.2:8080")),
+        "dp_tcx_to_pod_drop" => ("dp_tcx_to_pod_drop-6.18.rec", |f| to(f, "10.193.2.2:8080")),
+        "dp_xdp_drop" => ("dp_xdp_drop-6.18.rec", |f| to(f, "10.194.2.2:53")),
+        "dp_tc_passes_closed_port" => ("dp_tc_passes_closed_port-6.18.rec", |f| {
+            to(f, "10.195.2.2:8081")
+        }),
+        "blind_bpf_dns_answer_denied" => ("blind_bpf_dns_answer_denied-6.18.rec", |f| {
+            to(f, "10.230.112.2:53")
+        }),
         other => panic!("no recorded flow {other}"),
     }
 }
@@ -143,12 +153,12 @@ pub(crate) fn load(name: &str) -> (Flow, Inventory) {
     (picked.remove(0), inv)
 }
 
-pub(super) fn judge(flow: &Flow, env: &Inventory) -> Verdict {
+pub(crate) fn judge(flow: &Flow, env: &Inventory) -> Verdict {
     evaluate(flow, env, &Completeness::default())
 }
 
 /// The verdict's facts.
-pub(super) fn facts(v: &Verdict) -> impl Iterator<Item = &Evidence> {
+pub(crate) fn facts(v: &Verdict) -> impl Iterator<Item = &Evidence> {
     v.evidence.iter().map(|e| &e.fact)
 }
 

@@ -1,0 +1,277 @@
+//! Dropping programs of the tests' own, as an eBPF dataplane enforces a
+//! NetworkPolicy deny (Cilium's and Calico's tc programs on a pod's
+//! host-side veth) or filters at XDP (Cilium's prefilter, Calico's XDP
+//! do-not-track policy): a few raw instructions (as redirect.rs builds its
+//! tc program) that drop IPv4 TCP or UDP to one destination port and let
+//! everything else through (ARP too: the scene must fail at the program,
+//! not at neighbour resolution). Attached by clsact (`tc filter ... bpf
+//! direct-action object-pinned`), by a tcx link (BPF_LINK_CREATE, Linux
+//! 6.6+) or as generic XDP; each is removed on drop.
+
+use std::os::fd::RawFd;
+
+use anyhow::{Result, bail};
+
+use crate::{
+    netns::Netns,
+    redirect::{bpf, insn, load, pin},
+};
+
+/// include/uapi/linux/bpf.h
+const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
+const BPF_PROG_TYPE_XDP: u32 = 6;
+const BPF_LINK_CREATE: i64 = 28;
+const BPF_TCX_INGRESS: u32 = 46;
+const BPF_TCX_EGRESS: u32 = 47;
+
+/// The program's hook type: tc (`struct __sk_buff`: data at 76, data_end
+/// at 80; TC_ACT_SHOT 2, TC_ACT_UNSPEC -1) or XDP (`struct xdp_md`: data
+/// at 0, data_end at 4; XDP_DROP 1, XDP_PASS 2).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Hook {
+    Tc,
+    Xdp,
+}
+
+/// IPPROTO_TCP / IPPROTO_UDP.
+pub const TCP: u8 = 6;
+pub const UDP: u8 = 17;
+
+/// Drop IPv4 packets of `proto` to destination port `port` (a 20-byte IP
+/// header assumed: the tests' packets have no options), pass the rest.
+fn port_dropper(hook: Hook, proto: u8, port: u16) -> Vec<u8> {
+    let (data, end, drop, pass) = match hook {
+        Hook::Tc => (76, 80, 2, -1),
+        Hook::Xdp => (0, 4, 1, 2),
+    };
+    // A little-endian u16 load of the port's two network-order bytes.
+    let port_le = i32::from(port.swap_bytes());
+    [
+        insn(0x61, 2, 1, data, 0),             // r2 = data
+        insn(0x61, 3, 1, end, 0),              // r3 = data_end
+        insn(0xbf, 4, 2, 0, 0),                // r4 = r2
+        insn(0x07, 4, 0, 0, 38),               // r4 += 14 + 20 + 4 (through the ports)
+        insn(0x2d, 4, 3, 8, 0),                // if r4 > r3 goto pass
+        insn(0x69, 5, 2, 12, 0),               // r5 = *(u16 *)(r2 + 12): EtherType
+        insn(0x55, 5, 0, 6, 0x0008),           // if r5 != htons(ETH_P_IP) goto pass
+        insn(0x71, 5, 2, 23, 0),               // r5 = *(u8 *)(r2 + 23): protocol
+        insn(0x55, 5, 0, 4, i32::from(proto)), // if r5 != proto goto pass
+        insn(0x69, 5, 2, 36, 0),               // r5 = *(u16 *)(r2 + 36): dest port
+        insn(0x55, 5, 0, 2, port_le),          // if r5 != port goto pass
+        insn(0xb7, 0, 0, 0, drop),             // r0 = drop
+        insn(0x95, 0, 0, 0, 0),                // exit
+        insn(0xb7, 0, 0, 0, pass),             // pass: r0 = pass
+        insn(0x95, 0, 0, 0, 0),                // exit
+    ]
+    .concat()
+}
+
+/// How a dropper is attached.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Attach {
+    /// A clsact filter (`tc filter add dev D ingress|egress bpf da`).
+    Clsact { ingress: bool },
+    /// A tcx link (Linux 6.6+), appended after the hook's programs.
+    Tcx { ingress: bool },
+    /// Generic XDP (`ip link set dev D xdpgeneric`).
+    XdpGeneric,
+}
+
+/// A dropping program attached to a device of a namespace; detached on
+/// drop (the tcx link's fd closed, the XDP program and the clsact qdisc
+/// removed, the pin unlinked).
+pub struct Dropper {
+    ns: String,
+    dev: String,
+    attach: Attach,
+    pin: Option<String>,
+    link: Option<RawFd>,
+}
+
+impl Dropper {
+    /// Attach a program named `name` (at most 15 bytes are kept) dropping
+    /// IPv4 `proto` to `port` on `dev` of `ns`.
+    pub fn install(
+        ns: &Netns,
+        dev: &str,
+        attach: Attach,
+        name: &str,
+        proto: u8,
+        port: u16,
+    ) -> Result<Dropper> {
+        if !std::path::Path::new("/sys/fs/bpf").join(".").exists() {
+            bail!("bpffs is not mounted at /sys/fs/bpf (cargo xtask setup mounts it)");
+        }
+        let (hook, prog_type) = match attach {
+            Attach::XdpGeneric => (Hook::Xdp, BPF_PROG_TYPE_XDP),
+            _ => (Hook::Tc, BPF_PROG_TYPE_SCHED_CLS),
+        };
+        let fd = load(prog_type, 0, &port_dropper(hook, proto, port), name)?;
+        let mut d = Dropper {
+            ns: ns.path(),
+            dev: dev.into(),
+            attach,
+            pin: None,
+            link: None,
+        };
+        let done = d.attach(fd, ns);
+        unsafe { libc::close(fd) };
+        done?;
+        Ok(d)
+    }
+
+    fn attach(&mut self, fd: RawFd, ns: &Netns) -> Result<()> {
+        // nsenter, not `ip netns exec`: the latter remounts /sys, hiding bpffs.
+        let net = format!("--net={}", self.ns);
+        let dev = self.dev.clone();
+        match self.attach {
+            Attach::Tcx { ingress } => {
+                let ifindex = ifindex(ns, &dev)?;
+                let ty = if ingress {
+                    BPF_TCX_INGRESS
+                } else {
+                    BPF_TCX_EGRESS
+                };
+                self.link = Some(tcx_link(&self.ns, fd, ifindex, ty)?);
+            }
+            Attach::Clsact { ingress } => {
+                let p = self.pin_at(fd, ns)?;
+                // The qdisc may be there already (another program's).
+                let _ = crate::netns::run(&[
+                    "nsenter", &net, "tc", "qdisc", "add", "dev", &dev, "clsact",
+                ]);
+                let dir = if ingress { "ingress" } else { "egress" };
+                tc_filter_pinned(&self.ns, &dev, dir, &p)?;
+            }
+            Attach::XdpGeneric => {
+                let p = self.pin_at(fd, ns)?;
+                crate::netns::run(&[
+                    "nsenter",
+                    &net,
+                    "ip",
+                    "link",
+                    "set",
+                    "dev",
+                    &dev,
+                    "xdpgeneric",
+                    "pinned",
+                    &p,
+                ])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Pin `fd` under bpffs for `tc`/`ip` to attach; unlinked on drop.
+    fn pin_at(&mut self, fd: RawFd, ns: &Netns) -> Result<String> {
+        let p = format!("/sys/fs/bpf/{}-{}-drop", ns.name, self.dev);
+        let _ = std::fs::remove_file(&p);
+        pin(fd, &p)?;
+        self.pin = Some(p.clone());
+        Ok(p)
+    }
+}
+
+/// A tcx link of program `fd` on device `ifindex` of the namespace at
+/// `netns`: BPF_LINK_CREATE takes the ifindex in the caller's namespace,
+/// so it is made from a thread that entered that one (setns() moves only
+/// the calling thread). The link's fd is the process's; closing it
+/// detaches the program.
+fn tcx_link(netns: &str, fd: RawFd, ifindex: u32, ty: u32) -> Result<RawFd> {
+    let ns = std::fs::File::open(netns)?;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            use std::os::fd::AsRawFd;
+            if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                bail!("setns {netns}: {}", std::io::Error::last_os_error());
+            }
+            let mut attr = [0u8; 64];
+            attr[0..4].copy_from_slice(&(fd as u32).to_le_bytes());
+            attr[4..8].copy_from_slice(&ifindex.to_le_bytes());
+            attr[8..12].copy_from_slice(&ty.to_le_bytes());
+            let link = bpf(BPF_LINK_CREATE, &mut attr)
+                .map_err(|e| anyhow::anyhow!("BPF_LINK_CREATE (tcx) in {netns}: {e}"))?;
+            Ok(link as RawFd)
+        })
+        .join()
+        .unwrap_or_else(|_| bail!("the tcx attach thread panicked"))
+    })
+}
+
+/// The program pinned at `pin` as a direct-action `bpf` filter on `dev`'s
+/// clsact `dir` (ingress, egress) in the namespace at `netns` (nsenter,
+/// not `ip netns exec`: the latter remounts /sys, hiding bpffs).
+pub(crate) fn tc_filter_pinned(netns: &str, dev: &str, dir: &str, pin: &str) -> Result<()> {
+    let net = format!("--net={netns}");
+    crate::netns::run(&[
+        "nsenter",
+        &net,
+        "tc",
+        "filter",
+        "add",
+        "dev",
+        dev,
+        dir,
+        "bpf",
+        "direct-action",
+        "object-pinned",
+        pin,
+    ])?;
+    Ok(())
+}
+
+/// Detach the generic XDP program of `dev` in the namespace at `netns`.
+pub(crate) fn xdp_generic_off(netns: &str, dev: &str) {
+    let net = format!("--net={netns}");
+    let _ = crate::netns::run(&[
+        "nsenter",
+        &net,
+        "ip",
+        "link",
+        "set",
+        "dev",
+        dev,
+        "xdpgeneric",
+        "off",
+    ]);
+}
+
+/// `dev`'s ifindex in `ns`.
+fn ifindex(ns: &Netns, dev: &str) -> Result<u32> {
+    Ok(String::from_utf8_lossy(
+        &ns.exec(&["cat", &format!("/sys/class/net/{dev}/ifindex")])?
+            .stdout,
+    )
+    .trim()
+    .parse()?)
+}
+
+impl Drop for Dropper {
+    fn drop(&mut self) {
+        let net = format!("--net={}", self.ns);
+        match self.attach {
+            Attach::Tcx { .. } => {}
+            Attach::Clsact { .. } => {
+                let _ = crate::netns::run(&[
+                    "nsenter", &net, "tc", "qdisc", "del", "dev", &self.dev, "clsact",
+                ]);
+            }
+            Attach::XdpGeneric => xdp_generic_off(&self.ns, &self.dev),
+        }
+        if let Some(fd) = self.link.take() {
+            unsafe { libc::close(fd) };
+        }
+        if let Some(p) = self.pin.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Can this kernel attach tcx links (Linux 6.6+)?
+pub fn tcx_supported() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut v = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse::<u32>().ok());
+    (v.next().unwrap_or(0), v.next().unwrap_or(0)) >= (6, 6)
+}

@@ -1,0 +1,124 @@
+//! Scenes of an eBPF dataplane's drops (issue 30): a client, a node and a
+//! server (scenarios::routed: the node routes between the pods' veths,
+//! r0 toward the client, r1 toward the server), with a dropping program
+//! of the tests' own (bpfdrop.rs) where Cilium and Calico put theirs.
+//! Not in `scenarios::NAMES` (the `--netns` sweep and the kernel matrix
+//! do not trace them); `scenarios::build` falls back to [`build`].
+//! Address ranges 10.191, 10.193-10.195.
+
+use anyhow::Result;
+
+use crate::{
+    bpfdrop::{Attach, Dropper, TCP, UDP, tcx_supported},
+    scenarios::{Scenario, listen, routed, serve, simple, strings, tcp_connect},
+};
+
+pub const DATAPLANE: &[&str] = &[
+    "dp_tc_from_pod_drop",
+    "dp_tcx_to_pod_drop",
+    "dp_xdp_drop",
+    "dp_tc_passes_closed_port",
+];
+
+pub fn build(name: &str) -> Option<Result<Scenario>> {
+    Some(match name {
+        "dp_tc_from_pod_drop" => tc_from_pod_drop(),
+        "dp_tcx_to_pod_drop" => tcx_to_pod_drop(),
+        "dp_xdp_drop" => xdp_drop(),
+        "dp_tc_passes_closed_port" => tc_passes_closed_port(),
+        _ => return None,
+    })
+}
+
+/// The client pod's egress policy, as Cilium enforces it: a program on
+/// the tc ingress of the pod's host-side veth (cil_from_container) drops
+/// its TCP connections to port 8080 (clsact, as before tcx).
+fn tc_from_pod_drop() -> Result<Scenario> {
+    let nss = routed(191)?;
+    let srv = listen(&nss[2], "10.191.2.2:8080", 15)?;
+    let d = Dropper::install(
+        &nss[1],
+        "r0",
+        Attach::Clsact { ingress: true },
+        "cil_from_contai",
+        TCP,
+        8080,
+    )?;
+    let mut sc = simple(
+        "dp_tc_from_pod_drop",
+        "a tc BPF program (clsact ingress of the client pod's host-side veth) drops its TCP to 10.191.2.2:8080, as a NetworkPolicy egress deny",
+        nss,
+        "10.191.2.2:8080".into(),
+        tcp_connect("10.191.2.2:8080"),
+    );
+    sc.servers.push(srv);
+    sc.droppers.push(d);
+    Ok(sc)
+}
+
+/// The server pod's ingress policy: a program on the tc egress of its
+/// host-side veth (cil_to_container) drops TCP to port 8080, attached by
+/// a tcx link where the kernel has tcx (6.6+), by clsact before.
+fn tcx_to_pod_drop() -> Result<Scenario> {
+    let nss = routed(193)?;
+    let srv = listen(&nss[2], "10.193.2.2:8080", 15)?;
+    let attach = if tcx_supported() {
+        Attach::Tcx { ingress: false }
+    } else {
+        Attach::Clsact { ingress: false }
+    };
+    let d = Dropper::install(&nss[1], "r1", attach, "cil_to_contain", TCP, 8080)?;
+    let mut sc = simple(
+        "dp_tcx_to_pod_drop",
+        "a tc BPF program (tcx egress of the server pod's host-side veth) drops TCP to 10.193.2.2:8080, as a NetworkPolicy ingress deny",
+        nss,
+        "10.193.2.2:8080".into(),
+        tcp_connect("10.193.2.2:8080"),
+    );
+    sc.servers.push(srv);
+    sc.droppers.push(d);
+    Ok(sc)
+}
+
+/// An XDP program (generic mode) on the node's device toward the client
+/// drops UDP to port 53, as a prefilter or an XDP do-not-track deny.
+fn xdp_drop() -> Result<Scenario> {
+    let nss = routed(194)?;
+    let srv = serve(&nss[2], "udp-echo", "10.194.2.2:53", 15)?;
+    let d = Dropper::install(&nss[1], "r0", Attach::XdpGeneric, "cil_xdp_entry", UDP, 53)?;
+    let t = crate::scaled_arg(1000);
+    let mut sc = simple(
+        "dp_xdp_drop",
+        "an XDP program (generic) on the node's device toward the client drops its UDP to 10.194.2.2:53",
+        nss,
+        "10.194.2.2:53".into(),
+        strings(&["udp-send", "10.194.2.2:53", "--timeout-ms", &t]),
+    );
+    sc.servers.push(srv);
+    sc.droppers.push(d);
+    Ok(sc)
+}
+
+/// The honest trap: a tc program on the client's veth that drops another
+/// port lets this connection through; nothing listens on 8081, and the
+/// verdict must say so, not blame the program.
+fn tc_passes_closed_port() -> Result<Scenario> {
+    let nss = routed(195)?;
+    let d = Dropper::install(
+        &nss[1],
+        "r0",
+        Attach::Clsact { ingress: true },
+        "cil_from_contai",
+        TCP,
+        9999,
+    )?;
+    let mut sc = simple(
+        "dp_tc_passes_closed_port",
+        "a tc BPF program that drops another port lets TCP to 10.195.2.2:8081 through; nothing listens there",
+        nss,
+        "10.195.2.2:8081".into(),
+        tcp_connect("10.195.2.2:8081"),
+    );
+    sc.droppers.push(d);
+    Ok(sc)
+}

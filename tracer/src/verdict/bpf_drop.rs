@@ -1,0 +1,185 @@
+//! A cause: a BPF program of the node's dataplane (Cilium, Calico eBPF)
+//! dropped the packet at a device's tc or XDP hook.
+//!
+//! - **Signals**: the drop's reason and site. `TC_INGRESS`/`TC_EGRESS`:
+//!   sch_handle_ingress()/sch_handle_egress() (clsact) and tcx_run()'s
+//!   callers free an skb a program returned TC_ACT_SHOT for with that
+//!   reason. `XDP`, or a drop inside the generic XDP path:
+//!   netif_receive_generic_xdp() frees an skb its program returned
+//!   XDP_DROP (or XDP_ABORTED) for with a plain kfree_skb(), seen as
+//!   NOT_SPECIFIED at do_xdp_generic on 6.18.
+//! - **Facts**: the BPF programs attached to the drop's device at that hook
+//!   (node::bpf_progs::dev_programs_in: clsact filters, tcx links, XDP by
+//!   mode), tracer's own left out; `Env::dev_programs`, kept in a
+//!   recording.
+//! - **Evidence**: [`Evidence::BpfProgramDrop`]: the hook, device,
+//!   namespace and the programs (name, id, how attached).
+//! - **Where**: `tc ingress of lxc0 in netns node: dropped by tc BPF
+//!   program cil_from_contai (id 42)`. The kernel does not say which of
+//!   several programs on a hook returned the drop without fexit on each
+//!   program (not here): all of them are named then.
+//! - **Rules**: a request's drop is judged by `rules::dropped`, which asks
+//!   [`judge`]; a reply's, when the client never got an answer, by
+//!   [`reply_dropped_by_program`].
+//! - **Hint**: hints.rs, the row of `BpfProgramDrop`.
+
+use super::{Env, Evidence, Kind, Verdict, rules};
+use crate::{
+    model::{
+        flow::Flow,
+        hop::{Dir, Hop, HopData, TcpState},
+        names::func_of,
+    },
+    node::bpf_progs::AttachedProgram,
+};
+
+/// The hook a BPF program dropped a packet at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BpfHook {
+    TcIngress,
+    TcEgress,
+    Xdp,
+}
+
+/// Functions of the generic XDP path that free an skb its program dropped
+/// (net/core/dev.c; inlined into do_xdp_generic() on x86-64 builds).
+const XDP_FUNCS: &[&str] = &[
+    "do_xdp_generic",
+    "netif_receive_generic_xdp",
+    "bpf_prog_run_generic_xdp",
+];
+
+impl BpfHook {
+    /// The hook a drop's reason (its name) and function point at.
+    pub fn of(reason: &str, func: &str) -> Option<BpfHook> {
+        match reason {
+            "TC_INGRESS" => Some(BpfHook::TcIngress),
+            "TC_EGRESS" => Some(BpfHook::TcEgress),
+            "XDP" => Some(BpfHook::Xdp),
+            _ if XDP_FUNCS.contains(&func) => Some(BpfHook::Xdp),
+            _ => None,
+        }
+    }
+
+    /// As the verdict names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            BpfHook::TcIngress => "tc ingress",
+            BpfHook::TcEgress => "tc egress",
+            BpfHook::Xdp => "XDP",
+        }
+    }
+
+    /// Is `p` (AttachedProgram::hook: `tc ingress`, `tcx egress`, `xdp`)
+    /// attached at this hook?
+    fn holds(self, p: &AttachedProgram) -> bool {
+        match self {
+            BpfHook::TcIngress => matches!(p.hook.as_str(), "tc ingress" | "tcx ingress"),
+            BpfHook::TcEgress => matches!(p.hook.as_str(), "tc egress" | "tcx egress"),
+            BpfHook::Xdp => p.hook == "xdp",
+        }
+    }
+}
+
+/// The drop's `where` and evidence when its signals point at a tc or XDP
+/// hook; None otherwise (the other rules judge it).
+pub fn judge(drop: &Hop, reason: &str, func: &str, env: &dyn Env) -> Option<(String, Evidence)> {
+    let hook = BpfHook::of(reason, func)?;
+    let programs: Vec<AttachedProgram> = if drop.dev.is_empty() {
+        Vec::new()
+    } else {
+        env.dev_programs(drop.netns_inode, &drop.dev)
+            .into_iter()
+            .filter(|p| hook.holds(p))
+            .collect()
+    };
+    let dev = if drop.dev.is_empty() { "-" } else { &drop.dev };
+    let by = match programs.as_slice() {
+        [] if hook == BpfHook::Xdp => "no XDP program is attached there now".to_string(),
+        [] => format!(
+            "no BPF program is attached there now: a tc filter's action (`tc filter show dev {dev} {}`), or a program detached since",
+            if hook == BpfHook::TcEgress {
+                "egress"
+            } else {
+                "ingress"
+            }
+        ),
+        [p] => format!("dropped by {}", program(p)),
+        many => format!(
+            "dropped by one of its {} BPF programs: {}",
+            many.len(),
+            many.iter().map(program).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    let where_ = format!("{} of {dev} in netns {}: {by}", hook.label(), drop.netns);
+    let evidence = Evidence::BpfProgramDrop {
+        hook: hook.label().to_string(),
+        dev: dev.to_string(),
+        netns: drop.netns.to_string(),
+        programs,
+    };
+    Some((where_, evidence))
+}
+
+/// A rule: the request was delivered, but its answer was dropped at a tc
+/// or XDP hook on its way back and the client never got it (a UDP answer
+/// no client socket took, a TCP handshake the client never completed): a
+/// policy that denies the replies (cilium/cilium#21391: DNS answers
+/// dropped at the client pod's veth). Dropped, as [`judge`] names it.
+pub fn reply_dropped_by_program(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
+    let (drop, dd) = flow.hops.iter().find_map(|h| match &h.data {
+        HopData::Drop(d) if h.dir == Dir::Reply => {
+            BpfHook::of(&d.reason, func_of(&d.location)).map(|_| (h, d))
+        }
+        _ => None,
+    })?;
+    let answered = flow.hops.iter().any(|h| {
+        h.dir == Dir::Reply && matches!(h.data, HopData::SockRecv | HopData::SockQueue)
+            || h.dir == Dir::Request
+                && matches!(&h.data, HopData::Sock(s) if s.new_state == TcpState::Established)
+    });
+    if answered {
+        return None;
+    }
+    let (said, fact) = judge(drop, &dd.reason, func_of(&dd.location), env)?;
+    let mut v = rules::verdict(
+        Kind::Dropped,
+        &dd.reason,
+        format!(
+            "the reply from {} was dropped on its way back: {said}",
+            endpoint(drop.tuple.src, drop.tuple.sport)
+        ),
+        &drop.netns,
+        Some(drop.dev.to_string()),
+    );
+    v.add(rules::dropped_at(drop, &dd.location));
+    v.add(fact);
+    v.add_all(rules::delivered_and_side_evidence(flow));
+    Some(v)
+}
+
+/// `ADDR:PORT`, `[ADDR]:PORT` for IPv6.
+fn endpoint(a: std::net::IpAddr, port: u16) -> String {
+    super::Endpoint::new(a, port).to_string()
+}
+
+/// `tc BPF program NAME (id N)`, `XDP program NAME (id N, generic)`.
+pub fn program(p: &AttachedProgram) -> String {
+    let name = if p.name.is_empty() { "?" } else { &p.name };
+    let mode =
+        p.at.split_once(" (")
+            .map(|(_, m)| m.trim_end_matches(')'))
+            .filter(|m| !m.is_empty());
+    let kind = match p.hook.as_str() {
+        "xdp" => "XDP program",
+        h if h.starts_with("tcx") => "tcx BPF program",
+        _ => "tc BPF program",
+    };
+    match mode {
+        Some(m) => format!("{kind} {name} (id {}, {m})", p.id),
+        None => format!("{kind} {name} (id {})", p.id),
+    }
+}
+
+#[cfg(test)]
+mod tests;
