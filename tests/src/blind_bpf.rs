@@ -234,7 +234,8 @@ fn tc_filter(n: &Netns, dev: &str, dir: &str, pin: &str) -> Result<()> {
 /// 6.6), as Cilium >= 1.16 attaches its programs there (this bpftool has
 /// no `net attach tcx_*`). The link is created from a thread that entered
 /// the namespace (the ifindex is resolved in the caller's), and pinned as
-/// `file` in `dir` so it outlives the descriptor.
+/// `file` in `dir` so it outlives the descriptor. Before 6.6, a clsact
+/// filter instead.
 fn tcx(
     n: &Netns,
     dev: &str,
@@ -244,6 +245,14 @@ fn tcx(
     prog: &[u8],
     name: &str,
 ) -> Result<()> {
+    if !crate::bpfdrop::tcx_supported() {
+        // Before Linux 6.6 there is no tcx: the same program as a clsact
+        // filter, where Cilium attaches it on those kernels (the qdisc may
+        // be there already).
+        let p = pinned(dir, file, BPF_PROG_TYPE_SCHED_CLS, prog, name)?;
+        let _ = clsact(n, dev);
+        return tc_filter(n, dev, if egress { "egress" } else { "ingress" }, &p);
+    }
     let ifindex: u32 = String::from_utf8_lossy(
         &n.exec(&["cat", &format!("/sys/class/net/{dev}/ifindex")])?
             .stdout,

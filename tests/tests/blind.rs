@@ -112,18 +112,24 @@ fn routes_that_refuse_the_translated_destination_are_named() {
 /// (projectcalico/calico#6739).
 #[test]
 fn bpf_program_drops_name_the_program() {
+    // Before Linux 6.6 (no tcx) the scenes attach by clsact instead.
+    let tcx = if tracer_tests::bpfdrop::tcx_supported() {
+        "tcx"
+    } else {
+        "tc"
+    };
     for (name, dport, at, prog) in [
         (
             "blind_bpf_egress_policy_deny",
             443,
             "tc ingress of lxc0",
-            "tcx BPF program cil_from_contai",
+            "{tcx} BPF program cil_from_contai",
         ),
         (
             "blind_bpf_hostport_masquerade_denied",
             8080,
             "tc egress of lxc0",
-            "tcx BPF program cil_to_containe",
+            "{tcx} BPF program cil_to_containe",
         ),
         (
             "blind_bpf_xdp_lb_remote_backend",
@@ -148,7 +154,8 @@ fn bpf_program_drops_name_the_program() {
         );
         let w = tracer_tests::verdict_said(&f, "where");
         assert!(
-            w.contains(at) && w.contains(&format!("dropped by {prog} (id ")),
+            w.contains(at)
+                && w.contains(&format!("dropped by {} (id ", prog.replace("{tcx}", tcx))),
             "{name}: {dump}"
         );
         assert!(

@@ -7,7 +7,10 @@
 //!   reason. `XDP`, or a drop inside the generic XDP path:
 //!   netif_receive_generic_xdp() frees an skb its program returned
 //!   XDP_DROP (or XDP_ABORTED) for with a plain kfree_skb(), seen as
-//!   NOT_SPECIFIED at do_xdp_generic on 6.18.
+//!   NOT_SPECIFIED at do_xdp_generic on 6.18. On a kernel whose kfree_skb
+//!   gives no reason (5.10), a drop at the functions sch_handle_ingress()
+//!   and sch_handle_egress() are inlined into, when a tc program is
+//!   attached at that hook of the device: the reason is then inferred.
 //! - **Facts**: the BPF programs attached to the drop's device at that hook
 //!   (node::bpf_progs::dev_programs_in: clsact filters, tcx links, XDP by
 //!   mode), tracer's own left out; `Env::dev_programs`, kept in a
@@ -49,7 +52,39 @@ const XDP_FUNCS: &[&str] = &[
     "bpf_prog_run_generic_xdp",
 ];
 
+/// Functions a tc program's drop lands in with no reason of its own, on
+/// a kernel whose kfree_skb gives none (before 5.17): sch_handle_ingress()
+/// and sch_handle_egress() are inlined into __netif_receive_skb_core() and
+/// __dev_queue_xmit() (5.10), which also drop for other causes (an
+/// unhandled protocol, a full queue): a program attached there is then the
+/// likely cause, not a certain one.
+const TC_FUNCS_NO_REASON: &[(&str, BpfHook)] = &[
+    ("__netif_receive_skb_core", BpfHook::TcIngress),
+    ("sch_handle_ingress", BpfHook::TcIngress),
+    ("__dev_queue_xmit", BpfHook::TcEgress),
+    ("sch_handle_egress", BpfHook::TcEgress),
+];
+
 impl BpfHook {
+    /// The hook where a drop with no reason from the kernel (`inferred`)
+    /// at `func` may have come from a tc program.
+    pub fn of_site(func: &str) -> Option<BpfHook> {
+        let func = func.split('.').next().unwrap_or(func);
+        TC_FUNCS_NO_REASON
+            .iter()
+            .find(|(f, _)| *f == func)
+            .map(|(_, h)| *h)
+    }
+
+    /// The reason a tc program's drop has on kernels that give one.
+    pub fn reason(self) -> &'static str {
+        match self {
+            BpfHook::TcIngress => "TC_INGRESS",
+            BpfHook::TcEgress => "TC_EGRESS",
+            BpfHook::Xdp => "XDP",
+        }
+    }
+
     /// The hook a drop's reason (its name) and function point at.
     pub fn of(reason: &str, func: &str) -> Option<BpfHook> {
         match reason {
@@ -81,10 +116,32 @@ impl BpfHook {
     }
 }
 
+/// What [`judge`] found: the `where`, the evidence, and the reason it
+/// inferred when the kernel gave none.
+pub struct Judged {
+    pub where_: String,
+    pub evidence: Evidence,
+    /// `TC_INGRESS`/`TC_EGRESS` for a drop the kernel gave no reason for
+    /// (before 5.17) at a function a tc program's drop lands in, with a
+    /// program attached at that hook.
+    pub inferred: Option<&'static str>,
+}
+
 /// The drop's `where` and evidence when its signals point at a tc or XDP
-/// hook; None otherwise (the other rules judge it).
-pub fn judge(drop: &Hop, reason: &str, func: &str, env: &dyn Env) -> Option<(String, Evidence)> {
-    let hook = BpfHook::of(reason, func)?;
+/// hook; None otherwise (the other rules judge it). `inferred`: the kernel
+/// gave no reason (`reason` was inferred from the site, or is unknown).
+pub fn judge(
+    drop: &Hop,
+    reason: &str,
+    func: &str,
+    inferred: bool,
+    env: &dyn Env,
+) -> Option<Judged> {
+    let (hook, from_site) = match BpfHook::of(reason, func) {
+        Some(h) => (h, false),
+        None if inferred => (BpfHook::of_site(func)?, true),
+        None => return None,
+    };
     let programs: Vec<AttachedProgram> = if drop.dev.is_empty() {
         Vec::new()
     } else {
@@ -93,6 +150,11 @@ pub fn judge(drop: &Hop, reason: &str, func: &str, env: &dyn Env) -> Option<(Str
             .filter(|p| hook.holds(p))
             .collect()
     };
+    // Without the kernel's reason, a program there is what makes it this
+    // cause; with none, the site's own inference stands.
+    if from_site && programs.is_empty() {
+        return None;
+    }
     let dev = if drop.dev.is_empty() { "-" } else { &drop.dev };
     let by = match programs.as_slice() {
         [] if hook == BpfHook::Xdp => "no XDP program is attached there now".to_string(),
@@ -118,7 +180,11 @@ pub fn judge(drop: &Hop, reason: &str, func: &str, env: &dyn Env) -> Option<(Str
         netns: drop.netns.to_string(),
         programs,
     };
-    Some((where_, evidence))
+    Some(Judged {
+        where_,
+        evidence,
+        inferred: from_site.then(|| hook.reason()),
+    })
 }
 
 /// A rule: the request was delivered, but its answer was dropped at a tc
@@ -129,7 +195,10 @@ pub fn judge(drop: &Hop, reason: &str, func: &str, env: &dyn Env) -> Option<(Str
 pub fn reply_dropped_by_program(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     let (drop, dd) = flow.hops.iter().find_map(|h| match &h.data {
         HopData::Drop(d) if h.dir == Dir::Reply => {
-            BpfHook::of(&d.reason, func_of(&d.location)).map(|_| (h, d))
+            let func = func_of(&d.location);
+            (BpfHook::of(&d.reason, func).is_some()
+                || !d.reason_from.is_kernel() && BpfHook::of_site(func).is_some())
+            .then_some((h, d))
         }
         _ => None,
     })?;
@@ -141,21 +210,36 @@ pub fn reply_dropped_by_program(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     if answered {
         return None;
     }
-    let (said, fact) = judge(drop, &dd.reason, func_of(&dd.location), env)?;
+    let func = func_of(&dd.location);
+    let j = judge(drop, &dd.reason, func, !dd.reason_from.is_kernel(), env)?;
     let mut v = rules::verdict(
         Kind::Dropped,
-        &dd.reason,
+        j.inferred.unwrap_or(&dd.reason),
         format!(
-            "the reply from {} was dropped on its way back: {said}",
-            endpoint(drop.tuple.src, drop.tuple.sport)
+            "the reply from {} was dropped on its way back: {}",
+            endpoint(drop.tuple.src, drop.tuple.sport),
+            j.where_
         ),
         &drop.netns,
         Some(drop.dev.to_string()),
     );
     v.add(rules::dropped_at(drop, &dd.location));
-    v.add(fact);
+    if let Some(r) = j.inferred {
+        v.reason_inferred = true;
+        v.add(inferred_at(func, r));
+    }
+    v.add(j.evidence);
     v.add_all(rules::delivered_and_side_evidence(flow));
     Some(v)
+}
+
+/// The reason inferred for a drop the kernel gave none for.
+pub fn inferred_at(func: &str, reason: &'static str) -> Evidence {
+    Evidence::DropReasonInferred {
+        location: func.to_string(),
+        reason: Some(reason.to_string()),
+        one_of: Vec::new(),
+    }
 }
 
 /// `ADDR:PORT`, `[ADDR]:PORT` for IPv6.

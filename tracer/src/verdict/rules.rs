@@ -598,9 +598,16 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         "IP_INNOROUTES" | "IP_OUTNOROUTES" => {
             no_route_where(flow, drop, env, reason, &mut evidence)
         }
-        _ if let Some((said, ev)) = super::bpf_drop::judge(drop, reason, func, env) => {
-            evidence.push(ev);
-            said
+        _ if let Some(j) =
+            super::bpf_drop::judge(drop, reason, func, !dd.reason_from.is_kernel(), env) =>
+        {
+            if let Some(r) = j.inferred {
+                reason = r;
+                inferred_here = true;
+                evidence.push(super::bpf_drop::inferred_at(func, r));
+            }
+            evidence.push(j.evidence);
+            j.where_
         }
         _ if let Some((ev, said)) = route_refused(flow, drop, env, false) => {
             evidence.push(ev);

@@ -187,3 +187,33 @@ fn a_reply_the_client_never_got_is_a_drop_by_the_program() {
     let v = verdict_of(&g, &env);
     assert_eq!(v.kind, Kind::Delivered, "{}", v.where_);
 }
+
+/// The same drop as a kernel without drop reasons reports it (5.10:
+/// sch_handle_ingress() inlined into __netif_receive_skb_core(), which the
+/// site table reads as UNHANDLED_PROTO): with a tc ingress program on the
+/// device, TC_INGRESS is inferred and the program named; with none, the
+/// site's own inference stands.
+#[test]
+fn without_drop_reasons_a_program_on_the_hook_makes_it_tc_ingress() {
+    let (mut f, mut env) = load("dp_tc_from_pod_drop");
+    for h in &mut f.hops {
+        if let HopData::Drop(d) = &mut h.data {
+            d.reason = "UNHANDLED_PROTO".into();
+            d.reason_from = crate::model::hop::ReasonFrom::Location;
+            d.location = "__netif_receive_skb_core+0xe65".into();
+        }
+    }
+    let v = verdict_of(&f, &env);
+    assert_eq!((v.kind, v.reason.as_str()), (Kind::Dropped, "TC_INGRESS"));
+    assert!(v.reason_inferred);
+    assert!(named(&v, "cil_from_contai").is_some(), "{}", v.where_);
+    assert!(facts(&v).any(
+        |e| matches!(e, Evidence::DropReasonInferred { reason: Some(r), .. } if r == "TC_INGRESS")
+    ));
+    for progs in env.dev_programs.values_mut() {
+        progs.clear();
+    }
+    let v = verdict_of(&f, &env);
+    assert_eq!(v.reason, "UNHANDLED_PROTO");
+    assert!(!v.has(EvidenceKind::BpfProgramDrop));
+}
