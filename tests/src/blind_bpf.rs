@@ -18,15 +18,12 @@
 //! go with their devices, with the namespaces. `scenarios::build` falls
 //! back to [`build`] (through `blind_scenes::build`).
 
-use std::{
-    os::fd::{AsRawFd, RawFd},
-    path::PathBuf,
-};
+use std::{os::fd::RawFd, path::PathBuf};
 
 use anyhow::{Context, Result, bail};
 
 use crate::{
-    netns::{Netns, run, unique_prefix, veth},
+    netns::{Netns, unique_prefix, veth},
     redirect::{bpf, insn, load, pin},
     scenarios::{Scenario, ScratchDir, listen, ns, serve, simple, strings, tcp_connect},
 };
@@ -54,12 +51,9 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
 
 /// include/uapi/linux/bpf.h
 const BPF_MAP_CREATE: i64 = 0;
-const BPF_LINK_CREATE: i64 = 28;
 const BPF_MAP_TYPE_PROG_ARRAY: u32 = 3;
 const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
 const BPF_PROG_TYPE_XDP: u32 = 6;
-const BPF_TCX_INGRESS: u32 = 46;
-const BPF_TCX_EGRESS: u32 = 47;
 const BPF_FUNC_TAIL_CALL: i32 = 12;
 /// TC_ACT_OK (TCX_PASS for tcx): what Cilium's CTX_ACT_OK is.
 const TC_OK: i32 = 0;
@@ -194,39 +188,15 @@ fn pinned(dir: &ScratchDir, file: &str, prog_type: u32, prog: &[u8], name: &str)
     r.map(|()| path)
 }
 
-/// `nsenter --net=NS ARGS...`: not `ip netns exec`, which remounts /sys
-/// and hides bpffs.
-fn nsenter(n: &Netns, args: &[&str]) -> Result<()> {
-    let net = format!("--net={}", n.path());
-    let mut v = vec!["nsenter", &net];
-    v.extend_from_slice(args);
-    run(&v)?;
-    Ok(())
-}
-
 /// A clsact qdisc on `dev` of `n` (once per device).
 fn clsact(n: &Netns, dev: &str) -> Result<()> {
-    nsenter(n, &["tc", "qdisc", "add", "dev", dev, "clsact"])
+    crate::bpfdrop::clsact_add(&n.path(), dev)
 }
 
 /// The pinned program `pin` as a direct-action bpf filter on `dev`'s
 /// `dir` ("ingress" or "egress") hook of its clsact qdisc.
 fn tc_filter(n: &Netns, dev: &str, dir: &str, pin: &str) -> Result<()> {
-    nsenter(
-        n,
-        &[
-            "tc",
-            "filter",
-            "add",
-            "dev",
-            dev,
-            dir,
-            "bpf",
-            "direct-action",
-            "object-pinned",
-            pin,
-        ],
-    )
+    crate::bpfdrop::tc_filter_pinned(&n.path(), dev, dir, pin)
 }
 
 /// `prog` (sched_cls, named `name`) attached to `dev` of `n` by a tcx
@@ -253,50 +223,20 @@ fn tcx(
         let _ = clsact(n, dev);
         return tc_filter(n, dev, if egress { "egress" } else { "ingress" }, &p);
     }
-    let ifindex: u32 = String::from_utf8_lossy(
-        &n.exec(&["cat", &format!("/sys/class/net/{dev}/ifindex")])?
-            .stdout,
-    )
-    .trim()
-    .parse()?;
+    let ifindex = crate::bpfdrop::ifindex(n, dev)?;
     let fd = load(BPF_PROG_TYPE_SCHED_CLS, 0, prog, name)?;
-    let (nspath, pin_path) = (n.path(), dir.at(file));
-    let attach_type = if egress {
-        BPF_TCX_EGRESS
-    } else {
-        BPF_TCX_INGRESS
-    };
-    let linked = std::thread::spawn(move || -> Result<()> {
-        let netns = std::fs::File::open(&nspath)?;
-        if unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-            bail!("setns {nspath}: {}", std::io::Error::last_os_error());
-        }
-        let mut attr = [0u8; 64];
-        attr[0..4].copy_from_slice(&(fd as u32).to_le_bytes());
-        attr[4..8].copy_from_slice(&ifindex.to_le_bytes());
-        attr[8..12].copy_from_slice(&attach_type.to_le_bytes());
-        let link = bpf(BPF_LINK_CREATE, &mut attr)
-            .map_err(|e| anyhow::anyhow!("BPF_LINK_CREATE tcx (kernel >= 6.6 needed): {e}"))?
-            as RawFd;
-        let pinned = pin(link, &pin_path);
-        unsafe { libc::close(link) };
-        pinned
-    })
-    .join();
+    let linked = crate::bpfdrop::tcx_link(&n.path(), fd, ifindex, egress);
     unsafe { libc::close(fd) };
-    match linked {
-        Ok(r) => r,
-        Err(_) => bail!("the tcx attaching thread panicked"),
-    }
+    let link = linked?;
+    let pinned = pin(link, &dir.at(file));
+    unsafe { libc::close(link) };
+    pinned
 }
 
 /// The pinned XDP program `pin` on `dev` of `n`, in generic mode (what
 /// works on a veth here).
 fn xdp_generic(n: &Netns, dev: &str, pin: &str) -> Result<()> {
-    nsenter(
-        n,
-        &["ip", "link", "set", "dev", dev, "xdpgeneric", "pinned", pin],
-    )
+    crate::bpfdrop::xdp_generic_pinned(&n.path(), dev, pin)
 }
 
 /// cilium/cilium#40228 ("Add 'reject' option to return TCP RST/ICMP

@@ -121,42 +121,22 @@ impl Dropper {
     }
 
     fn attach(&mut self, fd: RawFd, ns: &Netns) -> Result<()> {
-        // nsenter, not `ip netns exec`: the latter remounts /sys, hiding bpffs.
-        let net = format!("--net={}", self.ns);
         let dev = self.dev.clone();
         match self.attach {
             Attach::Tcx { ingress } => {
                 let ifindex = ifindex(ns, &dev)?;
-                let ty = if ingress {
-                    BPF_TCX_INGRESS
-                } else {
-                    BPF_TCX_EGRESS
-                };
-                self.link = Some(tcx_link(&self.ns, fd, ifindex, ty)?);
+                self.link = Some(tcx_link(&self.ns, fd, ifindex, !ingress)?);
             }
             Attach::Clsact { ingress } => {
                 let p = self.pin_at(fd, ns)?;
                 // The qdisc may be there already (another program's).
-                let _ = crate::netns::run(&[
-                    "nsenter", &net, "tc", "qdisc", "add", "dev", &dev, "clsact",
-                ]);
+                let _ = clsact_add(&self.ns, &dev);
                 let dir = if ingress { "ingress" } else { "egress" };
                 tc_filter_pinned(&self.ns, &dev, dir, &p)?;
             }
             Attach::XdpGeneric => {
                 let p = self.pin_at(fd, ns)?;
-                crate::netns::run(&[
-                    "nsenter",
-                    &net,
-                    "ip",
-                    "link",
-                    "set",
-                    "dev",
-                    &dev,
-                    "xdpgeneric",
-                    "pinned",
-                    &p,
-                ])?;
+                xdp_generic_pinned(&self.ns, &dev, &p)?;
             }
         }
         Ok(())
@@ -173,11 +153,17 @@ impl Dropper {
 }
 
 /// A tcx link of program `fd` on device `ifindex` of the namespace at
-/// `netns`: BPF_LINK_CREATE takes the ifindex in the caller's namespace,
-/// so it is made from a thread that entered that one (setns() moves only
-/// the calling thread). The link's fd is the process's; closing it
+/// `netns`, on its egress hook or its ingress one: BPF_LINK_CREATE takes
+/// the ifindex in the caller's namespace, so it is made from a thread
+/// that entered that one (setns() moves only the calling thread). The
+/// link's fd is the process's; closing it (and unpinning it, if pinned)
 /// detaches the program.
-fn tcx_link(netns: &str, fd: RawFd, ifindex: u32, ty: u32) -> Result<RawFd> {
+pub(crate) fn tcx_link(netns: &str, fd: RawFd, ifindex: u32, egress: bool) -> Result<RawFd> {
+    let ty = if egress {
+        BPF_TCX_EGRESS
+    } else {
+        BPF_TCX_INGRESS
+    };
     let ns = std::fs::File::open(netns)?;
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -220,6 +206,32 @@ pub(crate) fn tc_filter_pinned(netns: &str, dev: &str, dir: &str, pin: &str) -> 
     Ok(())
 }
 
+/// `tc qdisc add dev DEV clsact` in the namespace at `netns`.
+pub(crate) fn clsact_add(netns: &str, dev: &str) -> Result<()> {
+    let net = format!("--net={netns}");
+    crate::netns::run(&["nsenter", &net, "tc", "qdisc", "add", "dev", dev, "clsact"])?;
+    Ok(())
+}
+
+/// The XDP program pinned at `pin` on `dev` of the namespace at `netns`,
+/// in generic mode (what works on a veth).
+pub(crate) fn xdp_generic_pinned(netns: &str, dev: &str, pin: &str) -> Result<()> {
+    let net = format!("--net={netns}");
+    crate::netns::run(&[
+        "nsenter",
+        &net,
+        "ip",
+        "link",
+        "set",
+        "dev",
+        dev,
+        "xdpgeneric",
+        "pinned",
+        pin,
+    ])?;
+    Ok(())
+}
+
 /// Detach the generic XDP program of `dev` in the namespace at `netns`.
 pub(crate) fn xdp_generic_off(netns: &str, dev: &str) {
     let net = format!("--net={netns}");
@@ -237,7 +249,7 @@ pub(crate) fn xdp_generic_off(netns: &str, dev: &str) {
 }
 
 /// `dev`'s ifindex in `ns`.
-fn ifindex(ns: &Netns, dev: &str) -> Result<u32> {
+pub(crate) fn ifindex(ns: &Netns, dev: &str) -> Result<u32> {
     Ok(String::from_utf8_lossy(
         &ns.exec(&["cat", &format!("/sys/class/net/{dev}/ifindex")])?
             .stdout,
@@ -248,10 +260,10 @@ fn ifindex(ns: &Netns, dev: &str) -> Result<u32> {
 
 impl Drop for Dropper {
     fn drop(&mut self) {
-        let net = format!("--net={}", self.ns);
         match self.attach {
             Attach::Tcx { .. } => {}
             Attach::Clsact { .. } => {
+                let net = format!("--net={}", self.ns);
                 let _ = crate::netns::run(&[
                     "nsenter", &net, "tc", "qdisc", "del", "dev", &self.dev, "clsact",
                 ]);

@@ -100,12 +100,7 @@ pub struct Redirect {
 
 impl Redirect {
     pub fn install(ns: &Netns, dev: &str, to_dev: &str) -> Result<Redirect> {
-        let idx: u32 = String::from_utf8_lossy(
-            &ns.exec(&["cat", &format!("/sys/class/net/{to_dev}/ifindex")])?
-                .stdout,
-        )
-        .trim()
-        .parse()?;
+        let idx = crate::bpfdrop::ifindex(ns, to_dev)?;
         if !std::path::Path::new("/sys/fs/bpf").join(".").exists() {
             bail!("bpffs is not mounted at /sys/fs/bpf (cargo xtask setup mounts it)");
         }
@@ -114,9 +109,7 @@ impl Redirect {
         let _ = std::fs::remove_file(&pin_path);
         pin(fd, &pin_path)?;
         unsafe { libc::close(fd) };
-        // nsenter, not `ip netns exec`: the latter remounts /sys, hiding bpffs.
-        let net = format!("--net={}", ns.path());
-        crate::netns::run(&["nsenter", &net, "tc", "qdisc", "add", "dev", dev, "clsact"])?;
+        crate::bpfdrop::clsact_add(&ns.path(), dev)?;
         crate::bpfdrop::tc_filter_pinned(&ns.path(), dev, "ingress", &pin_path)?;
         Ok(Redirect { pin: pin_path })
     }

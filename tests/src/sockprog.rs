@@ -134,20 +134,7 @@ impl Xdp {
             dev: dev.into(),
             pin,
         };
-        // nsenter, not `ip netns exec`: the latter remounts /sys, hiding bpffs.
-        let net = format!("--net={}", x.ns);
-        crate::netns::run(&[
-            "nsenter",
-            &net,
-            "ip",
-            "link",
-            "set",
-            "dev",
-            dev,
-            "xdpgeneric",
-            "pinned",
-            &x.pin,
-        ])?;
+        crate::bpfdrop::xdp_generic_pinned(&x.ns, dev, &x.pin)?;
         Ok(x)
     }
 }

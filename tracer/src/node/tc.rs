@@ -106,7 +106,6 @@ pub fn describe(
             let name = prog_name(id)
                 .or_else(|| filter.clone())
                 .unwrap_or_else(|| "?".into());
-            let ours = |n: &str| n.starts_with("tracer_");
             if !ours(&name) && !filter.as_deref().is_some_and(ours) {
                 out.push(format!("tc BPF program {name} (id {id})"));
             }
@@ -178,16 +177,39 @@ pub fn ingress_filters(netns_path: &Path, dev: &str) -> Vec<String> {
     let mut out = filter_messages(index, INGRESS_PARENT)
         .map(|m| describe(&m, &dev_name, &prog_name))
         .unwrap_or_default();
-    // Before Linux 6.6 there is no tcx: the query fails, nothing to add.
-    if let Ok((_, progs)) = SchedClassifier::query_tcx(dev, TcAttachType::Ingress) {
-        for p in progs {
-            let name = p.name_as_str().unwrap_or("?");
-            if !name.starts_with("tracer_") {
-                out.push(format!("tcx BPF program {name} (id {})", p.id()));
-            }
-        }
-    }
+    out.extend(
+        tcx_programs(dev, TcAttachType::Ingress, "tcx ingress")
+            .into_iter()
+            .map(|p| {
+                let name = if p.name.is_empty() { "?" } else { &p.name };
+                format!("tcx BPF program {name} (id {})", p.id)
+            }),
+    );
     out
+}
+
+/// Is this program tracer's own (its programs are all `tracer_*`)?
+fn ours(name: &str) -> bool {
+    name.starts_with("tracer_")
+}
+
+/// The tcx programs on `dev`'s `ty` hook in this thread's namespace, as
+/// `hook` (`tcx ingress`, `tcx egress`), tracer's own left out. Before
+/// Linux 6.6 there is no tcx: the query fails, and there are none.
+fn tcx_programs(dev: &str, ty: TcAttachType, hook: &str) -> Vec<AttachedProgram> {
+    let Ok((_, progs)) = SchedClassifier::query_tcx(dev, ty) else {
+        return Vec::new();
+    };
+    progs
+        .into_iter()
+        .map(|p| AttachedProgram {
+            id: p.id(),
+            name: p.name_as_str().unwrap_or_default().to_string(),
+            hook: hook.into(),
+            at: dev.to_string(),
+        })
+        .filter(|p| !ours(&p.name))
+        .collect()
 }
 
 /// The BPF programs on `dev`'s tc hooks in this thread's namespace, both
@@ -195,7 +217,6 @@ pub fn ingress_filters(netns_path: &Path, dev: &str) -> Vec<String> {
 /// (hook `tc ingress`/`tc egress`, at `DEV (clsact prio P)`) and, from
 /// Linux 6.6, tcx links (`tcx ingress`/`tcx egress`, at `DEV`).
 pub fn bpf_programs(dev: &str) -> Vec<AttachedProgram> {
-    let ours = |n: &str| n.starts_with("tracer_");
     let mut out = Vec::new();
     if let Some(index) = ifindex(dev) {
         for (parent, hook) in [(INGRESS_PARENT, "tc ingress"), (EGRESS_PARENT, "tc egress")] {
@@ -212,25 +233,8 @@ pub fn bpf_programs(dev: &str) -> Vec<AttachedProgram> {
             }
         }
     }
-    for (ty, hook) in [
-        (TcAttachType::Ingress, "tcx ingress"),
-        (TcAttachType::Egress, "tcx egress"),
-    ] {
-        // Before Linux 6.6 there is no tcx: the query fails, nothing to add.
-        if let Ok((_, progs)) = SchedClassifier::query_tcx(dev, ty) {
-            for p in progs {
-                let name = p.name_as_str().unwrap_or_default().to_string();
-                if !ours(&name) {
-                    out.push(AttachedProgram {
-                        id: p.id(),
-                        name,
-                        hook: hook.into(),
-                        at: dev.to_string(),
-                    });
-                }
-            }
-        }
-    }
+    out.extend(tcx_programs(dev, TcAttachType::Ingress, "tcx ingress"));
+    out.extend(tcx_programs(dev, TcAttachType::Egress, "tcx egress"));
     out
 }
 
