@@ -112,6 +112,10 @@ pub struct TracerRun {
     /// How the stop went: time from the signal to exit, and, when the
     /// tracer did not exit in time, where its threads were in the kernel.
     pub stop_note: String,
+    /// Started with `--debug-bpf`: the kernel programs' log may be on
+    /// stderr. Without it, every run's [`TracerRun::stop`] refuses that
+    /// log (the programs' log level is off unless asked for).
+    debug_bpf: bool,
 }
 
 /// Each thread's state and kernel stack: what a tracer that does not exit
@@ -246,6 +250,7 @@ impl TracerRun {
             stderr: String::new(),
             status: None,
             stop_note: String::new(),
+            debug_bpf: extra.contains(&"--debug-bpf"),
         };
         let t0 = Instant::now();
         while !ready.exists() {
@@ -335,6 +340,13 @@ impl TracerRun {
             .filter(|l| !l.trim().is_empty())
             .map(|l| serde_json::from_str(l).with_context(|| format!("bad JSON line: {l}")))
             .collect::<Result<_>>()?;
+        // aya-log's lines name the eBPF crate ("tracer_ebpf::filter").
+        if !self.debug_bpf && self.stderr.contains("tracer_ebpf") {
+            bail!(
+                "kernel programs' debug log without --debug-bpf:\n{}",
+                self.stderr
+            );
+        }
         Ok(TracerOutput {
             lines,
             stderr: std::mem::take(&mut self.stderr),

@@ -718,15 +718,8 @@ fn debug_bpf_shows_why_packets_are_followed() {
             .any(|l| l.contains("(NAT)") || l.contains("conntrack original tuple")),
         "no NAT decision logged: {debug:#?}"
     );
-
-    let run = tracer_tests::tracer::TracerRun::start(&sc.target, &sc.arg_refs()).expect("start");
-    sc.traffic().expect("traffic");
-    let out = run.stop().expect("stop");
-    assert!(
-        !out.stderr.contains("tracer_ebpf"),
-        "kernel debug output without --debug-bpf: {}",
-        out.stderr
-    );
+    // Without --debug-bpf there is no such log: every other run's
+    // TracerRun::stop refuses it (tracer_tests::tracer).
 }
 
 /// Forwarding switched off on the router's ingress device: the verdict

@@ -113,12 +113,35 @@ pub fn enter(f: u8, backend: u8, skb: u64, location: u64, x: Extra, how: Decide)
         crate::zero::zero_in_place(ev);
         &mut *ev
     };
+    // The names' addresses wait in the names' own buffers while the skb is
+    // parsed and decided, and are loaded back (volatile) after: held in
+    // registers, their values went through every path of the parse, and
+    // Debian's 6.1 processed 80,600 instructions for nft_do_chain (two
+    // names) against 22,800 for ipt_do_table (one).
+    ev.arg = x.arg;
+    let (table, chain) = (
+        ev.table.as_mut_ptr().cast::<u64>(),
+        ev.chain.as_mut_ptr().cast::<u64>(),
+    );
+    // SAFETY: 32-byte buffers at 8-byte aligned offsets of a #[repr(C)]
+    // record that holds u64 fields before them.
+    unsafe {
+        table.write_volatile(x.table);
+        chain.write_volatile(x.chain);
+    }
     if !fill(ev, f, backend, skb, location, how) {
         return None;
     }
-    ev.arg = x.arg;
-    read_str(x.table, &mut ev.table);
-    read_str(x.chain, &mut ev.chain);
+    // SAFETY: as above. The address's bytes are cleared: a name shorter
+    // than 8 bytes would keep some past its NUL.
+    let (t, c) = unsafe {
+        let tc = (table.read_volatile(), chain.read_volatile());
+        table.write_volatile(0);
+        chain.write_volatile(0);
+        tc
+    };
+    read_str(t, &mut ev.table);
+    read_str(c, &mut ev.chain);
     CALLS.insert(&call_key(f), ev, 0).ok()
 }
 
@@ -175,6 +198,12 @@ pub fn leave(f: u8, ret: i64) -> Option<()> {
 }
 
 /// A function whose entry alone is the evidence: send at once.
+///
+/// Built in this function's `FUNC_SCRATCH` slot, as [`enter`] builds, and
+/// copied out in one helper call: built in a ring buffer reservation, the
+/// reference the verifier tracks for it went through every path of the
+/// parse and the decision, and Debian's 6.1 processed 45,000 instructions
+/// for each of these hooks (22,700 for the hooks built in the slot).
 #[inline(always)]
 pub fn call(f: u8, backend: u8, skb: u64, location: u64, arg: [u32; 2]) -> Option<()> {
     // Every function called with an skb-only entry hook (forwarding, local
@@ -183,20 +212,22 @@ pub fn call(f: u8, backend: u8, skb: u64, location: u64, arg: [u32; 2]) -> Optio
     if skb == 0 || crate::filter::is_tracked(skb) == 0 {
         return None;
     }
-    let Some(mut e) = EVENTS.reserve::<FuncEvent>(0) else {
-        bump(stat::LOST);
-        return None;
+    let ev = FUNC_SCRATCH.get_ptr_mut(f as u32)?;
+    // SAFETY: this CPU's slot for `f` (maps::FUNC_SCRATCH); zeroes are a
+    // valid FuncEvent.
+    let ev = unsafe {
+        crate::zero::zero_in_place(ev);
+        &mut *ev
     };
-    // SAFETY: the reservation is size_of::<FuncEvent>() bytes.
-    unsafe { crate::zero::zero_in_place(e.as_mut_ptr()) };
-    let ev = unsafe { e.assume_init_mut() };
-    let keep = fill(ev, f, backend, skb, location, Decide::Tracked);
+    if !fill(ev, f, backend, skb, location, Decide::Tracked) {
+        return None;
+    }
     ev.arg = arg;
-    if keep {
-        e.submit(0);
+    // bpf_ringbuf_output(): one copy from the slot into the ring buffer.
+    if EVENTS.output::<FuncEvent>(ev, 0).is_ok() {
         bump(stat::EVENTS);
     } else {
-        e.discard(0);
+        bump(stat::LOST);
     }
     Some(())
 }

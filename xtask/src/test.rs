@@ -12,7 +12,7 @@ use std::{
 
 use clap::Args;
 
-use crate::cmd::{TestClock, is_root, root, run as sh, run_tee_timed, target_dir};
+use crate::cmd::{TestClock, is_root, root, run as sh, run_tee_timed};
 
 #[derive(Args)]
 pub(crate) struct TestArgs {
@@ -209,12 +209,14 @@ pub(crate) fn run(a: TestArgs) -> ExitCode {
     checks(&mut t);
     unit(&mut t);
     if !a.unit_only {
-        let built = builds(&mut t);
+        let built = release(&mut t);
         // The guests boot now and run in the background, niced, while the
-        // host's integration tests (--test-threads=1: a core mostly idle)
-        // and the arm64 boot run: the kernel matrix is the longest stage,
-        // and its guests take the CPU the host's tests leave.
+        // rest of the release artifacts (aarch64, images), the host's
+        // integration tests (--test-threads=1: a core mostly idle) and the
+        // arm64 boot run: the kernel matrix is the longest stage, and its
+        // guests take the CPU the host's work leaves.
         let guests = (!a.no_vm && t.wanted("vm")).then(|| start_matrix(&a));
+        dist(&mut t);
         if built {
             integration(&a, &mut t);
         }
@@ -330,19 +332,26 @@ fn unit(t: &mut Tally) {
     );
 }
 
-/// The release build, the static binaries and images; true when the
-/// release binary the integration tests run was built.
-fn builds(t: &mut Tally) -> bool {
-    let built = if t.wanted("release") {
-        t.stage("release", "release build", |_| {
-            crate::build::release().is_ok()
-        })
+/// The release build the tests run (build::for_tests: the static x86_64
+/// binary and the test helpers); true when it was built.
+fn release(t: &mut Tally) -> bool {
+    if t.wanted("release") {
+        t.stage(
+            "release",
+            "release build (static x86_64 binary, test helpers)",
+            |_| crate::build::for_tests().is_ok(),
+        )
     } else {
         // `--stage integration` alone: the binary it runs, built quietly.
-        t.wanted("integration") && crate::build::release().is_ok()
-    };
-    // The release artifacts the dist tests check (static binaries,
-    // images); their failure shows in those tests too.
+        t.wanted("integration") && crate::build::for_tests().is_ok()
+    }
+}
+
+/// The release artifacts the dist tests check (static binaries of both
+/// architectures, images); their failure shows in those tests too. The
+/// x86_64 binary is already built (release): this is aarch64's build and
+/// the images, beside the kernel matrix's guests.
+fn dist(t: &mut Tally) {
     t.stage("dist", "static binaries and images (dist/)", |_| {
         let dist = crate::image::build(&[]);
         if let Err(e) = &dist {
@@ -350,7 +359,6 @@ fn builds(t: &mut Tally) -> bool {
         }
         dist.is_ok()
     });
-    built
 }
 
 /// The privileged integration tests on this kernel.
@@ -379,7 +387,8 @@ fn integration(a: &TestArgs, t: &mut Tally) {
                 "--bins",
                 "--tests",
             ]);
-            c.env("TRACER_BIN", target_dir().join("release/tracer"));
+            // The static binary (build::for_tests), as the guests run it.
+            c.env("TRACER_BIN", crate::dist::artifact("x86_64"));
             // The verdicts each test reached, for the `--netns` sweep
             // (tracer_tests::verdict_log): fresh for this run.
             let verdicts =

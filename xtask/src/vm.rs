@@ -66,25 +66,87 @@ const KERNELS: &[(&str, &str, Option<&str>)] = &[
 /// minutes natively, hours under TCG).
 const SUITES: &[&str] = &["incidents", "follow", "ipvs", "backends", "netns_scope"];
 
-/// The guests of the matrix, longest first, each a kernel and the suites
-/// it runs: [`GUESTS_AT_ONCE`] of them run at a time, one vCPU each, so
-/// the host's two cores stay busy. Each
-/// kernel is split in two guests so that the two queues end together: the
+/// The guests of the matrix, longest first (measured under load, session
+/// 19, before the part split), each a kernel and the suites it runs, in
+/// order: [`GUESTS_AT_ONCE`] of them run at a time, one vCPU each, taking
+/// the next from this list as one ends, so the guests are sized for the
+/// three queues to end together. Each kernel is split in two guests: the
 /// `--netns` sweep stays with the suites whose verdicts it reuses
-/// (incidents, follow: the guest's own /tmp), IPVS and the backends go to
-/// a second guest (with the static binary's test on 6.1). 5.10 runs the
-/// incidents, the drop-reason verdicts of `follow` (its reasons are
-/// inferred there) and the backends (its kprobe and fentry programs);
-/// IPVS's verdicts do not depend on drop reasons and, like the `--netns`
-/// sweep, run on 6.1 and 6.12.
+/// (incidents and `follow:swept`: the guest's own /tmp) and runs after
+/// them; the `follow` tests the sweep does not reuse under emulation
+/// ([`FOLLOW_APART`]), IPVS and the backends go to the second guest. 5.10
+/// runs the incidents, `follow` (its drop reasons are inferred there) and
+/// the backends (its kprobe and fentry programs); IPVS's verdicts do not
+/// depend on drop reasons and, like the `--netns` sweep, run on 6.1 and
+/// 6.12.
 const GUESTS: &[(&str, &[&str])] = &[
-    ("6.1", &["incidents", "follow", "netns_scope"]),
-    ("6.12", &["incidents", "follow", "netns_scope"]),
-    ("5.10", &["follow", "backends"]),
-    ("6.1", &["ipvs", "backends"]),
-    ("6.12", &["ipvs", "backends"]),
-    ("5.10", &["incidents"]),
+    ("6.1", &["incidents", "follow:swept", "netns_scope"]),
+    ("6.12", &["incidents", "follow:swept", "netns_scope"]),
+    ("5.10", &["follow:apart", "incidents"]),
+    ("6.1", &["follow:apart", "ipvs", "backends"]),
+    ("6.12", &["follow:apart", "ipvs", "backends"]),
+    ("5.10", &["follow:swept", "backends"]),
 ];
+
+/// The `follow` tests whose scenarios the `--netns` sweep does not take
+/// from them under emulation (netns_scope.rs: host-only there, or traced
+/// apart): `follow:apart` runs these, `follow:swept` the others. A name
+/// that `follow` no longer has stops the matrix ([`prepare`]); a new
+/// `follow` test is in `follow:swept` unless listed here.
+const FOLLOW_APART: &[&str] = &[
+    "conntrack_invalid_reply_names_asymmetric_routing",
+    "conntrack_snat_clash_names_the_taken_reply_tuple",
+    "conntrack_table_full_names_count_and_max",
+    "debug_bpf_shows_why_packets_are_followed",
+    "dns_questions_and_answers_are_read_from_the_packets",
+    "dns_truncated_answer_is_asked_again_over_tcp",
+    "each_dns_query_is_judged_on_its_own_packets",
+    "ipv6_mtu_black_hole_names_the_link_and_its_mtu",
+    "ipv6_no_route_after_policy_rules_names_them",
+    "kube_proxy_nftables_load_balancer_source_ranges",
+    "kube_proxy_nftables_names_the_service_and_endpoint_of_a_delivered_flow",
+    "kube_proxy_nftables_service_without_endpoints",
+    "kube_proxy_nftables_unallocated_cluster_ip",
+    "listen_overflow_names_the_accept_queue",
+    "network_policy_default_deny_names_the_pod",
+    "nftrace_names_a_rule_in_the_endpoint_namespace_after_dnat",
+    "nftrace_names_the_rule_that_dropped_the_replies",
+    "no_route_after_policy_rules_names_them",
+    "node_local_dns_answers_one_pod_and_the_misrouted_one_gets_nothing",
+    "without_nftrace_the_rule_is_named_by_its_counter",
+];
+
+/// A guest's suite entry: a suite, or a part of one (`follow:swept`).
+fn suite_part(spec: &str) -> (&str, Option<&str>) {
+    match spec.split_once(':') {
+        Some((suite, part)) => (suite, Some(part)),
+        None => (spec, None),
+    }
+}
+
+/// The tests of a part (`apart`/`swept` of `follow`), among `listed` (the
+/// suite's tests) that contain `filter`.
+fn part_tests<'a>(listed: &'a [String], part: &str, filter: Option<&str>) -> Vec<&'a str> {
+    listed
+        .iter()
+        .map(String::as_str)
+        .filter(|n| filter.is_none_or(|f| n.contains(f)))
+        .filter(|n| FOLLOW_APART.contains(n) == (part == "apart"))
+        .collect()
+}
+
+/// The tests a test executable has (`--list`).
+fn listed(bin: &Path) -> Result<Vec<String>> {
+    let o = Command::new(bin).args(["--list"]).output()?;
+    if !o.status.success() {
+        bail!("{} --list failed", bin.display());
+    }
+    Ok(String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .map(str::to_string)
+        .collect())
+}
 
 /// Guests running at once, one vCPU each, on the host's two cores: with
 /// two, a third of the cores' time was idle while the guests ran (their
@@ -386,25 +448,19 @@ fn test_binaries() -> Result<Vec<(String, PathBuf)>> {
 /// verification and netns setup measured 4-8x slower in the guests.
 const TIME_SCALE: u32 = 5;
 
-/// The incident run again with the static release binary (`dist/`), on
-/// the oldest kernel of the matrix: what an operator copies to a node.
-const STATIC_TEST: (&str, &str, &str) = (
-    "6.1",
-    "incidents",
-    "incident4_clusterip_routed_by_the_default_route",
-);
-
 fn script(
     kernel: &str,
-    bins: &[(String, PathBuf)],
+    bins: &[(String, PathBuf, Vec<String>)],
     suites: &[&str],
     filter: Option<&str>,
-    static_bin: Option<&Path>,
 ) -> String {
     let mut s = String::from("set -u\n");
+    // The static binary (build::for_tests): what an operator copies to a
+    // node, run by every guest as by the host's tests.
     s += &format!(
-        "export TRACER_BIN={r}/release/tracer NETPROBE_BIN={r}/release/netprobe\n",
-        r = target_dir().display()
+        "export TRACER_BIN={} NETPROBE_BIN={}/release/netprobe\n",
+        crate::dist::artifact("x86_64").display(),
+        target_dir().display()
     );
     // Emulated guests run several times slower than the host: stretch the
     // tests' waits and timeouts (tests/src/lib.rs time_scale()).
@@ -429,34 +485,48 @@ fn script(
     // The verdicts each suite reached, for the `--netns` sweep
     // (tracer_tests::verdict_log); /tmp is the guest's own tmpfs.
     s += "export TRACER_VERDICT_LOG=/tmp/tracer-verdicts\n";
-    // Said once per kernel without the sweep (by its guest with `follow`).
+    // Said once per kernel without the sweep (by its guest with the swept
+    // part of `follow`).
     let swept = GUESTS
         .iter()
         .any(|(k, s)| *k == kernel && s.contains(&"netns_scope"));
-    if !swept && suites.contains(&"follow") {
+    if !swept
+        && suites
+            .iter()
+            .any(|s| matches!(*s, "follow" | "follow:swept"))
+    {
         s += "echo '!!!!! SKIPPED (5.10, wall time) the netns_scope suite (every_scenario_is_judged_the_same_with_netns_scope): it runs on 6.1, 6.12 and the host !!!!!'\n";
     }
     s += &format!("cd {}/tests\n", root().display());
     // The modules a kube-proxy node has loaded, before tracer starts (it
     // resolves module functions and types once, at start).
     s += "for m in veth dummy bridge br_netfilter nf_conntrack nf_tables nft_compat ip_tables iptable_filter iptable_nat ip_vs ip_vs_rr; do modprobe -q $m || echo \"modprobe $m failed\"; done\n";
-    s += "uname -r; $TRACER_BIN doctor 2>&1 | sed 's/^/doctor: /'\n";
-    for (suite, path) in bins.iter().filter(|(s, _)| suites.contains(&s.as_str())) {
+    s += "uname -r; $TRACER_BIN --version; $TRACER_BIN doctor 2>&1 | sed 's/^/doctor: /'\n";
+    for spec in suites {
+        let (suite, part) = suite_part(spec);
+        let Some((_, path, tests)) = bins.iter().find(|(s, _, _)| s == suite) else {
+            continue;
+        };
+        // The sweep says what it traced and what it took from the other
+        // suites' verdicts.
+        let nocapture = if suite == "netns_scope" {
+            " --nocapture"
+        } else {
+            ""
+        };
+        let args = match part {
+            None => filter.unwrap_or("").to_string(),
+            Some(p) => {
+                let names = part_tests(tests, p, filter);
+                if names.is_empty() {
+                    continue;
+                }
+                format!("--exact {}", names.join(" "))
+            }
+        };
         s += &format!(
-            "echo \"VM-SUITE {suite}\"; {} --test-threads=1 --color never {} 2>&1\n",
+            "echo \"VM-SUITE {suite}\"; {} --test-threads=1 --color never{nocapture} {args} 2>&1\n",
             path.display(),
-            filter.unwrap_or("")
-        );
-    }
-    if let (Some(b), Some((_, path))) = (
-        static_bin,
-        bins.iter().find(|(suite, _)| suite == STATIC_TEST.1),
-    ) {
-        let b = b.display();
-        s += &format!(
-            "echo \"VM-SUITE static-musl\"; {b} --version; TRACER_BIN={b} {} --exact {} --test-threads=1 --color never 2>&1\n",
-            path.display(),
-            STATIC_TEST.2
         );
     }
     s += "for f in /tmp/tracer-recordings/*.rec; do [ -f \"$f\" ] && echo \"VM-RECORDING $(basename \"$f\") $(base64 -w0 \"$f\")\"; done\n";
@@ -674,11 +744,16 @@ pub(crate) fn prepare(a: &VmArgs) -> Result<Prepared> {
     if !ok(Command::new("qemu-system-x86_64").arg("--version")) {
         bail!("qemu-system-x86_64 does not run");
     }
-    crate::build::release()?;
-    let bins = test_binaries()?;
-    if a.kernels.is_empty() || a.kernels.iter().any(|k| k == STATIC_TEST.0) {
-        // Build (or bring up to date) the static binary the 6.1 guest runs.
-        crate::dist::build(&["x86_64".to_string()])?;
+    crate::build::for_tests()?;
+    let mut bins = Vec::new();
+    for (suite, path) in test_binaries()? {
+        let tests = listed(&path)?;
+        if suite == "follow" {
+            if let Some(gone) = FOLLOW_APART.iter().find(|n| !tests.iter().any(|t| t == *n)) {
+                bail!("vm.rs FOLLOW_APART names {gone}, which tests/follow.rs no longer has");
+            }
+        }
+        bins.push((suite, path, tests));
     }
     let run_dir = Path::new(CACHE).join("run");
     fs::create_dir_all(&run_dir)?;
@@ -712,22 +787,7 @@ pub(crate) fn prepare(a: &VmArgs) -> Result<Prepared> {
             (*name).to_string()
         };
         let sc = run_dir.join(format!("{}.sh", label.replace([':', '+'], "-")));
-        let static_bin = (*name == STATIC_TEST.0
-            && suites.contains(&"ipvs")
-            && a.filter
-                .as_deref()
-                .is_none_or(|f| format!("static-musl::{}", STATIC_TEST.2).contains(f)))
-        .then(|| crate::dist::artifact("x86_64"));
-        fs::write(
-            &sc,
-            script(
-                name,
-                &bins,
-                suites,
-                a.filter.as_deref(),
-                static_bin.as_deref(),
-            ),
-        )?;
+        fs::write(&sc, script(name, &bins, suites, a.filter.as_deref()))?;
         jobs.push_back((label, dir, version, initrd, sc));
     }
     Ok(Prepared { jobs })
@@ -812,6 +872,40 @@ pub(crate) fn run(a: VmArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The two parts of `follow` split its tests (with a filter too), and
+    /// every kernel that runs one part runs the other.
+    #[test]
+    fn follow_parts_split_the_suite() {
+        let listed: Vec<String> = [
+            FOLLOW_APART[0],
+            "tcp_to_listening_port_is_delivered",
+            FOLLOW_APART[3],
+        ]
+        .iter()
+        .map(|s| (*s).to_string())
+        .collect();
+        let apart = part_tests(&listed, "apart", None);
+        let swept = part_tests(&listed, "swept", None);
+        assert_eq!(apart, [FOLLOW_APART[0], FOLLOW_APART[3]]);
+        assert_eq!(swept, ["tcp_to_listening_port_is_delivered"]);
+        assert_eq!(part_tests(&listed, "swept", Some("listening")).len(), 1);
+        assert!(part_tests(&listed, "apart", Some("listening")).is_empty());
+        for (k, _) in GUESTS {
+            let parts: Vec<&str> = GUESTS
+                .iter()
+                .filter(|(g, _)| g == k)
+                .flat_map(|(_, s)| s.iter().copied())
+                .filter(|s| s.starts_with("follow"))
+                .collect();
+            assert!(
+                parts.contains(&"follow:apart") && parts.contains(&"follow:swept"),
+                "{k}: {parts:?}"
+            );
+        }
+        assert_eq!(suite_part("follow:swept"), ("follow", Some("swept")));
+        assert_eq!(suite_part("ipvs"), ("ipvs", None));
+    }
 
     #[test]
     fn strips_escapes_and_orders_versions() {
