@@ -4,7 +4,8 @@
 //! tracer's rules. Address ranges: 10.200-10.210, 10.220, 10.225, 10.254
 //! and 10.255 (two scenes: third octets below 100 and above 100).
 //! They are not in `scenarios::NAMES`; `scenarios::build` falls back to
-//! [`build`], which falls back to [`crate::blind_bpf::build`].
+//! [`build`], which falls back to [`crate::blind_l2::build`] (then
+//! [`crate::blind_bpf::build`]).
 
 use anyhow::Result;
 
@@ -51,7 +52,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "blind_output_dnat_no_route" => output_dnat_no_route(),
         "blind_proxy_arp_no_default" => proxy_arp_no_default(),
         "blind_stale_endpoint_unreachable" => stale_endpoint_unreachable(),
-        _ => return crate::blind_bpf::build(name),
+        _ => return crate::blind_l2::build(name),
     })
 }
 

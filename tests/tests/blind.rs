@@ -104,6 +104,60 @@ fn routes_that_refuse_the_translated_destination_are_named() {
     }
 }
 
+/// A Linux bridge that will not forward, for a setting of its ports
+/// (verdict/bridge.rs): a pod reaching itself through its Service with
+/// hairpin off on its port (kubernetes/kubernetes#13375), and a server
+/// pod's port stuck in STP learning (ipspace/netlab#2259), where the
+/// node's ARP for the pod goes unanswered.
+#[test]
+fn bridge_settings_that_stop_frames_are_named() {
+    for (name, dport, said, hint) in [
+        (
+            "blind_hairpin_off",
+            80,
+            "port vethpod has hairpin mode off and 10.204.1.2 is behind it",
+            "hairpin-veth",
+        ),
+        (
+            "blind_bridge_port_learning",
+            8080,
+            "bridge cni0: port vethpod is in STP state learning",
+            "stp_state 0",
+        ),
+        // Written blind after the rule (tests/src/blind_l2.rs): a pod to
+        // its own NodePort (kubernetes/kubernetes#45790), two pods on
+        // isolated ports (containernetworking/plugins#1135).
+        (
+            "blind_l2_hairpin_nodeport",
+            30080,
+            "port vethpod has hairpin mode off and 10.198.1.2 is behind it",
+            "hairpin-veth",
+        ),
+        (
+            "blind_l2_port_isolated",
+            8080,
+            "bridge br1 in netns ",
+            "isolated off",
+        ),
+    ] {
+        let Some((f, dump)) = judged(name, dport) else {
+            return;
+        };
+        assert!(
+            tracer_tests::verdict_said(&f, "where").contains(said),
+            "{name}: {dump}"
+        );
+        assert!(
+            tracer_tests::evidence_kinds(&f).contains(&"bridge_will_not_forward"),
+            "{name}: {dump}"
+        );
+        assert!(
+            tracer_tests::verdict_said(&f, "hint").contains(hint),
+            "{name}: {dump}"
+        );
+    }
+}
+
 /// An eBPF dataplane's drops (tests/src/blind_bpf.rs): the program that
 /// dropped the packet is named with its hook and device, for a pod's
 /// egress deny (cilium/cilium#40228, tcx), a hostPort reached through a

@@ -67,23 +67,51 @@ pub(crate) enum TestOutcome {
 /// Wall time of each test of a libtest run, read from its output as it
 /// streams: with `--test-threads=1` a test's line ends when it does, so
 /// its time is from the previous result (or the `running N tests` line).
+/// A test that prints (a `--nocapture` run, or output the harness does
+/// not capture) splits its line: `test NAME ... ` then its output, then
+/// `ok` alone on a line; the outcome is still its.
 #[derive(Default)]
 pub(crate) struct TestClock {
     mark: Option<std::time::Instant>,
     pub(crate) times: Vec<(String, f64)>,
+    /// The test whose line was split, waiting for its outcome.
+    pending: Option<String>,
 }
 
 impl TestClock {
-    pub(crate) fn line(&mut self, prefix: &str, line: &str) {
+    /// Read one line; the test it ends and how, if it ends one.
+    pub(crate) fn line(&mut self, prefix: &str, line: &str) -> Option<(String, TestOutcome)> {
         let now = std::time::Instant::now();
         if line.starts_with("running ") {
             self.mark = Some(now);
-        } else if let Some((name, _)) = test_line(line) {
+            self.pending = None;
+            return None;
+        }
+        let done = if let Some((name, o)) = test_line(line) {
+            self.pending = None;
+            Some((name.to_string(), o))
+        } else if let Some((name, _)) = line
+            .strip_prefix("test ")
+            .and_then(|r| r.split_once(" ... "))
+        {
+            self.pending = Some(name.to_string());
+            None
+        } else {
+            let o = match line.trim() {
+                "ok" => Some(TestOutcome::Passed),
+                "FAILED" => Some(TestOutcome::Failed),
+                "ignored" => Some(TestOutcome::Ignored),
+                _ => None,
+            };
+            o.and_then(|o| self.pending.take().map(|n| (n, o)))
+        };
+        if let Some((name, _)) = &done {
             let since = self.mark.unwrap_or(now);
             self.times
                 .push((format!("{prefix}{name}"), (now - since).as_secs_f64()));
             self.mark = Some(now);
         }
+        done
     }
 }
 
@@ -98,7 +126,7 @@ pub(crate) fn run_tee_timed(c: &mut Command, clock: &mut TestClock) -> Result<(b
     for line in BufReader::new(child.stdout.take().expect("stdout")).lines() {
         let line = line?;
         println!("{line}");
-        clock.line("", &line);
+        let _ = clock.line("", &line);
         captured.push_str(&line);
         captured.push('\n');
     }

@@ -508,12 +508,32 @@ mod tests {
         );
         assert_eq!(test_line("test result: ok. 1 passed"), None);
         let mut c = TestClock::default();
-        c.line("", "running 2 tests");
-        c.line("", "test one ... ok");
-        c.line("", "some output");
-        c.line("k::", "test two ... ignored");
+        assert!(c.line("", "running 4 tests").is_none());
+        assert_eq!(
+            c.line("", "test one ... ok"),
+            Some(("one".into(), TestOutcome::Passed))
+        );
+        assert!(c.line("", "some output").is_none());
+        assert!(c.line("k::", "test two ... ignored").is_some());
+        // A test that printed: its outcome comes alone on a later line.
+        assert!(
+            c.line("", "test three ... connected to 10.0.0.1:80")
+                .is_none()
+        );
+        assert!(c.line("", "ok, said the server").is_none());
+        assert_eq!(
+            c.line("", "ok"),
+            Some(("three".into(), TestOutcome::Passed))
+        );
+        assert!(c.line("", "test four ... ").is_none());
+        assert_eq!(
+            c.line("", "FAILED"),
+            Some(("four".into(), TestOutcome::Failed))
+        );
+        // A bare `ok` with no test waiting is nobody's.
+        assert!(c.line("", "ok").is_none());
         let names: Vec<&str> = c.times.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["one", "k::two"]);
+        assert_eq!(names, ["one", "k::two", "three", "four"]);
         assert!(c.times.iter().all(|(_, s)| *s >= 0.0));
     }
 }

@@ -26,9 +26,7 @@ use std::{
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use crate::cmd::{
-    TestClock, TestOutcome, is_root, ok, output, root, run as sh, show, target_dir, test_line,
-};
+use crate::cmd::{TestClock, TestOutcome, is_root, ok, output, root, run as sh, show, target_dir};
 
 const CACHE: &str = "/var/cache/tracer-vm";
 
@@ -627,13 +625,12 @@ pub(crate) fn console(
         }
         if let Some(s) = line.strip_prefix("VM-SUITE ") {
             suite = s.trim().to_string();
-            clock.line("", "running");
+            let _ = clock.line("", "running");
         }
         if line.contains("!!!!! SKIPPED") {
             r.skipped += 1;
         }
-        clock.line(&format!("[{name}] {suite}::"), &line);
-        match test_line(&line) {
+        match clock.line(&format!("[{name}] {suite}::"), &line) {
             Some((t, TestOutcome::Passed)) => r.passed.push(format!("{suite}::{t}")),
             Some((t, TestOutcome::Failed)) => r.failed.push(format!("{suite}::{t}")),
             Some((_, TestOutcome::Ignored)) => r.skipped += 1,

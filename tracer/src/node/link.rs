@@ -1,14 +1,14 @@
 //! Per-device configuration of a namespace that explains drops: each
-//! link's MTU (RTM_GETLINK) and its forwarding and reverse-path sysctls
-//! (/proc/sys/net/ipv{4,6}/conf/DEV/..., which show the namespace of the
-//! reading thread).
+//! link's MTU, kind and bridge settings (RTM_GETLINK) and its forwarding
+//! and reverse-path sysctls (/proc/sys/net/ipv{4,6}/conf/DEV/..., which
+//! show the namespace of the reading thread).
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 /// One device's facts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LinkConf {
     pub dev: String,
     pub mtu: u32,
@@ -26,6 +26,62 @@ pub struct LinkConf {
     /// 0 off, 1 strict, 2 loose.
     #[serde(default)]
     pub rp_filter: Option<u8>,
+    /// Its kind (IFLA_INFO_KIND: `veth`, `bridge`, `vxlan`, ...), empty
+    /// for none (a physical device, loopback).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    /// Its settings as a bridge's port, when it is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bridge_port: Option<BridgePort>,
+    /// A bridge's own settings, when it is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bridge: Option<BridgeConf>,
+}
+
+/// A bridge port's settings (IFLA_INFO_SLAVE_DATA of a port whose master
+/// is a bridge; include/uapi/linux/if_link.h, IFLA_BRPORT_*), as `bridge
+/// -d link show` prints them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BridgePort {
+    /// The bridge it is a port of.
+    pub bridge: String,
+    /// Its STP state (BR_STATE_*: 0 disabled, 1 listening, 2 learning, 3
+    /// forwarding, 4 blocking): br_handle_frame_finish() drops what a port
+    /// not forwarding receives, should_deliver() sends nothing out of it.
+    pub state: u8,
+    /// Hairpin mode (IFLA_BRPORT_MODE): without it should_deliver() does
+    /// not send a frame back out the port it came in by.
+    pub hairpin: bool,
+    /// Isolated (IFLA_BRPORT_ISOLATED): br_skb_isolated() stops frames
+    /// between two isolated ports.
+    #[serde(default)]
+    pub isolated: bool,
+}
+
+/// BR_STATE_FORWARDING (include/uapi/linux/if_bridge.h).
+pub const BR_STATE_FORWARDING: u8 = 3;
+
+/// A bridge's STP state name.
+pub fn stp_state_name(state: u8) -> &'static str {
+    match state {
+        0 => "disabled",
+        1 => "listening",
+        2 => "learning",
+        3 => "forwarding",
+        4 => "blocking",
+        _ => "unknown",
+    }
+}
+
+/// A bridge device's own settings (IFLA_INFO_DATA of kind `bridge`,
+/// IFLA_BR_*).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BridgeConf {
+    /// STP on (IFLA_BR_STP_STATE).
+    pub stp: bool,
+    /// VLAN filtering on (IFLA_BR_VLAN_FILTERING): br_allowed_ingress()
+    /// and br_allowed_egress() drop frames of VLANs a port is not in.
+    pub vlan_filtering: bool,
 }
 
 /// The links of the namespace at `path` (entered on this thread), or of
@@ -36,7 +92,7 @@ pub fn links_in(path: Option<&Path>) -> Vec<LinkConf> {
         Some(Err(_)) => return Vec::new(),
         None => None,
     };
-    let mut out = rtnl_mtus().unwrap_or_default();
+    let mut out = rtnl_links().unwrap_or_default();
     let read = |p: String| {
         std::fs::read_to_string(p)
             .ok()
@@ -61,6 +117,11 @@ pub fn links_in(path: Option<&Path>) -> Vec<LinkConf> {
 /// Every link of this thread's namespace, by one RTM_GETLINK dump: its
 /// name and its attributes (include/uapi/linux/if_link.h) to `each`.
 pub fn each_link(each: &mut dyn FnMut(&str, &[u8])) -> Option<()> {
+    each_link_indexed(&mut |_, dev, attrs| each(dev, attrs))
+}
+
+/// [`each_link`] with each link's ifindex.
+fn each_link_indexed(each: &mut dyn FnMut(u32, &str, &[u8])) -> Option<()> {
     const IFLA_IFNAME: u16 = 3;
     // ifinfomsg: family, pad, type, index, flags, change (16 bytes).
     let body = [0u8; 16];
@@ -72,31 +133,80 @@ pub fn each_link(each: &mut dyn FnMut(&str, &[u8])) -> Option<()> {
             if ty != libc::RTM_NEWLINK {
                 return;
             }
-            // nlmsghdr and ifinfomsg, then the attributes.
+            // nlmsghdr (16 bytes), then ifinfomsg: its index at 4.
+            let index = msg.get(20..24).and_then(super::netlink::ne32).unwrap_or(0);
             let attrs = msg.get(32..).unwrap_or(&[]);
             if let Some(name) = super::netlink::attr(attrs, IFLA_IFNAME) {
-                each(&super::netlink::string(name), attrs);
+                each(index, &super::netlink::string(name), attrs);
             }
         },
     )
 }
 
-/// Every link's name and MTU.
-fn rtnl_mtus() -> Option<Vec<LinkConf>> {
-    const IFLA_MTU: u16 = 4;
+/// IFLA_* and IFLA_INFO_* (include/uapi/linux/if_link.h).
+const IFLA_MTU: u16 = 4;
+const IFLA_MASTER: u16 = 10;
+const IFLA_LINKINFO: u16 = 18;
+const IFLA_INFO_KIND: u16 = 1;
+const IFLA_INFO_DATA: u16 = 2;
+const IFLA_INFO_SLAVE_KIND: u16 = 4;
+const IFLA_INFO_SLAVE_DATA: u16 = 5;
+
+/// Every link's name, MTU, kind and bridge settings.
+fn rtnl_links() -> Option<Vec<LinkConf>> {
     let mut out = Vec::new();
-    each_link(&mut |dev, attrs| {
-        if let Some(mtu) = super::netlink::attr(attrs, IFLA_MTU).and_then(super::netlink::ne32) {
-            out.push(LinkConf {
-                dev: dev.to_string(),
-                mtu,
-                forwarding_v4: None,
-                forwarding_v6: None,
-                rp_filter: None,
-            });
+    let mut masters = Vec::new();
+    let mut names = std::collections::HashMap::new();
+    each_link_indexed(&mut |index, dev, attrs| {
+        names.insert(index, dev.to_string());
+        let Some(mtu) = super::netlink::attr(attrs, IFLA_MTU).and_then(super::netlink::ne32) else {
+            return;
+        };
+        let mut l = LinkConf {
+            dev: dev.to_string(),
+            mtu,
+            ..LinkConf::default()
+        };
+        if let Some(info) = super::netlink::attr(attrs, IFLA_LINKINFO) {
+            link_info(info, &mut l);
         }
+        masters.push(super::netlink::attr(attrs, IFLA_MASTER).and_then(super::netlink::ne32));
+        out.push(l);
     })?;
+    for (l, m) in out.iter_mut().zip(masters) {
+        if let (Some(p), Some(m)) = (l.bridge_port.as_mut(), m) {
+            p.bridge = names.get(&m).cloned().unwrap_or_default();
+        }
+    }
     Some(out)
+}
+
+/// A link's kind, its bridge port settings and a bridge's own, from its
+/// IFLA_LINKINFO.
+fn link_info(info: &[u8], l: &mut LinkConf) {
+    use super::netlink::{attr, string};
+    let flag = |data: &[u8], ty: u16| attr(data, ty).and_then(|v| v.first()).copied();
+    l.kind = attr(info, IFLA_INFO_KIND).map(string).unwrap_or_default();
+    if l.kind == "bridge" {
+        // IFLA_BR_STP_STATE (u32), IFLA_BR_VLAN_FILTERING (u8).
+        let data = attr(info, IFLA_INFO_DATA).unwrap_or(&[]);
+        l.bridge = Some(BridgeConf {
+            stp: attr(data, 5)
+                .and_then(super::netlink::ne32)
+                .is_some_and(|v| v != 0),
+            vlan_filtering: flag(data, 7).is_some_and(|v| v != 0),
+        });
+    }
+    if attr(info, IFLA_INFO_SLAVE_KIND).map(string).as_deref() == Some("bridge") {
+        // IFLA_BRPORT_STATE, _MODE (hairpin), _ISOLATED: u8 each.
+        let data = attr(info, IFLA_INFO_SLAVE_DATA).unwrap_or(&[]);
+        l.bridge_port = Some(BridgePort {
+            bridge: String::new(),
+            state: flag(data, 1).unwrap_or(BR_STATE_FORWARDING),
+            hairpin: flag(data, 4).is_some_and(|v| v != 0),
+            isolated: flag(data, 33).is_some_and(|v| v != 0),
+        });
+    }
 }
 
 #[cfg(test)]
@@ -113,5 +223,51 @@ mod tests {
             .unwrap_or_else(|| panic!("no lo in {links:?}"));
         assert_eq!(lo.mtu, 65536);
         assert!(lo.forwarding_v4.is_some(), "{lo:?}");
+        assert!(lo.kind.is_empty() && lo.bridge_port.is_none(), "{lo:?}");
+    }
+
+    /// A bridge port's IFLA_LINKINFO (kind veth, port of a bridge in STP
+    /// state learning, hairpin off, isolated) and a bridge's (STP and
+    /// VLAN filtering on), as the kernel nests them.
+    #[test]
+    fn reads_bridge_settings() {
+        use crate::node::netlink::put_attr;
+        let mut port = Vec::new();
+        put_attr(&mut port, 1, &[2]);
+        put_attr(&mut port, 4, &[0]);
+        put_attr(&mut port, 33, &[1]);
+        let mut info = Vec::new();
+        put_attr(&mut info, IFLA_INFO_KIND, b"veth\0");
+        put_attr(&mut info, IFLA_INFO_SLAVE_KIND, b"bridge\0");
+        put_attr(&mut info, IFLA_INFO_SLAVE_DATA | 0x8000, &port);
+        let mut l = LinkConf::default();
+        link_info(&info, &mut l);
+        assert_eq!(l.kind, "veth");
+        assert_eq!(
+            l.bridge_port,
+            Some(BridgePort {
+                bridge: String::new(),
+                state: 2,
+                hairpin: false,
+                isolated: true,
+            })
+        );
+        assert!(l.bridge.is_none());
+        let mut br = Vec::new();
+        put_attr(&mut br, 5, &1u32.to_ne_bytes());
+        put_attr(&mut br, 7, &[1]);
+        let mut info = Vec::new();
+        put_attr(&mut info, IFLA_INFO_KIND, b"bridge\0");
+        put_attr(&mut info, IFLA_INFO_DATA | 0x8000, &br);
+        let mut l = LinkConf::default();
+        link_info(&info, &mut l);
+        assert_eq!(
+            l.bridge,
+            Some(BridgeConf {
+                stp: true,
+                vlan_filtering: true,
+            })
+        );
+        assert_eq!(stp_state_name(2), "learning");
     }
 }

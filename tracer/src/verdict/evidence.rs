@@ -143,6 +143,9 @@ pub enum Evidence {
         netns: String,
         programs: Vec<crate::node::bpf_progs::AttachedProgram>,
     },
+    /// A Linux bridge will not forward the frame: a setting of one of its
+    /// ports or its own (verdict/bridge.rs).
+    BridgeWillNotForward(crate::verdict::bridge::BridgeRefusal),
     /// The route lookup before DNAT, which chose the source address.
     PreNatRoute {
         dst: IpAddr,
@@ -664,10 +667,10 @@ impl fmt::Display for Evidence {
     #[expect(clippy::too_many_lines, reason = "one arm per evidence kind")]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use Evidence::{
-            BpfProgramDrop, ClientHandshake, CountedInKernel, DestinationAnswered,
-            DropReasonInferred, EndpointUnanswered, EventsLost, Forwarded, ForwardedBack,
-            ForwardingDisabled, FuncHookUnavailable, FunctionHook, HooksUnavailable, HopsNotKept,
-            HostUnreachableInferred, IcmpSent, IpvsHooksSilent, IpvsLocalAddress,
+            BpfProgramDrop, BridgeWillNotForward, ClientHandshake, CountedInKernel,
+            DestinationAnswered, DropReasonInferred, EndpointUnanswered, EventsLost, Forwarded,
+            ForwardedBack, ForwardingDisabled, FuncHookUnavailable, FunctionHook, HooksUnavailable,
+            HopsNotKept, HostUnreachableInferred, IcmpSent, IpvsHooksSilent, IpvsLocalAddress,
             IpvsNoDestination, IpvsNoService, IpvsScheduled, IpvsService, KubeClusterIpUnallocated,
             KubeNoLocalEndpoints, KubeServiceNoEndpoints, KubeServiceRouted, KubeSourceRangesDrop,
             LaterDrop, ListensElsewhere, LocalAddressTransmitted, LocalDestination, LocalRoute,
@@ -740,6 +743,7 @@ impl fmt::Display for Evidence {
                 "no routing decision between {ingress_dev} ingress and {egress_dev} egress: the IP stack never saw it (tc redirect)"
             ),
             TcFilter { dev, filter } => write!(f, "on {dev} ingress: {filter}"),
+            BridgeWillNotForward(r) => fmt::Display::fmt(r, f),
             BpfProgramDrop {
                 hook,
                 dev,
@@ -1515,6 +1519,16 @@ mod tests {
                     at: s("lxc0 (clsact prio 1)"),
                 }],
             },
+            BridgeWillNotForward(crate::verdict::bridge::BridgeRefusal {
+                bridge: s("cni0"),
+                port: s("vethpod"),
+                netns: s("node"),
+                setting: crate::verdict::bridge::BridgeSetting::HairpinOff,
+                stp_state: None,
+                peer: None,
+                dst: Some(a),
+                ingress: true,
+            }),
             PreNatRoute {
                 dst: a,
                 dev: s("glob"),

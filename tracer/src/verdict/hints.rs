@@ -4,15 +4,35 @@
 //! fact needed). The first matching row wins, so specific rows come first.
 //! Each sentence is in the table once.
 
-use super::{EvidenceKind, EvidenceKind as E, Item, Kind};
+use super::{Evidence, EvidenceKind, EvidenceKind as E, Item, Kind};
 
-/// One row: (kind, reason, evidence kinds) -> sentence.
+/// One row: (kind, reason, evidence kinds, a fact it needs) -> sentence.
 pub struct Hint {
     pub kind: Option<Kind>,
     pub reason: Option<&'static str>,
     pub evidence: &'static [EvidenceKind],
+    /// A cause's row: a fact of the verdict this is true of.
+    pub when: Option<fn(&Evidence) -> bool>,
     pub text: &'static str,
 }
+
+impl Hint {
+    /// A cause's row (in its module): for a verdict of `kind` with a fact
+    /// `when` holds for.
+    pub const fn when(kind: Kind, when: fn(&Evidence) -> bool, text: &'static str) -> Hint {
+        Hint {
+            kind: Some(kind),
+            reason: None,
+            evidence: &[],
+            when: Some(when),
+            text,
+        }
+    }
+}
+
+/// The causes' own rows (each in its cause's module), asked before
+/// [`HINTS`].
+const CAUSES: &[&[Hint]] = &[super::bridge::HINTS];
 
 const fn row(
     kind: Option<Kind>,
@@ -24,6 +44,7 @@ const fn row(
         kind,
         reason,
         evidence,
+        when: None,
         text,
     }
 }
@@ -279,14 +300,21 @@ impl Hint {
                 || evidence
                     .iter()
                     .any(|e| self.evidence.contains(&e.fact.kind())))
+            && self
+                .when
+                .is_none_or(|w| evidence.iter().any(|e| w(&e.fact)))
     }
+}
+
+/// Every row: the causes' first, then [`HINTS`].
+pub fn rows() -> impl Iterator<Item = &'static Hint> {
+    CAUSES.iter().flat_map(|c| c.iter()).chain(HINTS)
 }
 
 /// The sentence of the first row that applies to a verdict with this kind,
 /// reason and evidence ("" when none does).
 pub fn hint(kind: Kind, reason: &str, evidence: &[Item]) -> String {
-    HINTS
-        .iter()
+    rows()
         .find(|h| h.applies(kind, reason, evidence))
         .map(|h| h.text.to_string())
         .unwrap_or_default()
@@ -326,7 +354,7 @@ mod tests {
     #[test]
     fn each_sentence_once() {
         let mut seen = HashSet::new();
-        for h in HINTS {
+        for h in rows() {
             assert!(seen.insert(h.text), "twice: {}", h.text);
         }
     }

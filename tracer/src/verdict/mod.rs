@@ -1,6 +1,7 @@
 //! Verdicts: small rules over a flow's hop timeline, tried in order.
 
 pub mod bpf_drop;
+pub mod bridge;
 pub mod evidence;
 pub mod hints;
 pub mod kube;

@@ -594,9 +594,23 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             format!("netfilter {hook}{fn_part} in netns {}: {said}", drop.netns)
         }
         "NETFILTER_DROP" => netfilter_where(flow, drop, env, &fn_part, &mut evidence),
-        "NEIGH_FAILED" | "NEIGH_QUEUEFULL" | "NEIGH_DEAD" => neigh_where(flow, drop, &mut evidence),
+        "NEIGH_FAILED" | "NEIGH_QUEUEFULL" | "NEIGH_DEAD" => {
+            let at = neigh_where(flow, drop, &mut evidence);
+            match super::bridge::behind_bridge(drop, env) {
+                Some(r) => {
+                    let at = format!("{at}; bridge {}: {}", r.bridge, r.said());
+                    evidence.push(Evidence::BridgeWillNotForward(r));
+                    at
+                }
+                None => at,
+            }
+        }
         "IP_INNOROUTES" | "IP_OUTNOROUTES" => {
             no_route_where(flow, drop, env, reason, &mut evidence)
+        }
+        _ if let Some((at, ev)) = super::bridge::judge(flow, drop, func, env) => {
+            evidence.push(ev);
+            at
         }
         _ if let Some(j) =
             super::bpf_drop::judge(drop, reason, func, !dd.reason_from.is_kernel(), env) =>

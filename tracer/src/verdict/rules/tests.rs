@@ -123,6 +123,13 @@ fn recorded(name: &str) -> (&'static str, fn(&Flow) -> bool) {
         "blind_dnat_prohibit" => ("blind_dnat_prohibit-6.18.rec", |f| {
             to(f, "10.203.96.30:8080")
         }),
+        "blind_hairpin_off" => ("blind_hairpin_off-6.18.rec", |f| to(f, "10.204.96.40:80")),
+        "blind_bridge_port_learning" => ("blind_bridge_port_learning-6.18.rec", |f| {
+            to(f, "10.205.2.2:8080")
+        }),
+        "blind_l2_port_isolated" => ("blind_l2_port_isolated-6.18.rec", |f| {
+            to(f, "10.196.101.12:8080")
+        }),
         // An eBPF dataplane's drops (tests/src/dataplane_scenes.rs).
         "dp_tc_from_pod_drop" => ("dp_tc_from_pod_drop-6.18.rec", |f| to(f, "10.191.2.2:8080")),
         "dp_tcx_to_pod_drop" => ("dp_tcx_to_pod_drop-6.18.rec", |f| to(f, "10.193.2.2:8080")),
@@ -347,6 +354,7 @@ fn forwarding_off_gives_the_reason_a_location_alone_does_not() {
         forwarding_v4: Some(true),
         forwarding_v6: v6,
         rp_filter: None,
+        ..Default::default()
     };
     env.links.insert(netns, vec![link(Some(false))]);
     let v = judge(&f, &env);
