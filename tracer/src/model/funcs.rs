@@ -55,6 +55,10 @@ pub fn nf_verdict(v: i64) -> &'static str {
     match v & 0xff {
         0 => "DROP",
         1 => "ACCEPT",
+        // NF_DROP_REASON() (include/linux/netfilter.h, nf_tables' drops
+        // since 6.0): the skb freed with its drop reason, then NF_STOLEN
+        // with the errno above bit 16; a plain steal has none there.
+        2 if (v >> 16) & 0xffff != 0 => "DROP",
         2 => "STOLEN",
         3 => "QUEUE",
         4 => "REPEAT",
@@ -215,6 +219,12 @@ mod tests {
         assert_eq!(f.detail, "netfilter hook ipv4 INPUT: DROP (EPERM)");
         let (_, d) = detail_of(func::NFT_DO_CHAIN, Some(0));
         assert_eq!(d, "nf_tables chain filter/INPUT: DROP");
+        // 6.x: nft_do_chain() drops with NF_DROP_REASON(.., EPERM), which
+        // returns NF_STOLEN | EPERM << 16 (seen on Debian 6.1).
+        let (_, d) = detail_of(func::NFT_DO_CHAIN, Some((1 << 16) | 2));
+        assert_eq!(d, "nf_tables chain filter/INPUT: DROP");
+        let (_, d) = detail_of(func::NFT_DO_CHAIN, Some(2));
+        assert_eq!(d, "nf_tables chain filter/INPUT: STOLEN");
         let (_, d) = detail_of(func::FIB_VALIDATE_SOURCE, Some(-18));
         assert_eq!(d, "reverse-path check failed (rp_filter): EXDEV");
         let (_, d) = detail_of(func::IPVS_SCHEDULE, Some(0));

@@ -1,8 +1,10 @@
-//! Every operator-facing hint, in one table so they can be reviewed together.
-//! A row applies to a verdict of its kind (`None`: any) and reason (`None`:
-//! any) that carries a fact of one of its evidence kinds (none listed: no
-//! fact needed). The first matching row wins, so specific rows come first.
-//! Each sentence is in the table once.
+//! The operator-facing hints: this table, and the rows of the causes
+//! written as one module (their `HINTS`, listed in [`CAUSES`] and asked
+//! first). A row applies to a verdict of its kind (`None`: any) and reason
+//! (`None`: any) that carries a fact of one of its evidence kinds (none
+//! listed: no fact needed) and, for a cause's row, a fact its `when` holds
+//! for. The first matching row wins, so specific rows come first. Each
+//! sentence is in the rows once.
 
 use super::{Evidence, EvidenceKind, EvidenceKind as E, Item, Kind};
 
