@@ -636,6 +636,16 @@ pub(crate) fn console(
             Some((_, TestOutcome::Ignored)) => r.skipped += 1,
             None => {}
         }
+        // A suite that failed with no failed test read (its `FAILED` glued
+        // to a test's last output line) still fails the guest.
+        let prefix = format!("{suite}::");
+        if line.starts_with("test result: FAILED")
+            && !r.failed.iter().any(|f| f.starts_with(&prefix))
+        {
+            r.failed.push(format!(
+                "{suite}::(a test whose result line was not read: see the log)"
+            ));
+        }
         if r.booted && !line.trim().is_empty() {
             println!("[{name}] {line}");
         } else if !r.booted {
