@@ -17,6 +17,7 @@
 use anyhow::{Context, Result};
 
 use crate::{
+    blind_scenes::fast_arp,
     netns::{Netns, unique_prefix, veth},
     scenarios::{Scenario, listen, ns, simple, tcp_connect},
     tracer::netprobe_bin,
@@ -39,15 +40,6 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "blind_l2_stale_neighbor_new_pod" => stale_neighbor_new_pod(),
         _ => return crate::blind_bpf::build(name),
     })
-}
-
-/// Short ARP timers on `dev` of `n`: a failed resolution takes ~300 ms,
-/// not 3 s (so it completes within a client's timeout).
-fn fast_arp(n: &Netns, dev: &str) -> Result<()> {
-    n.sysctl(&format!("net.ipv4.neigh.{dev}.retrans_time_ms"), "100")?;
-    n.sysctl(&format!("net.ipv4.neigh.{dev}.mcast_solicit"), "2")?;
-    n.sysctl(&format!("net.ipv4.neigh.{dev}.ucast_solicit"), "1")?;
-    Ok(())
 }
 
 /// A pod `pod` on bridge `br` of `node`: a veth eth0 (`addr`, a /24) in

@@ -58,7 +58,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
 
 /// Short ARP timers on `dev` of `n`: a failed resolution takes ~300 ms,
 /// not 3 s (so the ICMP error it causes comes within a client's timeout).
-fn fast_arp(n: &Netns, dev: &str) -> Result<()> {
+pub(crate) fn fast_arp(n: &Netns, dev: &str) -> Result<()> {
     n.sysctl(&format!("net.ipv4.neigh.{dev}.retrans_time_ms"), "100")?;
     n.sysctl(&format!("net.ipv4.neigh.{dev}.mcast_solicit"), "2")?;
     n.sysctl(&format!("net.ipv4.neigh.{dev}.ucast_solicit"), "1")?;

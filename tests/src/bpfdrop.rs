@@ -184,68 +184,58 @@ pub(crate) fn tcx_link(netns: &str, fd: RawFd, ifindex: u32, egress: bool) -> Re
     })
 }
 
-/// The program pinned at `pin` as a direct-action `bpf` filter on `dev`'s
-/// clsact `dir` (ingress, egress) in the namespace at `netns` (nsenter,
-/// not `ip netns exec`: the latter remounts /sys, hiding bpffs).
-pub(crate) fn tc_filter_pinned(netns: &str, dev: &str, dir: &str, pin: &str) -> Result<()> {
+/// `args` run in the namespace at `netns` by nsenter, not `ip netns
+/// exec`: the latter remounts /sys, hiding bpffs (and the pins on it).
+pub(crate) fn nsenter(netns: &str, args: &[&str]) -> Result<std::process::Output> {
     let net = format!("--net={netns}");
-    crate::netns::run(&[
-        "nsenter",
-        &net,
-        "tc",
-        "filter",
-        "add",
-        "dev",
-        dev,
-        dir,
-        "bpf",
-        "direct-action",
-        "object-pinned",
-        pin,
-    ])?;
+    let mut cmd = vec!["nsenter", net.as_str()];
+    cmd.extend_from_slice(args);
+    crate::netns::run(&cmd)
+}
+
+/// The program pinned at `pin` as a direct-action `bpf` filter on `dev`'s
+/// clsact `dir` (ingress, egress) in the namespace at `netns`.
+pub(crate) fn tc_filter_pinned(netns: &str, dev: &str, dir: &str, pin: &str) -> Result<()> {
+    nsenter(
+        netns,
+        &[
+            "tc",
+            "filter",
+            "add",
+            "dev",
+            dev,
+            dir,
+            "bpf",
+            "direct-action",
+            "object-pinned",
+            pin,
+        ],
+    )?;
     Ok(())
 }
 
 /// `tc qdisc add dev DEV clsact` in the namespace at `netns`.
 pub(crate) fn clsact_add(netns: &str, dev: &str) -> Result<()> {
-    let net = format!("--net={netns}");
-    crate::netns::run(&["nsenter", &net, "tc", "qdisc", "add", "dev", dev, "clsact"])?;
+    nsenter(netns, &["tc", "qdisc", "add", "dev", dev, "clsact"])?;
     Ok(())
 }
 
 /// The XDP program pinned at `pin` on `dev` of the namespace at `netns`,
 /// in generic mode (what works on a veth).
 pub(crate) fn xdp_generic_pinned(netns: &str, dev: &str, pin: &str) -> Result<()> {
-    let net = format!("--net={netns}");
-    crate::netns::run(&[
-        "nsenter",
-        &net,
-        "ip",
-        "link",
-        "set",
-        "dev",
-        dev,
-        "xdpgeneric",
-        "pinned",
-        pin,
-    ])?;
+    nsenter(
+        netns,
+        &["ip", "link", "set", "dev", dev, "xdpgeneric", "pinned", pin],
+    )?;
     Ok(())
 }
 
 /// Detach the generic XDP program of `dev` in the namespace at `netns`.
 pub(crate) fn xdp_generic_off(netns: &str, dev: &str) {
-    let net = format!("--net={netns}");
-    let _ = crate::netns::run(&[
-        "nsenter",
-        &net,
-        "ip",
-        "link",
-        "set",
-        "dev",
-        dev,
-        "xdpgeneric",
-        "off",
-    ]);
+    let _ = nsenter(
+        netns,
+        &["ip", "link", "set", "dev", dev, "xdpgeneric", "off"],
+    );
 }
 
 /// `dev`'s ifindex in `ns`.
@@ -263,10 +253,10 @@ impl Drop for Dropper {
         match self.attach {
             Attach::Tcx { .. } => {}
             Attach::Clsact { .. } => {
-                let net = format!("--net={}", self.ns);
-                let _ = crate::netns::run(&[
-                    "nsenter", &net, "tc", "qdisc", "del", "dev", &self.dev, "clsact",
-                ]);
+                let _ = nsenter(
+                    &self.ns,
+                    &["tc", "qdisc", "del", "dev", &self.dev, "clsact"],
+                );
             }
             Attach::XdpGeneric => xdp_generic_off(&self.ns, &self.dev),
         }

@@ -1411,15 +1411,14 @@ pub fn incident3(mirred: bool) -> Result<Scenario> {
     let srv = serve(&node, "udp-echo", "169.254.25.10:53", 15)?;
     // The same steering without BPF: a tc mirred redirect on a u32 filter.
     let redirect = if mirred {
-        let net = format!("--net={}", node.path());
-        crate::netns::run(&[
-            "nsenter", &net, "tc", "qdisc", "add", "dev", "lxc0", "clsact",
-        ])?;
-        crate::netns::run(&[
-            "nsenter", &net, "tc", "filter", "add", "dev", "lxc0", "ingress", "protocol", "ip",
-            "u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev",
-            "eth0",
-        ])?;
+        crate::bpfdrop::clsact_add(&node.path(), "lxc0")?;
+        crate::bpfdrop::nsenter(
+            &node.path(),
+            &[
+                "tc", "filter", "add", "dev", "lxc0", "ingress", "protocol", "ip", "u32", "match",
+                "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", "eth0",
+            ],
+        )?;
         None
     } else {
         Some(crate::redirect::Redirect::install(&node, "lxc0", "eth0")?)

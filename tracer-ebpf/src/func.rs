@@ -100,19 +100,26 @@ impl Extra {
     };
 }
 
+/// This CPU's `FUNC_SCRATCH` slot for function `f`, zeroed: where
+/// [`enter`] and [`call`] build their record.
+#[inline(always)]
+fn zeroed_slot(f: u8) -> Option<&'static mut FuncEvent> {
+    let ev = FUNC_SCRATCH.get_ptr_mut(f as u32)?;
+    // SAFETY: this CPU's slot for `f` (maps::FUNC_SCRATCH); zeroes are a
+    // valid FuncEvent.
+    unsafe {
+        crate::zero::zero_in_place(ev);
+        Some(&mut *ev)
+    }
+}
+
 /// Entry of a function whose return matters: park the record.
 #[inline(always)]
 pub fn enter(f: u8, backend: u8, skb: u64, location: u64, x: Extra, how: Decide) -> Option<()> {
     if skb == 0 {
         return None;
     }
-    let ev = FUNC_SCRATCH.get_ptr_mut(f as u32)?;
-    // SAFETY: this CPU's slot for `f` (maps::FUNC_SCRATCH); zeroes are a
-    // valid FuncEvent.
-    let ev = unsafe {
-        crate::zero::zero_in_place(ev);
-        &mut *ev
-    };
+    let ev = zeroed_slot(f)?;
     // The names' addresses wait in the names' own buffers while the skb is
     // parsed and decided, and are loaded back (volatile) after: held in
     // registers, their values went through every path of the parse, and
@@ -212,13 +219,7 @@ pub fn call(f: u8, backend: u8, skb: u64, location: u64, arg: [u32; 2]) -> Optio
     if skb == 0 || crate::filter::is_tracked(skb) == 0 {
         return None;
     }
-    let ev = FUNC_SCRATCH.get_ptr_mut(f as u32)?;
-    // SAFETY: this CPU's slot for `f` (maps::FUNC_SCRATCH); zeroes are a
-    // valid FuncEvent.
-    let ev = unsafe {
-        crate::zero::zero_in_place(ev);
-        &mut *ev
-    };
+    let ev = zeroed_slot(f)?;
     if !fill(ev, f, backend, skb, location, Decide::Tracked) {
         return None;
     }

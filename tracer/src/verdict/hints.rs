@@ -18,20 +18,6 @@ pub struct Hint {
     pub text: &'static str,
 }
 
-impl Hint {
-    /// A cause's row (in its module): for a verdict of `kind` with a fact
-    /// `when` holds for.
-    pub const fn when(kind: Kind, when: fn(&Evidence) -> bool, text: &'static str) -> Hint {
-        Hint {
-            kind: Some(kind),
-            reason: None,
-            evidence: &[],
-            when: Some(when),
-            text,
-        }
-    }
-}
-
 /// The causes' own rows (each in its cause's module), asked before
 /// [`HINTS`].
 const CAUSES: &[&[Hint]] = &[super::bridge::HINTS];
@@ -295,6 +281,18 @@ pub const HINTS: &[Hint] = &[
 ];
 
 impl Hint {
+    /// A cause's row (in its module): for a verdict of `kind` with a fact
+    /// `when` holds for.
+    pub const fn when(kind: Kind, when: fn(&Evidence) -> bool, text: &'static str) -> Hint {
+        Hint {
+            kind: Some(kind),
+            reason: None,
+            evidence: &[],
+            when: Some(when),
+            text,
+        }
+    }
+
     fn applies(&self, kind: Kind, reason: &str, evidence: &[Item]) -> bool {
         self.kind.is_none_or(|k| k == kind)
             && self.reason.is_none_or(|r| r == reason)
