@@ -15,7 +15,7 @@ use aya_ebpf::helpers::{
 use tracer_common::{FuncEvent, Hook, func, kind, stat};
 
 use crate::{
-    filter::{follow_skb, netns_allowed},
+    filter::{follow_skb, follow_tracked, netns_allowed},
     kread::{dev_info, read, skb_dev, skb_packet, sock_netns},
     maps::{CALLS, EVENTS, FUNC_SCRATCH, bump},
     offsets,
@@ -37,8 +37,14 @@ fn call_key(f: u8) -> u64 {
 pub enum Decide {
     /// Only skbs already followed (received ones were seen by
     /// netif_receive_skb or tc first): one hash lookup, no parsing, for
-    /// every other packet of the node.
+    /// every other packet of the node; a followed one keeps the direction
+    /// its entry hook gave it (filter::follow_tracked).
     Tracked,
+    /// Only skbs already followed, as `Tracked`, but decided by the full
+    /// match of `Match`: nf_hook_slow, whose program takes `Match` at
+    /// LOCAL_OUT ([`nf_decide`]) and would otherwise hold both decisions
+    /// (Debian 6.1: 29,900 instructions against 22,900).
+    TrackedMatch,
     /// Parse and match (the first sight of locally generated packets:
     /// LOCAL_OUT, IPVS's local requests).
     Match,
@@ -48,11 +54,14 @@ pub enum Decide {
 /// Returns false when the skb is not followed (or its netns is not).
 #[inline(always)]
 fn fill(ev: &mut FuncEvent, f: u8, backend: u8, skb: u64, location: u64, how: Decide) -> bool {
-    if how == Decide::Tracked && crate::filter::is_tracked(skb) == 0 {
+    if how != Decide::Match && crate::filter::is_tracked(skb) == 0 {
         return false;
     }
     skb_packet(skb, &mut ev.pkt);
-    let dir = follow_skb(skb, &ev.pkt);
+    let dir = match how {
+        Decide::Tracked => follow_tracked(skb, &ev.pkt),
+        Decide::TrackedMatch | Decide::Match => follow_skb(skb, &ev.pkt),
+    };
     if dir == 0 {
         return false;
     }
@@ -244,7 +253,7 @@ pub fn nf_decide(x: &Extra) -> Decide {
     if x.arg[1] == NF_INET_LOCAL_OUT {
         Decide::Match
     } else {
-        Decide::Tracked
+        Decide::TrackedMatch
     }
 }
 

@@ -29,7 +29,7 @@ pub(crate) struct TestArgs {
     #[arg(long)]
     no_vm: bool,
     /// Run only these stages (repeatable): setup, fmt, clippy,
-    /// clippy-ebpf, unit, unit-stable, release, dist, integration, vm,
+    /// clippy-ebpf, unit, release, dist, integration, vm,
     /// arm. The stages they need (a release build, the dist binaries) are
     /// built on the way when missing.
     #[arg(long = "stage", value_parser = clap::builder::PossibleValuesParser::new(STAGES))]
@@ -37,13 +37,12 @@ pub(crate) struct TestArgs {
 }
 
 /// The stages' keys, in the order they run.
-const STAGES: [&str; 11] = [
+const STAGES: [&str; 10] = [
     "setup",
     "fmt",
     "clippy",
     "clippy-ebpf",
     "unit",
-    "unit-stable",
     "release",
     "dist",
     "integration",
@@ -295,11 +294,19 @@ fn checks(t: &mut Tally) {
 
 /// Unit and property tests of every crate but tracer-tests, whose unit
 /// tests run with its integration tests (one release build of it and of
-/// its dev-dependencies, k8s-openapi and jsonschema, not two).
+/// its dev-dependencies, k8s-openapi and jsonschema, not two). They run
+/// with the stable toolchain alone: no nightly, no bpf-linker
+/// (AYA_BUILD_SKIP=1 builds tracer without its kernel object, which no
+/// unit test loads), so they stay runnable for anyone, in one debug
+/// build (a second run with the kernel object embedded, the former
+/// `unit-stable` stage, rebuilt tracer to run the same tests again).
 fn unit(t: &mut Tally) {
-    t.stage("unit", "unit and property tests", |n| {
-        cargo_tests(
-            &mut cargo(&[
+    t.stage(
+        "unit",
+        "unit and property tests (stable, no eBPF toolchain)",
+        |n| {
+            let mut c = cargo(&[
+                "+stable",
                 "test",
                 "--workspace",
                 "--exclude",
@@ -309,25 +316,12 @@ fn unit(t: &mut Tally) {
                 "--lib",
                 "--bins",
                 "--tests",
-            ]),
-            n,
-        )
-    });
-    // The same unit tests of tracer with the stable toolchain alone: no
-    // nightly, no bpf-linker (AYA_BUILD_SKIP=1 builds without the kernel
-    // object), so that they stay runnable for anyone. The same target dir
-    // as the unit stage: only tracer itself is built again (without its
-    // kernel object), not its dependencies.
-    t.stage(
-        "unit-stable",
-        "unit tests on stable without the eBPF toolchain",
-        |n| {
-            let mut stable = cargo(&["+stable", "test", "-p", "tracer", "--lib", "--tests"]);
-            stable.env("AYA_BUILD_SKIP", "1");
+            ]);
+            c.env("AYA_BUILD_SKIP", "1");
             // rustup's proxy picks the toolchain from "+stable" only when cargo
             // is started through it.
-            stable.env_remove("RUSTUP_TOOLCHAIN");
-            cargo_tests(&mut stable, n)
+            c.env_remove("RUSTUP_TOOLCHAIN");
+            cargo_tests(&mut c, n)
         },
     );
 }
