@@ -259,3 +259,43 @@ fn passing_programs_are_not_blamed_for_a_refusal() {
         "{dump}"
     );
 }
+
+/// A VXLAN device that has nowhere to send the frame: node1's flannel.1
+/// resolves node2's VTEP but has no FDB entry for its MAC
+/// (flannel-io/flannel#1155 in tests/src/blind_scenes.rs); and the far
+/// side's device that is not the one the frame was sent to: node1 keeps a
+/// stale MAC for node2's VTEP, node2 drops the frames as another host's
+/// (flannel-io/flannel#1473). The device, the MAC and the next hop are
+/// named, with the FDB hint.
+#[test]
+fn vxlan_devices_that_lose_frames_are_named() {
+    for (name, said, hint) in [
+        (
+            "blind_vxlan_missing_fdb",
+            "(VNI 1, port 8472): no FDB entry for ",
+            "bridge fdb show dev",
+        ),
+        (
+            "blind_wrong_vtep_mac",
+            "the frame came for 0e:00:00:00:02:99",
+            "ip neigh replace",
+        ),
+    ] {
+        let Some((f, dump)) = judged(name, 8080) else {
+            return;
+        };
+        let w = tracer_tests::verdict_said(&f, "where");
+        assert!(
+            w.starts_with("vxlan flannel.1 in netns ") && w.contains(said),
+            "{name}: {dump}"
+        );
+        assert!(
+            tracer_tests::evidence_kinds(&f).contains(&"tunnel_will_not_send"),
+            "{name}: {dump}"
+        );
+        assert!(
+            tracer_tests::verdict_said(&f, "hint").contains(hint),
+            "{name}: {dump}"
+        );
+    }
+}

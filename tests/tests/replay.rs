@@ -84,6 +84,8 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("blind_bridge_port_learning", "dropped", "NEIGH_FAILED"),
     ("blind_l2_hairpin_nodeport", "dropped", "NOT_SPECIFIED"),
     ("blind_l2_port_isolated", "dropped", "NOT_SPECIFIED"),
+    ("blind_vxlan_missing_fdb", "dropped", "NO_TX_TARGET"),
+    ("blind_wrong_vtep_mac", "dropped", "OTHERHOST"),
     ("dp_tc_from_pod_drop", "dropped", "TC_INGRESS"),
     ("dp_tcx_to_pod_drop", "dropped", "TC_EGRESS"),
     ("dp_xdp_drop", "dropped", "NOT_SPECIFIED"),

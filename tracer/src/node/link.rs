@@ -1,9 +1,10 @@
 //! Per-device configuration of a namespace that explains drops: each
-//! link's MTU, kind and bridge settings (RTM_GETLINK) and its forwarding
+//! link's MTU, MAC, kind, bridge and VXLAN settings (RTM_GETLINK; a VXLAN
+//! device's FDB and neighbours, RTM_GETNEIGH) and its forwarding
 //! and reverse-path sysctls (/proc/sys/net/ipv{4,6}/conf/DEV/..., which
 //! show the namespace of the reading thread).
 
-use std::path::Path;
+use std::{net::IpAddr, path::Path};
 
 use serde::{Deserialize, Serialize};
 
@@ -36,6 +37,64 @@ pub struct LinkConf {
     /// A bridge's own settings, when it is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bridge: Option<BridgeConf>,
+    /// Its hardware address (IFLA_ADDRESS), for Ethernet-like devices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+    /// A VXLAN device's settings, FDB and neighbours, when it is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vxlan: Option<VxlanConf>,
+}
+
+/// A VXLAN device (IFLA_INFO_DATA of kind `vxlan`, IFLA_VXLAN_*), as `ip
+/// -d link show` prints it, with what decides where it sends a frame:
+/// its FDB (`bridge fdb show dev DEV`: the remote VTEP for each inner
+/// destination MAC; vxlan_xmit() drops a frame whose MAC has no entry
+/// when there is no default, all-zeros, entry either) and its neighbours
+/// (`ip neigh show dev DEV`: the MAC each inner next hop resolves to;
+/// flannel and Calico add them as permanent entries, one per remote node).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VxlanConf {
+    /// IFLA_VXLAN_ID.
+    pub vni: u32,
+    /// The UDP port it sends to and listens on (IFLA_VXLAN_PORT; 0: the
+    /// kernel's default, 8472).
+    pub port: u16,
+    /// Its fixed remote or multicast group (IFLA_VXLAN_GROUP/GROUP6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<IpAddr>,
+    /// Its local address (IFLA_VXLAN_LOCAL/LOCAL6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<IpAddr>,
+    /// Learning of remote MACs from received frames (IFLA_VXLAN_LEARNING).
+    #[serde(default)]
+    pub learning: bool,
+    #[serde(default)]
+    pub fdb: Vec<FdbEntry>,
+    #[serde(default)]
+    pub neighbours: Vec<NeighEntry>,
+}
+
+/// One FDB entry of a VXLAN device: an inner MAC and the VTEP it is sent
+/// to (NDA_LLADDR, NDA_DST of a PF_BRIDGE neighbour).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FdbEntry {
+    pub mac: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst: Option<IpAddr>,
+}
+
+/// The all-zeros MAC of a VXLAN device's default FDB entry (where frames
+/// for MACs without their own entry go).
+pub const DEFAULT_FDB_MAC: &str = "00:00:00:00:00:00";
+
+/// One neighbour entry of a device: an address and the MAC it resolves
+/// to (NDA_DST, NDA_LLADDR), its NUD state (ndm_state).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NeighEntry {
+    pub addr: IpAddr,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+    pub state: u16,
 }
 
 /// A bridge port's settings (IFLA_INFO_SLAVE_DATA of a port whose master
@@ -144,6 +203,7 @@ fn each_link_indexed(each: &mut dyn FnMut(u32, &str, &[u8])) -> Option<()> {
 }
 
 /// IFLA_* and IFLA_INFO_* (include/uapi/linux/if_link.h).
+const IFLA_ADDRESS: u16 = 1;
 const IFLA_MTU: u16 = 4;
 const IFLA_MASTER: u16 = 10;
 const IFLA_LINKINFO: u16 = 18;
@@ -156,6 +216,7 @@ const IFLA_INFO_SLAVE_DATA: u16 = 5;
 fn rtnl_links() -> Option<Vec<LinkConf>> {
     let mut out = Vec::new();
     let mut masters = Vec::new();
+    let mut indexes = Vec::new();
     let mut names = std::collections::HashMap::new();
     each_link_indexed(&mut |index, dev, attrs| {
         names.insert(index, dev.to_string());
@@ -165,12 +226,16 @@ fn rtnl_links() -> Option<Vec<LinkConf>> {
         let mut l = LinkConf {
             dev: dev.to_string(),
             mtu,
+            mac: super::netlink::attr(attrs, IFLA_ADDRESS)
+                .filter(|a| a.len() == 6)
+                .map(mac_string),
             ..LinkConf::default()
         };
         if let Some(info) = super::netlink::attr(attrs, IFLA_LINKINFO) {
             link_info(info, &mut l);
         }
         masters.push(super::netlink::attr(attrs, IFLA_MASTER).and_then(super::netlink::ne32));
+        indexes.push(index);
         out.push(l);
     })?;
     for (l, m) in out.iter_mut().zip(masters) {
@@ -178,7 +243,90 @@ fn rtnl_links() -> Option<Vec<LinkConf>> {
             p.bridge = names.get(&m).cloned().unwrap_or_default();
         }
     }
+    // A VXLAN device's FDB and neighbours: two dumps, only in a
+    // namespace that has one.
+    let vxlans: Vec<(u32, usize)> = indexes
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| out[*i].vxlan.is_some())
+        .map(|(i, index)| (*index, i))
+        .collect();
+    if !vxlans.is_empty() {
+        neighbours(libc::AF_BRIDGE as u8, &mut |index, n| {
+            if let Some(&(_, i)) = vxlans.iter().find(|(x, _)| *x == index)
+                && let Some(v) = out[i].vxlan.as_mut()
+                && let Some(mac) = n.mac
+            {
+                v.fdb.push(FdbEntry {
+                    mac,
+                    dst: Some(n.addr).filter(|a| !a.is_unspecified()),
+                });
+            }
+        });
+        neighbours(libc::AF_UNSPEC as u8, &mut |index, n| {
+            if let Some(&(_, i)) = vxlans.iter().find(|(x, _)| *x == index)
+                && let Some(v) = out[i].vxlan.as_mut()
+            {
+                v.neighbours.push(n);
+            }
+        });
+    }
     Some(out)
+}
+
+/// `aa:bb:cc:dd:ee:ff`.
+fn mac_string(b: &[u8]) -> String {
+    b.iter()
+        .map(|x| format!("{x:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// An address attribute (4 or 16 bytes).
+fn ip_of(b: &[u8]) -> Option<IpAddr> {
+    match b.len() {
+        4 => Some(IpAddr::from(<[u8; 4]>::try_from(b).ok()?)),
+        16 => Some(IpAddr::from(<[u8; 16]>::try_from(b).ok()?)),
+        _ => None,
+    }
+}
+
+/// Every neighbour of `family` in this thread's namespace (RTM_GETNEIGH
+/// dump; AF_BRIDGE: the FDB entries, AF_UNSPEC: ARP's and NDP's), with
+/// its device's ifindex. An FDB entry without NDA_DST has the unspecified
+/// address.
+fn neighbours(family: u8, each: &mut dyn FnMut(u32, NeighEntry)) {
+    // NDA_* (include/uapi/linux/neighbour.h).
+    const NDA_DST: u16 = 1;
+    const NDA_LLADDR: u16 = 2;
+    // ndmsg: family, pad, pad, ifindex, state, flags, type (12 bytes).
+    let mut body = [0u8; 12];
+    body[0] = family;
+    let _ = super::netlink::dump(
+        libc::NETLINK_ROUTE,
+        libc::RTM_GETNEIGH,
+        &body,
+        &mut |ty, msg| {
+            if ty != libc::RTM_NEWNEIGH {
+                return;
+            }
+            // nlmsghdr (16 bytes), then ndmsg: ifindex at 4, state at 8.
+            let Some(index) = msg.get(20..24).and_then(super::netlink::ne32) else {
+                return;
+            };
+            let state = msg
+                .get(24..26)
+                .map_or(0, |b| u16::from_ne_bytes([b[0], b[1]]));
+            let attrs = msg.get(28..).unwrap_or(&[]);
+            let addr = super::netlink::attr(attrs, NDA_DST)
+                .and_then(ip_of)
+                .unwrap_or(IpAddr::from([0u8; 4]));
+            let mac = super::netlink::attr(attrs, NDA_LLADDR)
+                .filter(|a| a.len() == 6)
+                .map(mac_string);
+            each(index, NeighEntry { addr, mac, state });
+        },
+    );
 }
 
 /// A link's kind, its bridge port settings and a bridge's own, from its
@@ -195,6 +343,28 @@ fn link_info(info: &[u8], l: &mut LinkConf) {
                 .and_then(super::netlink::ne32)
                 .is_some_and(|v| v != 0),
             vlan_filtering: flag(data, 7).is_some_and(|v| v != 0),
+        });
+    }
+    if l.kind == "vxlan" {
+        // IFLA_VXLAN_ID (u32), _GROUP (in_addr), _LOCAL (in_addr),
+        // _LEARNING (u8), _PORT (be16), _GROUP6, _LOCAL6 (in6_addr).
+        let data = attr(info, IFLA_INFO_DATA).unwrap_or(&[]);
+        let ip = |v4: u16, v6: u16| {
+            attr(data, v4)
+                .or_else(|| attr(data, v6))
+                .and_then(ip_of)
+                .filter(|a| !a.is_unspecified())
+        };
+        l.vxlan = Some(VxlanConf {
+            vni: attr(data, 1).and_then(super::netlink::ne32).unwrap_or(0),
+            port: attr(data, 15)
+                .and_then(|b| Some(u16::from_be_bytes([*b.first()?, *b.get(1)?])))
+                .unwrap_or(0),
+            remote: ip(2, 16),
+            local: ip(4, 17),
+            learning: flag(data, 7).is_some_and(|v| v != 0),
+            fdb: Vec::new(),
+            neighbours: Vec::new(),
         });
     }
     if attr(info, IFLA_INFO_SLAVE_KIND).map(string).as_deref() == Some("bridge") {
@@ -224,6 +394,37 @@ mod tests {
         assert_eq!(lo.mtu, 65536);
         assert!(lo.forwarding_v4.is_some(), "{lo:?}");
         assert!(lo.kind.is_empty() && lo.bridge_port.is_none(), "{lo:?}");
+    }
+
+    /// A VXLAN device's IFLA_LINKINFO (VNI 42, remote 192.0.2.9, port
+    /// 4789 in network order, learning off), as the kernel nests it.
+    #[test]
+    fn reads_vxlan_settings() {
+        use crate::node::netlink::put_attr;
+        let mut data = Vec::new();
+        put_attr(&mut data, 1, &42u32.to_ne_bytes());
+        put_attr(&mut data, 2, &[192, 0, 2, 9]);
+        put_attr(&mut data, 4, &[0, 0, 0, 0]);
+        put_attr(&mut data, 7, &[0]);
+        put_attr(&mut data, 15, &4789u16.to_be_bytes());
+        let mut info = Vec::new();
+        put_attr(&mut info, IFLA_INFO_KIND, b"vxlan\0");
+        put_attr(&mut info, IFLA_INFO_DATA | 0x8000, &data);
+        let mut l = LinkConf::default();
+        link_info(&info, &mut l);
+        assert_eq!(
+            l.vxlan,
+            Some(VxlanConf {
+                vni: 42,
+                port: 4789,
+                remote: Some(IpAddr::from([192, 0, 2, 9])),
+                local: None,
+                learning: false,
+                fdb: Vec::new(),
+                neighbours: Vec::new(),
+            })
+        );
+        assert_eq!(mac_string(&[0x0e, 0, 0, 0, 2, 0x99]), "0e:00:00:00:02:99");
     }
 
     /// A bridge port's IFLA_LINKINFO (kind veth, port of a bridge in STP

@@ -282,6 +282,9 @@ impl PreparedEnv for LiveEnv {
         {
             drops_in.push(last);
         }
+        // The namespaces whose links a cause reads beyond the drop's (the
+        // sender's tunnel device for a frame the far side refused).
+        drops_in.extend(crate::verdict::tunnel::links_wanted(flow));
         let no_route_in: Vec<u32> = flow
             .hops
             .iter()

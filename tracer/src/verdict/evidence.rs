@@ -146,6 +146,9 @@ pub enum Evidence {
     /// A Linux bridge will not forward the frame: a setting of one of its
     /// ports or its own (verdict/bridge.rs).
     BridgeWillNotForward(crate::verdict::bridge::BridgeRefusal),
+    /// A VXLAN device had nowhere to send the frame, or the far side's
+    /// device was not the one it was sent to (verdict/tunnel.rs).
+    TunnelWillNotSend(crate::verdict::tunnel::TunnelRefusal),
     /// The route lookup before DNAT, which chose the source address.
     PreNatRoute {
         dst: IpAddr,
@@ -680,7 +683,7 @@ impl fmt::Display for Evidence {
             OwnerChanged, PacketDropped, PacketTooBig, PacketsSeen, PreNatRoute, RepliesCameBack,
             RequestDropped, RouteRefused, RpFilterMismatch, ServerSocketState, SeveralMacs,
             SocketBufferFull, SocketConsumed, SocketQueued, SocketRead, TcFilter, TcRedirect,
-            TcpResetSent,
+            TcpResetSent, TunnelWillNotSend,
         };
         let or = |s: &str, dflt: &'static str| -> String {
             if s.is_empty() {
@@ -744,6 +747,7 @@ impl fmt::Display for Evidence {
             ),
             TcFilter { dev, filter } => write!(f, "on {dev} ingress: {filter}"),
             BridgeWillNotForward(r) => fmt::Display::fmt(r, f),
+            TunnelWillNotSend(r) => fmt::Display::fmt(r, f),
             BpfProgramDrop {
                 hook,
                 dev,
@@ -1528,6 +1532,18 @@ mod tests {
                 peer: None,
                 dst: Some(a),
                 ingress: true,
+            }),
+            TunnelWillNotSend(crate::verdict::tunnel::TunnelRefusal {
+                dev: s("flannel.1"),
+                netns: s("node"),
+                vni: 1,
+                port: 8472,
+                problem: crate::verdict::tunnel::TunnelProblem::NoFdbEntry,
+                next_hop: Some(b),
+                mac: Some(s("0a:58:0a:cf:02:00")),
+                fdb_entries: 0,
+                dev_mac: None,
+                sender_netns: None,
             }),
             PreNatRoute {
                 dst: a,

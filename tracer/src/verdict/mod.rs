@@ -8,6 +8,7 @@ pub mod kube;
 pub mod node_facts;
 pub mod rules;
 pub mod service;
+pub mod tunnel;
 
 pub use evidence::{Endpoint, Evidence, EvidenceKind, Item};
 

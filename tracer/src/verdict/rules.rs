@@ -608,7 +608,7 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         "IP_INNOROUTES" | "IP_OUTNOROUTES" => {
             no_route_where(flow, drop, env, reason, &mut evidence)
         }
-        _ if let Some((at, ev)) = super::bridge::judge(flow, drop, func, env) => {
+        _ if let Some((at, ev)) = device_cause(flow, drop, reason, func, env) => {
             evidence.push(ev);
             at
         }
@@ -645,6 +645,20 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     }
     v.add_all(side_evidence(flow));
     Some(v)
+}
+
+/// The causes written as one module that judge a drop by its function
+/// and the device's own settings, in order: a VXLAN device
+/// (verdict/tunnel.rs), then a bridge (verdict/bridge.rs).
+fn device_cause(
+    flow: &Flow,
+    drop: &Hop,
+    reason: &str,
+    func: &str,
+    env: &dyn Env,
+) -> Option<(String, Evidence)> {
+    super::tunnel::judge(flow, drop, reason, func, env)
+        .or_else(|| super::bridge::judge(flow, drop, func, env))
 }
 
 /// A neighbour resolution failure: the neighbour entry's own address, else

@@ -130,6 +130,12 @@ fn recorded(name: &str) -> (&'static str, fn(&Flow) -> bool) {
         "blind_l2_port_isolated" => ("blind_l2_port_isolated-6.18.rec", |f| {
             to(f, "10.196.101.12:8080")
         }),
+        "blind_vxlan_missing_fdb" => ("blind_vxlan_missing_fdb-6.18.rec", |f| {
+            to(f, "10.207.2.2:8080")
+        }),
+        "blind_wrong_vtep_mac" => ("blind_wrong_vtep_mac-6.18.rec", |f| {
+            to(f, "10.206.2.2:8080")
+        }),
         // An eBPF dataplane's drops (tests/src/dataplane_scenes.rs).
         "dp_tc_from_pod_drop" => ("dp_tc_from_pod_drop-6.18.rec", |f| to(f, "10.191.2.2:8080")),
         "dp_tcx_to_pod_drop" => ("dp_tcx_to_pod_drop-6.18.rec", |f| to(f, "10.193.2.2:8080")),
