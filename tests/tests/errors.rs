@@ -228,6 +228,70 @@ fn not_root_is_explained() {
     assert!(err.contains("needs root") && err.contains("sudo"), "{err}");
 }
 
+/// `doctor --reasons`: every drop reason of this kernel with the causes
+/// that explain it (no root needed: the kernel's BTF is world-readable),
+/// the count last; without BTF, one clear line and exit 1.
+#[test]
+fn doctor_lists_the_drop_reasons_the_causes_explain() {
+    let out = Command::new(tracer_bin())
+        .args(["doctor", "--reasons", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reasons = v["reasons"].as_array().unwrap();
+    assert_eq!(v["total"].as_u64(), Some(reasons.len() as u64), "{v}");
+    let causes = |r: &str| {
+        reasons
+            .iter()
+            .find(|x| x["reason"] == r)
+            .and_then(|x| x["causes"].as_array().cloned())
+            .unwrap_or_else(|| panic!("no {r}: {v}"))
+    };
+    assert!(
+        causes("NO_SOCKET")[0]["facts"]
+            .as_str()
+            .unwrap()
+            .contains("listeners")
+    );
+    assert!(
+        causes("NO_TX_TARGET")[0]["cause"]
+            .as_str()
+            .unwrap()
+            .contains("VXLAN")
+    );
+    assert!(causes("TCP_CSUM").is_empty(), "{v}");
+    let explained = reasons
+        .iter()
+        .filter(|x| !x["causes"].as_array().unwrap().is_empty())
+        .count();
+    assert_eq!(v["explained"].as_u64(), Some(explained as u64));
+    assert!(explained >= 18, "{v}");
+    let out = Command::new(tracer_bin())
+        .args(["doctor", "--reasons"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last = text.lines().last().unwrap_or_default();
+    assert_eq!(
+        last,
+        format!("{explained} of {} drop reasons explained", reasons.len()),
+        "{text}"
+    );
+    let out = Command::new(tracer_bin())
+        .args(["doctor", "--reasons"])
+        .env("TRACER_BTF", "/nonexistent/vmlinux")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
 #[test]
 fn doctor_reports_everything_at_once() {
     if unsafe { libc::geteuid() } != 0 {

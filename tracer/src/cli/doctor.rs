@@ -20,6 +20,10 @@ pub struct DoctorArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Only the table of this kernel's drop reasons (enum
+    /// skb_drop_reason): which cause explains each and the facts it reads.
+    #[arg(long)]
+    pub reasons: bool,
 }
 
 fn mounted(fs: &str, path: &str) -> bool {
@@ -60,6 +64,9 @@ fn lockdown() -> Check {
 }
 
 pub fn run(args: DoctorArgs) -> Result<ExitCode> {
+    if args.reasons {
+        return reasons(args.json);
+    }
     let mut checks = host_checks();
     let (btf_checks, plan) = btf_checks();
     checks.extend(btf_checks);
@@ -382,4 +389,66 @@ fn helpers_check() -> Check {
             ),
         )
     }
+}
+
+/// `doctor --reasons`: every drop reason of this kernel (in the enum's
+/// order), the causes that explain it, where and from which facts
+/// (verdict/reasons.rs), then `N of M drop reasons explained`.
+fn reasons(json: bool) -> Result<ExitCode> {
+    let btf = Btf::from_sys()
+        .map_err(|e| anyhow::anyhow!("cannot read the kernel's BTF ({e}): no drop reasons"))?;
+    let mut names: Vec<(u32, String)> = offsets::enum_names(&btf, "skb_drop_reason", "SKB_DROP_REASON_")
+            .into_iter()
+            // SKB_DROP_REASON_MAX and the subsystem mask are no reasons.
+            .filter(|(_, n)| n != "MAX" && n != "SUBSYS_MASK")
+            .collect();
+    if names.is_empty() {
+        anyhow::bail!(
+            "this kernel has no enum skb_drop_reason (before 5.17): tracer infers reasons from the drop location"
+        );
+    }
+    names.sort_unstable();
+    let rows: Vec<(&str, Vec<&crate::verdict::reasons::Explains>)> = names
+        .iter()
+        .map(|(_, n)| (n.as_str(), crate::verdict::reasons::explaining(n)))
+        .collect();
+    let explained = rows.iter().filter(|(_, c)| !c.is_empty()).count();
+    let mut out = std::io::stdout();
+    if json {
+        let reasons: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(n, c)| {
+                serde_json::json!({
+                    "reason": n,
+                    "causes": c.iter().map(|e| serde_json::json!({
+                        "cause": e.cause, "at": e.at, "facts": e.facts,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let v = serde_json::json!({
+            "reasons": reasons, "explained": explained, "total": rows.len(),
+        });
+        emit(&mut out, &v.to_string());
+    } else {
+        let width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+        let mut text = String::new();
+        for (n, causes) in &rows {
+            if causes.is_empty() {
+                text += &format!("{n:width$}  -\n");
+            }
+            for (i, e) in causes.iter().enumerate() {
+                let name = if i == 0 { *n } else { "" };
+                let at = if e.at.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [at {}]", e.at)
+                };
+                text += &format!("{name:width$}  {}{at}; reads {}\n", e.cause, e.facts);
+            }
+        }
+        text += &format!("{explained} of {} drop reasons explained", rows.len());
+        emit(&mut out, &text);
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -44,6 +44,14 @@ pub enum BpfHook {
     Xdp,
 }
 
+/// The drop reasons this cause explains (verdict/reasons.rs).
+pub const EXPLAINS: &[super::reasons::Explains] = &[super::reasons::Explains {
+    reasons: &["TC_INGRESS", "TC_EGRESS", "XDP"],
+    cause: "a BPF program of the dataplane dropped it at the device's tc or XDP hook (verdict/bpf_drop.rs)",
+    at: "",
+    facts: "the BPF programs attached to the device (tc clsact and tcx, XDP), by name and id",
+}];
+
 /// Functions of the generic XDP path that free an skb its program dropped
 /// (net/core/dev.c; inlined into do_xdp_generic() on x86-64 builds).
 const XDP_FUNCS: &[&str] = &[

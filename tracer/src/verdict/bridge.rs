@@ -121,6 +121,22 @@ impl fmt::Display for BridgeRefusal {
     }
 }
 
+/// The drop reasons this cause explains (verdict/reasons.rs).
+pub const EXPLAINS: &[super::reasons::Explains] = &[
+    super::reasons::Explains {
+        reasons: &["NOT_SPECIFIED", "BRIDGE_INGRESS_STP_STATE"],
+        cause: "a bridge will not forward: a port's STP state, hairpin mode off, isolated ports, VLAN filtering (verdict/bridge.rs)",
+        at: "a bridge function (br_*)",
+        facts: "the bridge's ports: STP state, hairpin mode, isolation; the bridge's VLAN filtering (RTM_GETLINK)",
+    },
+    super::reasons::Explains {
+        reasons: &["NEIGH_FAILED", "NEIGH_QUEUEFULL", "NEIGH_DEAD"],
+        cause: "the neighbour's answer is dropped by a bridge port that is not forwarding (verdict/bridge.rs)",
+        at: "a bridge device",
+        facts: "the bridge's ports' STP states (RTM_GETLINK)",
+    },
+];
+
 /// Bridge functions a frame the bridge will not forward is freed in
 /// (net/bridge/: br_input.c, br_forward.c, br_device.c).
 fn bridge_func(func: &str) -> bool {

@@ -6,6 +6,7 @@ pub mod evidence;
 pub mod hints;
 pub mod kube;
 pub mod node_facts;
+pub mod reasons;
 pub mod rules;
 pub mod service;
 pub mod tunnel;

@@ -524,6 +524,60 @@ pub fn infer_nf_hook(flow: &Flow, drop: &Hop) -> &'static str {
     }
 }
 
+/// The drop reasons the rules of this file explain, with the facts they
+/// read (verdict/reasons.rs; the causes written as one module declare
+/// theirs beside their signals).
+pub const EXPLAINS: &[super::reasons::Explains] = &[
+    super::reasons::Explains {
+        reasons: &["IP_INADDRERRORS"],
+        cause: "forwarding is off on the device the packet came in by (rules::forwarding_off)",
+        at: "ip_forward, ip6_forward, ip_error",
+        facts: "the device's forwarding sysctls (net.ipv4.conf.DEV.forwarding, net.ipv6.conf.all.forwarding)",
+    },
+    super::reasons::Explains {
+        reasons: &["NO_SOCKET"],
+        cause: "nothing listens on the port, or only on another address (rules::no_listener)",
+        at: "",
+        facts: "the namespace's TCP listeners and UDP sockets",
+    },
+    super::reasons::Explains {
+        reasons: &["IP_RPFILTER"],
+        cause: "the reverse-path filter: the route back to the source leaves by another device (rules::rp_filter_where)",
+        at: "",
+        facts: "the rp_filter sysctls, the route back to the source",
+    },
+    super::reasons::Explains {
+        reasons: &["PKT_TOO_BIG"],
+        cause: "the packet is larger than the MTU of the device it must leave by (rules::too_big_where)",
+        at: "",
+        facts: "the devices' MTUs (RTM_GETLINK)",
+    },
+    super::reasons::Explains {
+        reasons: &["NETFILTER_DROP"],
+        cause: "the netfilter rule or policy that dropped it; a full conntrack table, a NAT clash, an invalid conntrack state; the route looked up again after NAT (rules::netfilter_where and the conntrack rules)",
+        at: "",
+        facts: "nf_tables and iptables rules, their counters and nftrace; the conntrack table's size and counters; the route to the translated destination",
+    },
+    super::reasons::Explains {
+        reasons: &["NEIGH_FAILED", "NEIGH_QUEUEFULL", "NEIGH_DEAD"],
+        cause: "a neighbour that does not answer ARP/NDP: the route's gateway, the destination or the endpoint NAT chose (rules::neigh_where)",
+        at: "",
+        facts: "neighbour events, the route's gateway, the flow's NAT translation",
+    },
+    super::reasons::Explains {
+        reasons: &["IP_INNOROUTES", "IP_OUTNOROUTES"],
+        cause: "no route to the destination: the policy rules and tables looked up (rules::no_route_where)",
+        at: "",
+        facts: "the namespace's routing rules and tables",
+    },
+    super::reasons::Explains {
+        reasons: &["SOCKET_RCVBUFF"],
+        cause: "the receiving socket's buffer is full (rules::socket_buffer_full)",
+        at: "",
+        facts: "the socket's receive queue (sock_diag)",
+    },
+];
+
 /// The packet was dropped (skb:kfree_skb with a reason) before any delivery.
 pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     let drop = flow.hops.iter().find(|h| h.hook == Hook::Drop)?;

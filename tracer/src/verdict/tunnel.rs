@@ -118,6 +118,22 @@ impl fmt::Display for TunnelRefusal {
     }
 }
 
+/// The drop reasons this cause explains (verdict/reasons.rs).
+pub const EXPLAINS: &[super::reasons::Explains] = &[
+    super::reasons::Explains {
+        reasons: &["NO_TX_TARGET"],
+        cause: "a VXLAN device has no FDB entry for the next hop's MAC and no default remote (verdict/tunnel.rs)",
+        at: "vxlan_xmit on a VXLAN device",
+        facts: "the VXLAN device's VNI, port, FDB and neighbours (RTM_GETLINK, RTM_GETNEIGH); the flow's route onto it",
+    },
+    super::reasons::Explains {
+        reasons: &["OTHERHOST"],
+        cause: "the far side's VXLAN device is not the MAC the sender resolves its VTEP to (verdict/tunnel.rs)",
+        at: "a VXLAN device",
+        facts: "the receiving device's MAC; the sending namespace's VXLAN neighbours and route (RTM_GETLINK, RTM_GETNEIGH)",
+    },
+];
+
 /// The port as the kernel uses it: 0 is its default, 8472
 /// (IANA_VXLAN_UDP_PORT is 4789; the Linux default predates it).
 fn port_or_default(port: u16) -> u16 {
