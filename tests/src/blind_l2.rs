@@ -12,7 +12,7 @@
 //!
 //! Address ranges: 10.196, 10.197 and 10.198. `scenarios::build` falls
 //! back to [`build`] (through `blind_scenes::build`), which falls back to
-//! [`crate::blind_bpf::build`].
+//! [`crate::blind_tunnel::build`] (then [`crate::blind_bpf::build`]).
 
 use anyhow::{Context, Result};
 
@@ -38,7 +38,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "blind_l2_vlan_uplink_missing" => vlan_uplink_missing(),
         "blind_l2_hairpin_nodeport" => hairpin_nodeport(),
         "blind_l2_stale_neighbor_new_pod" => stale_neighbor_new_pod(),
-        _ => return crate::blind_bpf::build(name),
+        _ => return crate::blind_tunnel::build(name),
     })
 }
 
@@ -61,7 +61,7 @@ fn set_mac(pod: &Netns, mac: &str) -> Result<()> {
 
 /// One TCP connection from `from` to `target` before tracer starts (what
 /// the pods did before the failure); it must succeed.
-fn exchange(from: &Netns, target: &str) -> Result<()> {
+pub(crate) fn exchange(from: &Netns, target: &str) -> Result<()> {
     let probe = netprobe_bin();
     let t = crate::scaled_arg(1000);
     let out = from.exec_status(&[
