@@ -280,15 +280,26 @@ fn vxlan_devices_that_lose_frames_are_named() {
             "the frame came for 0e:00:00:00:02:99",
             "ip neigh replace",
         ),
+        // Written blind after the rule (tests/src/blind_tunnel.rs): Felix
+        // deleted a remote VTEP's ARP entry (projectcalico/calico#9450),
+        // every node published the same public IP (flannel on Vagrant,
+        // flannel-io/flannel#764).
+        (
+            "blind_tun_vtep_arp_deleted",
+            "no neighbour entry for 10.180.2.0 (the next hop, a remote VTEP's address)",
+            "Deleting ARP entry",
+        ),
+        (
+            "blind_tun_same_public_ip",
+            "sends to 10.181.15.15, an address of this namespace itself",
+            "--iface",
+        ),
     ] {
         let Some((f, dump)) = judged(name, 8080) else {
             return;
         };
         let w = tracer_tests::verdict_said(&f, "where");
-        assert!(
-            w.starts_with("vxlan flannel.1 in netns ") && w.contains(said),
-            "{name}: {dump}"
-        );
+        assert!(w.contains("vxlan ") && w.contains(said), "{name}: {dump}");
         assert!(
             tracer_tests::evidence_kinds(&f).contains(&"tunnel_will_not_send"),
             "{name}: {dump}"

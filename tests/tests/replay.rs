@@ -86,6 +86,8 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("blind_l2_port_isolated", "dropped", "NOT_SPECIFIED"),
     ("blind_vxlan_missing_fdb", "dropped", "NO_TX_TARGET"),
     ("blind_wrong_vtep_mac", "dropped", "OTHERHOST"),
+    ("blind_tun_vtep_arp_deleted", "dropped", "NEIGH_FAILED"),
+    ("blind_tun_same_public_ip", "dropped", "IP_INHDR"),
     ("dp_tc_from_pod_drop", "dropped", "TC_INGRESS"),
     ("dp_tcx_to_pod_drop", "dropped", "TC_EGRESS"),
     ("dp_xdp_drop", "dropped", "NOT_SPECIFIED"),

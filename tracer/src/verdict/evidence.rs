@@ -1542,6 +1542,8 @@ mod tests {
                 next_hop: Some(b),
                 mac: Some(s("0a:58:0a:cf:02:00")),
                 fdb_entries: 0,
+                learning: false,
+                vtep: None,
                 dev_mac: None,
                 sender_netns: None,
             }),

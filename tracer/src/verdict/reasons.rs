@@ -58,7 +58,7 @@ mod tests {
         let names =
             crate::kernel::btf::offsets::enum_names(&btf, "skb_drop_reason", "SKB_DROP_REASON_");
         assert!(names.len() > 60, "{names:?}");
-        let known: HashSet<&str> = names.iter().map(String::as_str).collect();
+        let known: HashSet<&str> = names.values().map(String::as_str).collect();
         for e in all() {
             assert!(!e.facts.is_empty() && !e.cause.is_empty(), "{e:?}");
             for r in e.reasons {

@@ -650,11 +650,10 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         "NETFILTER_DROP" => netfilter_where(flow, drop, env, &fn_part, &mut evidence),
         "NEIGH_FAILED" | "NEIGH_QUEUEFULL" | "NEIGH_DEAD" => {
             let at = neigh_where(flow, drop, &mut evidence);
-            match super::bridge::behind_bridge(drop, env) {
-                Some(r) => {
-                    let at = format!("{at}; bridge {}: {}", r.bridge, r.said());
-                    evidence.push(Evidence::BridgeWillNotForward(r));
-                    at
+            match neigh_device_cause(flow, drop, env) {
+                Some((said, ev)) => {
+                    evidence.push(ev);
+                    format!("{at}; {said}")
                 }
                 None => at,
             }
@@ -715,20 +714,24 @@ fn device_cause(
         .or_else(|| super::bridge::judge(flow, drop, func, env))
 }
 
+/// The device a neighbour failure happened on explains it: a bridge port
+/// that drops the neighbour's answer (verdict/bridge.rs), a VXLAN device
+/// that cannot resolve a remote VTEP (verdict/tunnel.rs).
+fn neigh_device_cause(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<(String, Evidence)> {
+    if let Some(r) = super::bridge::behind_bridge(drop, env) {
+        let said = format!("bridge {}: {}", r.bridge, r.said());
+        return Some((said, Evidence::BridgeWillNotForward(r)));
+    }
+    super::tunnel::unresolved(flow, drop, env)
+        .map(|r| (r.to_string(), Evidence::TunnelWillNotSend(r)))
+}
+
 /// A neighbour resolution failure: the neighbour entry's own address, else
 /// the next hop the routing decision there chose (its gateway), else the
 /// destination itself (on-link); the endpoint NAT sent it to, when that
 /// is the one that did not answer.
 fn neigh_where(flow: &Flow, drop: &Hop, evidence: &mut Vec<Evidence>) -> String {
-    let neigh = flow
-        .hops
-        .iter()
-        .find_map(|h| match &h.data {
-            HopData::Neigh(n) if h.netns_inode == drop.netns_inode => Some(n.addr),
-            _ => None,
-        })
-        .or_else(|| next_hop_gw(flow, drop))
-        .unwrap_or(drop.tuple.dst);
+    let neigh = neigh_addr(flow, drop);
     evidence.push(Evidence::HostUnreachableInferred);
     if let Some(t) = flow
         .translated
@@ -746,6 +749,19 @@ fn neigh_where(flow: &Flow, drop: &Hop, evidence: &mut Vec<Evidence>) -> String 
         if drop.dev.is_empty() { "-" } else { &drop.dev },
         drop.netns
     )
+}
+
+/// The address a neighbour failure was for: the neighbour entry's own,
+/// else the gateway of the routing decision there, else the destination.
+pub(super) fn neigh_addr(flow: &Flow, drop: &Hop) -> IpAddr {
+    flow.hops
+        .iter()
+        .find_map(|h| match &h.data {
+            HopData::Neigh(n) if h.netns_inode == drop.netns_inode => Some(n.addr),
+            _ => None,
+        })
+        .or_else(|| next_hop_gw(flow, drop))
+        .unwrap_or(drop.tuple.dst)
 }
 
 /// The gateway of the request's routing decision in the drop's namespace,

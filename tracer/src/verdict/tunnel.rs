@@ -52,6 +52,13 @@ pub enum TunnelProblem {
     /// The receiving device's MAC is not the one the sender's neighbour
     /// entry gives its next hop.
     MacMismatch,
+    /// The device has no usable neighbour entry for the next hop (a
+    /// remote VTEP's tunnel address) and cannot resolve it: it does not
+    /// learn, and has no default remote to send the ARP request to.
+    NoNeighbour,
+    /// The FDB entry for the next hop's MAC sends to an address of this
+    /// namespace itself: the frame comes back and loops.
+    FdbToSelf,
 }
 
 /// Why a VXLAN device lost the frame: what was read from the node.
@@ -74,6 +81,12 @@ pub struct TunnelRefusal {
     pub mac: Option<String>,
     /// The sending device's FDB entries (none of them for `mac`).
     pub fdb_entries: usize,
+    /// Whether the device learns remote MACs (`no_neighbour`).
+    #[serde(default)]
+    pub learning: bool,
+    /// For `fdb_to_self`: the VTEP the FDB entry sends to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vtep: Option<IpAddr>,
     /// For `mac_mismatch`: the receiving device's own MAC, and the
     /// namespace that sent the frame.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,6 +107,17 @@ impl TunnelRefusal {
             TunnelProblem::NoFdbEntry => format!(
                 "no FDB entry for {mac}{of_hop} and no default remote ({} entries): the device has no VTEP to send the frame to",
                 self.fdb_entries
+            ),
+            TunnelProblem::NoNeighbour => format!(
+                "no neighbour entry for {} (the next hop, a remote VTEP's address) and the device cannot resolve it: learning {}, no default remote ({} FDB entries)",
+                self.next_hop
+                    .map_or_else(|| "the next hop".to_string(), |h| h.to_string()),
+                if self.learning { "on" } else { "off" },
+                self.fdb_entries
+            ),
+            TunnelProblem::FdbToSelf => format!(
+                "the FDB entry for {mac}{of_hop} sends to {}, an address of this namespace itself: the frame comes back and loops until its TTL runs out",
+                self.vtep.map_or_else(|| "?".to_string(), |v| v.to_string())
             ),
             TunnelProblem::MacMismatch => format!(
                 "the frame came for {mac}{of_hop}, as netns {} resolves it, but this device's MAC is {}: the kernel takes it for another host's and drops it",
@@ -125,6 +149,12 @@ pub const EXPLAINS: &[super::reasons::Explains] = &[
         cause: "a VXLAN device has no FDB entry for the next hop's MAC and no default remote (verdict/tunnel.rs)",
         at: "vxlan_xmit on a VXLAN device",
         facts: "the VXLAN device's VNI, port, FDB and neighbours (RTM_GETLINK, RTM_GETNEIGH); the flow's route onto it",
+    },
+    super::reasons::Explains {
+        reasons: &["NEIGH_FAILED", "NEIGH_QUEUEFULL", "NEIGH_DEAD"],
+        cause: "a VXLAN device that does not learn has no neighbour entry for a remote VTEP (verdict/tunnel.rs)",
+        at: "a VXLAN device",
+        facts: "the VXLAN device's neighbours, FDB and learning (RTM_GETLINK, RTM_GETNEIGH)",
     },
     super::reasons::Explains {
         reasons: &["OTHERHOST"],
@@ -183,7 +213,9 @@ pub fn judge(
     func: &str,
     env: &dyn Env,
 ) -> Option<(String, Evidence)> {
-    let r = if vxlan_xmit_func(func) {
+    let r = if let Some(r) = fdb_to_self(flow, drop, env) {
+        r
+    } else if vxlan_xmit_func(func) {
         no_fdb_entry(flow, drop, env)?
     } else if reason == "OTHERHOST" {
         mac_mismatch(flow, drop, env)?
@@ -209,17 +241,87 @@ fn no_fdb_entry(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<TunnelRefusal>
         _ => {}
     }
     Some(TunnelRefusal {
+        next_hop: mac.and(hop),
+        mac: mac.map(str::to_string),
+        ..refusal(drop, v)
+    })
+}
+
+/// A neighbour failure on a VXLAN device that cannot resolve the next
+/// hop by itself: no entry for it (or one that failed), learning off and
+/// no default FDB entry (the ARP request has nowhere to go: flannel and
+/// Calico program one permanent entry per remote VTEP instead). None when
+/// the device is no VXLAN device or could resolve it.
+pub fn unresolved(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<TunnelRefusal> {
+    let (_, v) = vxlan_dev(env.links(drop.netns_inode), &drop.dev)?;
+    if v.learning || v.remote.is_some() || v.fdb.iter().any(|e| e.mac == DEFAULT_FDB_MAC) {
+        return None;
+    }
+    let hop = super::rules::neigh_addr(flow, drop);
+    // NUD_PERMANENT | NUD_NOARP | NUD_REACHABLE | NUD_STALE | NUD_DELAY |
+    // NUD_PROBE: an entry that resolves (include/uapi/linux/neighbour.h).
+    const NUD_VALID: u16 = 0x80 | 0x40 | 0x02 | 0x04 | 0x08 | 0x10;
+    if v.neighbours
+        .iter()
+        .any(|n| n.addr == hop && n.mac.is_some() && n.state & NUD_VALID != 0)
+    {
+        return None;
+    }
+    Some(TunnelRefusal {
+        problem: TunnelProblem::NoNeighbour,
+        next_hop: Some(hop),
+        mac: None,
+        learning: v.learning,
+        ..refusal(drop, v)
+    })
+}
+
+/// The flow left the drop's namespace by a VXLAN device whose FDB entry
+/// for the next hop's MAC sends to an address of that namespace itself
+/// (every node took the same public address: flannel on Vagrant's NAT
+/// interface): the encapsulated frame is delivered back, decapsulated and
+/// forwarded out again, until its TTL runs out.
+fn fdb_to_self(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<TunnelRefusal> {
+    let links = env.links(drop.netns_inode);
+    let own = env.addrs(drop.netns_inode)?;
+    let (dev, v) = flow
+        .hops
+        .iter()
+        .filter(|h| h.netns_inode == drop.netns_inode && h.is_egress())
+        .find_map(|h| vxlan_dev(links, &h.dev))?;
+    let hop = next_hop(flow, drop.netns_inode)?;
+    let mac = mac_of(v, hop)?;
+    let vtep = v.fdb.iter().find(|e| e.mac == mac).and_then(|e| e.dst)?;
+    if !own.iter().any(|a| a.addr == vtep) {
+        return None;
+    }
+    Some(TunnelRefusal {
+        dev: dev.dev.clone(),
+        problem: TunnelProblem::FdbToSelf,
+        next_hop: Some(hop),
+        mac: Some(mac.to_string()),
+        vtep: Some(vtep),
+        ..refusal(drop, v)
+    })
+}
+
+/// A refusal on the drop's device and namespace, its VXLAN settings
+/// filled, the problem's own fields left to the caller.
+fn refusal(drop: &Hop, v: &VxlanConf) -> TunnelRefusal {
+    TunnelRefusal {
         dev: drop.dev.to_string(),
         netns: drop.netns.to_string(),
         vni: v.vni,
         port: v.port,
         problem: TunnelProblem::NoFdbEntry,
-        next_hop: mac.and(hop),
-        mac: mac.map(str::to_string),
-        fdb_entries: entries.len(),
+        next_hop: None,
+        mac: None,
+        fdb_entries: v.fdb.len(),
+        learning: v.learning,
+        vtep: None,
         dev_mac: None,
         sender_netns: None,
-    })
+    }
 }
 
 /// OTHERHOST on a VXLAN device: the namespace that sent the flow into a
@@ -247,16 +349,12 @@ fn mac_mismatch(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<TunnelRefusal>
         return None;
     }
     Some(TunnelRefusal {
-        dev: drop.dev.to_string(),
-        netns: drop.netns.to_string(),
-        vni: v.vni,
-        port: v.port,
         problem: TunnelProblem::MacMismatch,
         next_hop: Some(hop),
         mac: Some(mac.to_string()),
-        fdb_entries: v.fdb.len(),
         dev_mac: Some(dev_mac.to_string()),
         sender_netns: Some(sender.netns.to_string()),
+        ..refusal(drop, v)
     })
 }
 
@@ -300,6 +398,16 @@ pub const HINTS: &[Hint] = &[
         Kind::Dropped,
         |e| is(e, TunnelProblem::MacMismatch),
         "The sender's neighbour entry for the remote VTEP holds a MAC the receiving VXLAN device does not have, so the far side drops every decapsulated frame as another host's. The device was re-created with a new MAC (a node or agent restart) and the sender kept the old one: flannel publishes the MAC in the node annotation flannel.alpha.coreos.com/backend-data, which the other nodes' agents copy; restart the agent on the sending node, or fix the entry (`ip neigh replace ADDR lladdr MAC dev DEV nud permanent`, and the FDB entry for that MAC).",
+    ),
+    Hint::when(
+        Kind::Dropped,
+        |e| is(e, TunnelProblem::NoNeighbour),
+        "A VXLAN device that does not learn and has no default remote cannot resolve a remote VTEP's address by ARP: the CNI agent programs one permanent neighbour entry (and one FDB entry) per remote node, and this one is missing or failed. Calico's Felix (vxlan.calico) and flanneld (flannel.1) write them from the nodes' tunnel addresses and MACs: check the agent's logs on this node (a \"Deleting ARP entry\" for a live node) and restart it to rewrite them; `ip neigh show dev DEV` and `bridge fdb show dev DEV` list what is there.",
+    ),
+    Hint::when(
+        Kind::Dropped,
+        |e| is(e, TunnelProblem::FdbToSelf),
+        "The VTEP address this node sends the remote node's frames to is its own: the nodes advertised the same public address (flannel picked the first, NAT'd interface, as on Vagrant with 10.0.2.15 everywhere). Start flanneld with --iface (or --iface-regex) naming the interface the nodes reach each other by (Calico: its IP autodetection method), so each node publishes its own address; `bridge fdb show dev DEV` shows the VTEPs.",
     ),
 ];
 

@@ -136,6 +136,13 @@ fn recorded(name: &str) -> (&'static str, fn(&Flow) -> bool) {
         "blind_wrong_vtep_mac" => ("blind_wrong_vtep_mac-6.18.rec", |f| {
             to(f, "10.206.2.2:8080")
         }),
+        // Written blind after the tunnel cause (tests/src/blind_tunnel.rs).
+        "blind_tun_vtep_arp_deleted" => ("blind_tun_vtep_arp_deleted-6.18.rec", |f| {
+            to(f, "10.180.2.2:8080")
+        }),
+        "blind_tun_same_public_ip" => ("blind_tun_same_public_ip-6.18.rec", |f| {
+            to(f, "10.181.2.2:8080")
+        }),
         // An eBPF dataplane's drops (tests/src/dataplane_scenes.rs).
         "dp_tc_from_pod_drop" => ("dp_tc_from_pod_drop-6.18.rec", |f| to(f, "10.191.2.2:8080")),
         "dp_tcx_to_pod_drop" => ("dp_tcx_to_pod_drop-6.18.rec", |f| to(f, "10.193.2.2:8080")),
