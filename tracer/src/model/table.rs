@@ -664,14 +664,8 @@ impl FlowTable {
             }
             Event::Neigh(n) => {
                 let addr = ip_from(n.family, &n.addr);
-                let lladdr =
-                    (n.has_lladdr != 0 || n.lladdr[..6].iter().any(|b| *b != 0)).then(|| {
-                        n.lladdr[..6]
-                            .iter()
-                            .map(|b| format!("{b:02x}"))
-                            .collect::<Vec<_>>()
-                            .join(":")
-                    });
+                let lladdr = (n.has_lladdr != 0 || n.lladdr[..6].iter().any(|b| *b != 0))
+                    .then(|| crate::node::link::mac_string(&n.lladdr[..6]));
                 let hop = Hop {
                     ts_ns: n.hdr.ts_ns,
                     hook: Hook::from_u8(n.hdr.hook).unwrap_or(Hook::NeighUpdate),

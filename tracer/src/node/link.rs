@@ -274,8 +274,9 @@ fn rtnl_links() -> Option<Vec<LinkConf>> {
     Some(out)
 }
 
-/// `aa:bb:cc:dd:ee:ff`.
-fn mac_string(b: &[u8]) -> String {
+/// A hardware address as `aa:bb:cc:dd:ee:ff` (also the neighbour hops'
+/// lladdr, model/table.rs).
+pub fn mac_string(b: &[u8]) -> String {
     b.iter()
         .map(|x| format!("{x:02x}"))
         .collect::<Vec<_>>()

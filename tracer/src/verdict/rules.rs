@@ -760,16 +760,16 @@ pub(super) fn neigh_addr(flow: &Flow, drop: &Hop) -> IpAddr {
             HopData::Neigh(n) if h.netns_inode == drop.netns_inode => Some(n.addr),
             _ => None,
         })
-        .or_else(|| next_hop_gw(flow, drop))
+        .or_else(|| next_hop_gw(flow, drop.netns_inode))
         .unwrap_or(drop.tuple.dst)
 }
 
-/// The gateway of the request's routing decision in the drop's namespace,
+/// The gateway of the request's routing decision in namespace `netns`,
 /// when it chose one.
-fn next_hop_gw(flow: &Flow, drop: &Hop) -> Option<IpAddr> {
+pub(super) fn next_hop_gw(flow: &Flow, netns: u32) -> Option<IpAddr> {
     flow.hops
         .iter()
-        .filter(|h| h.netns_inode == drop.netns_inode && h.dir == Dir::Request)
+        .filter(|h| h.netns_inode == netns && h.dir == Dir::Request)
         .find_map(|h| match &h.data {
             HopData::Fib(f) if f.err == 0 => f.gw,
             _ => None,

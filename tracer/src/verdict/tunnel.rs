@@ -184,18 +184,6 @@ fn vxlan_dev<'a>(links: &'a [LinkConf], dev: &str) -> Option<(&'a LinkConf, &'a 
         .and_then(|l| l.vxlan.as_ref().map(|v| (l, v)))
 }
 
-/// The gateway of the flow's route in namespace `netns` (its fib hop on
-/// the request path).
-fn next_hop(flow: &Flow, netns: u32) -> Option<IpAddr> {
-    flow.hops
-        .iter()
-        .filter(|h| h.netns_inode == netns && h.dir == Dir::Request)
-        .find_map(|h| match &h.data {
-            HopData::Fib(f) if f.err == 0 => f.gw,
-            _ => None,
-        })
-}
-
 /// The MAC `addr` resolves to on the VXLAN device.
 fn mac_of(v: &VxlanConf, addr: IpAddr) -> Option<&str> {
     v.neighbours
@@ -231,7 +219,7 @@ fn no_fdb_entry(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<TunnelRefusal>
     if v.fdb.iter().any(|e| e.mac == DEFAULT_FDB_MAC) || v.remote.is_some() {
         return None;
     }
-    let hop = next_hop(flow, drop.netns_inode);
+    let hop = super::rules::next_hop_gw(flow, drop.netns_inode);
     let mac = hop.and_then(|h| mac_of(v, h));
     let entries: Vec<&str> = v.fdb.iter().map(|e| e.mac.as_str()).collect();
     match mac {
@@ -289,7 +277,7 @@ fn fdb_to_self(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<TunnelRefusal> 
         .iter()
         .filter(|h| h.netns_inode == drop.netns_inode && h.is_egress())
         .find_map(|h| vxlan_dev(links, &h.dev))?;
-    let hop = next_hop(flow, drop.netns_inode)?;
+    let hop = super::rules::next_hop_gw(flow, drop.netns_inode)?;
     let mac = mac_of(v, hop)?;
     let vtep = v.fdb.iter().find(|e| e.mac == mac).and_then(|e| e.dst)?;
     if !own.iter().any(|a| a.addr == vtep) {
@@ -337,7 +325,7 @@ fn mac_mismatch(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<TunnelRefusal>
         .iter()
         .filter(|h| h.netns_inode != drop.netns_inode && h.ts_ns < drop.ts_ns)
         .find_map(|h| {
-            let gw = next_hop(flow, h.netns_inode)?;
+            let gw = super::rules::next_hop_gw(flow, h.netns_inode)?;
             let mac = env
                 .links(h.netns_inode)
                 .iter()
