@@ -61,6 +61,20 @@ struct NetnsFacts {
     services: Option<(Instant, Vec<ServiceAddr>)>,
 }
 
+/// The facts of a namespace a stale refresh carries over (each has its
+/// own trigger to be read again).
+#[derive(Default)]
+struct Kept {
+    nf: Option<(Instant, Vec<(NfRule, u64)>)>,
+    traced: Vec<NfTraced>,
+    services: Option<(Instant, Vec<ServiceAddr>)>,
+    links: Option<Vec<LinkConf>>,
+    bound: Vec<Bound>,
+    conntrack: Option<ConntrackTable>,
+    listen: Option<ListenStats>,
+    routing: Option<Routing>,
+}
+
 /// How often netfilter counters of a namespace are read again while
 /// tracing (the final report always reads them afresh).
 const NF_REFRESH: Duration = Duration::from_secs(2);
@@ -334,11 +348,30 @@ impl PreparedEnv for LiveEnv {
                     ),
                     None => (Vec::new(), Vec::new()),
                 };
-                let (nf, traced, services) = self
-                    .cache
-                    .remove(&ino)
-                    .map(|f| (f.nf, f.traced, f.services))
-                    .unwrap_or_default();
+                // What was read on demand stays until read again: a tick
+                // of another flow must not empty the sockets or links a
+                // verdict (and the recording's facts) already used.
+                let old = self.cache.remove(&ino);
+                let kept = old.map(|f| Kept {
+                    nf: f.nf,
+                    traced: f.traced,
+                    services: f.services,
+                    links: f.links,
+                    bound: f.bound,
+                    conntrack: f.conntrack,
+                    listen: f.listen,
+                    routing: f.routing,
+                });
+                let Kept {
+                    nf,
+                    traced,
+                    services,
+                    links,
+                    bound,
+                    conntrack,
+                    listen,
+                    routing,
+                } = kept.unwrap_or_default();
                 let services = match (services, &path) {
                     (Some((at, s)), _) if at.elapsed() < SERVICES_REFRESH => Some((at, s)),
                     (_, Some(p)) => Some((Instant::now(), services_in(p))),
@@ -351,17 +384,17 @@ impl PreparedEnv for LiveEnv {
                         addrs,
                         ipvs,
                         nf,
-                        links: None,
-                        bound: Vec::new(),
+                        links,
+                        bound,
                         traced,
                         gotos: self
                             .nftrace
                             .as_ref()
                             .map(|t| t.gotos(ino))
                             .unwrap_or_default(),
-                        conntrack: None,
-                        listen: None,
-                        routing: None,
+                        conntrack,
+                        listen,
+                        routing,
                         services,
                     },
                 );
