@@ -310,3 +310,41 @@ fn vxlan_devices_that_lose_frames_are_named() {
         );
     }
 }
+
+/// A device sysctl that drops the packet, no rule involved: kind's DNAT
+/// of a pod's DNS to 127.0.0.11 arrives by a device whose route_localnet
+/// is 0 (kubernetes-sigs/kind#2326, tests/src/blind_sysctl.rs, written
+/// blind before the rule): the device, the sysctl as set and the address
+/// NAT made of the destination are named. Its trap, a DNAT to a port
+/// nothing listens on with route_localnet on, is not blamed on it.
+#[test]
+fn a_sysctl_that_drops_is_named() {
+    let Some((f, dump)) = judged("blind_sys_localnet_dnat", 53) else {
+        return;
+    };
+    let w = tracer_tests::verdict_said(&f, "where");
+    assert!(
+        w.contains("127.0.0.11 (its destination after NAT; it was sent to 10.186.0.1) came in by veth1, where net.ipv4.conf.veth1.route_localnet = 0"),
+        "{dump}"
+    );
+    assert!(
+        tracer_tests::evidence_kinds(&f).contains(&"sysctl_refused"),
+        "{dump}"
+    );
+    assert!(
+        tracer_tests::verdict_said(&f, "hint").contains("route_localnet=1"),
+        "{dump}"
+    );
+    let Some((f, dump)) = judged("blind_sys_localnet_stale_port", 53) else {
+        return;
+    };
+    assert_eq!(
+        tracer_tests::verdict_said(&f, "reason"),
+        "NO_SOCKET",
+        "{dump}"
+    );
+    assert!(
+        !tracer_tests::evidence_kinds(&f).contains(&"sysctl_refused"),
+        "{dump}"
+    );
+}

@@ -88,6 +88,8 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("blind_wrong_vtep_mac", "dropped", "OTHERHOST"),
     ("blind_tun_vtep_arp_deleted", "dropped", "NEIGH_FAILED"),
     ("blind_tun_same_public_ip", "dropped", "IP_INHDR"),
+    ("blind_sys_localnet_dnat", "dropped", "IP_LOCALNET"),
+    ("blind_sys_localnet_stale_port", "dropped", "NO_SOCKET"),
     ("dp_tc_from_pod_drop", "dropped", "TC_INGRESS"),
     ("dp_tcx_to_pod_drop", "dropped", "TC_EGRESS"),
     ("dp_xdp_drop", "dropped", "NOT_SPECIFIED"),

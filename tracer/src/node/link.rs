@@ -1,8 +1,9 @@
 //! Per-device configuration of a namespace that explains drops: each
 //! link's MTU, MAC, kind, bridge and VXLAN settings (RTM_GETLINK; a VXLAN
-//! device's FDB and neighbours, RTM_GETNEIGH) and its forwarding
-//! and reverse-path sysctls (/proc/sys/net/ipv{4,6}/conf/DEV/..., which
-//! show the namespace of the reading thread).
+//! device's FDB and neighbours, RTM_GETNEIGH) and its forwarding,
+//! reverse-path, route_localnet and disable_ipv6 sysctls
+//! (/proc/sys/net/ipv{4,6}/conf/DEV/..., which show the namespace of the
+//! reading thread).
 
 use std::{net::IpAddr, path::Path};
 
@@ -27,6 +28,16 @@ pub struct LinkConf {
     /// 0 off, 1 strict, 2 loose.
     #[serde(default)]
     pub rp_filter: Option<u8>,
+    /// net.ipv4.conf.DEV.route_localnet, or `all`'s
+    /// (IN_DEV_NET_ROUTE_LOCALNET() is IN_DEV_ORCONF()): off, the kernel
+    /// drops what comes in by DEV to or from 127.0.0.0/8 (IP_LOCALNET,
+    /// ip_route_input_slow()).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_localnet: Option<bool>,
+    /// net.ipv6.conf.DEV.disable_ipv6: on, ip6_rcv_core() and
+    /// ip6_output() drop every IPv6 packet of DEV (IPV6DISABLED).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disable_ipv6: Option<bool>,
     /// Its kind (IFLA_INFO_KIND: `veth`, `bridge`, `vxlan`, ...), empty
     /// for none (a physical device, loopback).
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -158,6 +169,8 @@ pub fn links_in(path: Option<&Path>) -> Vec<LinkConf> {
             .and_then(|s| s.trim().parse::<u8>().ok())
     };
     let all_rp = read("/proc/sys/net/ipv4/conf/all/rp_filter".into()).unwrap_or(0);
+    let all_localnet =
+        read("/proc/sys/net/ipv4/conf/all/route_localnet".into()).is_some_and(|v| v != 0);
     let all_v6 = read("/proc/sys/net/ipv6/conf/all/forwarding".into());
     for l in &mut out {
         l.forwarding_v4 =
@@ -169,6 +182,10 @@ pub fn links_in(path: Option<&Path>) -> Vec<LinkConf> {
         l.forwarding_v6 = all_v6.map(|v| v != 0 || force.is_some_and(|f| f != 0));
         l.rp_filter =
             read(format!("/proc/sys/net/ipv4/conf/{}/rp_filter", l.dev)).map(|v| v.max(all_rp));
+        l.route_localnet = read(format!("/proc/sys/net/ipv4/conf/{}/route_localnet", l.dev))
+            .map(|v| v != 0 || all_localnet);
+        l.disable_ipv6 =
+            read(format!("/proc/sys/net/ipv6/conf/{}/disable_ipv6", l.dev)).map(|v| v != 0);
     }
     out
 }

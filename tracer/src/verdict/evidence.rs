@@ -149,6 +149,9 @@ pub enum Evidence {
     /// A VXLAN device had nowhere to send the frame, or the far side's
     /// device was not the one it was sent to (verdict/tunnel.rs).
     TunnelWillNotSend(crate::verdict::tunnel::TunnelRefusal),
+    /// A device sysctl made the kernel drop the packet
+    /// (verdict/sysctl.rs).
+    SysctlRefused(crate::verdict::sysctl::SysctlRefusal),
     /// The route lookup before DNAT, which chose the source address.
     PreNatRoute {
         dst: IpAddr,
@@ -682,8 +685,8 @@ impl fmt::Display for Evidence {
             NoLocalEndpointsRuleMoved, NoReply, NoReplyLeft, NoRouteBack, OtherHostsSubnet,
             OwnerChanged, PacketDropped, PacketTooBig, PacketsSeen, PreNatRoute, RepliesCameBack,
             RequestDropped, RouteRefused, RpFilterMismatch, ServerSocketState, SeveralMacs,
-            SocketBufferFull, SocketConsumed, SocketQueued, SocketRead, TcFilter, TcRedirect,
-            TcpResetSent, TunnelWillNotSend,
+            SocketBufferFull, SocketConsumed, SocketQueued, SocketRead, SysctlRefused, TcFilter,
+            TcRedirect, TcpResetSent, TunnelWillNotSend,
         };
         let or = |s: &str, dflt: &'static str| -> String {
             if s.is_empty() {
@@ -748,6 +751,7 @@ impl fmt::Display for Evidence {
             TcFilter { dev, filter } => write!(f, "on {dev} ingress: {filter}"),
             BridgeWillNotForward(r) => fmt::Display::fmt(r, f),
             TunnelWillNotSend(r) => fmt::Display::fmt(r, f),
+            SysctlRefused(r) => write!(f, "{}", r.said()),
             BpfProgramDrop {
                 hook,
                 dev,
@@ -1532,6 +1536,13 @@ mod tests {
                 peer: None,
                 dst: Some(a),
                 ingress: true,
+            }),
+            SysctlRefused(crate::verdict::sysctl::SysctlRefusal {
+                netns: s("node"),
+                dev: s("eth0"),
+                sysctl: crate::verdict::sysctl::Sysctl::RouteLocalnet,
+                addr: Some(IpAddr::from([127, 0, 0, 1])),
+                sent_to: Some(a),
             }),
             TunnelWillNotSend(crate::verdict::tunnel::TunnelRefusal {
                 dev: s("flannel.1"),

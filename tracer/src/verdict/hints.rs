@@ -20,7 +20,11 @@ pub struct Hint {
 
 /// The causes' own rows (each in its cause's module), asked before
 /// [`HINTS`].
-const CAUSES: &[&[Hint]] = &[super::bridge::HINTS, super::tunnel::HINTS];
+const CAUSES: &[&[Hint]] = &[
+    super::bridge::HINTS,
+    super::tunnel::HINTS,
+    super::sysctl::HINTS,
+];
 
 const fn row(
     kind: Option<Kind>,

@@ -9,6 +9,7 @@ pub mod node_facts;
 pub mod reasons;
 pub mod rules;
 pub mod service;
+pub mod sysctl;
 pub mod tunnel;
 
 pub use evidence::{Endpoint, Evidence, EvidenceKind, Item};

@@ -27,6 +27,7 @@ pub fn all() -> impl Iterator<Item = &'static Explains> {
         super::bpf_drop::EXPLAINS,
         super::bridge::EXPLAINS,
         super::tunnel::EXPLAINS,
+        super::sysctl::EXPLAINS,
     ]
     .into_iter()
     .flatten()

@@ -702,7 +702,8 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
 
 /// The causes written as one module that judge a drop by its function
 /// and the device's own settings, in order: a VXLAN device
-/// (verdict/tunnel.rs), then a bridge (verdict/bridge.rs).
+/// (verdict/tunnel.rs), a bridge (verdict/bridge.rs), a device sysctl
+/// (verdict/sysctl.rs).
 fn device_cause(
     flow: &Flow,
     drop: &Hop,
@@ -712,6 +713,7 @@ fn device_cause(
 ) -> Option<(String, Evidence)> {
     super::tunnel::judge(flow, drop, reason, func, env)
         .or_else(|| super::bridge::judge(flow, drop, func, env))
+        .or_else(|| super::sysctl::judge(flow, drop, reason, func, env))
 }
 
 /// The device a neighbour failure happened on explains it: a bridge port

@@ -143,6 +143,13 @@ fn recorded(name: &str) -> (&'static str, fn(&Flow) -> bool) {
         "blind_tun_same_public_ip" => ("blind_tun_same_public_ip-6.18.rec", |f| {
             to(f, "10.181.2.2:8080")
         }),
+        // Written blind before the sysctl cause (tests/src/blind_sysctl.rs).
+        "blind_sys_localnet_dnat" => ("blind_sys_localnet_dnat-6.18.rec", |f| {
+            to(f, "10.186.0.1:53")
+        }),
+        "blind_sys_localnet_stale_port" => ("blind_sys_localnet_stale_port-6.18.rec", |f| {
+            to(f, "10.188.0.1:53")
+        }),
         // An eBPF dataplane's drops (tests/src/dataplane_scenes.rs).
         "dp_tc_from_pod_drop" => ("dp_tc_from_pod_drop-6.18.rec", |f| to(f, "10.191.2.2:8080")),
         "dp_tcx_to_pod_drop" => ("dp_tcx_to_pod_drop-6.18.rec", |f| to(f, "10.193.2.2:8080")),

@@ -1,0 +1,94 @@
+use super::*;
+use crate::verdict::{
+    Inventory,
+    rules::tests::{facts, judge as verdict_of, load},
+};
+
+/// The refusals of a verdict.
+fn refusals(v: &crate::verdict::Verdict) -> Vec<&SysctlRefusal> {
+    facts(v)
+        .filter_map(|e| match e {
+            Evidence::SysctlRefused(r) => Some(r),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Device `dev` of every namespace's links, changed by `f`.
+fn set_link(env: &mut Inventory, dev: &str, f: impl Fn(&mut crate::node::link::LinkConf)) {
+    for links in env.links.values_mut() {
+        for l in links.iter_mut().filter(|l| l.dev == dev) {
+            f(l);
+        }
+    }
+}
+
+// On recordings of the blind sysctl scenes (tests/src/blind_sysctl.rs,
+// written before the rule), with their near misses.
+
+/// kind's DNAT of a pod's DNS to 127.0.0.11 arrives by veth1, whose
+/// route_localnet is 0 (kubernetes-sigs/kind#2326): the sysctl as set,
+/// the loopback address and the destination it was sent to are named.
+#[test]
+fn route_localnet_off_is_named() {
+    let (f, mut env) = load("blind_sys_localnet_dnat");
+    let v = verdict_of(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Dropped, "IP_LOCALNET"),
+        "{v:?}"
+    );
+    let r = refusals(&v);
+    assert_eq!(r.len(), 1, "{v:?}");
+    assert_eq!(r[0].sysctl, Sysctl::RouteLocalnet);
+    assert_eq!(r[0].addr, Some(IpAddr::from([127, 0, 0, 11])), "{v:?}");
+    assert_eq!(r[0].sent_to, Some(IpAddr::from([10, 186, 0, 1])), "{v:?}");
+    assert!(
+        v.where_
+            .contains("came in by veth1, where net.ipv4.conf.veth1.route_localnet = 0"),
+        "{}",
+        v.where_
+    );
+    assert!(v.hint.contains("route_localnet=1"), "{}", v.hint);
+    // Near miss: the sysctl is on (the drop is then not this cause's).
+    set_link(&mut env, "veth1", |l| l.route_localnet = Some(true));
+    let v = verdict_of(&f, &env);
+    assert!(refusals(&v).is_empty(), "{v:?}");
+    assert!(!v.hint.contains("route_localnet"), "{}", v.hint);
+    // Near miss: the sysctl was not read (an old recording): not claimed.
+    set_link(&mut env, "veth1", |l| l.route_localnet = None);
+    assert!(refusals(&verdict_of(&f, &env)).is_empty());
+}
+
+/// The trap: route_localnet is on and the DNAT names a port nothing
+/// listens on any more (moby/moby#31560): NO_SOCKET, not the sysctl.
+#[test]
+fn a_closed_port_behind_a_localnet_dnat_is_not_the_sysctl() {
+    let (f, env) = load("blind_sys_localnet_stale_port");
+    let v = verdict_of(&f, &env);
+    assert_eq!(v.reason, "NO_SOCKET", "{v:?}");
+    assert!(refusals(&v).is_empty(), "{v:?}");
+    assert!(!v.hint.contains("route_localnet"), "{}", v.hint);
+}
+
+/// IPv6 disabled on the device a packet came in by: named from the
+/// device's sysctl alone, whatever the scene.
+#[test]
+fn ipv6_disabled_is_named_from_the_device() {
+    let (f, mut env) = load("blind_sys_localnet_dnat");
+    let drop = f
+        .hops
+        .iter()
+        .find(|h| h.hook == tracer_common::Hook::Drop)
+        .expect("a drop");
+    set_link(&mut env, "veth1", |l| l.disable_ipv6 = Some(true));
+    let (w, e) = judge(&f, drop, "IPV6DISABLED", "ip6_rcv_core", &env).expect("judged");
+    assert!(
+        w.starts_with("ip6_rcv_core in netns ")
+            && w.contains("IPv6 is disabled on veth1 (net.ipv6.conf.veth1.disable_ipv6 = 1)"),
+        "{w}"
+    );
+    assert!(matches!(e, Evidence::SysctlRefused(r) if r.sysctl == Sysctl::DisableIpv6));
+    set_link(&mut env, "veth1", |l| l.disable_ipv6 = Some(false));
+    assert!(judge(&f, drop, "IPV6DISABLED", "ip6_rcv_core", &env).is_none());
+}
