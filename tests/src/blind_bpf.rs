@@ -16,7 +16,8 @@
 //! directory of bpffs of the scene's own (`/sys/fs/bpf/tracer-PREFIX`),
 //! removed with the scene; the tc filters, tcx links and XDP attachments
 //! go with their devices, with the namespaces. `scenarios::build` falls
-//! back to [`build`] (through `blind_scenes::build`).
+//! back to [`build`] (through `blind_scenes::build`, `blind_l2::build`,
+//! `blind_tunnel::build`, `blind_sysctl::build` and `blind_sock::build`).
 
 use std::{os::fd::RawFd, path::PathBuf};
 

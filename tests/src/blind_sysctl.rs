@@ -13,7 +13,7 @@
 //! Address ranges: 10.186, 10.188 and fd86:187::/32. `scenarios::build`
 //! falls back (through `blind_scenes::build`, `blind_l2::build` and
 //! `blind_tunnel::build`) to [`build`], which falls back to
-//! [`crate::blind_bpf::build`].
+//! [`crate::blind_sock::build`] (then [`crate::blind_bpf::build`]).
 
 use anyhow::Result;
 
@@ -34,7 +34,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "blind_sys_localnet_dnat" => localnet_dnat(),
         "blind_sys_pod_ipv6_disabled" => pod_ipv6_disabled(),
         "blind_sys_localnet_stale_port" => localnet_stale_port(),
-        _ => return crate::blind_bpf::build(name),
+        _ => return crate::blind_sock::build(name),
     })
 }
 

@@ -9,6 +9,7 @@
 pub mod blind_bpf;
 pub mod blind_l2;
 pub mod blind_scenes;
+pub mod blind_sock;
 pub mod blind_sysctl;
 pub mod blind_tunnel;
 pub mod bpfdrop;

@@ -29,6 +29,11 @@ pub struct Scenario {
     /// Directories of the servers' own files (dnsmasq's pid file and
     /// log), removed on drop (after the servers go).
     pub scratch: Vec<ScratchDir>,
+    /// Cgroups of the scene's own, with the socket programs attached to
+    /// them (blind_sock.rs), removed on drop (after the servers go).
+    pub cgroups: Vec<crate::blind_sock::Cgroup>,
+    /// The cgroup the client's own traffic runs in (one of `cgroups`).
+    pub(crate) client_cgroup: Option<std::path::PathBuf>,
     pub(crate) client: usize,
     pub(crate) traffic: Vec<String>,
     /// Traffic sent after the client's, from other namespaces (index in
@@ -49,12 +54,16 @@ impl Scenario {
     pub fn traffic(&self) -> Result<String> {
         let probe = netprobe_bin();
         let mut seen = String::new();
-        for (ns, traffic) in std::iter::once((self.client, &self.traffic))
+        for (i, (ns, traffic)) in std::iter::once((self.client, &self.traffic))
             .chain(self.more_traffic.iter().map(|(n, t)| (*n, t)))
+            .enumerate()
         {
             let mut args: Vec<&str> = vec![probe.to_str().unwrap()];
             args.extend(traffic.iter().map(String::as_str));
-            let out = self.nss[ns].exec_status(&args);
+            let out = match &self.client_cgroup {
+                Some(cg) if i == 0 => crate::blind_sock::exec_in(cg, &self.nss[ns], &args),
+                _ => self.nss[ns].exec_status(&args),
+            };
             seen.push_str(&String::from_utf8_lossy(&out.stdout));
         }
         Ok(seen)
@@ -70,6 +79,7 @@ impl Drop for Scenario {
         // Programs first: detaching them needs their namespaces.
         self.droppers.clear();
         self.servers.clear();
+        self.cgroups.clear();
         self.scratch.clear();
         self.host_sysctls.clear();
     }
@@ -394,6 +404,8 @@ pub(crate) fn simple(
         droppers: vec![],
         host_sysctls: vec![],
         scratch: vec![],
+        cgroups: vec![],
+        client_cgroup: None,
         client: 0,
         traffic,
         more_traffic: vec![],

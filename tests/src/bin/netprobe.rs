@@ -136,6 +136,12 @@ enum Mode {
         /// `+ignore`).
         #[arg(long)]
         ignore_tc: bool,
+        /// Take a reply only from ADDR, as stub resolvers do (glibc's
+        /// res_send, busybox nslookup, dig): one from another source is
+        /// printed (`NAME reply from unexpected source: SRC, expected
+        /// ADDR`) and ignored, and the wait goes on.
+        #[arg(long)]
+        expect_source: bool,
     },
     /// Send COUNT datagrams, each waiting up to the timeout for a reply.
     UdpSend {
@@ -177,7 +183,14 @@ fn main() -> Result<()> {
             names,
             timeout_ms,
             ignore_tc,
-        } => dns_query(addr, &names, Duration::from_millis(timeout_ms), !ignore_tc),
+            expect_source,
+        } => dns_query(
+            addr,
+            &names,
+            Duration::from_millis(timeout_ms),
+            !ignore_tc,
+            expect_source,
+        ),
         Mode::TcpBacklog {
             addr,
             backlog,
@@ -536,7 +549,13 @@ fn dns_serve_tcp(mut c: TcpStream, end: Instant) {
     }
 }
 
-fn dns_query(addr: SocketAddr, names: &[String], timeout: Duration, tcp_retry: bool) -> Result<()> {
+fn dns_query(
+    addr: SocketAddr,
+    names: &[String],
+    timeout: Duration,
+    tcp_retry: bool,
+    expect_source: bool,
+) -> Result<()> {
     use simple_dns::{CLASS, Name, Packet, PacketFlag, QCLASS, QTYPE, Question, TYPE};
     let local: SocketAddr = if addr.is_ipv4() {
         "0.0.0.0:0".parse()?
@@ -559,7 +578,22 @@ fn dns_query(addr: SocketAddr, names: &[String], timeout: Duration, tcp_retry: b
         let query = q.build_bytes_vec()?;
         s.send_to(&query, addr)?;
         let mut truncated = false;
-        let line = match s.recv_from(&mut buf) {
+        let deadline = Instant::now() + timeout;
+        let reply = loop {
+            match s.recv_from(&mut buf) {
+                Ok((_, from)) if expect_source && from != addr => {
+                    println!("{name} reply from unexpected source: {from}, expected {addr}");
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break Err(std::io::ErrorKind::TimedOut.into());
+                    }
+                    s.set_read_timeout(Some(left))?;
+                }
+                r => break r,
+            }
+        };
+        s.set_read_timeout(Some(timeout))?;
+        let line = match reply {
             Ok((n, _)) => match Packet::parse(&buf[..n]) {
                 Ok(r) => {
                     truncated = r.has_flags(PacketFlag::TRUNCATION);
