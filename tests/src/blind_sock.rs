@@ -144,7 +144,7 @@ impl Cgroup {
     }
 
     /// Cilium's socket LB for TCP: connect() to `vip` goes to `backend`.
-    fn connect4(&mut self, vip: SocketAddrV4, backend: SocketAddrV4) -> Result<()> {
+    pub(crate) fn connect4(&mut self, vip: SocketAddrV4, backend: SocketAddrV4) -> Result<()> {
         self.attach(
             BPF_CGROUP_INET4_CONNECT,
             &rewrite(vip, backend),
@@ -154,7 +154,7 @@ impl Cgroup {
 
     /// Cilium's socket LB for unconnected UDP: sendto() `vip` goes to
     /// `backend`.
-    fn sendmsg4(&mut self, vip: SocketAddrV4, backend: SocketAddrV4) -> Result<()> {
+    pub(crate) fn sendmsg4(&mut self, vip: SocketAddrV4, backend: SocketAddrV4) -> Result<()> {
         self.attach(
             BPF_CGROUP_UDP4_SENDMSG,
             &rewrite(vip, backend),
@@ -164,7 +164,7 @@ impl Cgroup {
 
     /// Its reverse translation: a datagram from `backend` is received as
     /// from `vip`.
-    fn recvmsg4(&mut self, vip: SocketAddrV4, backend: SocketAddrV4) -> Result<()> {
+    pub(crate) fn recvmsg4(&mut self, vip: SocketAddrV4, backend: SocketAddrV4) -> Result<()> {
         self.attach(
             BPF_CGROUP_UDP4_RECVMSG,
             &rewrite(backend, vip),
@@ -207,7 +207,7 @@ pub(crate) fn exec_in(cgroup: &Path, ns: &Netns, args: &[&str]) -> std::process:
 /// One node with pods on veths: pod `role` at 10.190.S.2/24 on its eth0,
 /// the node's `lxcS` 10.190.S.1/24, the pod's default route via the node;
 /// forwarding on. Returns the pods' namespaces (in order) and the node's.
-fn node_with_pods(p: &str, pods: &[(&str, u8)]) -> Result<(Vec<Netns>, Netns)> {
+pub(crate) fn node_with_pods(p: &str, pods: &[(&str, u8)]) -> Result<(Vec<Netns>, Netns)> {
     let node = ns(p, "node")?;
     node.sysctl("net.ipv4.ip_forward", "1")?;
     let mut nss = vec![];
@@ -225,13 +225,13 @@ fn node_with_pods(p: &str, pods: &[(&str, u8)]) -> Result<(Vec<Netns>, Netns)> {
     Ok((nss, node))
 }
 
-fn addr(s: &str) -> SocketAddrV4 {
+pub(crate) fn addr(s: &str) -> SocketAddrV4 {
     s.parse().expect("an IPv4 address:port")
 }
 
 /// One DNS question (A kubernetes.io) to `server` from one UDP socket,
 /// waiting 1 s (scaled); `extra` netprobe arguments.
-fn dns_query(server: &str, extra: &[&str]) -> Vec<String> {
+pub(crate) fn dns_query(server: &str, extra: &[&str]) -> Vec<String> {
     let t = crate::scaled_arg(1000);
     let mut v = strings(&["dns-query", server, "kubernetes.io", "--timeout-ms", &t]);
     v.extend(strings(extra));
@@ -241,7 +241,7 @@ fn dns_query(server: &str, extra: &[&str]) -> Vec<String> {
 /// The scene: the client (the pods' first) first, then the node, then
 /// the other pods; the client runs in the first of `cgroups` (the
 /// scene's own).
-fn scene(
+pub(crate) fn scene(
     name: &'static str,
     description: &'static str,
     (pods, node): (Vec<Netns>, Netns),

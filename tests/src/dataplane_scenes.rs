@@ -4,7 +4,8 @@
 //! of the tests' own (bpfdrop.rs) where Cilium and Calico put theirs.
 //! Not in `scenarios::NAMES` (the `--netns` sweep and the kernel matrix
 //! do not trace them); `scenarios::build` falls back to [`build`].
-//! Address ranges 10.191, 10.193-10.195.
+//! Address ranges 10.191, 10.193-10.195, and 10.190.50-51 for the
+//! socket-level redirect of incident 3's fix (blind_sock.rs's pods).
 
 use anyhow::Result;
 
@@ -18,6 +19,7 @@ pub const DATAPLANE: &[&str] = &[
     "dp_tcx_to_pod_drop",
     "dp_xdp_drop",
     "dp_tc_passes_closed_port",
+    "incident3_lrp",
 ];
 
 pub fn build(name: &str) -> Option<Result<Scenario>> {
@@ -26,6 +28,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "dp_tcx_to_pod_drop" => tcx_to_pod_drop(),
         "dp_xdp_drop" => xdp_drop(),
         "dp_tc_passes_closed_port" => tc_passes_closed_port(),
+        "incident3_lrp" => incident3_lrp(),
         _ => return None,
     })
 }
@@ -120,5 +123,33 @@ fn tc_passes_closed_port() -> Result<Scenario> {
         tcp_connect("10.195.2.2:8081"),
     );
     sc.droppers.push(d);
+    Ok(sc)
+}
+
+/// Incident 3's fix as Cilium ships it: a Local Redirect Policy for
+/// node-local DNS. The pod's DNS to the link-local 169.254.25.10:53 is
+/// rewritten in sendto() by a sendmsg4 program to the node-local-dns
+/// pod (10.190.51.2:53), and the answer's source back by a recvmsg4
+/// program, so no tc redirect ever sees a packet for 169.254.25.10: the
+/// resolver, which takes an answer only from the address it asked, gets
+/// it.
+fn incident3_lrp() -> Result<Scenario> {
+    use crate::blind_sock::{Cgroup, addr, dns_query, node_with_pods, scene};
+    let p = crate::netns::unique_prefix();
+    let (pods, node) = node_with_pods(&p, &[("client", 50), ("nodelocaldns", 51)])?;
+    let nld = serve(&pods[1], "dns-serve", "10.190.51.2:53", 15)?;
+    let target = "169.254.25.10:53";
+    let mut cg = Cgroup::new("pod")?;
+    cg.sendmsg4(addr(target), addr("10.190.51.2:53"))?;
+    cg.recvmsg4(addr(target), addr("10.190.51.2:53"))?;
+    let mut sc = scene(
+        "incident3_lrp",
+        "incident 3 fixed: a Local Redirect Policy's sendmsg4/recvmsg4 programs send the pod's DNS for 169.254.25.10:53 to the node-local-dns pod, which answers",
+        (pods, node),
+        target,
+        dns_query(target, &["--expect-source"]),
+        vec![cg],
+    );
+    sc.servers.push(nld);
     Ok(sc)
 }

@@ -348,3 +348,81 @@ fn a_sysctl_that_drops_is_named() {
         "{dump}"
     );
 }
+
+/// Socket-level load balancing (tests/src/blind_sock.rs, written blind
+/// before the socket hooks): a connect() or sendto() to a ClusterIP that
+/// a cgroup program rewrites before any packet exists is followed under
+/// the backend's tuple to its end, and the rewrite names the call, the
+/// program and the cgroup: a backend that refuses (cilium PR #45593), a
+/// Local Redirect Policy to a node-local DNS not listening yet
+/// (cilium#43080), answers whose source no recvmsg program turns back
+/// (cilium PR #7925). The trap, a host-only socket LB while kube-proxy's
+/// DNAT meets a closed targetPort, is netfilter's, not the program's.
+#[test]
+fn socket_rewrites_are_followed_and_named() {
+    for (scene, dport, reason, call, prog) in [
+        (
+            "blind_sock_backend_refused",
+            80,
+            "NO_SOCKET",
+            "connect() to 10.205.96.20:80",
+            "cil_sock4_conne (id ",
+        ),
+        (
+            "blind_sock_lrp_dns_not_listening",
+            53,
+            "NO_SOCKET",
+            "sendto() to 10.205.96.10:53",
+            "cil_sock4_sendm (id ",
+        ),
+        (
+            "blind_sock_udp_no_recvmsg",
+            53,
+            "local_socket",
+            "sendto() to 10.205.96.10:53",
+            "cil_sock4_sendm (id ",
+        ),
+    ] {
+        let Some((f, dump)) = judged(scene, dport) else {
+            return;
+        };
+        assert_eq!(f["nat_by"], "socket", "{scene}: {dump}");
+        assert_eq!(f["hops"][0]["hook"], "sock_addr", "{scene}: {dump}");
+        assert_eq!(
+            tracer_tests::verdict_said(&f, "reason"),
+            reason,
+            "{scene}: {dump}"
+        );
+        let rewrite = f["verdict"]["evidence"]
+            .as_array()
+            .and_then(|e| e.iter().find(|e| e["kind"] == "socket_rewrite"))
+            .unwrap_or_else(|| panic!("{scene}: no socket_rewrite: {dump}"));
+        let text = rewrite["text"].as_str().unwrap_or("");
+        assert!(
+            text.contains(call) && text.contains(prog) && text.contains("/tracer-test-"),
+            "{scene}: {dump}"
+        );
+        let kept = scene == "blind_sock_udp_no_recvmsg";
+        assert_eq!(
+            text.contains("no recvmsg4 program is attached there"),
+            kept,
+            "{scene}: {dump}"
+        );
+        assert!(
+            tracer_tests::verdict_said(&f, "hint").contains(if kept {
+                "no recvmsg program"
+            } else {
+                "sent the call to this backend"
+            }),
+            "{scene}: {dump}"
+        );
+    }
+    let Some((f, dump)) = judged("blind_sock_hostns_only_target_port", 80) else {
+        return;
+    };
+    assert_eq!(f["nat_by"], "netfilter", "{dump}");
+    assert!(
+        !tracer_tests::evidence_kinds(&f).contains(&"socket_rewrite"),
+        "{dump}"
+    );
+}

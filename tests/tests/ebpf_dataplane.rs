@@ -1,9 +1,10 @@
 //! An eBPF dataplane's programs, as Cilium and Calico install them, built
 //! by the tests (tests/src/sockprog.rs): a cgroup connect4 program that
 //! rewrites a Service address to its backend before any packet exists, and
-//! an XDP program on a device. `tracer follow` of the Service address then
-//! sees no packet: the run must say what the node knows instead of `0
-//! flows` alone.
+//! an XDP program on a device. `tracer follow` of the Service address
+//! follows the connection from the rewritten connect(); a Service address
+//! nothing was sent to gets what the node knows instead of `0 flows`
+//! alone.
 #![allow(
     clippy::print_stdout,
     clippy::print_stderr,
@@ -104,16 +105,16 @@ fn names(list: &Value) -> Vec<(&str, &str)> {
 }
 
 /// A ClusterIP that only a socket program translates: the connection
-/// works, no packet ever carries the ClusterIP, and the report names the
-/// program that rewrote it, the XDP program on the way and the traced
-/// namespaces.
+/// works and no packet ever carries the ClusterIP, yet the flow to it is
+/// followed from the connect() (a `sock_addr` hop, `nat_by: socket`)
+/// under the backend's tuple to its delivery, and the rewrite names the
+/// call, the program and its cgroup, as kube-proxy's DNAT would be named.
 #[test]
-fn socket_lb_rewrite_is_named_when_nothing_is_seen() {
-    if !require_privileges("socket_lb_rewrite_is_named_when_nothing_is_seen") {
+fn socket_lb_rewrite_is_followed_to_the_backend() {
+    if !require_privileges("socket_lb_rewrite_is_followed_to_the_backend") {
         return;
     }
     let Scene { lb, _srv, s, c } = scene();
-    let _xdp = Xdp::install(&s, "s0", "test_xdp_pass").expect("xdp program");
     let run = TracerRun::start("10.236.9.9:80", &["--netns", &c.name, "--netns", &s.name])
         .expect("start tracer");
     let seen = connect(&lb, &c);
@@ -124,6 +125,51 @@ fn socket_lb_rewrite_is_named_when_nothing_is_seen() {
         "the rewritten connection failed: {client} {}",
         String::from_utf8_lossy(&seen.stderr)
     );
+    let f = out.flow_to(80);
+    assert_eq!(f["original"]["dst"], "10.236.9.9", "{}", out.dump());
+    assert_eq!(f["translated"]["dst"], "10.236.0.2", "{}", out.dump());
+    assert_eq!(f["translated"]["dport"], 8080, "{}", out.dump());
+    assert_eq!(f["nat_by"], "socket", "{}", out.dump());
+    assert_eq!(f["hops"][0]["hook"], "sock_addr", "{}", out.dump());
+    assert_eq!(f["hops"][0]["netns"], c.name.as_str(), "{}", out.dump());
+    assert_eq!(f["verdict"]["kind"], "delivered", "{}", out.dump());
+    let rewrite = f["verdict"]["evidence"]
+        .as_array()
+        .and_then(|e| e.iter().find(|e| e["kind"] == "socket_rewrite"))
+        .unwrap_or_else(|| panic!("no socket_rewrite: {}", out.dump()));
+    assert_eq!(rewrite["call"], "connect", "{}", out.dump());
+    assert!(
+        names(&rewrite["programs"]).contains(&("test_sock4_conn", "connect4")),
+        "{}",
+        out.dump()
+    );
+    let cg = lb
+        .cgroup
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        rewrite["cgroup"].as_str().is_some_and(|a| a.ends_with(&cg)),
+        "{}",
+        out.dump()
+    );
+}
+
+/// A Service address nothing sent to while socket and XDP programs are
+/// attached: the report names the programs that could hide it, the XDP
+/// program on the way and the traced namespaces, instead of `0 flows`.
+#[test]
+fn nothing_seen_names_the_programs_that_could_hide_it() {
+    if !require_privileges("nothing_seen_names_the_programs_that_could_hide_it") {
+        return;
+    }
+    let Scene { lb, _srv, s, c } = scene();
+    let _xdp = Xdp::install(&s, "s0", "test_xdp_pass").expect("xdp program");
+    let run = TracerRun::start("10.236.9.10:80", &["--netns", &c.name, "--netns", &s.name])
+        .expect("start tracer");
+    connect(&lb, &c);
+    let out = run.stop().expect("stop");
     let summary = out.summary().expect("summary");
     assert_eq!(summary["flows"], 0, "{}", out.dump());
     let n = &summary["nothing_seen"];
@@ -171,12 +217,12 @@ fn nothing_seen_text_names_the_program_and_hints_at_the_backend() {
         return;
     }
     let Scene { lb, _srv, s: _s, c } = scene();
-    let mut run =
-        TracerRun::start_fmt("10.236.9.9:80", "text", &["--netns", &c.name]).expect("start tracer");
+    let mut run = TracerRun::start_fmt("10.236.9.10:80", "text", &["--netns", &c.name])
+        .expect("start tracer");
     connect(&lb, &c);
     let text = run.stop_raw().expect("stop");
     assert!(
-        text.contains("nothing seen: no packet to 10.236.9.9:80 passed a traced hook"),
+        text.contains("nothing seen: no packet to 10.236.9.10:80 passed a traced hook"),
         "{text}"
     );
     assert!(
@@ -288,4 +334,32 @@ fn a_passing_program_is_not_blamed() {
             || tracer_tests::verdict_said(&f, "kind") == "refused",
         "{dump}"
     );
+}
+
+/// Incident 3's fix, Cilium's Local Redirect Policy for node-local DNS
+/// (tests/src/dataplane_scenes.rs): the pod's DNS to 169.254.25.10:53 is
+/// rewritten in sendto() to the node-local-dns pod, which answers; the
+/// flow to the link-local address is followed there and delivered, with
+/// the rewrite and both programs' hook named, and no missing-recvmsg
+/// fact (the recvmsg4 program restores the answer's source).
+#[test]
+fn incident3_fix_behind_a_socket_redirect_is_followed() {
+    let Some((f, dump)) = tracer_tests::trace_scenario("incident3_lrp", 53) else {
+        return;
+    };
+    assert_eq!(f["original"]["dst"], "169.254.25.10", "{dump}");
+    assert_eq!(f["translated"]["dst"], "10.190.51.2", "{dump}");
+    assert_eq!(f["nat_by"], "socket", "{dump}");
+    assert_eq!(f["verdict"]["kind"], "delivered", "{dump}");
+    let rewrite = f["verdict"]["evidence"]
+        .as_array()
+        .and_then(|e| e.iter().find(|e| e["kind"] == "socket_rewrite"))
+        .unwrap_or_else(|| panic!("no socket_rewrite: {dump}"));
+    assert_eq!(rewrite["call"], "sendto", "{dump}");
+    assert!(
+        names(&rewrite["programs"]).contains(&("cil_sock4_sendm", "sendmsg4")),
+        "{dump}"
+    );
+    assert!(rewrite.get("reply_source_kept").is_none(), "{dump}");
+    assert!(f["replies"].as_u64().unwrap_or(0) > 0, "{dump}");
 }

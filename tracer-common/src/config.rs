@@ -150,6 +150,14 @@ pub struct KernelOffsets {
     /// struct sk_buff: tail (an offset from head on 64-bit kernels,
     /// NET_SKBUFF_DATA_USES_OFFSET): the end of the linear data.
     pub skb_tail: u32,
+    // A socket call's fd to its sock: task_struct.files, files_struct.fdt,
+    // fdtable.fd, file.private_data (a struct socket for a socket's file),
+    // socket.sk.
+    pub task_files: u32,
+    pub files_fdt: u32,
+    pub fdt_fd: u32,
+    pub file_private_data: u32,
+    pub socket_sk: u32,
 }
 
 impl KernelOffsets {
@@ -227,6 +235,11 @@ impl KernelOffsets {
             xt_table_name: OFFSET_NONE,
             has_func_ip: 0,
             skb_tail: OFFSET_NONE,
+            task_files: OFFSET_NONE,
+            files_fdt: OFFSET_NONE,
+            fdt_fd: OFFSET_NONE,
+            file_private_data: OFFSET_NONE,
+            socket_sk: OFFSET_NONE,
         }
     }
 }
@@ -320,13 +333,14 @@ mod tests {
 
     #[test]
     fn offsets_layout() {
-        // 72 u32 fields, no implicit padding.
-        assert_eq!(size_of::<KernelOffsets>(), 72 * 4);
+        // 77 u32 fields, no implicit padding.
+        assert_eq!(size_of::<KernelOffsets>(), 77 * 4);
         assert_eq!(offset_of!(KernelOffsets, skb_len), 0);
         assert_eq!(offset_of!(KernelOffsets, tp_consume_has_location), 62 * 4);
         assert_eq!(offset_of!(KernelOffsets, xt_table_name), 69 * 4);
         assert_eq!(offset_of!(KernelOffsets, has_func_ip), 70 * 4);
         assert_eq!(offset_of!(KernelOffsets, skb_tail), 71 * 4);
+        assert_eq!(offset_of!(KernelOffsets, socket_sk), 76 * 4);
         assert_eq!(KernelOffsets::none().skb_head, OFFSET_NONE);
     }
 

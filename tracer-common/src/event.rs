@@ -13,6 +13,9 @@ pub mod kind {
     pub const FUNC: u8 = 5;
     /// A [`BytesHeader`] and the packet's first bytes.
     pub const BYTES: u8 = 6;
+    /// A [`SockAddrEvent`]: a socket's destination rewritten before any
+    /// packet existed.
+    pub const SOCK_ADDR: u8 = 7;
 }
 
 /// Where an event was observed. Stable numbers: they appear in the ABI.
@@ -64,10 +67,14 @@ pub enum Hook {
     SockQueue = 16,
     /// A kernel function (fentry/fexit or kprobe/kretprobe): see [`func`].
     Func = 17,
+    /// A socket call's destination rewritten by a cgroup sock_addr program
+    /// (syscall tracepoints, claimed at the socket's first packet): see
+    /// [`SockAddrEvent`].
+    SockAddr = 18,
 }
 
 impl Hook {
-    pub const ALL: [Hook; 17] = [
+    pub const ALL: [Hook; 18] = [
         Hook::TcIngress,
         Hook::TcEgress,
         Hook::NetifReceive,
@@ -85,6 +92,7 @@ impl Hook {
         Hook::NeighCreate,
         Hook::SockQueue,
         Hook::Func,
+        Hook::SockAddr,
     ];
 
     pub fn from_u8(v: u8) -> Option<Hook> {
@@ -268,6 +276,48 @@ pub struct NeighEvent {
     pub err: i32,
 }
 
+/// The socket calls whose destination [`SockAddrEvent::call`] names.
+pub mod sockcall {
+    /// connect(2): a cgroup connect4/connect6 program may rewrite it
+    /// (__cgroup_bpf_run_filter_sock_addr() from inet_stream_connect's
+    /// pre_connect, or ip4_datagram_connect's).
+    pub const CONNECT: u8 = 1;
+    /// sendto(2) with an address: sendmsg4/sendmsg6 (udp_sendmsg()).
+    pub const SENDTO: u8 = 2;
+    /// sendmsg(2) with msg_name: sendmsg4/sendmsg6.
+    pub const SENDMSG: u8 = 3;
+}
+
+/// A socket asked for `asked` (connect, sendto or sendmsg to the target)
+/// and its first packet left with another destination, without a
+/// conntrack entry holding the asked one: a cgroup sock_addr program
+/// (Cilium's and Calico's socket load balancing) rewrote it in the call.
+/// Sent where that packet is first transmitted (net_dev_start_xmit);
+/// `pkt` is that packet. The program has learnt its tuple (both
+/// directions) so the rest of the flow is followed.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SockAddrEvent {
+    pub hdr: EventHeader,
+    /// bpf_get_current_cgroup_id() of the calling task (cgroup v2).
+    pub cgroup_id: u64,
+    /// The first packet as it left.
+    pub pkt: PacketInfo,
+    /// The destination passed to the call (network order; IPv4 in the
+    /// first four bytes).
+    pub asked: [u8; 16],
+    /// Its port, host order.
+    pub asked_port: u16,
+    /// 4 or 6.
+    pub asked_family: u8,
+    /// One of [`sockcall`].
+    pub call: u8,
+    /// The calling process (tgid).
+    pub tgid: u32,
+    /// The calling task's comm.
+    pub comm: [u8; 16],
+}
+
 /// The most packet bytes a [`kind::BYTES`] record carries: a full
 /// 1500-byte MTU packet, and room for IPv6 extension headers.
 pub const SNAP_MAX: usize = 1600;
@@ -359,8 +409,9 @@ pub struct FuncEvent {
 mod pod {
     use super::{
         BytesHeader, CtTuple, EventHeader, FibEvent, FuncEvent, NeighEvent, PacketEvent,
-        PacketInfo, SockEvent,
+        PacketInfo, SockAddrEvent, SockEvent,
     };
+    unsafe impl aya::Pod for SockAddrEvent {}
     unsafe impl aya::Pod for BytesHeader {}
     unsafe impl aya::Pod for EventHeader {}
     unsafe impl aya::Pod for PacketInfo {}
@@ -417,6 +468,11 @@ mod tests {
         assert_eq!(offset_of!(FuncEvent, table), 128);
         assert_eq!(offset_of!(FuncEvent, chain), 160);
         assert_eq!(offset_of!(NeighEvent, err), 76);
+        assert_eq!(size_of::<SockAddrEvent>(), 48 + 8 + 48 + 16 + 8 + 16);
+        assert_eq!(offset_of!(SockAddrEvent, pkt), 56);
+        assert_eq!(offset_of!(SockAddrEvent, asked_port), 120);
+        assert_eq!(offset_of!(SockAddrEvent, tgid), 124);
+        assert_eq!(offset_of!(SockAddrEvent, comm), 128);
     }
 
     #[test]

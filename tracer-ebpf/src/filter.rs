@@ -112,7 +112,7 @@ fn learnt(p: &PacketInfo) -> u8 {
 /// An address copied as eight u16: CtTuple and PacketInfo, which hold the
 /// addresses this copies, are at least 2-aligned (a u16 field each).
 #[inline(always)]
-fn copy_addr(dst: &mut [u8; 16], src: &[u8; 16]) {
+pub(crate) fn copy_addr(dst: &mut [u8; 16], src: &[u8; 16]) {
     // SAFETY: 16 bytes each, 2-aligned (see above).
     unsafe {
         crate::zero::copy_in_place(

@@ -22,6 +22,7 @@ mod func;
 mod kprobe;
 mod kread;
 mod maps;
+mod sockaddr;
 mod tc;
 mod tracepoint;
 mod zero;

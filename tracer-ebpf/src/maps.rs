@@ -202,3 +202,33 @@ pub struct BytesRecord {
 
 #[map]
 pub static BYTES: PerCpuArray<BytesRecord> = PerCpuArray::with_max_entries(AGG_HOT_SLOTS, 0);
+
+/// A socket call to the target, parked under its struct sock until the
+/// socket's first packet tells whether a cgroup program rewrote it
+/// (sockaddr.rs). Field order keeps `comm` and `asked` 8-aligned.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Parked {
+    /// bpf_jiffies64() of the call.
+    pub at: u64,
+    pub cgroup_id: u64,
+    pub comm: [u8; 16],
+    /// Network order, as the u32 words of a PacketInfo address.
+    pub asked: [u32; 4],
+    pub tgid: u32,
+    /// Host order.
+    pub port: u16,
+    pub family: u8,
+    /// tracer_common::sockcall.
+    pub call: u8,
+}
+
+/// struct sock address -> the call parked on it. LRU: calls whose socket
+/// never sends (a UDP connect() to pick a source address) age out.
+#[map]
+pub static PARKED: LruHashMap<u64, Parked> = LruHashMap::with_max_entries(4096, 0);
+
+/// Slot 0: bpf_jiffies64() of the last park (0: never); sockaddr.rs
+/// parked_lately().
+#[map]
+pub static PARKED_AT: Array<u64> = Array::with_max_entries(1, 0);

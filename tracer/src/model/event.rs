@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tracer_common::{
     BytesHeader, CtTuple, EventHeader, FibEvent, FuncEvent, Hook, NeighEvent, PacketEvent,
-    PacketInfo, SockEvent, kind,
+    PacketInfo, SockAddrEvent, SockEvent, kind,
 };
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -31,6 +31,7 @@ pub enum Event {
     Sock(SockEvent),
     Neigh(NeighEvent),
     Func(FuncEvent),
+    SockAddr(SockAddrEvent),
 }
 
 impl Event {
@@ -41,6 +42,7 @@ impl Event {
             Event::Sock(e) => &e.hdr,
             Event::Neigh(e) => &e.hdr,
             Event::Func(e) => &e.hdr,
+            Event::SockAddr(e) => &e.hdr,
         }
     }
 
@@ -78,6 +80,7 @@ pub fn decode(buf: &[u8]) -> Result<Event, DecodeError> {
         kind::SOCK => Event::Sock(read(buf, k)?),
         kind::NEIGH => Event::Neigh(read(buf, k)?),
         kind::FUNC => Event::Func(read(buf, k)?),
+        kind::SOCK_ADDR => Event::SockAddr(read(buf, k)?),
         other => return Err(DecodeError::UnknownKind(other)),
     })
 }

@@ -21,6 +21,9 @@ pub enum NatBy {
     Ipvs,
     /// Rewritten with no conntrack entry: a tc/XDP program.
     Bpf,
+    /// Rewritten in the socket call, before any packet existed: a cgroup
+    /// sock_addr program (socket-level load balancing).
+    Socket,
 }
 
 impl NatBy {

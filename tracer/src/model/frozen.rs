@@ -27,7 +27,7 @@ use crate::{
     model::flow::{Flow, NatBy},
     model::hop::{
         DropData, FibData, FuncBackend, FuncData, Hop, HopData, NeighData, NeighEvent, Nud,
-        ReasonFrom, SockData, TcpState,
+        ReasonFrom, SockAddrData, SockCall, SockData, TcpState,
     },
     model::intern::Name,
 };
@@ -201,6 +201,7 @@ impl Codec {
             Some(NatBy::Netfilter) => 1,
             Some(NatBy::Ipvs) => 2,
             Some(NatBy::Bpf) => 3,
+            Some(NatBy::Socket) => 4,
         });
         for v in [f.hops_truncated, f.packets, f.replies, f.counted] {
             put(&mut w, v as u64);
@@ -387,6 +388,15 @@ impl Codec {
                 }
                 put_str(w, &f.detail);
             }
+            HopData::SockAddr(a) => {
+                w.push(11);
+                w.push(a.call as u8);
+                put_ip(w, &a.asked);
+                put(w, u64::from(a.asked_port));
+                put(w, u64::from(a.pid));
+                put_str(w, &a.comm);
+                put(w, a.cgroup_id);
+            }
             HopData::Neigh(n) => {
                 w.push(10);
                 put_ip(w, &n.addr);
@@ -420,6 +430,7 @@ impl Codec {
             1 => Some(NatBy::Netfilter),
             2 => Some(NatBy::Ipvs),
             3 => Some(NatBy::Bpf),
+            4 => Some(NatBy::Socket),
             _ => None,
         };
         let hops_truncated = r.get() as u32;
@@ -627,6 +638,21 @@ impl Codec {
                     table,
                     chain,
                     detail: r.string(),
+                }))
+            }
+            11 => {
+                let call = SockCall::from_repr(r.byte()).unwrap_or(SockCall::Connect);
+                let asked = r.ip();
+                let asked_port = r.get() as u16;
+                let pid = r.get() as u32;
+                let comm = r.string();
+                HopData::SockAddr(Box::new(SockAddrData {
+                    call,
+                    asked,
+                    asked_port,
+                    pid,
+                    comm,
+                    cgroup_id: r.get(),
                 }))
             }
             _ => {

@@ -338,6 +338,10 @@ pub enum HopData {
     /// A kernel function seen by a function hook (fentry or kprobe).
     Func(Box<FuncData>),
     Neigh(Box<NeighData>),
+    /// The socket call that asked for the target, whose destination a
+    /// cgroup sock_addr program rewrote before any packet existed; the
+    /// hop's tuple is the packet as it left.
+    SockAddr(Box<SockAddrData>),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -426,6 +430,49 @@ pub struct NeighData {
     pub lladdr: Option<String>,
     pub err: i32,
     pub event: NeighEvent,
+}
+
+/// The socket call a [`SockAddrData`] saw (tracer_common::sockcall).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+    strum::FromRepr,
+    strum::IntoStaticStr,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[repr(u8)]
+pub enum SockCall {
+    Connect = 1,
+    Sendto = 2,
+    Sendmsg = 3,
+}
+
+impl std::fmt::Display for SockCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.into())
+    }
+}
+
+/// A socket call to the target and what its first packet carried instead.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SockAddrData {
+    pub call: SockCall,
+    /// The destination the application asked for.
+    pub asked: IpAddr,
+    pub asked_port: u16,
+    /// The calling process and its name.
+    pub pid: u32,
+    pub comm: String,
+    /// The calling task's cgroup (v2 id: the inode of its directory),
+    /// whose programs (and its ancestors') made the rewrite.
+    pub cgroup_id: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -545,6 +592,13 @@ impl Hop {
             HopData::SockRecv => "read by a local socket (recvmsg)".into(),
             HopData::SockQueue => "queued to a local socket (sk_data_ready)".into(),
             HopData::Func(f) => format!("{} [{}]", f.detail, f.backend),
+            HopData::SockAddr(a) => {
+                let asked = std::net::SocketAddr::new(a.asked, a.asked_port);
+                format!(
+                    "{}() to {asked} by {} (pid {}) left for {}:{}: rewritten in the socket call (cgroup program)",
+                    a.call, a.comm, a.pid, self.tuple.dst, self.tuple.dport
+                )
+            }
             HopData::Neigh(n) => {
                 let NeighData {
                     addr,

@@ -10,15 +10,15 @@ use std::{borrow::Cow, collections::VecDeque, sync::Arc};
 
 use foldhash::HashMap;
 
-use tracer_common::{Hook, PacketEvent};
+use tracer_common::{Hook, PacketEvent, SockAddrEvent};
 
 use crate::{
     model::event::{Event, Tuple, ip_from},
     model::flow::{Flow, NatBy},
     model::frozen::{self, Codec},
     model::hop::{
-        Dir, DropData, FibData, Hop, HopData, NeighData, NeighEvent, Nud, ReasonFrom, SockData,
-        TcpState, icmp_desc,
+        Dir, DropData, FibData, Hop, HopData, NeighData, NeighEvent, Nud, ReasonFrom, SockAddrData,
+        SockCall, SockData, TcpState, icmp_desc,
     },
     model::inferred::{self, Inferred},
     model::names::{Names, func_of},
@@ -662,6 +662,7 @@ impl FlowTable {
                 self.get_mut(id)?.push(hop);
                 Some(id)
             }
+            Event::SockAddr(a) => Some(self.ingest_sock_addr(a, names)),
             Event::Neigh(n) => {
                 let addr = ip_from(n.family, &n.addr);
                 let lladdr = (n.has_lladdr != 0 || n.lladdr[..6].iter().any(|b| *b != 0))
@@ -986,6 +987,49 @@ impl FlowTable {
         }
         self.note_dnat(dnat);
         Some(id)
+    }
+
+    /// A socket call's destination a cgroup program rewrote: the flow is
+    /// the tuple the application asked for, translated to the packet's;
+    /// that packet and its replies come to it by the alias.
+    fn ingest_sock_addr(&mut self, a: &SockAddrEvent, names: &mut Names) -> u64 {
+        let seen = Tuple::from_pkt(&a.pkt);
+        let key = Tuple {
+            dst: ip_from(a.asked_family, &a.asked),
+            dport: a.asked_port,
+            ..seen
+        };
+        let id = match self.lookup(&key) {
+            Some(id) => id,
+            None => self.create(key, a.hdr.ts_ns, a.hdr.netns),
+        };
+        self.alias.insert(seen, id);
+        let hop = Hop {
+            ts_ns: a.hdr.ts_ns,
+            hook: Hook::SockAddr,
+            netns: names.netns.name(a.hdr.netns),
+            netns_inode: a.hdr.netns,
+            dev: names.dev(&a.hdr.ifname),
+            ifindex: a.hdr.ifindex,
+            dir: Dir::Request,
+            tuple: Arc::new(seen),
+            skb: a.hdr.skb,
+            data: HopData::SockAddr(Box::new(SockAddrData {
+                call: SockCall::from_repr(a.call).unwrap_or(SockCall::Connect),
+                asked: key.dst,
+                asked_port: key.dport,
+                pid: a.tgid,
+                comm: crate::model::event::cname(&a.comm),
+                cgroup_id: a.cgroup_id,
+            })),
+        };
+        if let Some(f) = self.get_mut(id) {
+            f.translated = Some(seen);
+            f.nat_by = Some(NatBy::Socket);
+            f.push(hop);
+        }
+        self.note_dnat(Some(seen));
+        id
     }
 
     /// Keep a translation to a new destination for the taking.

@@ -98,6 +98,74 @@ pub fn cgroup_programs(root: &Path) -> (Vec<AttachedProgram>, bool) {
     (out, false)
 }
 
+/// A cgroup (its path below the cgroup2 mount) and the socket-address
+/// programs (connect, sendmsg, recvmsg hooks) attached to it or to a
+/// cgroup above it: those a socket call of a task in it runs through
+/// (BPF_F_ALLOW_MULTI programs of every ancestor take part; a program
+/// attached without it below overrides the ones above).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CgroupPrograms {
+    pub path: String,
+    pub programs: Vec<AttachedProgram>,
+}
+
+/// The [`CgroupPrograms`] of the cgroup whose id (the kernfs inode of its
+/// directory, what bpf_get_current_cgroup_id() returns) is `id`; None
+/// when no such cgroup is below the cgroup2 mount now (the task's cgroup
+/// was removed, or the walk stopped at [`MAX_CGROUPS`]).
+pub fn cgroup_sock_programs(id: u64) -> Option<CgroupPrograms> {
+    use std::os::unix::fs::MetadataExt;
+    let root = cgroup2_root()?;
+    let mut dirs = vec![root.clone()];
+    let mut seen = 0;
+    let found = loop {
+        let dir = dirs.pop()?;
+        seen += 1;
+        if seen > MAX_CGROUPS {
+            return None;
+        }
+        if std::fs::metadata(&dir).is_ok_and(|m| m.ino() == id) {
+            break dir;
+        }
+        if let Ok(rd) = std::fs::read_dir(&dir) {
+            dirs.extend(
+                rd.flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path()),
+            );
+        }
+    };
+    let rel = |d: &Path| format!("/{}", d.strip_prefix(&root).unwrap_or(d).display());
+    let mut programs = Vec::new();
+    for dir in found.ancestors().take_while(|d| d.starts_with(&root)) {
+        let Ok(fd) = std::fs::File::open(dir) else {
+            continue;
+        };
+        for (attach, hook) in CGROUP_HOOKS.iter().filter(|(a, _)| is_sock_addr_attach(*a)) {
+            for pid in prog_query(fd.as_raw_fd(), *attach) {
+                let name = prog_name(pid).unwrap_or_default();
+                if !name.starts_with("tracer_") {
+                    programs.push(AttachedProgram {
+                        id: pid,
+                        name,
+                        hook: (*hook).to_string(),
+                        at: rel(dir),
+                    });
+                }
+            }
+        }
+    }
+    Some(CgroupPrograms {
+        path: rel(&found),
+        programs,
+    })
+}
+
+/// connect4/6, sendmsg4/6, recvmsg4/6 (enum bpf_attach_type).
+fn is_sock_addr_attach(attach: u32) -> bool {
+    matches!(attach, 10 | 11 | 14 | 15 | 19 | 20)
+}
+
 /// BPF_PROG_QUERY (bpf(2) command 16) of `target_fd` for `attach_type`:
 /// the ids of the programs attached there. `union bpf_attr`'s query
 /// member: target_fd, attach_type, query_flags, attach_flags, prog_ids

@@ -30,7 +30,7 @@ use crate::{
     node::sockets::{Bound, ListenStats, bound_in, listen_stats_in},
     node::vip::VipWatch,
     run::pipeline::PreparedEnv,
-    verdict::{AttachedProgram, Env, Evidence, IfAddr, Inventory},
+    verdict::{AttachedProgram, CgroupPrograms, Env, Evidence, IfAddr, Inventory},
 };
 
 struct NetnsFacts {
@@ -61,20 +61,6 @@ struct NetnsFacts {
     services: Option<(Instant, Vec<ServiceAddr>)>,
 }
 
-/// The facts of a namespace a stale refresh carries over (each has its
-/// own trigger to be read again).
-#[derive(Default)]
-struct Kept {
-    nf: Option<(Instant, Vec<(NfRule, u64)>)>,
-    traced: Vec<NfTraced>,
-    services: Option<(Instant, Vec<ServiceAddr>)>,
-    links: Option<Vec<LinkConf>>,
-    bound: Vec<Bound>,
-    conntrack: Option<ConntrackTable>,
-    listen: Option<ListenStats>,
-    routing: Option<Routing>,
-}
-
 /// How often netfilter counters of a namespace are read again while
 /// tracing (the final report always reads them afresh).
 const NF_REFRESH: Duration = Duration::from_secs(2);
@@ -92,6 +78,8 @@ pub struct LiveEnv {
     /// BPF programs of others on devices where packets were dropped at a
     /// tc or XDP hook.
     dev_programs: RefCell<HashMap<(u32, String), Vec<AttachedProgram>>>,
+    /// Cgroups of socket calls a program rewrote, with their programs.
+    cgroups: RefCell<HashMap<u64, Option<CgroupPrograms>>>,
     /// Netfilter counters when tracing started, per namespace inode.
     nf_baseline: HashMap<u32, Vec<NfRule>>,
     /// nf_tables tracing, where it was set up (its tables go with it).
@@ -110,6 +98,7 @@ impl LiveEnv {
             paths: HashMap::new(),
             tc: RefCell::default(),
             dev_programs: RefCell::default(),
+            cgroups: RefCell::default(),
             nf_baseline,
             nftrace,
         }
@@ -153,11 +142,55 @@ impl LiveEnv {
         v
     }
 
+    /// Read a namespace's addresses and IPVS table again, and its
+    /// Services when due. What was read on demand (links, sockets,
+    /// netfilter, conntrack, routing) stays until read again: a tick of
+    /// another flow must not empty what a verdict, and the recording's
+    /// facts, already used (CI run 9: incident 1's replay check).
+    fn refresh(&mut self, ino: u32, path: Option<&std::path::Path>) {
+        let (addrs, ipvs) = match path {
+            Some(p) => (
+                addresses_in(p).unwrap_or_default(),
+                crate::node::ipvs::table_in(p),
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
+        let gotos = self
+            .nftrace
+            .as_ref()
+            .map(|t| t.gotos(ino))
+            .unwrap_or_default();
+        let f = self.cache.entry(ino).or_insert_with(|| NetnsFacts {
+            at: Instant::now(),
+            addrs: Vec::new(),
+            ipvs: Vec::new(),
+            nf: None,
+            links: None,
+            bound: Vec::new(),
+            traced: Vec::new(),
+            gotos: Vec::new(),
+            conntrack: None,
+            listen: None,
+            routing: None,
+            services: None,
+        });
+        f.at = Instant::now();
+        f.addrs = addrs;
+        f.ipvs = ipvs;
+        f.gotos = gotos;
+        f.services = match (f.services.take(), path) {
+            (Some((at, s)), _) if at.elapsed() < SERVICES_REFRESH => Some((at, s)),
+            (_, Some(p)) => Some((Instant::now(), services_in(p))),
+            (_, None) => None,
+        };
+    }
+
     /// Force a re-read (for the final report).
     pub fn expire(&mut self) {
         self.cache.clear();
         self.tc.borrow_mut().clear();
         self.dev_programs.borrow_mut().clear();
+        self.cgroups.borrow_mut().clear();
     }
 
     /// What was read since the last [`LiveEnv::expire`], as a fixed
@@ -190,6 +223,12 @@ impl LiveEnv {
                 .iter()
                 .filter(|(_, v)| !v.is_empty())
                 .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            cgroups: self
+                .cgroups
+                .borrow()
+                .iter()
+                .filter_map(|(k, v)| Some((*k, v.clone()?)))
                 .collect(),
             // Rebuilt from the owner watch (ReplayEnv), not kept.
             facts: Default::default(),
@@ -341,63 +380,7 @@ impl PreparedEnv for LiveEnv {
                 self.paths.insert(ino, p.clone());
             }
             if stale {
-                let (addrs, ipvs) = match &path {
-                    Some(p) => (
-                        addresses_in(p).unwrap_or_default(),
-                        crate::node::ipvs::table_in(p),
-                    ),
-                    None => (Vec::new(), Vec::new()),
-                };
-                // What was read on demand stays until read again: a tick
-                // of another flow must not empty the sockets or links a
-                // verdict (and the recording's facts) already used.
-                let old = self.cache.remove(&ino);
-                let kept = old.map(|f| Kept {
-                    nf: f.nf,
-                    traced: f.traced,
-                    services: f.services,
-                    links: f.links,
-                    bound: f.bound,
-                    conntrack: f.conntrack,
-                    listen: f.listen,
-                    routing: f.routing,
-                });
-                let Kept {
-                    nf,
-                    traced,
-                    services,
-                    links,
-                    bound,
-                    conntrack,
-                    listen,
-                    routing,
-                } = kept.unwrap_or_default();
-                let services = match (services, &path) {
-                    (Some((at, s)), _) if at.elapsed() < SERVICES_REFRESH => Some((at, s)),
-                    (_, Some(p)) => Some((Instant::now(), services_in(p))),
-                    (_, None) => None,
-                };
-                self.cache.insert(
-                    ino,
-                    NetnsFacts {
-                        at: Instant::now(),
-                        addrs,
-                        ipvs,
-                        nf,
-                        links,
-                        bound,
-                        traced,
-                        gotos: self
-                            .nftrace
-                            .as_ref()
-                            .map(|t| t.gotos(ino))
-                            .unwrap_or_default(),
-                        conntrack,
-                        listen,
-                        routing,
-                        services,
-                    },
-                );
+                self.refresh(ino, path.as_deref());
             }
             if links_due
                 && let Some(p) = &path
@@ -502,6 +485,15 @@ impl Env for LiveEnv {
 
     fn dst_facts(&self, dst: IpAddr) -> Vec<Evidence> {
         crate::verdict::node_facts::owner_facts(&self.vip, dst)
+    }
+
+    fn cgroup_programs(&self, id: u64) -> Option<CgroupPrograms> {
+        if let Some(v) = self.cgroups.borrow().get(&id) {
+            return v.clone();
+        }
+        let v = crate::node::bpf_progs::cgroup_sock_programs(id);
+        self.cgroups.borrow_mut().insert(id, v.clone());
+        v
     }
 
     fn dev_programs(&self, netns: u32, dev: &str) -> Vec<AttachedProgram> {

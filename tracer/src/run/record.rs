@@ -165,6 +165,10 @@ pub struct Facts {
     /// tc or XDP hook (format 2; absent before they were read).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dev_programs: Vec<(u32, String, Vec<AttachedProgram>)>,
+    /// Cgroups of socket calls a program rewrote, with their programs
+    /// (format 2; absent before they were read).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cgroups: BTreeMap<u64, crate::verdict::CgroupPrograms>,
     pub ipvs: BTreeMap<u32, Vec<VirtualService>>,
     /// Devices' MTU and sysctls where packets were dropped (format 2).
     #[serde(default)]
@@ -210,6 +214,7 @@ impl From<Inventory> for Facts {
             nf_moved: i.nf.into_iter().collect(),
             tc_filters,
             dev_programs,
+            cgroups: i.cgroups.into_iter().collect(),
             ipvs: i.ipvs.into_iter().collect(),
             links: i.links.into_iter().collect(),
             bound: i.bound.into_iter().collect(),
@@ -238,6 +243,7 @@ impl From<Facts> for Inventory {
                 .into_iter()
                 .map(|(n, d, v)| ((n, d), v))
                 .collect(),
+            cgroups: f.cgroups.into_iter().collect(),
             facts: Default::default(),
             ipvs: f.ipvs.into_iter().collect(),
             links: f.links.into_iter().collect(),

@@ -62,6 +62,10 @@ impl Env for ReplayEnv {
         self.inventory.dev_programs(netns, dev)
     }
 
+    fn cgroup_programs(&self, id: u64) -> Option<crate::verdict::CgroupPrograms> {
+        self.inventory.cgroup_programs(id)
+    }
+
     fn dst_facts(&self, dst: std::net::IpAddr) -> Vec<crate::verdict::Evidence> {
         crate::verdict::node_facts::owner_facts(&self.vip, dst)
     }

@@ -152,6 +152,9 @@ pub enum Evidence {
     /// A device sysctl made the kernel drop the packet
     /// (verdict/sysctl.rs).
     SysctlRefused(crate::verdict::sysctl::SysctlRefusal),
+    /// A cgroup socket program rewrote the socket call's destination
+    /// before any packet existed (verdict/sock_lb.rs).
+    SocketRewrite(crate::verdict::sock_lb::SocketRewrite),
     /// The route lookup before DNAT, which chose the source address.
     PreNatRoute {
         dst: IpAddr,
@@ -685,8 +688,8 @@ impl fmt::Display for Evidence {
             NoLocalEndpointsRuleMoved, NoReply, NoReplyLeft, NoRouteBack, OtherHostsSubnet,
             OwnerChanged, PacketDropped, PacketTooBig, PacketsSeen, PreNatRoute, RepliesCameBack,
             RequestDropped, RouteRefused, RpFilterMismatch, ServerSocketState, SeveralMacs,
-            SocketBufferFull, SocketConsumed, SocketQueued, SocketRead, SysctlRefused, TcFilter,
-            TcRedirect, TcpResetSent, TunnelWillNotSend,
+            SocketBufferFull, SocketConsumed, SocketQueued, SocketRead, SocketRewrite,
+            SysctlRefused, TcFilter, TcRedirect, TcpResetSent, TunnelWillNotSend,
         };
         let or = |s: &str, dflt: &'static str| -> String {
             if s.is_empty() {
@@ -752,6 +755,7 @@ impl fmt::Display for Evidence {
             BridgeWillNotForward(r) => fmt::Display::fmt(r, f),
             TunnelWillNotSend(r) => fmt::Display::fmt(r, f),
             SysctlRefused(r) => write!(f, "{}", r.said()),
+            SocketRewrite(r) => fmt::Display::fmt(r, f),
             BpfProgramDrop {
                 hook,
                 dev,
@@ -1527,6 +1531,22 @@ mod tests {
                     at: s("lxc0 (clsact prio 1)"),
                 }],
             },
+            SocketRewrite(crate::verdict::sock_lb::SocketRewrite {
+                call: crate::model::hop::SockCall::Connect,
+                asked: Endpoint::new("10.96.0.10".parse().unwrap(), 53),
+                became: Endpoint::new("10.0.1.23".parse().unwrap(), 53),
+                pid: 4242,
+                comm: s("coredns"),
+                netns: s("pod"),
+                cgroup: Some(s("/kubepods/pod1")),
+                programs: vec![crate::node::bpf_progs::AttachedProgram {
+                    id: 7,
+                    name: s("cil_sock4_connect"),
+                    hook: s("connect4"),
+                    at: s("/"),
+                }],
+                reply_source_kept: false,
+            }),
             BridgeWillNotForward(crate::verdict::bridge::BridgeRefusal {
                 bridge: s("cni0"),
                 port: s("vethpod"),

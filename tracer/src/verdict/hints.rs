@@ -24,6 +24,7 @@ const CAUSES: &[&[Hint]] = &[
     super::bridge::HINTS,
     super::tunnel::HINTS,
     super::sysctl::HINTS,
+    super::sock_lb::HINTS,
 ];
 
 const fn row(

@@ -9,6 +9,7 @@ pub mod node_facts;
 pub mod reasons;
 pub mod rules;
 pub mod service;
+pub mod sock_lb;
 pub mod sysctl;
 pub mod tunnel;
 
@@ -116,7 +117,7 @@ impl Verdict {
     }
 }
 
-pub use crate::node::bpf_progs::AttachedProgram;
+pub use crate::node::bpf_progs::{AttachedProgram, CgroupPrograms};
 pub use crate::node::netns::IfAddr;
 
 /// What the rules may know about the node beyond the events.
@@ -137,6 +138,12 @@ pub trait Env {
     /// XDP hook (bpf_drop.rs).
     fn dev_programs(&self, _netns: u32, _dev: &str) -> Vec<AttachedProgram> {
         Vec::new()
+    }
+    /// The cgroup with this id and the socket-address programs a call of
+    /// its tasks runs through, read for a socket call a program rewrote
+    /// (sock_lb.rs).
+    fn cgroup_programs(&self, _id: u64) -> Option<CgroupPrograms> {
+        None
     }
     /// Facts about a destination address seen while tracing (VIP owner
     /// changes, several MACs answering for it).
@@ -193,6 +200,7 @@ pub struct Inventory {
     pub nf: HashMap<u32, Vec<(NfRule, u64)>>,
     pub tc: HashMap<(u32, String), Vec<String>>,
     pub dev_programs: HashMap<(u32, String), Vec<AttachedProgram>>,
+    pub cgroups: HashMap<u64, CgroupPrograms>,
     pub facts: HashMap<IpAddr, Vec<Evidence>>,
     pub ipvs: HashMap<u32, Vec<crate::node::ipvs::VirtualService>>,
     pub links: HashMap<u32, Vec<LinkConf>>,
@@ -226,6 +234,10 @@ impl Env for Inventory {
             .get(&(netns, dev.to_string()))
             .cloned()
             .unwrap_or_default()
+    }
+
+    fn cgroup_programs(&self, id: u64) -> Option<CgroupPrograms> {
+        self.cgroups.get(&id).cloned()
     }
 
     fn dst_facts(&self, dst: IpAddr) -> Vec<Evidence> {
@@ -356,6 +368,9 @@ fn decide(flow: &Flow, env: &dyn Env) -> Verdict {
 
 pub fn evaluate(flow: &Flow, env: &dyn Env, c: &Completeness) -> Verdict {
     let mut v = decide(flow, env);
+    if let Some(e) = sock_lb::rewrite(flow, env) {
+        v.add(e);
+    }
     for dst in flow.dsts() {
         v.add_all(env.dst_facts(dst));
     }

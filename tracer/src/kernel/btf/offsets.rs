@@ -113,6 +113,11 @@ pub fn resolve(btf: &Btf) -> Result<Resolved, BtfError> {
         xt_table_name: get("xt_table", "name"),
         has_func_ip: 0,
         skb_tail: get("sk_buff", "tail"),
+        task_files: get("task_struct", "files"),
+        files_fdt: get("files_struct", "fdt"),
+        fdt_fd: get("fdtable", "fd"),
+        file_private_data: get("file", "private_data"),
+        socket_sk: get("socket", "sk"),
     };
     // Module types are absent while their module is not loaded: that is
     // the hook's reported gap (`module X not loaded`), not a missing field.

@@ -366,6 +366,9 @@ fn load_one(name: &str, prog: &mut Program, t: &Target, btf: &aya::Btf) -> Resul
     let r = match (prog, t) {
         (Program::SchedClassifier(p), _) => p.load(),
         (Program::BtfTracePoint(p), Target::TpBtf(tp)) => p.load(tp, btf),
+        // A classic tracepoint (a syscall's) rides along with its hook's
+        // tp_btf program (probes::ProbeSpec::syscalls).
+        (Program::TracePoint(p), _) => p.load(),
         (Program::KProbe(p), _) => p.load(),
         (Program::FEntry(p), Target::Traced(f)) => p.load(f, btf),
         (Program::FExit(p), Target::Traced(f)) => p.load(f, btf),
@@ -451,6 +454,7 @@ enum Attached {
     Fentry(&'static str, aya::programs::fentry::FEntryLinkId),
     Fexit(&'static str, aya::programs::fexit::FExitLinkId),
     Kprobe(&'static str, aya::programs::kprobe::KProbeLinkId),
+    Classic(&'static str, aya::programs::trace_point::TracePointLinkId),
 }
 
 fn attach_one(ebpf: &mut Ebpf, st: &ProbeStatus, caps: &KernelCaps) -> Result<(), LoadError> {
@@ -469,13 +473,15 @@ fn undo(ebpf: &mut Ebpf, a: Attached) {
         Attached::Tp(n, _)
         | Attached::Fentry(n, _)
         | Attached::Fexit(n, _)
-        | Attached::Kprobe(n, _) => *n,
+        | Attached::Kprobe(n, _)
+        | Attached::Classic(n, _) => *n,
     };
     let r = match (ebpf.program_mut(name), a) {
         (Some(Program::BtfTracePoint(p)), Attached::Tp(_, id)) => p.detach(id),
         (Some(Program::FEntry(p)), Attached::Fentry(_, id)) => p.detach(id),
         (Some(Program::FExit(p)), Attached::Fexit(_, id)) => p.detach(id),
         (Some(Program::KProbe(p)), Attached::Kprobe(_, id)) => p.detach(id),
+        (Some(Program::TracePoint(p)), Attached::Classic(_, id)) => p.detach(id),
         _ => return,
     };
     if let Err(e) = r {
@@ -502,6 +508,17 @@ fn attach_programs(
             Program::BtfTracePoint(p) => done.push(Attached::Tp(name, p.attach().map_err(err)?)),
             Program::FEntry(p) => done.push(Attached::Fentry(name, p.attach().map_err(err)?)),
             Program::FExit(p) => done.push(Attached::Fexit(name, p.attach().map_err(err)?)),
+            Program::TracePoint(p) => {
+                let (category, tp, _) = spec
+                    .syscalls
+                    .iter()
+                    .find(|(_, _, n)| *n == name)
+                    .ok_or_else(|| LoadError::UnexpectedType(name.into()))?;
+                done.push(Attached::Classic(
+                    name,
+                    p.attach(category, tp).map_err(err)?,
+                ));
+            }
             Program::KProbe(p) => {
                 let mut n = 0;
                 for f in spec

@@ -46,6 +46,10 @@ pub struct ProbeSpec {
     /// function hooks) from this arity on, and is then tried first; below
     /// it, the function hooks go first and the tracepoint is the last resort.
     pub tp_complete_from_arity: usize,
+    /// Classic tracepoints (category, name, program) attached with the
+    /// tp_btf backend's program: the syscall tracepoints of `sock_addr`,
+    /// whose arguments tp_btf cannot give (raw_syscalls passes pt_regs).
+    pub syscalls: &'static [(&'static str, &'static str, &'static str)],
 }
 
 const fn tp(
@@ -66,6 +70,7 @@ const fn tp(
         core: true,
         feeds,
         tp_complete_from_arity: 0,
+        syscalls: &[],
     }
 }
 
@@ -88,6 +93,14 @@ const fn entry(entry: &'static str) -> Option<FnProgs> {
     Some(FnProgs { entry, ret: None })
 }
 
+/// The socket calls whose destination a cgroup sock_addr program may
+/// rewrite (tracer-ebpf sockaddr.rs).
+const SOCK_CALLS: &[(&str, &str, &str)] = &[
+    ("syscalls", "sys_enter_connect", "tracer_sys_connect"),
+    ("syscalls", "sys_enter_sendto", "tracer_sys_sendto"),
+    ("syscalls", "sys_enter_sendmsg", "tracer_sys_sendmsg"),
+];
+
 pub const REGISTRY: &[ProbeSpec] = &[
     tp(
         "netif_receive",
@@ -96,6 +109,22 @@ pub const REGISTRY: &[ProbeSpec] = &[
         true,
         "receive hops",
     ),
+    // Before `xmit`: its claim must run first on the same tracepoint, so
+    // that the packet it learns is followed there too (tracepoint probes
+    // run in the order they were registered, tracepoint_add_func()).
+    ProbeSpec {
+        hook: "sock_addr",
+        funcs: &[],
+        module: None,
+        fentry: None,
+        kprobe: None,
+        tracepoint: Some(("net_dev_start_xmit", "tracer_sock_claim")),
+        required: false,
+        core: false,
+        feeds: "socket-level load balancing (a cgroup program's rewrite of connect/sendto/sendmsg)",
+        tp_complete_from_arity: 0,
+        syscalls: SOCK_CALLS,
+    },
     tp(
         "xmit",
         "net_dev_start_xmit",
@@ -135,6 +164,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         core: true,
         feeds: "delivered verdicts (queued to a socket; UDP)",
         tp_complete_from_arity: 0,
+        syscalls: &[],
     },
     ProbeSpec {
         hook: "icmp_send",
@@ -147,6 +177,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         core: true,
         feeds: "ICMP errors sent by the kernel",
         tp_complete_from_arity: 0,
+        syscalls: &[],
     },
     ProbeSpec {
         hook: "tcp_reset",
@@ -164,6 +195,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         // refused connection (NO_SOCKET); 6.12 and 6.18 do. Below that
         // arity the function hooks go first.
         tp_complete_from_arity: 3,
+        syscalls: &[],
     },
     tp(
         "fib_lookup",
@@ -219,6 +251,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         core: false,
         feeds: "netfilter verdicts per hook (family and hook of a DROP)",
         tp_complete_from_arity: 0,
+        syscalls: &[],
     },
     ProbeSpec {
         hook: "nft_chain",
@@ -231,6 +264,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         core: false,
         feeds: "nf_tables table/chain of a netfilter verdict",
         tp_complete_from_arity: 0,
+        syscalls: &[],
     },
     ProbeSpec {
         hook: "ipt_table",
@@ -243,6 +277,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         core: false,
         feeds: "iptables-legacy table of a netfilter verdict",
         tp_complete_from_arity: 0,
+        syscalls: &[],
     },
     ProbeSpec {
         hook: "rp_filter",
@@ -261,6 +296,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         core: false,
         feeds: "reverse-path filter (rp_filter) and martian source failures",
         tp_complete_from_arity: 0,
+        syscalls: &[],
     },
     ProbeSpec {
         hook: "route_input",
@@ -273,6 +309,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         core: false,
         feeds: "input route failures (errno of ip_route_input_noref)",
         tp_complete_from_arity: 0,
+        syscalls: &[],
     },
     ProbeSpec {
         hook: "ip_forward",
@@ -285,6 +322,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         core: false,
         feeds: "forwarding by the IPv4 stack",
         tp_complete_from_arity: 0,
+        syscalls: &[],
     },
     ProbeSpec {
         hook: "local_deliver",
@@ -297,6 +335,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         core: false,
         feeds: "local delivery by the IPv4 stack",
         tp_complete_from_arity: 0,
+        syscalls: &[],
     },
     ProbeSpec {
         hook: "ipvs_conn",
@@ -309,6 +348,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         core: false,
         feeds: "IPVS connection reuse",
         tp_complete_from_arity: 0,
+        syscalls: &[],
     },
     ProbeSpec {
         hook: "ipvs_schedule",
@@ -321,6 +361,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         core: false,
         feeds: "IPVS scheduling (virtual service without a usable real server)",
         tp_complete_from_arity: 0,
+        syscalls: &[],
     },
     ProbeSpec {
         hook: "ipvs_xmit",
@@ -338,6 +379,7 @@ pub const REGISTRY: &[ProbeSpec] = &[
         core: false,
         feeds: "IPVS forwarding method (NAT, DR, tunnel, bypass)",
         tp_complete_from_arity: 0,
+        syscalls: &[],
     },
 ];
 
@@ -511,7 +553,12 @@ impl ProbeStatus {
         match self.backend() {
             Backend::Fentry => fp(s.fentry),
             Backend::Kprobe => fp(s.kprobe),
-            Backend::TpBtf => s.tracepoint.map(|(_, p)| vec![p]).unwrap_or_default(),
+            Backend::TpBtf => s
+                .tracepoint
+                .map(|(_, p)| p)
+                .into_iter()
+                .chain(s.syscalls.iter().map(|(_, _, p)| *p))
+                .collect(),
             Backend::None => vec![],
         }
     }
@@ -535,7 +582,18 @@ impl ProbeStatus {
         let s = spec(&self.hook).expect("registry hook");
         self.backend = b.name().into();
         self.target = match b {
-            Backend::TpBtf => s.tracepoint.map(|(t, _)| t).unwrap_or_default().into(),
+            Backend::TpBtf => {
+                let tp = s.tracepoint.map(|(t, _)| t).unwrap_or_default();
+                let calls: Vec<String> = s
+                    .syscalls
+                    .iter()
+                    .map(|(c, n, _)| format!("{c}:{n}"))
+                    .collect();
+                std::iter::once(tp.to_string())
+                    .chain(calls)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            }
             Backend::Fentry | Backend::Kprobe => s.funcs.join(","),
             Backend::None => String::new(),
         };

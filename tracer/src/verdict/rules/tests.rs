@@ -150,6 +150,21 @@ fn recorded(name: &str) -> (&'static str, fn(&Flow) -> bool) {
         "blind_sys_localnet_stale_port" => ("blind_sys_localnet_stale_port-6.18.rec", |f| {
             to(f, "10.188.0.1:53")
         }),
+        // Written blind before the socket hooks (tests/src/blind_sock.rs).
+        "blind_sock_backend_refused" => ("blind_sock_backend_refused-6.18.rec", |f| {
+            to(f, "10.205.96.20:80")
+        }),
+        "blind_sock_lrp_dns_not_listening" => ("blind_sock_lrp_dns_not_listening-6.18.rec", |f| {
+            to(f, "10.205.96.10:53")
+        }),
+        "blind_sock_udp_no_recvmsg" => ("blind_sock_udp_no_recvmsg-6.18.rec", |f| {
+            to(f, "10.205.96.10:53")
+        }),
+        "blind_sock_hostns_only_target_port" => {
+            ("blind_sock_hostns_only_target_port-6.18.rec", |f| {
+                to(f, "10.205.96.40:80")
+            })
+        }
         // An eBPF dataplane's drops (tests/src/dataplane_scenes.rs).
         "dp_tc_from_pod_drop" => ("dp_tc_from_pod_drop-6.18.rec", |f| to(f, "10.191.2.2:8080")),
         "dp_tcx_to_pod_drop" => ("dp_tcx_to_pod_drop-6.18.rec", |f| to(f, "10.193.2.2:8080")),
