@@ -167,6 +167,10 @@ impl Session {
         let rst_reasons = offsets::enum_names(&btf, "sk_rst_reason", "SK_RST_REASON_");
         let mut caps = caps_rx.recv().unwrap_or_default();
         let mut plan = probes::plan(&btf, &caps);
+        probes::skip_unneeded(
+            &mut plan,
+            crate::node::bpf_progs::sock_addr_programs_loaded(),
+        );
         drop(btf);
         // Module BTF parses into many small blocks, which glibc keeps
         // resident once freed: hand them back before aya parses vmlinux BTF.

@@ -161,6 +161,18 @@ pub fn cgroup_sock_programs(id: u64) -> Option<CgroupPrograms> {
     })
 }
 
+/// Is any cgroup socket-address program (BPF_PROG_TYPE_CGROUP_SOCK_ADDR:
+/// connect, sendmsg, recvmsg, bind, getpeername hooks) loaded on the
+/// node? One walk of the loaded programs (BPF_PROG_GET_NEXT_ID).
+pub fn sock_addr_programs_loaded() -> bool {
+    aya::programs::loaded_programs()
+        .flatten()
+        // enum bpf_prog_type (include/uapi/linux/bpf.h).
+        .any(|p| p.program_type() as u32 == BPF_PROG_TYPE_CGROUP_SOCK_ADDR)
+}
+
+const BPF_PROG_TYPE_CGROUP_SOCK_ADDR: u32 = 18;
+
 /// connect4/6, sendmsg4/6, recvmsg4/6 (enum bpf_attach_type).
 fn is_sock_addr_attach(attach: u32) -> bool {
     matches!(attach, 10 | 11 | 14 | 15 | 19 | 20)

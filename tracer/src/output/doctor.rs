@@ -73,8 +73,10 @@ impl Report {
                 p.hook,
                 p.backend,
                 p.target,
-                p.error
-                    .clone()
+                p.not_needed
+                    .as_ref()
+                    .map(|w| format!("not needed: {w}"))
+                    .or_else(|| p.error.clone())
                     .unwrap_or_else(|| format!("feeds {}", p.feeds))
             );
             // Why a better backend was not taken.

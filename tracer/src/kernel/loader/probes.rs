@@ -520,6 +520,11 @@ pub struct ProbeStatus {
     /// ([`TC_COVERED`]). Not a gap.
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub left_to_tc: bool,
+    /// Neither loaded nor attached because nothing on this node needs it
+    /// (why): not a gap. `sock_addr` with no cgroup socket-address
+    /// program loaded ([`skip_unneeded`]).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub not_needed: Option<String>,
     #[serde(skip)]
     pub required: bool,
     #[serde(skip)]
@@ -534,7 +539,7 @@ pub struct ProbeStatus {
 impl ProbeStatus {
     /// Neither attached nor left to tc on purpose: a gap.
     pub fn missing(&self) -> bool {
-        !self.attached && !self.left_to_tc
+        !self.attached && !self.left_to_tc && self.not_needed.is_none()
     }
 
     pub fn backend(&self) -> Backend {
@@ -645,6 +650,27 @@ pub fn leave_to_tc(plan: &mut [ProbeStatus]) {
         if TC_COVERED.contains(&st.hook.as_str()) && st.backend() != Backend::None {
             st.left_to_tc = true;
         }
+    }
+}
+
+/// Leave out the hooks nothing on this node needs: `sock_addr` when no
+/// cgroup socket-address program (connect4/6, sendmsg4/6, ...) is loaded,
+/// so nothing can rewrite a socket call. Its syscall tracepoints would
+/// put every syscall of every task on the tracing slow path
+/// (TIF_SYSCALL_TRACEPOINT: ~70-130 ns more per syscall measured here,
+/// BENCHMARKS.md) for nothing. Checked once at start: a dataplane that
+/// loads its programs later is not seen.
+pub fn skip_unneeded(plan: &mut [ProbeStatus], sock_addr_loaded: bool) {
+    if sock_addr_loaded {
+        return;
+    }
+    for st in plan.iter_mut().filter(|s| s.hook == "sock_addr") {
+        st.backend = Backend::None.name().into();
+        st.remaining.clear();
+        st.not_needed = Some(
+            "no cgroup socket-address program is loaded on this node: nothing rewrites socket calls"
+                .into(),
+        );
     }
 }
 
@@ -785,6 +811,7 @@ pub fn plan(btf: &Btf, caps: &KernelCaps) -> Vec<ProbeStatus> {
                 error: None,
                 fallbacks: vec![],
                 left_to_tc: false,
+                not_needed: None,
                 required: s.required,
                 core: s.core,
                 feeds: s.feeds.into(),
@@ -867,6 +894,53 @@ mod tests {
         let fib = p.iter().find(|s| s.hook == "fib_lookup").unwrap();
         assert_eq!(fib.backend, "none");
         assert!(fib.error.as_ref().unwrap().contains("fib_table_lookup"));
+    }
+
+    /// With no cgroup socket-address program loaded, `sock_addr` is left
+    /// out on purpose (no program of it loaded, not a gap); with one it
+    /// keeps its plan, the syscall programs riding with its tp_btf one.
+    #[test]
+    fn socket_hooks_only_where_a_program_can_rewrite() {
+        let btf = Btf::parse(&crate::kernel::btf::fixture::sample_btf()).unwrap();
+        let planned = plan(&btf, &KernelCaps::default());
+        let mut p = planned.clone();
+        skip_unneeded(&mut p, true);
+        let st = p.iter().find(|s| s.hook == "sock_addr").unwrap();
+        assert_eq!(
+            st.backend,
+            planned
+                .iter()
+                .find(|s| s.hook == "sock_addr")
+                .unwrap()
+                .backend
+        );
+        assert!(st.not_needed.is_none());
+        let mut p = planned;
+        skip_unneeded(&mut p, false);
+        let st = p.iter().find(|s| s.hook == "sock_addr").unwrap();
+        assert!(st.programs().is_empty() && !st.missing(), "{st:?}");
+        assert!(
+            st.not_needed
+                .as_deref()
+                .unwrap()
+                .contains("no cgroup socket-address program")
+        );
+        let tp = spec("sock_addr").unwrap();
+        let mut with = ProbeStatus {
+            backend: "tp_btf".into(),
+            not_needed: None,
+            ..st.clone()
+        };
+        with.set(Backend::TpBtf);
+        assert_eq!(
+            with.programs(),
+            [
+                tp.tracepoint.unwrap().1,
+                "tracer_sys_connect",
+                "tracer_sys_sendto",
+                "tracer_sys_sendmsg"
+            ]
+        );
     }
 
     #[test]
