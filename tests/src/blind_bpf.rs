@@ -17,7 +17,8 @@
 //! removed with the scene; the tc filters, tcx links and XDP attachments
 //! go with their devices, with the namespaces. `scenarios::build` falls
 //! back to [`build`] (through `blind_scenes::build`, `blind_l2::build`,
-//! `blind_tunnel::build`, `blind_sysctl::build` and `blind_sock::build`).
+//! `blind_tunnel::build`, `blind_sysctl::build`, `blind_sock::build` and
+//! `blind_ct::build`).
 
 use std::{os::fd::RawFd, path::PathBuf};
 

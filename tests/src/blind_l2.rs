@@ -13,7 +13,8 @@
 //! Address ranges: 10.196, 10.197 and 10.198. `scenarios::build` falls
 //! back to [`build`] (through `blind_scenes::build`), which falls back to
 //! [`crate::blind_tunnel::build`] (then [`crate::blind_sysctl::build`],
-//! [`crate::blind_sock::build`] and [`crate::blind_bpf::build`]).
+//! [`crate::blind_sock::build`], [`crate::blind_ct::build`] and
+//! [`crate::blind_bpf::build`]).
 
 use anyhow::{Context, Result};
 

@@ -6,7 +6,8 @@
 //! They are not in `scenarios::NAMES`; `scenarios::build` falls back to
 //! [`build`], which falls back to [`crate::blind_l2::build`] (then
 //! [`crate::blind_tunnel::build`], [`crate::blind_sysctl::build`],
-//! [`crate::blind_sock::build`] and [`crate::blind_bpf::build`]).
+//! [`crate::blind_sock::build`], [`crate::blind_ct::build`] and
+//! [`crate::blind_bpf::build`]).
 
 use anyhow::Result;
 

@@ -33,7 +33,7 @@
 //! `scenarios::build` falls back (through
 //! `blind_scenes::build`, `blind_l2::build`, `blind_tunnel::build` and
 //! `blind_sysctl::build`) to [`build`], which falls back to
-//! [`crate::blind_bpf::build`].
+//! [`crate::blind_ct::build`] (then [`crate::blind_bpf::build`]).
 
 use std::{
     net::SocketAddrV4,
@@ -64,7 +64,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "blind_sock_lrp_dns_not_listening" => lrp_dns_not_listening(),
         "blind_sock_udp_no_recvmsg" => udp_no_recvmsg(),
         "blind_sock_hostns_only_target_port" => hostns_only_target_port(),
-        _ => return crate::blind_bpf::build(name),
+        _ => return crate::blind_ct::build(name),
     })
 }
 

@@ -13,7 +13,8 @@
 //! Address ranges: 10.186, 10.188 and fd86:187::/32. `scenarios::build`
 //! falls back (through `blind_scenes::build`, `blind_l2::build` and
 //! `blind_tunnel::build`) to [`build`], which falls back to
-//! [`crate::blind_sock::build`] (then [`crate::blind_bpf::build`]).
+//! [`crate::blind_sock::build`] (then [`crate::blind_ct::build`] and
+//! [`crate::blind_bpf::build`]).
 
 use anyhow::Result;
 

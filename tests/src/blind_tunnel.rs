@@ -21,8 +21,8 @@
 //! Address ranges: 10.180, 10.181, 10.183, 10.184 and 10.185.
 //! `scenarios::build` falls back (through `blind_scenes::build` and
 //! `blind_l2::build`) to [`build`], which falls back to
-//! [`crate::blind_sysctl::build`] (then [`crate::blind_sock::build`] and
-//! [`crate::blind_bpf::build`]).
+//! [`crate::blind_sysctl::build`] (then [`crate::blind_sock::build`],
+//! [`crate::blind_ct::build`] and [`crate::blind_bpf::build`]).
 
 use anyhow::Result;
 

@@ -7,6 +7,7 @@
 )]
 
 pub mod blind_bpf;
+pub mod blind_ct;
 pub mod blind_l2;
 pub mod blind_scenes;
 pub mod blind_sock;

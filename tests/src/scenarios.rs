@@ -223,12 +223,26 @@ pub(crate) fn listen(s: &Netns, addr: &str, secs: u32) -> Result<Child> {
 /// server that has already gone, and a server a killed test leaves behind
 /// still ends by itself.
 pub(crate) fn serve(s: &Netns, mode: &str, addr: &str, secs: u32) -> Result<Child> {
+    serve_with(s, mode, addr, secs, &[])
+}
+
+/// [`serve`] with `extra` netprobe arguments after the mode's own (e.g.
+/// `tcp-listen`'s `--out-of-window`).
+pub(crate) fn serve_with(
+    s: &Netns,
+    mode: &str,
+    addr: &str,
+    secs: u32,
+    extra: &[&str],
+) -> Result<Child> {
     let probe = netprobe_bin();
     let start = crate::tracer::READY_TIMEOUT_MS.div_ceil(1000) as f64;
     let secs = ((f64::from(secs) + start) * crate::time_scale())
         .ceil()
         .to_string();
-    let child = s.spawn(&[probe.to_str().unwrap(), mode, addr, "--for", &secs])?;
+    let mut args = vec![probe.to_str().unwrap(), mode, addr, "--for", &secs];
+    args.extend_from_slice(extra);
+    let child = s.spawn(&args)?;
     // Let the listener bind before traffic starts: watched in its own
     // socket tables, not slept for (a fixed 300 ms, scaled, was 1.5 s of
     // every server's start in the TCG guests).

@@ -28,6 +28,15 @@ enum Mode {
         addr: SocketAddr,
         #[arg(long = "for", default_value_t = 5)]
         secs: u64,
+        /// Keep each connection open (a thread of its own), echoing every
+        /// read until the peer closes; after the first echo, send one
+        /// segment of the connection by a raw socket, with the right
+        /// acknowledgment number but a sequence number `OUT_OF_WINDOW_AHEAD`
+        /// bytes beyond the socket's, far past the peer's receive window:
+        /// conntrack on the way finds it out of window ("SEQ is over upper
+        /// bound"), and the peer's TCP drops it (or answers it). IPv4 only.
+        #[arg(long)]
+        out_of_window: bool,
     },
     /// Connect COUNT times (each bounded by the timeout) and send a line.
     TcpConnect {
@@ -36,6 +45,13 @@ enum Mode {
         timeout_ms: u64,
         #[arg(long, default_value_t = 1)]
         count: u32,
+        /// On each connection, send a line and read its echo ROUNDS times,
+        /// INTERVAL apart (a long-lived client); one line per round after
+        /// the first (`round N: ...`).
+        #[arg(long, default_value_t = 1)]
+        rounds: u32,
+        #[arg(long, default_value_t = 300)]
+        interval_ms: u64,
     },
     /// Echo UDP datagrams for SECS seconds.
     UdpEcho {
@@ -142,6 +158,10 @@ enum Mode {
         /// ADDR`) and ignored, and the wait goes on.
         #[arg(long)]
         expect_source: bool,
+        /// Ask from this local address (a fixed source port: a resolver
+        /// that keeps one socket, as envoy's or nginx's do).
+        #[arg(long)]
+        bind: Option<SocketAddr>,
     },
     /// Send COUNT datagrams, each waiting up to the timeout for a reply.
     UdpSend {
@@ -157,6 +177,10 @@ enum Mode {
         #[arg(long)]
         bind: Option<SocketAddr>,
     },
+    /// Delete every IPv4 entry of the conntrack table of the namespace it
+    /// runs in, as `conntrack -F` does (ctnetlink IPCTNL_MSG_CT_DELETE
+    /// with no tuple), and print how many there were.
+    ConntrackFlush,
 }
 
 #[expect(
@@ -165,17 +189,35 @@ enum Mode {
 )]
 fn main() -> Result<()> {
     match Args::parse().mode {
-        Mode::TcpListen { addr, secs } => tcp_listen(addr, Duration::from_secs(secs)),
+        Mode::TcpListen {
+            addr,
+            secs,
+            out_of_window,
+        } => {
+            if out_of_window {
+                tcp_listen_oow(addr, Duration::from_secs(secs))
+            } else {
+                tcp_listen(addr, Duration::from_secs(secs))
+            }
+        }
         Mode::TcpConnect {
             addr,
             timeout_ms,
             count,
+            rounds,
+            interval_ms,
         } => {
+            let timeout = Duration::from_millis(timeout_ms);
             for _ in 0..count {
-                println!("{}", tcp_connect(addr, Duration::from_millis(timeout_ms)));
+                if rounds <= 1 {
+                    println!("{}", tcp_connect(addr, timeout));
+                } else {
+                    tcp_rounds(addr, timeout, rounds, Duration::from_millis(interval_ms));
+                }
             }
             Ok(())
         }
+        Mode::ConntrackFlush => conntrack_flush(),
         Mode::UdpEcho { addr, secs } => udp_echo(addr, Duration::from_secs(secs)),
         Mode::DnsServe { addr, secs } => dns_serve(addr, Duration::from_secs(secs)),
         Mode::DnsQuery {
@@ -184,12 +226,14 @@ fn main() -> Result<()> {
             timeout_ms,
             ignore_tc,
             expect_source,
+            bind,
         } => dns_query(
             addr,
             &names,
             Duration::from_millis(timeout_ms),
             !ignore_tc,
             expect_source,
+            bind,
         ),
         Mode::TcpBacklog {
             addr,
@@ -392,6 +436,272 @@ fn tcp_listen(addr: SocketAddr, dur: Duration) -> Result<()> {
     Ok(())
 }
 
+/// One connection, ROUNDS exchanges of a line and its echo, `interval`
+/// apart: the first printed as `tcp_connect` prints it, the others as
+/// `round N: echo K bytes` or what went wrong.
+fn tcp_rounds(addr: SocketAddr, timeout: Duration, rounds: u32, interval: Duration) {
+    let mut s = match TcpStream::connect_timeout(&addr, timeout) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("connect failed: {e}");
+            return;
+        }
+    };
+    let _ = s.set_read_timeout(Some(timeout));
+    let mut buf = [0u8; 64];
+    for round in 1..=rounds {
+        if round > 1 {
+            std::thread::sleep(interval);
+        }
+        let line = match s.write_all(b"hello\n").and_then(|()| s.read(&mut buf)) {
+            Ok(0) => "connection closed by the peer".to_string(),
+            Ok(n) => format!("echo {n} bytes"),
+            Err(e) => format!("no echo: {e}"),
+        };
+        if round == 1 {
+            println!("connected, {line}");
+        } else {
+            println!("round {round}: {line}");
+        }
+        if !line.starts_with("echo") {
+            return;
+        }
+    }
+}
+
+/// How far beyond the connection's own next sequence number the
+/// out-of-window segment's is: far more than any window of a connection
+/// this young.
+const OUT_OF_WINDOW_AHEAD: u32 = 1_000_000;
+
+/// `tcp-listen --out-of-window`: each connection in a thread of its own,
+/// echoed until the peer closes (or `dur` ends); after its first echo,
+/// [`send_out_of_window`].
+fn tcp_listen_oow(addr: SocketAddr, dur: Duration) -> Result<()> {
+    let l = TcpListener::bind(addr).with_context(|| format!("bind {addr}"))?;
+    l.set_nonblocking(true)?;
+    let end = Instant::now() + dur;
+    while Instant::now() < end {
+        match l.accept() {
+            Ok((s, _)) => {
+                std::thread::spawn(move || echo_with_oow_segment(s, end));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    Ok(())
+}
+
+fn echo_with_oow_segment(mut s: TcpStream, end: Instant) {
+    let _ = s.set_nonblocking(false);
+    let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+    let mut buf = [0u8; 512];
+    let mut sent = false;
+    while Instant::now() < end {
+        match s.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                if s.write_all(&buf[..n]).is_err() {
+                    return;
+                }
+                if !sent {
+                    sent = true;
+                    if let Err(e) = send_out_of_window(&s) {
+                        eprintln!("out-of-window segment not sent: {e:#}");
+                    }
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// The connection's next sequence number to send and to receive, read in
+/// TCP repair mode (TCP_QUEUE_SEQ of its send and receive queues; root),
+/// which is left at once without a window probe.
+fn connection_seqs(s: &TcpStream) -> std::io::Result<(u32, u32)> {
+    use std::os::fd::AsRawFd;
+    const TCP_RECV_QUEUE: libc::c_int = 1;
+    const TCP_SEND_QUEUE: libc::c_int = 2;
+    const TCP_REPAIR_OFF_NO_WP: libc::c_int = -1;
+    let fd = s.as_raw_fd();
+    let set = |opt: libc::c_int, val: libc::c_int| -> std::io::Result<()> {
+        // SAFETY: a valid socket and an int option.
+        let r = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_TCP,
+                opt,
+                std::ptr::from_ref(&val).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    let queue_seq = |queue: libc::c_int| -> std::io::Result<u32> {
+        set(libc::TCP_REPAIR_QUEUE, queue)?;
+        let mut v: u32 = 0;
+        let mut len = std::mem::size_of::<u32>() as libc::socklen_t;
+        // SAFETY: a valid socket and a u32 the option fills.
+        let r = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_TCP,
+                libc::TCP_QUEUE_SEQ,
+                std::ptr::from_mut(&mut v).cast(),
+                &raw mut len,
+            )
+        };
+        if r == 0 {
+            Ok(v)
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    set(libc::TCP_REPAIR, 1)?;
+    let seqs = queue_seq(TCP_SEND_QUEUE).and_then(|snd| Ok((snd, queue_seq(TCP_RECV_QUEUE)?)));
+    set(libc::TCP_REPAIR, TCP_REPAIR_OFF_NO_WP)?;
+    seqs
+}
+
+/// Send, by a raw socket, one segment of `s`'s connection (from its local
+/// address and port to its peer's): PSH|ACK, sequence number
+/// [`OUT_OF_WINDOW_AHEAD`] bytes beyond the socket's next, acknowledging
+/// what it has received, with a short payload.
+fn send_out_of_window(s: &TcpStream) -> Result<()> {
+    let (SocketAddr::V4(local), SocketAddr::V4(peer)) = (s.local_addr()?, s.peer_addr()?) else {
+        anyhow::bail!("IPv4 only");
+    };
+    let (snd_nxt, rcv_nxt) = connection_seqs(s).context("TCP_REPAIR")?;
+    let payload = b"out of window\n";
+    let mut seg = Vec::with_capacity(20 + payload.len());
+    seg.extend_from_slice(&local.port().to_be_bytes());
+    seg.extend_from_slice(&peer.port().to_be_bytes());
+    seg.extend_from_slice(&snd_nxt.wrapping_add(OUT_OF_WINDOW_AHEAD).to_be_bytes());
+    seg.extend_from_slice(&rcv_nxt.to_be_bytes());
+    seg.extend_from_slice(&[0x50, 0x18]); // data offset 5 words; PSH|ACK
+    seg.extend_from_slice(&502u16.to_be_bytes()); // window
+    seg.extend_from_slice(&[0, 0, 0, 0]); // checksum, urgent pointer
+    seg.extend_from_slice(payload);
+    // The checksum over the pseudo-header (RFC 793) and the segment.
+    let mut sum: u32 = 0;
+    let mut add = |b: &[u8]| {
+        for c in b.chunks(2) {
+            sum += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+        }
+    };
+    add(&local.ip().octets());
+    add(&peer.ip().octets());
+    add(&[0, 6]);
+    add(&u16::try_from(seg.len())?.to_be_bytes());
+    add(&seg);
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    seg[16..18].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    // SAFETY: plain socket calls on a descriptor closed below.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_TCP);
+        anyhow::ensure!(fd >= 0, "raw socket: {}", std::io::Error::last_os_error());
+        let mut to: libc::sockaddr_in = std::mem::zeroed();
+        to.sin_family = libc::AF_INET as libc::sa_family_t;
+        to.sin_addr.s_addr = u32::from_ne_bytes(peer.ip().octets());
+        let r = libc::sendto(
+            fd,
+            seg.as_ptr().cast(),
+            seg.len(),
+            0,
+            std::ptr::from_ref(&to).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        let err = std::io::Error::last_os_error();
+        libc::close(fd);
+        anyhow::ensure!(r >= 0, "sendto: {err}");
+    }
+    Ok(())
+}
+
+/// `conntrack -F` for IPv4, over ctnetlink: IPCTNL_MSG_CT_DELETE
+/// (NFNL_SUBSYS_CTNETLINK) with no tuple flushes the table of the
+/// caller's namespace; the kernel's acknowledgment is awaited.
+fn conntrack_flush() -> Result<()> {
+    const NETLINK_NETFILTER: libc::c_int = 12;
+    const CT_DELETE: u16 = (1 << 8) | 2;
+    let before = std::fs::read_to_string("/proc/net/nf_conntrack")
+        .map(|t| t.lines().filter(|l| l.starts_with("ipv4")).count())
+        .ok();
+    let mut msg = Vec::with_capacity(20);
+    msg.extend_from_slice(&20u32.to_ne_bytes()); // nlmsg_len
+    msg.extend_from_slice(&CT_DELETE.to_ne_bytes()); // nlmsg_type
+    let flags = (libc::NLM_F_REQUEST | libc::NLM_F_ACK) as u16;
+    msg.extend_from_slice(&flags.to_ne_bytes());
+    msg.extend_from_slice(&1u32.to_ne_bytes()); // nlmsg_seq
+    msg.extend_from_slice(&0u32.to_ne_bytes()); // nlmsg_pid
+    msg.extend_from_slice(&[libc::AF_INET as u8, 0, 0, 0]); // nfgenmsg
+    // SAFETY: plain socket calls on a descriptor closed below.
+    let errno = unsafe {
+        let fd = libc::socket(libc::AF_NETLINK, libc::SOCK_RAW, NETLINK_NETFILTER);
+        anyhow::ensure!(
+            fd >= 0,
+            "netlink socket: {}",
+            std::io::Error::last_os_error()
+        );
+        let tv = libc::timeval {
+            tv_sec: 2,
+            tv_usec: 0,
+        };
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            std::ptr::from_ref(&tv).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        );
+        let mut to: libc::sockaddr_nl = std::mem::zeroed();
+        to.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+        let sent = libc::sendto(
+            fd,
+            msg.as_ptr().cast(),
+            msg.len(),
+            0,
+            std::ptr::from_ref(&to).cast(),
+            std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+        );
+        let mut ack = [0u8; 256];
+        let got = if sent < 0 {
+            -1
+        } else {
+            libc::recv(fd, ack.as_mut_ptr().cast(), ack.len(), 0)
+        };
+        let err = std::io::Error::last_os_error();
+        libc::close(fd);
+        anyhow::ensure!(got >= 20, "ctnetlink: {err}");
+        // NLMSG_ERROR (2) with error 0 is the acknowledgment.
+        let kind = u16::from_ne_bytes([ack[4], ack[5]]);
+        anyhow::ensure!(kind == 2, "ctnetlink answered message type {kind}");
+        i32::from_ne_bytes([ack[16], ack[17], ack[18], ack[19]])
+    };
+    anyhow::ensure!(
+        errno == 0,
+        "ctnetlink flush: {}",
+        std::io::Error::from_raw_os_error(-errno)
+    );
+    match before {
+        Some(n) => println!("flushed {n} conntrack entries"),
+        None => println!("flushed the conntrack table"),
+    }
+    Ok(())
+}
+
 #[expect(
     clippy::unnecessary_wraps,
     reason = "every mode has the same signature (main dispatches on it)"
@@ -555,14 +865,15 @@ fn dns_query(
     timeout: Duration,
     tcp_retry: bool,
     expect_source: bool,
+    bind: Option<SocketAddr>,
 ) -> Result<()> {
     use simple_dns::{CLASS, Name, Packet, PacketFlag, QCLASS, QTYPE, Question, TYPE};
-    let local: SocketAddr = if addr.is_ipv4() {
-        "0.0.0.0:0".parse()?
-    } else {
-        "[::]:0".parse()?
+    let local: SocketAddr = match bind {
+        Some(b) => b,
+        None if addr.is_ipv4() => "0.0.0.0:0".parse()?,
+        None => "[::]:0".parse()?,
     };
-    let s = UdpSocket::bind(local)?;
+    let s = UdpSocket::bind(local).with_context(|| format!("bind {local}"))?;
     s.set_read_timeout(Some(timeout))?;
     let mut buf = [0u8; 2048];
     for (i, name) in names.iter().enumerate() {
