@@ -426,3 +426,69 @@ fn socket_rewrites_are_followed_and_named() {
         "{dump}"
     );
 }
+
+/// Conntrack state, not rules (tests/src/blind_ct.rs, written blind
+/// before the cause): a UDP entry that still DNATs to an endpoint
+/// kube-proxy no longer names (kubernetes/kubernetes#59368), an entry made
+/// before a NodePort's rule that keeps the flow untranslated
+/// (kubernetes/kubernetes#31983), a reply conntrack found INVALID and left
+/// untranslated, which the client resets (kubernetes/kubernetes#74839).
+/// Its trap, kube-proxy's own rule still naming the dead endpoint, is
+/// named as the rule's, not conntrack's.
+#[test]
+fn conntrack_state_that_decides_is_named() {
+    for (scene, dport, reason, said) in [
+        (
+            "blind_ct_udp_stale_dnat_ip_reused",
+            8125,
+            "NO_SOCKET",
+            "conntrack still sends default/statsd:statsd's flow to 10.171.11.2:8125, a translation made before its endpoints changed: kube-proxy's rules now send it to 10.171.12.2:8125",
+        ),
+        (
+            "blind_ct_nodeport_udp_before_service",
+            30514,
+            "NO_SOCKET",
+            "conntrack lets default/syslog:syslog's flow to 10.170.0.1:30514 through untranslated: its entry was made before kube-proxy's rule, which DNATs it to 10.170.1.2:5514 now",
+        ),
+        (
+            "blind_ct_tcp_invalid_reset",
+            80,
+            "reply_not_translated",
+            "a reply from 10.172.11.2:8080 left by lxc10 untranslated: conntrack did not map it back to 10.172.96.80:80 (it found it INVALID); net.netfilter.nf_conntrack_tcp_be_liberal = 0",
+        ),
+    ] {
+        let Some((f, dump)) = judged(scene, dport) else {
+            return;
+        };
+        assert_eq!(
+            tracer_tests::verdict_said(&f, "reason"),
+            reason,
+            "{scene}: {dump}"
+        );
+        assert!(
+            tracer_tests::verdict_said(&f, "where").contains(said),
+            "{scene}: {dump}"
+        );
+        assert!(
+            tracer_tests::verdict_said(&f, "hint").contains(if reason == "reply_not_translated" {
+                "nf_conntrack_tcp_be_liberal=1"
+            } else {
+                "conntrack -D"
+            }),
+            "{scene}: {dump}"
+        );
+    }
+    let Some((f, dump)) = judged("blind_ct_trap_rule_stale_endpoint", 53) else {
+        return;
+    };
+    assert_eq!(
+        tracer_tests::verdict_said(&f, "reason"),
+        "NEIGH_FAILED",
+        "{dump}"
+    );
+    let hint = tracer_tests::verdict_said(&f, "hint");
+    assert!(
+        hint.contains("kube-proxy is out of sync") && !hint.contains("conntrack -D"),
+        "{dump}"
+    );
+}

@@ -95,6 +95,22 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("blind_sock_udp_no_recvmsg", "delivered", "local_socket"),
     ("blind_sock_hostns_only_target_port", "dropped", "NO_SOCKET"),
     ("incident3_lrp", "delivered", "local_socket"),
+    ("blind_ct_udp_stale_dnat_ip_reused", "dropped", "NO_SOCKET"),
+    (
+        "blind_ct_nodeport_udp_before_service",
+        "dropped",
+        "NO_SOCKET",
+    ),
+    (
+        "blind_ct_tcp_invalid_reset",
+        "dropped",
+        "reply_not_translated",
+    ),
+    (
+        "blind_ct_trap_rule_stale_endpoint",
+        "dropped",
+        "NEIGH_FAILED",
+    ),
     ("dp_tc_from_pod_drop", "dropped", "TC_INGRESS"),
     ("dp_tcx_to_pod_drop", "dropped", "TC_EGRESS"),
     ("dp_xdp_drop", "dropped", "NOT_SPECIFIED"),

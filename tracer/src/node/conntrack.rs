@@ -25,6 +25,11 @@ pub struct ConntrackTable {
     pub insert_failed: u64,
     /// Packets conntrack found invalid.
     pub invalid: u64,
+    /// net.netfilter.nf_conntrack_tcp_be_liberal: out-of-window segments
+    /// are not marked INVALID (None: not read; absent in recordings made
+    /// before it was).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_be_liberal: Option<bool>,
 }
 
 impl ConntrackTable {
@@ -57,6 +62,7 @@ pub fn conntrack_in(path: &Path) -> Option<ConntrackTable> {
     let mut t = ConntrackTable {
         count: read("nf_conntrack_count")?,
         max: read("nf_conntrack_max").unwrap_or(0),
+        tcp_be_liberal: read("nf_conntrack_tcp_be_liberal").map(|v| v != 0),
         ..ConntrackTable::default()
     };
     if let Ok(text) = std::fs::read_to_string("/proc/thread-self/net/stat/nf_conntrack") {

@@ -79,6 +79,11 @@ pub struct ServiceAddr {
     pub service: String,
     pub kind: ServiceKind,
     pub source: ServiceSource,
+    /// The endpoints kube-proxy's rules send it to now (`IP:PORT`), read
+    /// from its nftables mode's endpoint chains; empty for a Service
+    /// without endpoints; None where not read (iptables mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoints: Option<Vec<String>>,
 }
 
 impl ServiceAddr {
@@ -114,9 +119,14 @@ pub fn services_in(netns_path: &Path) -> Vec<ServiceAddr> {
     };
     let mut out = Vec::new();
     for family in [NFPROTO_IPV4, NFPROTO_IPV6] {
-        out.extend(from_nftables(family, &|set| {
+        let mut nft = from_nftables(family, &|set| {
             nftables::set_elements(family, "kube-proxy", set)
-        }));
+        });
+        if !nft.is_empty() {
+            let chains = nftables::chain_names(family, "kube-proxy");
+            add_endpoints(&mut nft, &chains);
+        }
+        out.extend(nft);
         for (table, chain) in IPTABLES_CHAINS {
             if let Some(rules) = nftables::chain_rules(family, table, chain) {
                 out.extend(rules.iter().filter_map(from_iptables_rule));
@@ -185,6 +195,7 @@ fn from_nftables(family: u8, elements: &dyn Fn(&str) -> Option<Vec<SetElem>>) ->
                 service,
                 kind,
                 source: source(map),
+                endpoints: None,
             });
         }
     }
@@ -203,10 +214,51 @@ fn from_nftables(family: u8, elements: &dyn Fn(&str) -> Option<Vec<SetElem>>) ->
                 service,
                 kind: ServiceKind::NodePort,
                 source: source(map),
+                endpoints: None,
             });
         }
     }
     out
+}
+
+/// Each Service port's endpoints, from the names of kube-proxy's endpoint
+/// chains (`endpoint-HASH-ns/svc/proto/port__IP/PORT`,
+/// pkg/proxy/nftables/proxier.go servicePortEndpointChainName()).
+fn add_endpoints(services: &mut [ServiceAddr], chains: &[String]) {
+    let mut by_service: std::collections::HashMap<(String, u8), Vec<String>> =
+        std::collections::HashMap::new();
+    for c in chains {
+        let Some((tail, ep)) = c
+            .strip_prefix("endpoint-")
+            .and_then(|r| r.split_once('-'))
+            .and_then(|(_, r)| r.split_once("__"))
+        else {
+            continue;
+        };
+        let proto = match tail.rsplit('/').nth(1) {
+            Some("tcp") => 6,
+            Some("udp") => 17,
+            Some("sctp") => 132,
+            _ => continue,
+        };
+        let (Some(service), Some((ip, port))) = (service_of_tail(tail), ep.rsplit_once('/')) else {
+            continue;
+        };
+        let ep = if ip.contains(':') {
+            format!("[{ip}]:{port}")
+        } else {
+            format!("{ip}:{port}")
+        };
+        by_service.entry((service, proto)).or_default().push(ep);
+    }
+    for s in services.iter_mut() {
+        let mut eps = by_service
+            .get(&(s.service.clone(), s.proto))
+            .cloned()
+            .unwrap_or_default();
+        eps.sort();
+        s.endpoints = Some(eps);
+    }
 }
 
 fn addr(key: &[u8], len: usize) -> Option<IpAddr> {
@@ -294,6 +346,7 @@ fn from_iptables_rule(r: &NftRule) -> Option<ServiceAddr> {
             chain: r.chain.clone(),
             handle: r.handle,
         },
+        endpoints: None,
     })
 }
 
@@ -383,6 +436,49 @@ mod tests {
             text: String::new(),
             dst,
         }
+    }
+
+    /// kube-proxy's endpoint chains give each Service port its endpoints
+    /// (by its name and protocol); a Service with none gets an empty list,
+    /// other chains are ignored.
+    #[test]
+    fn endpoint_chains_give_each_service_its_endpoints() {
+        let svc = |service: &str, proto| ServiceAddr {
+            proto,
+            addr: Some("10.96.0.10".parse().unwrap()),
+            port: 53,
+            service: service.into(),
+            kind: ServiceKind::ClusterIP,
+            source: ServiceSource::NftablesMap {
+                family: "ip".into(),
+                map: "service-ips".into(),
+            },
+            endpoints: None,
+        };
+        let mut v = vec![
+            svc("kube-system/kube-dns:dns", 17),
+            svc("kube-system/kube-dns:dns-tcp", 6),
+            svc("default/empty:http", 6),
+        ];
+        let chains: Vec<String> = [
+            "endpoint-ZGD4UX6L-kube-system/kube-dns/udp/dns__10.0.1.9/53",
+            "endpoint-ABCDEF12-kube-system/kube-dns/udp/dns__10.0.1.8/53",
+            "endpoint-Q7XJUEYT-kube-system/kube-dns/tcp/dns-tcp__fd00::9/53",
+            "service-ERIFXISQ-kube-system/kube-dns/udp/dns",
+            "services",
+        ]
+        .map(String::from)
+        .to_vec();
+        add_endpoints(&mut v, &chains);
+        assert_eq!(
+            v[0].endpoints.as_deref(),
+            Some(&["10.0.1.8:53".to_string(), "10.0.1.9:53".to_string()][..])
+        );
+        assert_eq!(
+            v[1].endpoints.as_deref(),
+            Some(&["[fd00::9]:53".to_string()][..])
+        );
+        assert_eq!(v[2].endpoints.as_deref(), Some(&[][..]));
     }
 
     #[test]

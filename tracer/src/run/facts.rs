@@ -338,6 +338,8 @@ impl PreparedEnv for LiveEnv {
         // The namespaces whose links a cause reads beyond the drop's (the
         // sender's tunnel device for a frame the far side refused).
         drops_in.extend(crate::verdict::tunnel::links_wanted(flow));
+        // The translating namespace of a reply conntrack left untranslated.
+        let ct_wanted = crate::verdict::ct_state::conntrack_wanted(flow);
         let no_route_in: Vec<u32> = flow
             .hops
             .iter()
@@ -372,7 +374,8 @@ impl PreparedEnv for LiveEnv {
             // something is to be read.
             let links_due =
                 drops_in.contains(&ino) && (stale || cached.is_none_or(|f| f.links.is_none()));
-            if !stale && !nf_due && !links_due {
+            let ct_due = ct_wanted == Some(ino) && cached.is_none_or(|f| f.conntrack.is_none());
+            if !stale && !nf_due && !links_due && !ct_due {
                 continue;
             }
             let path = names.netns.path(ino);
@@ -390,6 +393,13 @@ impl PreparedEnv for LiveEnv {
                 facts.bound = bound_in(p);
                 facts.listen = listen_stats_in(p);
                 facts.routing = routing_facts(p, ino, &no_route_in, &route_queries);
+            }
+            if ct_due
+                && !nf_due
+                && let Some(p) = &path
+                && let Some(facts) = self.cache.get_mut(&ino)
+            {
+                facts.conntrack = conntrack_in(p);
             }
             if nf_due
                 && let Some(p) = &path

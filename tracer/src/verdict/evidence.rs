@@ -155,6 +155,9 @@ pub enum Evidence {
     /// A cgroup socket program rewrote the socket call's destination
     /// before any packet existed (verdict/sock_lb.rs).
     SocketRewrite(crate::verdict::sock_lb::SocketRewrite),
+    /// Conntrack state, not the rules, decided the packet
+    /// (verdict/ct_state.rs).
+    ConntrackKept(crate::verdict::ct_state::ConntrackKept),
     /// The route lookup before DNAT, which chose the source address.
     PreNatRoute {
         dst: IpAddr,
@@ -676,7 +679,7 @@ impl fmt::Display for Evidence {
     #[expect(clippy::too_many_lines, reason = "one arm per evidence kind")]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use Evidence::{
-            BpfProgramDrop, BridgeWillNotForward, ClientHandshake, CountedInKernel,
+            BpfProgramDrop, BridgeWillNotForward, ClientHandshake, ConntrackKept, CountedInKernel,
             DestinationAnswered, DropReasonInferred, EndpointUnanswered, EventsLost, Forwarded,
             ForwardedBack, ForwardingDisabled, FuncHookUnavailable, FunctionHook, HooksUnavailable,
             HopsNotKept, HostUnreachableInferred, IcmpSent, IpvsHooksSilent, IpvsLocalAddress,
@@ -756,6 +759,7 @@ impl fmt::Display for Evidence {
             TunnelWillNotSend(r) => fmt::Display::fmt(r, f),
             SysctlRefused(r) => write!(f, "{}", r.said()),
             SocketRewrite(r) => fmt::Display::fmt(r, f),
+            ConntrackKept(k) => fmt::Display::fmt(k, f),
             BpfProgramDrop {
                 hook,
                 dev,
@@ -1546,6 +1550,17 @@ mod tests {
                     at: s("/"),
                 }],
                 reply_source_kept: false,
+            }),
+            ConntrackKept(crate::verdict::ct_state::ConntrackKept {
+                kept: crate::verdict::ct_state::Kept::OldTranslation,
+                netns: s("node"),
+                service: Some(s("default/statsd:statsd")),
+                original: Endpoint::new("10.96.0.25".parse().unwrap(), 8125),
+                translated: Some(Endpoint::new("10.0.1.5".parse().unwrap(), 8125)),
+                endpoints_now: vec![s("10.0.1.9:8125")],
+                dev: None,
+                tcp_be_liberal: None,
+                invalid: None,
             }),
             BridgeWillNotForward(crate::verdict::bridge::BridgeRefusal {
                 bridge: s("cni0"),

@@ -25,6 +25,7 @@ const CAUSES: &[&[Hint]] = &[
     super::tunnel::HINTS,
     super::sysctl::HINTS,
     super::sock_lb::HINTS,
+    super::ct_state::HINTS,
 ];
 
 const fn row(

@@ -2,6 +2,7 @@
 
 pub mod bpf_drop;
 pub mod bridge;
+pub mod ct_state;
 pub mod evidence;
 pub mod hints;
 pub mod kube;
@@ -369,6 +370,12 @@ fn decide(flow: &Flow, env: &dyn Env) -> Verdict {
 pub fn evaluate(flow: &Flow, env: &dyn Env, c: &Completeness) -> Verdict {
     let mut v = decide(flow, env);
     if let Some(e) = sock_lb::rewrite(flow, env) {
+        v.add(e);
+    }
+    if let Some((prefix, e)) = ct_state::kept(flow, &v, env) {
+        if !prefix.is_empty() {
+            v.where_ = format!("{prefix}; {}", v.where_);
+        }
         v.add(e);
     }
     for dst in flow.dsts() {

@@ -150,6 +150,25 @@ fn recorded(name: &str) -> (&'static str, fn(&Flow) -> bool) {
         "blind_sys_localnet_stale_port" => ("blind_sys_localnet_stale_port-6.18.rec", |f| {
             to(f, "10.188.0.1:53")
         }),
+        // Written blind before the conntrack cause (tests/src/blind_ct.rs).
+        "blind_ct_udp_stale_dnat_ip_reused" => {
+            ("blind_ct_udp_stale_dnat_ip_reused-6.18.rec", |f| {
+                to(f, "10.171.96.25:8125")
+            })
+        }
+        "blind_ct_nodeport_udp_before_service" => {
+            ("blind_ct_nodeport_udp_before_service-6.18.rec", |f| {
+                to(f, "10.170.0.1:30514")
+            })
+        }
+        "blind_ct_tcp_invalid_reset" => ("blind_ct_tcp_invalid_reset-6.18.rec", |f| {
+            to(f, "10.172.96.80:80")
+        }),
+        "blind_ct_trap_rule_stale_endpoint" => {
+            ("blind_ct_trap_rule_stale_endpoint-6.18.rec", |f| {
+                to(f, "10.173.96.10:53")
+            })
+        }
         // Written blind before the socket hooks (tests/src/blind_sock.rs).
         "blind_sock_backend_refused" => ("blind_sock_backend_refused-6.18.rec", |f| {
             to(f, "10.205.96.20:80")
@@ -1522,6 +1541,7 @@ fn flows_name_the_service_kube_proxy_serves_on_their_destination() {
             family: "ip".into(),
             map: "service-ips".into(),
         },
+        endpoints: None,
     };
     // Another port of the address: not this flow's.
     env.services.insert(
