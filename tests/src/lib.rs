@@ -265,6 +265,15 @@ pub fn evidence_kinds(f: &serde_json::Value) -> Vec<&str> {
         .unwrap_or_default()
 }
 
+/// The first fact of kind `kind` of a judged flow's verdict; a test
+/// failure (with the flow) when it has none.
+pub fn evidence_of<'a>(f: &'a serde_json::Value, kind: &str) -> &'a serde_json::Value {
+    f["verdict"]["evidence"]
+        .as_array()
+        .and_then(|a| a.iter().find(|e| e["kind"] == kind))
+        .unwrap_or_else(|| panic!("no {kind} fact in {f}"))
+}
+
 /// A string field of a judged flow's verdict (`kind`, `reason`, `where`,
 /// `hint`), empty when absent.
 pub fn verdict_said(f: &serde_json::Value, key: &str) -> String {

@@ -393,10 +393,7 @@ fn socket_rewrites_are_followed_and_named() {
             reason,
             "{scene}: {dump}"
         );
-        let rewrite = f["verdict"]["evidence"]
-            .as_array()
-            .and_then(|e| e.iter().find(|e| e["kind"] == "socket_rewrite"))
-            .unwrap_or_else(|| panic!("{scene}: no socket_rewrite: {dump}"));
+        let rewrite = tracer_tests::evidence_of(&f, "socket_rewrite");
         let text = rewrite["text"].as_str().unwrap_or("");
         assert!(
             text.contains(call) && text.contains(prog) && text.contains("/tracer-test-"),

@@ -89,6 +89,15 @@ fn connect(lb: &SockLb, c: &Netns) -> std::process::Output {
     .expect("client")
 }
 
+/// The program's cgroup directory, as the reports end its path.
+fn cgroup_name(lb: &SockLb) -> String {
+    lb.cgroup
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
 fn names(list: &Value) -> Vec<(&str, &str)> {
     list.as_array()
         .map(|a| {
@@ -133,22 +142,14 @@ fn socket_lb_rewrite_is_followed_to_the_backend() {
     assert_eq!(f["hops"][0]["hook"], "sock_addr", "{}", out.dump());
     assert_eq!(f["hops"][0]["netns"], c.name.as_str(), "{}", out.dump());
     assert_eq!(f["verdict"]["kind"], "delivered", "{}", out.dump());
-    let rewrite = f["verdict"]["evidence"]
-        .as_array()
-        .and_then(|e| e.iter().find(|e| e["kind"] == "socket_rewrite"))
-        .unwrap_or_else(|| panic!("no socket_rewrite: {}", out.dump()));
+    let rewrite = tracer_tests::evidence_of(f, "socket_rewrite");
     assert_eq!(rewrite["call"], "connect", "{}", out.dump());
     assert!(
         names(&rewrite["programs"]).contains(&("test_sock4_conn", "connect4")),
         "{}",
         out.dump()
     );
-    let cg = lb
-        .cgroup
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .into_owned();
+    let cg = cgroup_name(&lb);
     assert!(
         rewrite["cgroup"].as_str().is_some_and(|a| a.ends_with(&cg)),
         "{}",
@@ -178,12 +179,7 @@ fn nothing_seen_names_the_programs_that_could_hide_it() {
         "{}",
         out.dump()
     );
-    let cg = lb
-        .cgroup
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .into_owned();
+    let cg = cgroup_name(&lb);
     assert!(
         n["cgroup_programs"]
             .as_array()
@@ -351,10 +347,7 @@ fn incident3_fix_behind_a_socket_redirect_is_followed() {
     assert_eq!(f["translated"]["dst"], "10.190.51.2", "{dump}");
     assert_eq!(f["nat_by"], "socket", "{dump}");
     assert_eq!(f["verdict"]["kind"], "delivered", "{dump}");
-    let rewrite = f["verdict"]["evidence"]
-        .as_array()
-        .and_then(|e| e.iter().find(|e| e["kind"] == "socket_rewrite"))
-        .unwrap_or_else(|| panic!("no socket_rewrite: {dump}"));
+    let rewrite = tracer_tests::evidence_of(&f, "socket_rewrite");
     assert_eq!(rewrite["call"], "sendto", "{dump}");
     assert!(
         names(&rewrite["programs"]).contains(&("cil_sock4_sendm", "sendmsg4")),

@@ -436,15 +436,23 @@ pub fn learn_conntrack(orig: &CtTuple, reply: &CtTuple) {
         return;
     }
     if unsafe { FLOW_KEYS.get(reply) }.is_none() {
-        if FLOW_KEYS.insert(reply, &DIR_REPLY, 0).is_err() {
-            bump(stat::FLOWKEY_FAIL);
-        }
-        let fwd = reverse(reply);
-        let _ = FLOW_KEYS.insert(&fwd, &DIR_REQUEST, 0);
-        if let Some(p) = FLOW_KEYS_USED.get_ptr_mut(0) {
-            // SAFETY: a u32 slot; racing writers all store 1.
-            unsafe { *p = 1 };
-        }
+        learn_reply(reply);
+    }
+}
+
+/// Follow the tuple `reply` (as a reply) and its reverse (as a request)
+/// from now on: a translation conntrack knows (`learn_conntrack`), or a
+/// socket call's destination a cgroup program rewrote (sockaddr.rs).
+#[inline(always)]
+pub fn learn_reply(reply: &CtTuple) {
+    if FLOW_KEYS.insert(reply, &DIR_REPLY, 0).is_err() {
+        bump(stat::FLOWKEY_FAIL);
+    }
+    let fwd = reverse(reply);
+    let _ = FLOW_KEYS.insert(&fwd, &DIR_REQUEST, 0);
+    if let Some(p) = FLOW_KEYS_USED.get_ptr_mut(0) {
+        // SAFETY: a u32 slot; racing writers all store 1.
+        unsafe { *p = 1 };
     }
 }
 

@@ -33,11 +33,9 @@ use tracer_common::{Hook, PacketInfo, SockAddrEvent, kind, sockcall};
 
 use crate::{
     emit::{Slot, set_header},
-    filter::{
-        DIR_REPLY, DIR_REQUEST, copy_addr, netns_allowed, pkt_words, prefix_eq_words, word_of,
-    },
+    filter::{copy_addr, netns_allowed, pkt_words, prefix_eq_words, word_of},
     kread::{IPPROTO_TCP, IPPROTO_UDP, ct_orig_daddr_words, dev_info, read, skb_packet},
-    maps::{FLOW_KEYS, FLOW_KEYS_USED, PARKED, PARKED_AT, Parked},
+    maps::{PARKED, PARKED_AT, Parked},
     offsets,
 };
 
@@ -265,29 +263,15 @@ fn claim(skb: u64, dev: u64) -> Option<()> {
 }
 
 /// The rewritten tuple and its reverse, followed from now on (as
-/// filter::learn_conntrack does for a NAT conntrack knows).
+/// filter::learn_conntrack does for a translation conntrack knows).
 #[inline(always)]
 fn learn(pkt: &PacketInfo) {
-    crate::let_zeroed!(fwd: tracer_common::CtTuple);
-    copy_addr(&mut fwd.saddr, &pkt.saddr);
-    copy_addr(&mut fwd.daddr, &pkt.daddr);
-    fwd.sport = pkt.sport;
-    fwd.dport = pkt.dport;
-    fwd.proto = pkt.proto;
-    fwd.family = pkt.family;
-    crate::let_zeroed!(rev: tracer_common::CtTuple);
-    copy_addr(&mut rev.saddr, &pkt.daddr);
-    copy_addr(&mut rev.daddr, &pkt.saddr);
-    rev.sport = pkt.dport;
-    rev.dport = pkt.sport;
-    rev.proto = pkt.proto;
-    rev.family = pkt.family;
-    if FLOW_KEYS.insert(fwd, &DIR_REQUEST, 0).is_err() {
-        crate::maps::bump(tracer_common::stat::FLOWKEY_FAIL);
-    }
-    let _ = FLOW_KEYS.insert(rev, &DIR_REPLY, 0);
-    if let Some(u) = FLOW_KEYS_USED.get_ptr_mut(0) {
-        // SAFETY: a u32 slot; racing writers all store 1.
-        unsafe { *u = 1 };
-    }
+    crate::let_zeroed!(reply: tracer_common::CtTuple);
+    copy_addr(&mut reply.saddr, &pkt.daddr);
+    copy_addr(&mut reply.daddr, &pkt.saddr);
+    reply.sport = pkt.dport;
+    reply.dport = pkt.sport;
+    reply.proto = pkt.proto;
+    reply.family = pkt.family;
+    crate::filter::learn_reply(reply);
 }
