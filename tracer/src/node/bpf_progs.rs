@@ -7,6 +7,7 @@
 //! IFLA_XDP; tracer's own programs (`tracer_*`) are left out.
 
 use std::{
+    ops::ControlFlow,
     os::fd::AsRawFd,
     path::{Path, PathBuf},
 };
@@ -62,30 +63,25 @@ pub fn cgroup2_root() -> Option<PathBuf> {
 /// walk stopped at [`MAX_CGROUPS`].
 pub fn cgroup_programs(root: &Path) -> (Vec<AttachedProgram>, bool) {
     let mut out = Vec::new();
+    let truncated = walk_cgroups(root, |dir| {
+        out.extend(attached_to(root, dir, |_| true));
+        ControlFlow::Continue(())
+    });
+    (out, truncated)
+}
+
+/// Visit `root` and every cgroup below it (depth first) until `visit`
+/// breaks; true when the walk stopped at [`MAX_CGROUPS`].
+fn walk_cgroups(root: &Path, mut visit: impl FnMut(&Path) -> ControlFlow<()>) -> bool {
     let mut dirs = vec![root.to_path_buf()];
     let mut seen = 0;
     while let Some(dir) = dirs.pop() {
         seen += 1;
         if seen > MAX_CGROUPS {
-            return (out, true);
+            return true;
         }
-        let Ok(fd) = std::fs::File::open(&dir) else {
-            continue;
-        };
-        for (attach, hook) in CGROUP_HOOKS {
-            for id in prog_query(fd.as_raw_fd(), *attach) {
-                let name = prog_name(id).unwrap_or_default();
-                if name.starts_with("tracer_") {
-                    continue;
-                }
-                let rel = dir.strip_prefix(root).unwrap_or(&dir);
-                out.push(AttachedProgram {
-                    id,
-                    name,
-                    hook: (*hook).to_string(),
-                    at: format!("/{}", rel.display()),
-                });
-            }
+        if visit(&dir).is_break() {
+            return false;
         }
         if let Ok(rd) = std::fs::read_dir(&dir) {
             dirs.extend(
@@ -95,7 +91,37 @@ pub fn cgroup_programs(root: &Path) -> (Vec<AttachedProgram>, bool) {
             );
         }
     }
-    (out, false)
+    false
+}
+
+/// The programs of others attached directly to cgroup `dir` for the
+/// hooks of [`CGROUP_HOOKS`] whose attach type `keep` takes; `at` is the
+/// cgroup's path below `root`.
+fn attached_to(root: &Path, dir: &Path, keep: impl Fn(u32) -> bool) -> Vec<AttachedProgram> {
+    let Ok(fd) = std::fs::File::open(dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (attach, hook) in CGROUP_HOOKS.iter().filter(|(a, _)| keep(*a)) {
+        for id in prog_query(fd.as_raw_fd(), *attach) {
+            let name = prog_name(id).unwrap_or_default();
+            if name.starts_with("tracer_") {
+                continue;
+            }
+            out.push(AttachedProgram {
+                id,
+                name,
+                hook: (*hook).to_string(),
+                at: below(root, dir),
+            });
+        }
+    }
+    out
+}
+
+/// `dir` as a path below the cgroup2 mount `root` (`/` for the root).
+fn below(root: &Path, dir: &Path) -> String {
+    format!("/{}", dir.strip_prefix(root).unwrap_or(dir).display())
 }
 
 /// A cgroup (its path below the cgroup2 mount) and the socket-address
@@ -116,47 +142,23 @@ pub struct CgroupPrograms {
 pub fn cgroup_sock_programs(id: u64) -> Option<CgroupPrograms> {
     use std::os::unix::fs::MetadataExt;
     let root = cgroup2_root()?;
-    let mut dirs = vec![root.clone()];
-    let mut seen = 0;
-    let found = loop {
-        let dir = dirs.pop()?;
-        seen += 1;
-        if seen > MAX_CGROUPS {
-            return None;
+    let mut found = None;
+    walk_cgroups(&root, |dir| {
+        if std::fs::metadata(dir).is_ok_and(|m| m.ino() == id) {
+            found = Some(dir.to_path_buf());
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
         }
-        if std::fs::metadata(&dir).is_ok_and(|m| m.ino() == id) {
-            break dir;
-        }
-        if let Ok(rd) = std::fs::read_dir(&dir) {
-            dirs.extend(
-                rd.flatten()
-                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                    .map(|e| e.path()),
-            );
-        }
-    };
-    let rel = |d: &Path| format!("/{}", d.strip_prefix(&root).unwrap_or(d).display());
-    let mut programs = Vec::new();
-    for dir in found.ancestors().take_while(|d| d.starts_with(&root)) {
-        let Ok(fd) = std::fs::File::open(dir) else {
-            continue;
-        };
-        for (attach, hook) in CGROUP_HOOKS.iter().filter(|(a, _)| is_sock_addr_attach(*a)) {
-            for pid in prog_query(fd.as_raw_fd(), *attach) {
-                let name = prog_name(pid).unwrap_or_default();
-                if !name.starts_with("tracer_") {
-                    programs.push(AttachedProgram {
-                        id: pid,
-                        name,
-                        hook: (*hook).to_string(),
-                        at: rel(dir),
-                    });
-                }
-            }
-        }
-    }
+    });
+    let found = found?;
+    let programs = found
+        .ancestors()
+        .take_while(|d| d.starts_with(&root))
+        .flat_map(|d| attached_to(&root, d, is_sock_addr_attach))
+        .collect();
     Some(CgroupPrograms {
-        path: rel(&found),
+        path: below(&root, &found),
         programs,
     })
 }

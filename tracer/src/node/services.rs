@@ -228,11 +228,7 @@ fn add_endpoints(services: &mut [ServiceAddr], chains: &[String]) {
     let mut by_service: std::collections::HashMap<(String, u8), Vec<String>> =
         std::collections::HashMap::new();
     for c in chains {
-        let Some((tail, ep)) = c
-            .strip_prefix("endpoint-")
-            .and_then(|r| r.split_once('-'))
-            .and_then(|(_, r)| r.split_once("__"))
-        else {
+        let Some((tail, ep)) = endpoint_of_chain(c) else {
             continue;
         };
         let proto = match tail.rsplit('/').nth(1) {
@@ -241,13 +237,8 @@ fn add_endpoints(services: &mut [ServiceAddr], chains: &[String]) {
             Some("sctp") => 132,
             _ => continue,
         };
-        let (Some(service), Some((ip, port))) = (service_of_tail(tail), ep.rsplit_once('/')) else {
+        let Some(service) = service_of_tail(tail) else {
             continue;
-        };
-        let ep = if ip.contains(':') {
-            format!("[{ip}]:{port}")
-        } else {
-            format!("{ip}:{port}")
         };
         by_service.entry((service, proto)).or_default().push(ep);
     }
@@ -295,6 +286,23 @@ pub fn service_of_chain(chain: &str) -> Option<String> {
         .split_once('-')?
         .1;
     service_of_tail(tail)
+}
+
+/// `endpoint-HASH-ns/svc/proto/port__IP/PORT` (kube-proxy's nftables
+/// chain of one endpoint) -> (`ns/svc/proto/port`, `IP:PORT`, or
+/// `[IP]:PORT` for IPv6).
+pub fn endpoint_of_chain(chain: &str) -> Option<(&str, String)> {
+    let (_, rest) = chain.strip_prefix("endpoint-")?.split_once('-')?;
+    let (tail, ep) = rest.split_once("__")?;
+    let (ip, port) = ep.rsplit_once('/')?;
+    Some((
+        tail,
+        if ip.contains(':') {
+            format!("[{ip}]:{port}")
+        } else {
+            format!("{ip}:{port}")
+        },
+    ))
 }
 
 /// `ns/svc/proto/port` -> `ns/svc:port`.

@@ -33,8 +33,9 @@ use super::{
     Env, Evidence, EvidenceKind, Kind, Verdict, evidence::Endpoint, hints::Hint, rules::verdict,
 };
 use crate::model::{
+    event::Tuple,
     flow::{Flow, NatBy},
-    hop::{Dir, HopData},
+    hop::{Dir, Hop, HopData},
 };
 
 /// What conntrack kept.
@@ -214,28 +215,15 @@ pub fn kept(flow: &Flow, v: &Verdict, env: &dyn Env) -> Option<(String, Evidence
 /// translate it back. Before `delivered`, which the exchanges before it
 /// would give.
 pub fn reply_not_translated(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
-    if flow.nat_by != Some(NatBy::Netfilter) {
-        return None;
-    }
-    let t = flow.translated?;
-    if (t.dst, t.dport) == (flow.key.dst, flow.key.dport) {
-        return None;
-    }
-    let nat = &flow.hops[flow.nat_at()?];
+    let (nat, left, t) = untranslated_exit(flow)?;
+    let nat = &flow.hops[nat];
     let client = flow.hops.first()?.netns_inode;
     if nat.netns_inode == client {
         return None;
     }
-    let untranslated = |h: &crate::model::hop::Hop| {
-        h.dir == Dir::Reply && h.tuple.src == t.dst && h.tuple.sport == t.dport
-    };
-    let left = flow
-        .hops
-        .iter()
-        .position(|h| h.netns_inode == nat.netns_inode && h.is_egress() && untranslated(h))?;
     let refused = flow.hops[left..].iter().find(|h| {
         h.netns_inode == client
-            && untranslated(h)
+            && is_untranslated(h, &t)
             && match &h.data {
                 HopData::Drop(d) => d.reason == "NO_SOCKET",
                 HopData::TcpReset { .. } => true,
@@ -278,25 +266,38 @@ pub fn reply_not_translated(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     Some(v)
 }
 
+/// A reply of a flow netfilter translated to another destination that
+/// left the translating namespace with the endpoint's address still as
+/// its source: (index of the translation's hop, index of that reply's
+/// exit, the translated tuple).
+fn untranslated_exit(flow: &Flow) -> Option<(usize, usize, Tuple)> {
+    if flow.nat_by != Some(NatBy::Netfilter) {
+        return None;
+    }
+    let t = flow.translated?;
+    if (t.dst, t.dport) == (flow.key.dst, flow.key.dport) {
+        return None;
+    }
+    let nat = flow.nat_at()?;
+    let ns = flow.hops[nat].netns_inode;
+    let left = flow
+        .hops
+        .iter()
+        .position(|h| h.netns_inode == ns && h.is_egress() && is_untranslated(h, &t))?;
+    Some((nat, left, t))
+}
+
+/// A reply whose source is still the endpoint of translation `t`.
+fn is_untranslated(h: &Hop, t: &Tuple) -> bool {
+    h.dir == Dir::Reply && h.tuple.src == t.dst && h.tuple.sport == t.dport
+}
+
 /// The namespaces whose conntrack counters and sysctls the rules want
 /// beyond the netfilter drops' (run/facts.rs): the translating one of a
 /// flow whose reply came back untranslated.
 pub fn conntrack_wanted(flow: &Flow) -> Option<u32> {
-    let t = flow.translated?;
-    if flow.nat_by != Some(NatBy::Netfilter) {
-        return None;
-    }
-    let nat = flow.hops.get(flow.nat_at()?)?;
-    flow.hops
-        .iter()
-        .any(|h| {
-            h.dir == Dir::Reply
-                && h.netns_inode == nat.netns_inode
-                && h.is_egress()
-                && h.tuple.src == t.dst
-                && h.tuple.sport == t.dport
-        })
-        .then_some(nat.netns_inode)
+    let (nat, _, _) = untranslated_exit(flow)?;
+    Some(flow.hops[nat].netns_inode)
 }
 
 /// The drop reasons this cause explains (verdict/reasons.rs).
@@ -307,8 +308,9 @@ pub const EXPLAINS: &[super::reasons::Explains] = &[super::reasons::Explains {
     facts: "kube-proxy's endpoint chains (nftables mode); the translating namespace's conntrack counters and nf_conntrack_tcp_be_liberal",
 }];
 
-fn is(k: Kept) -> impl Fn(&Evidence) -> bool {
-    move |e| matches!(e, Evidence::ConntrackKept(c) if c.kept == k)
+/// Is this the fact of kind `k`?
+fn is(e: &Evidence, k: Kept) -> bool {
+    matches!(e, Evidence::ConntrackKept(c) if c.kept == k)
 }
 
 /// The hint rows, one per kind.
@@ -317,28 +319,28 @@ pub const HINTS: &[Hint] = &[
         kind: None,
         reason: None,
         evidence: &[EvidenceKind::ConntrackKept],
-        when: Some(|e| is(Kept::ReplyNotTranslated)(e)),
+        when: Some(|e| is(e, Kept::ReplyNotTranslated)),
         text: "Conntrack found a reply segment INVALID (out of its TCP window: after a stall, a lost or a late packet) and let it through untranslated, from the endpoint's own address; the client has no such connection, answers with a reset, and the connection dies (\"connection reset by peer\"). Set net.netfilter.nf_conntrack_tcp_be_liberal=1 on the node (kube-proxy's --conntrack-tcp-be-liberal) or drop INVALID packets before they leave (kube-proxy's iptables mode adds `-m conntrack --ctstate INVALID -j DROP`).",
     },
     Hint {
         kind: None,
         reason: None,
         evidence: &[EvidenceKind::ConntrackKept],
-        when: Some(|e| is(Kept::OldTranslation)(e)),
+        when: Some(|e| is(e, Kept::OldTranslation)),
         text: "A conntrack entry made before the Service's endpoints changed still translates this flow to an endpoint kube-proxy no longer names: netfilter consults its NAT rules only for a connection's first packet, and a UDP client that keeps its source port (a statsd or syslog sender, a long-lived DNS client) keeps the entry alive. Delete it (`conntrack -D -p udp --orig-dst SERVICE_IP --orig-port-dst PORT`, or `-d OLD_ENDPOINT`). kube-proxy clears the UDP entries of removed endpoints itself: if it did not, check its version and logs (an endpoint address reused by another pod hides the stale entry from it).",
     },
     Hint {
         kind: None,
         reason: None,
         evidence: &[EvidenceKind::ConntrackKept],
-        when: Some(|e| is(Kept::NoTranslation)(e)),
+        when: Some(|e| is(e, Kept::NoTranslation)),
         text: "The flow's conntrack entry was made before kube-proxy's rule for this Service existed (the client was already sending when the Service, its NodePort or its first endpoint appeared), so the flow stays untranslated: netfilter's NAT rules apply only to a connection's first packet. Delete the entry (`conntrack -D -p udp --dport PORT` on the node); kube-proxy deletes such UDP entries when a Service gets its first endpoint: if it did not, check its version and logs.",
     },
     Hint {
         kind: None,
         reason: None,
         evidence: &[EvidenceKind::ConntrackKept],
-        when: Some(|e| is(Kept::RuleStillSends)(e)),
+        when: Some(|e| is(e, Kept::RuleStillSends)),
         text: "kube-proxy's rules themselves still send the Service to this endpoint, which no longer serves: kube-proxy is out of sync with the EndpointSlices (check its logs for sync errors, and that it runs; restart it). Deleting conntrack entries does not help while the rule names the endpoint.",
     },
 ];

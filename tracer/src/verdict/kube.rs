@@ -7,7 +7,7 @@ use super::{Env, Evidence, evidence::PolicyDirection};
 use crate::{
     model::flow::Flow,
     node::nftrace::{NfTraced, TracedTuple},
-    node::services::{service_of_chain, service_of_firewall_chain},
+    node::services::{endpoint_of_chain, service_of_chain, service_of_firewall_chain},
 };
 
 /// Whether a traced packet is one of `flow`'s: its tuple, before or after
@@ -131,15 +131,9 @@ pub fn routed(flow: &Flow, env: &dyn Env) -> Option<Evidence> {
             .collect();
         let service = gotos.iter().find_map(|c| service_of_chain(c));
         let Some(service) = service else { continue };
-        let endpoint = gotos.iter().find_map(|c| {
-            let (_, ep) = c.strip_prefix("endpoint-")?.split_once("__")?;
-            let (ip, port) = ep.rsplit_once('/')?;
-            Some(if ip.contains(':') {
-                format!("[{ip}]:{port}")
-            } else {
-                format!("{ip}:{port}")
-            })
-        });
+        let endpoint = gotos
+            .iter()
+            .find_map(|c| endpoint_of_chain(c).map(|(_, ep)| ep));
         return Some(Evidence::KubeServiceRouted {
             service,
             endpoint,

@@ -150,13 +150,11 @@ pub fn rewrite(flow: &Flow, env: &dyn Env) -> Option<Evidence> {
 
 /// The hint rows of a call a socket program sent elsewhere.
 pub const HINTS: &[Hint] = &[
-    Hint {
-        kind: Some(Kind::Delivered),
-        reason: None,
-        evidence: &[EvidenceKind::SocketRewrite],
-        when: Some(|e| matches!(e, Evidence::SocketRewrite(r) if r.reply_source_kept)),
-        text: "The answers reached the client's socket, but from the backend's address: a cgroup sendmsg program sent the query there and no recvmsg program turns the answers' source back into the Service address, so a client that checks it (glibc's resolver, dig, nslookup: \"reply from unexpected source\") throws them away and times out. Attach the dataplane's recvmsg4/recvmsg6 programs with its sendmsg ones (Cilium: socket LB needs both hooks; a kernel before 4.20 has no recvmsg hook, so use kube-proxy or Cilium's tc-level load balancing there), or have the client connect() its UDP socket.",
-    },
+    Hint::when(
+        Kind::Delivered,
+        |e| matches!(e, Evidence::SocketRewrite(r) if r.reply_source_kept),
+        "The answers reached the client's socket, but from the backend's address: a cgroup sendmsg program sent the query there and no recvmsg program turns the answers' source back into the Service address, so a client that checks it (glibc's resolver, dig, nslookup: \"reply from unexpected source\") throws them away and times out. Attach the dataplane's recvmsg4/recvmsg6 programs with its sendmsg ones (Cilium: socket LB needs both hooks; a kernel before 4.20 has no recvmsg hook, so use kube-proxy or Cilium's tc-level load balancing there), or have the client connect() its UDP socket.",
+    ),
     Hint {
         kind: Some(Kind::Dropped),
         reason: Some("NO_SOCKET"),
