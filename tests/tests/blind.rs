@@ -139,6 +139,15 @@ fn bridge_settings_that_stop_frames_are_named() {
             "bridge br1 in netns ",
             "isolated off",
         ),
+        // The bridge is at the other end of the pod's veth, in the node's
+        // namespace (kubevirt/kubevirtci#1821): the pod's ARP failure
+        // names the port and its STP state.
+        (
+            "blind_l2_stp_listening",
+            8080,
+            "-node, at the other end of eth0: port veth1 is in STP state listening",
+            "stp_state 0",
+        ),
     ] {
         let Some((f, dump)) = judged(name, dport) else {
             return;
@@ -315,7 +324,8 @@ fn vxlan_devices_that_lose_frames_are_named() {
 /// of a pod's DNS to 127.0.0.11 arrives by a device whose route_localnet
 /// is 0 (kubernetes-sigs/kind#2326, tests/src/blind_sysctl.rs, written
 /// blind before the rule): the device, the sysctl as set and the address
-/// NAT made of the destination are named. Its trap, a DNAT to a port
+/// NAT made of the destination are named; so is IPv6 disabled in a pod,
+/// read at the other end of the node's veth. Its trap, a DNAT to a port
 /// nothing listens on with route_localnet on, is not blamed on it.
 #[test]
 fn a_sysctl_that_drops_is_named() {
@@ -333,6 +343,26 @@ fn a_sysctl_that_drops_is_named() {
     );
     assert!(
         tracer_tests::verdict_said(&f, "hint").contains("route_localnet=1"),
+        "{dump}"
+    );
+    // IPv6 off in the pod, seen from the node (danm-cni/danm#68): the
+    // node's NDP fails on the pod's host-side veth, whose other end has
+    // disable_ipv6 on.
+    let Some((f, dump)) = judged("blind_sys_pod_ipv6_disabled", 8080) else {
+        return;
+    };
+    let w = tracer_tests::verdict_said(&f, "where");
+    assert!(
+        w.contains("-pod2 is the other end of lxc2: IPv6 is disabled on eth0 (net.ipv6.conf.eth0.disable_ipv6 = 1)"),
+        "{dump}"
+    );
+    assert_eq!(
+        tracer_tests::verdict_said(&f, "reason"),
+        "NEIGH_FAILED",
+        "{dump}"
+    );
+    assert!(
+        tracer_tests::evidence_kinds(&f).contains(&"sysctl_refused"),
         "{dump}"
     );
     let Some((f, dump)) = judged("blind_sys_localnet_stale_port", 53) else {

@@ -90,6 +90,8 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("blind_tun_same_public_ip", "dropped", "IP_INHDR"),
     ("blind_sys_localnet_dnat", "dropped", "IP_LOCALNET"),
     ("blind_sys_localnet_stale_port", "dropped", "NO_SOCKET"),
+    ("blind_l2_stp_listening", "dropped", "NEIGH_FAILED"),
+    ("blind_sys_pod_ipv6_disabled", "dropped", "NEIGH_FAILED"),
     ("blind_sock_backend_refused", "dropped", "NO_SOCKET"),
     ("blind_sock_lrp_dns_not_listening", "dropped", "NO_SOCKET"),
     ("blind_sock_udp_no_recvmsg", "delivered", "local_socket"),

@@ -322,6 +322,7 @@ impl Codec {
                     ReasonFrom::Kernel => 0u64,
                     ReasonFrom::Location => 1,
                     ReasonFrom::Unknown => 2,
+                    ReasonFrom::Site => 3,
                 };
                 put(w, u64::from(d.reason_code) | from << 32);
                 put(w, l);
@@ -574,6 +575,7 @@ impl Codec {
                     reason_from: match code >> 32 {
                         1 => ReasonFrom::Location,
                         2 => ReasonFrom::Unknown,
+                        3 => ReasonFrom::Site,
                         _ => ReasonFrom::Kernel,
                     },
                 }))

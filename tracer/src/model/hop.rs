@@ -370,6 +370,10 @@ pub enum ReasonFrom {
     /// This kernel gives no reason and the location does not tell one:
     /// `reason` is `NOT_SPECIFIED`.
     Unknown,
+    /// This kernel gives reasons, but the site gave NOT_SPECIFIED where
+    /// its reason is known (model/inferred.rs `unreasoned`: IPv6's
+    /// neighbour failure).
+    Site,
 }
 
 impl ReasonFrom {
@@ -557,7 +561,7 @@ impl Hop {
                 d.reason,
                 match d.reason_from {
                     ReasonFrom::Kernel => "",
-                    ReasonFrom::Location => " (inferred)",
+                    ReasonFrom::Location | ReasonFrom::Site => " (inferred)",
                     ReasonFrom::Unknown => " (none from this kernel)",
                 },
                 d.location

@@ -345,6 +345,17 @@ pub fn infer(func: &str, c: &Context) -> Inferred {
     }
 }
 
+/// The reason of a NOT_SPECIFIED drop at `func` on a kernel that gives
+/// reasons, where the site is known to give none: IPv6's neighbour
+/// failure. ndisc_error_report() (net/ipv6/ndisc.c) frees each packet
+/// queued on a failed neighbour with a plain kfree_skb(), where IPv4's
+/// arp_error_report() passes NEIGH_FAILED; called from neigh_invalidate()
+/// through neigh->ops->error_report, its kfree_skb() is a tail call, so
+/// the drop shows at neigh_invalidate.
+pub fn unreasoned(func: &str) -> Option<&'static str> {
+    matches!(func, "ndisc_error_report" | "neigh_invalidate").then_some("NEIGH_FAILED")
+}
+
 /// How many functions the table knows.
 pub fn len() -> usize {
     TABLE.len()
@@ -358,6 +369,17 @@ mod tests {
         Context {
             icmp: Some((ty, code)),
             ..Context::default()
+        }
+    }
+
+    /// IPv6's neighbour failure gives no reason on kernels that give
+    /// them; nothing else is taken for it.
+    #[test]
+    fn unreasoned_sites_are_the_neighbour_failure() {
+        assert_eq!(unreasoned("neigh_invalidate"), Some("NEIGH_FAILED"));
+        assert_eq!(unreasoned("ndisc_error_report"), Some("NEIGH_FAILED"));
+        for f in ["arp_error_report", "ip_rcv_core", "__neigh_event_send", ""] {
+            assert_eq!(unreasoned(f), None, "{f}");
         }
     }
 

@@ -317,6 +317,18 @@ impl NetnsNames {
             .clone()
     }
 
+    /// Every namespace a path is known for, as (inode, path), after a
+    /// fresh scan (at most one per 200 ms, as [`NetnsNames::name`]).
+    pub fn known_paths(&mut self) -> Vec<(u32, PathBuf)> {
+        if self
+            .last_scan
+            .is_none_or(|t| t.elapsed() > Duration::from_millis(200))
+        {
+            self.scan();
+        }
+        self.paths.iter().map(|(i, p)| (*i, p.clone())).collect()
+    }
+
     /// A path that opens this namespace, when one is known.
     pub fn path(&mut self, ino: u32) -> Option<PathBuf> {
         if !self.paths.contains_key(&ino) {

@@ -901,7 +901,13 @@ impl FlowTable {
                         }
                     }
                 } else {
-                    (names.drop_reason(p.reason), ReasonFrom::Kernel)
+                    let r = names.drop_reason(p.reason);
+                    match inferred::unreasoned(func_of(&location)) {
+                        Some(n) if r.as_str() == "NOT_SPECIFIED" => {
+                            (names.intern(n), ReasonFrom::Site)
+                        }
+                        _ => (r, ReasonFrom::Kernel),
+                    }
                 };
                 HopData::Drop(Box::new(DropData {
                     reason,

@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LinkConf {
     pub dev: String,
+    /// Its ifindex in its namespace (what a veth peer's IFLA_LINK names).
+    #[serde(default)]
+    pub ifindex: u32,
     pub mtu: u32,
     /// net.ipv4.conf.DEV.forwarding (None: unreadable, e.g. no IPv4).
     #[serde(default)]
@@ -54,6 +57,30 @@ pub struct LinkConf {
     /// A VXLAN device's settings, FDB and neighbours, when it is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vxlan: Option<VxlanConf>,
+    /// The other end of a veth, when it is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<VethPeer>,
+}
+
+/// The other end of a veth: its ifindex (IFLA_LINK) and namespace
+/// (IFLA_LINK_NETNSID, the id this namespace gives the peer's:
+/// veth_get_link_net() and rtnl_fill_link_netnsid()). A pod's eth0 and
+/// its host-side device are the two ends of one veth: what one end's
+/// namespace does to a frame (a bridge port, a sysctl) shows as a failure
+/// at the other end.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VethPeer {
+    pub ifindex: u32,
+    /// IFLA_LINK_NETNSID; None: the peer is in the same namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netnsid: Option<i32>,
+    /// The peer namespace's inode, found by [`nsids_in`]; None when
+    /// `netnsid` is None (the same namespace) or it was not found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns: Option<u32>,
+    /// That namespace's name, for the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns_name: Option<String>,
 }
 
 /// A VXLAN device (IFLA_INFO_DATA of kind `vxlan`, IFLA_VXLAN_*), as `ip
@@ -222,6 +249,8 @@ fn each_link_indexed(each: &mut dyn FnMut(u32, &str, &[u8])) -> Option<()> {
 /// IFLA_* and IFLA_INFO_* (include/uapi/linux/if_link.h).
 const IFLA_ADDRESS: u16 = 1;
 const IFLA_MTU: u16 = 4;
+const IFLA_LINK: u16 = 5;
+const IFLA_LINK_NETNSID: u16 = 37;
 const IFLA_MASTER: u16 = 10;
 const IFLA_LINKINFO: u16 = 18;
 const IFLA_INFO_KIND: u16 = 1;
@@ -242,6 +271,7 @@ fn rtnl_links() -> Option<Vec<LinkConf>> {
         };
         let mut l = LinkConf {
             dev: dev.to_string(),
+            ifindex: index,
             mtu,
             mac: super::netlink::attr(attrs, IFLA_ADDRESS)
                 .filter(|a| a.len() == 6)
@@ -250,6 +280,9 @@ fn rtnl_links() -> Option<Vec<LinkConf>> {
         };
         if let Some(info) = super::netlink::attr(attrs, IFLA_LINKINFO) {
             link_info(info, &mut l);
+        }
+        if l.kind == "veth" {
+            l.peer = veth_peer(attrs);
         }
         masters.push(super::netlink::attr(attrs, IFLA_MASTER).and_then(super::netlink::ne32));
         indexes.push(index);
@@ -289,6 +322,66 @@ fn rtnl_links() -> Option<Vec<LinkConf>> {
         });
     }
     Some(out)
+}
+
+/// A veth's other end from its link attributes (IFLA_LINK: the peer's
+/// ifindex, veth_get_iflink(); IFLA_LINK_NETNSID when the peer is in
+/// another namespace). None without IFLA_LINK (the peer is gone).
+fn veth_peer(attrs: &[u8]) -> Option<VethPeer> {
+    let ifindex = super::netlink::attr(attrs, IFLA_LINK).and_then(super::netlink::ne32)?;
+    let netnsid = super::netlink::attr(attrs, IFLA_LINK_NETNSID)
+        .and_then(super::netlink::ne32)
+        .map(|v| v as i32)
+        .filter(|v| *v >= 0);
+    Some(VethPeer {
+        ifindex,
+        netnsid,
+        ..VethPeer::default()
+    })
+}
+
+/// The ids the namespace at `path` gives the namespaces of `candidates`
+/// (inode, a path that opens it), as `ip netns list-id` shows them: id ->
+/// inode. One RTM_GETNSID with NETNSA_FD each (rtnl_net_getid(): it looks
+/// the id up with peernet2id() and assigns none; a namespace without one
+/// answers NETNSA_NSID_NOT_ASSIGNED, -1, and is left out).
+pub fn nsids_in(
+    path: &Path,
+    candidates: &[(u32, std::path::PathBuf)],
+) -> std::collections::HashMap<i32, u32> {
+    // RTM_GETNSID, NETNSA_NSID, NETNSA_FD (include/uapi/linux/net_namespace.h).
+    const RTM_GETNSID: u16 = 90;
+    const RTM_NEWNSID: u16 = 88;
+    const NETNSA_NSID: u16 = 1;
+    const NETNSA_FD: u16 = 3;
+    let mut ids = std::collections::HashMap::new();
+    let Ok(_g) = crate::node::netns::NetnsGuard::enter(path) else {
+        return ids;
+    };
+    for (ino, p) in candidates {
+        let Ok(f) = std::fs::File::open(p) else {
+            continue;
+        };
+        // rtgenmsg (family, padded to 4), then NETNSA_FD.
+        let mut body = vec![0u8; 4];
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&f) as u32;
+        super::netlink::put_attr(&mut body, NETNSA_FD, &fd.to_ne_bytes());
+        let _ = super::netlink::query(libc::NETLINK_ROUTE, RTM_GETNSID, &body, &mut |ty, msg| {
+            if ty != RTM_NEWNSID {
+                return;
+            }
+            // nlmsghdr (16 bytes), rtgenmsg (4), then the attributes.
+            let id = msg
+                .get(20..)
+                .and_then(|a| super::netlink::attr(a, NETNSA_NSID))
+                .and_then(super::netlink::ne32)
+                .map(|v| v as i32);
+            if let Some(id) = id.filter(|v| *v >= 0) {
+                ids.insert(id, *ino);
+            }
+        });
+    }
+    ids
 }
 
 /// A hardware address as `aa:bb:cc:dd:ee:ff` (also the neighbour hops'
@@ -443,6 +536,29 @@ mod tests {
             })
         );
         assert_eq!(mac_string(&[0x0e, 0, 0, 0, 2, 0x99]), "0e:00:00:00:02:99");
+    }
+
+    /// A veth's other end: IFLA_LINK (its ifindex) and, when it is in
+    /// another namespace, IFLA_LINK_NETNSID (that namespace's id here).
+    #[test]
+    fn reads_the_other_end_of_a_veth() {
+        use crate::node::netlink::put_attr;
+        let mut attrs = Vec::new();
+        put_attr(&mut attrs, IFLA_LINK, &7u32.to_ne_bytes());
+        put_attr(&mut attrs, IFLA_LINK_NETNSID, &2i32.to_ne_bytes());
+        assert_eq!(
+            veth_peer(&attrs),
+            Some(VethPeer {
+                ifindex: 7,
+                netnsid: Some(2),
+                netns: None,
+                netns_name: None,
+            })
+        );
+        let mut same = Vec::new();
+        put_attr(&mut same, IFLA_LINK, &7u32.to_ne_bytes());
+        assert_eq!(veth_peer(&same).and_then(|p| p.netnsid), None);
+        assert_eq!(veth_peer(&[]), None);
     }
 
     /// A bridge port's IFLA_LINKINFO (kind veth, port of a bridge in STP

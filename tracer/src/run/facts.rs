@@ -21,7 +21,7 @@ use crate::{
     model::names::Names,
     node::conntrack::{ConntrackTable, conntrack_in},
     node::ipvs::VirtualService,
-    node::link::{LinkConf, links_in},
+    node::link::{LinkConf, links_in, nsids_in},
     node::netfilter::{self, NfRule},
     node::netns::{NetnsRef, addresses_in},
     node::nftrace::{NfTrace, NfTraced, TracedGoto},
@@ -287,6 +287,65 @@ impl LiveEnv {
     }
 }
 
+impl LiveEnv {
+    /// The links of the namespaces at the other end of the veths packets
+    /// were dropped on (a pod's eth0 whose host-side end is a bridge port
+    /// in the node's namespace), which no hop of the flow may have been
+    /// seen in: the causes that read a drop's device read its other end
+    /// too (bridge.rs, sysctl.rs).
+    fn read_peers(&mut self, names: &mut Names, flow: &Flow, drops_in: &[u32]) {
+        let peers: Vec<u32> = flow
+            .hops
+            .iter()
+            .filter(|h| drops_in.contains(&h.netns_inode))
+            .filter_map(|h| {
+                let links = self.cache.get(&h.netns_inode)?.links.as_ref()?;
+                let dev = links.iter().find(|l| l.dev == *h.dev)?;
+                dev.peer.as_ref()?.netns
+            })
+            .collect();
+        for y in peers {
+            let fresh = self
+                .cache
+                .get(&y)
+                .is_some_and(|f| f.links.is_some() && f.at.elapsed() < Duration::from_millis(500));
+            if fresh {
+                continue;
+            }
+            let Some(p) = names.netns.path(y) else {
+                continue;
+            };
+            self.paths.insert(y, p.clone());
+            self.refresh(y, Some(&p));
+            let links = links_with_peers(&p, names);
+            if let Some(f) = self.cache.get_mut(&y) {
+                f.links = Some(links);
+            }
+        }
+    }
+}
+
+/// The links of the namespace at `path`, each veth's other end with the
+/// namespace it is in (node::link::nsids_in against every namespace
+/// known).
+fn links_with_peers(path: &std::path::Path, names: &mut Names) -> Vec<LinkConf> {
+    let mut links = links_in(Some(path));
+    let wanted = links
+        .iter()
+        .any(|l| l.peer.as_ref().is_some_and(|p| p.netnsid.is_some()));
+    if !wanted {
+        return links;
+    }
+    let ids = nsids_in(path, &names.netns.known_paths());
+    for p in links.iter_mut().filter_map(|l| l.peer.as_mut()) {
+        if let Some(&ino) = p.netnsid.and_then(|id| ids.get(&id)) {
+            p.netns = Some(ino);
+            p.netns_name = Some(names.netns.name(ino).to_string());
+        }
+    }
+    links
+}
+
 /// The routing of namespace `ino` (at `path`), where a followed packet
 /// found no route there or a drop there calls for a route lookup
 /// (`queries`: rules::route_query), with those lookups.
@@ -387,9 +446,13 @@ impl PreparedEnv for LiveEnv {
             }
             if links_due
                 && let Some(p) = &path
-                && let Some(facts) = self.cache.get_mut(&ino)
+                && self.cache.contains_key(&ino)
             {
-                facts.links = Some(links_in(Some(p)));
+                let links = links_with_peers(p, names);
+                let Some(facts) = self.cache.get_mut(&ino) else {
+                    continue;
+                };
+                facts.links = Some(links);
                 facts.bound = bound_in(p);
                 facts.listen = listen_stats_in(p);
                 facts.routing = routing_facts(p, ino, &no_route_in, &route_queries);
@@ -415,6 +478,7 @@ impl PreparedEnv for LiveEnv {
                 facts.conntrack = conntrack_in(p);
             }
         }
+        self.read_peers(names, flow, &drops_in);
     }
 
     fn env(&self) -> &dyn Env {

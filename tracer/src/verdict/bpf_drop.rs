@@ -247,6 +247,7 @@ pub fn inferred_at(func: &str, reason: &'static str) -> Evidence {
         location: func.to_string(),
         reason: Some(reason.to_string()),
         one_of: Vec::new(),
+        site_only: false,
     }
 }
 

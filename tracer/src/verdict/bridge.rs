@@ -9,12 +9,16 @@
 //!   mode, by a port not forwarding, between two isolated ports, or of a
 //!   VLAN the port is not in. And a neighbour resolution failure on a
 //!   bridge device with a port that is not forwarding: the neighbour's
-//!   answer came in through that port and was dropped there.
+//!   answer came in through that port and was dropped there. Or a
+//!   neighbour failure on a veth whose other end is a bridge's port (a
+//!   pod's eth0, the port in the node's namespace).
 //! - **Facts**: the links of the drop's namespace (`Env::links`, read
 //!   where a packet was dropped, kept in a recording): each port's bridge,
 //!   STP state, hairpin mode and isolation, each bridge's VLAN filtering
 //!   (node/link.rs, RTM_GETLINK); the sender's addresses (`Env::addrs`)
-//!   to tell a frame that must go back out its ingress port.
+//!   to tell a frame that must go back out its ingress port; for a veth,
+//!   the links of its other end's namespace (`Env::other_end`: IFLA_LINK
+//!   and IFLA_LINK_NETNSID, read by run/facts.rs).
 //! - **Evidence**: [`Evidence::BridgeWillNotForward`] holding a
 //!   [`BridgeRefusal`]: the bridge, the port, the setting.
 //! - **Where**: `bridge cni0 in netns node: port vethpod has hairpin mode
@@ -74,6 +78,10 @@ pub struct BridgeRefusal {
     /// The port was the drop's device (the frame came in by it); else
     /// another port of the bridge, whose hosts' frames it stops.
     pub ingress: bool,
+    /// The bridge is at the other end of this veth, the drop's device in
+    /// another namespace (a pod's eth0 whose host-side end is a port).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_end_of: Option<String>,
 }
 
 impl BridgeRefusal {
@@ -111,13 +119,11 @@ impl BridgeRefusal {
 
 impl fmt::Display for BridgeRefusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "bridge {} in netns {}: {}",
-            self.bridge,
-            self.netns,
-            self.said()
-        )
+        write!(f, "bridge {} in netns {}", self.bridge, self.netns)?;
+        if let Some(dev) = &self.other_end_of {
+            write!(f, ", at the other end of {dev}")?;
+        }
+        write!(f, ": {}", self.said())
     }
 }
 
@@ -131,9 +137,9 @@ pub const EXPLAINS: &[super::reasons::Explains] = &[
     },
     super::reasons::Explains {
         reasons: &["NEIGH_FAILED", "NEIGH_QUEUEFULL", "NEIGH_DEAD"],
-        cause: "the neighbour's answer is dropped by a bridge port that is not forwarding (verdict/bridge.rs)",
-        at: "a bridge device",
-        facts: "the bridge's ports' STP states (RTM_GETLINK)",
+        cause: "the neighbour's answer, or the request, is dropped by a bridge port that is not forwarding (verdict/bridge.rs)",
+        at: "a bridge device, or a veth whose other end is a bridge's port",
+        facts: "the bridge's ports' STP states (RTM_GETLINK); a veth's other end (IFLA_LINK, IFLA_LINK_NETNSID)",
     },
 ];
 
@@ -168,6 +174,7 @@ fn refusal(
         peer: None,
         dst: None,
         ingress,
+        other_end_of: None,
     }
 }
 
@@ -267,15 +274,36 @@ fn behind_sender(flow: &Flow, drop: &Hop, env: &dyn Env) -> bool {
 
 /// A neighbour resolution failed on a bridge device: a port of it that is
 /// not forwarding (the neighbour's answer came in through it and was
-/// dropped there). None when the device is no bridge or every port
-/// forwards.
+/// dropped there). Or on a veth whose other end is a bridge's port: that
+/// port not forwarding (the bridge drops the requests it receives there),
+/// another port not forwarding, or the bridge filtering VLANs. None when
+/// no bridge is there or nothing of it explains the failure.
 pub fn behind_bridge(drop: &Hop, env: &dyn Env) -> Option<BridgeRefusal> {
     let links = env.links(drop.netns_inode);
-    let br = links
+    if let Some(br) = links
         .iter()
-        .find(|l| l.dev == *drop.dev && l.bridge.is_some())?;
-    let p = port_not_forwarding(links, &br.dev, "")?;
-    Some(refusal(&br.dev, p, drop, BridgeSetting::StpState, false))
+        .find(|l| l.dev == *drop.dev && l.bridge.is_some())
+    {
+        let p = port_not_forwarding(links, &br.dev, "")?;
+        return Some(refusal(&br.dev, p, drop, BridgeSetting::StpState, false));
+    }
+    let end = env.other_end(drop.netns_inode, &drop.dev)?;
+    let port = end.link;
+    let bridge = port.bridge_port.as_ref()?.bridge.as_str();
+    let r = if port
+        .bridge_port
+        .as_ref()
+        .is_some_and(|p| p.state != BR_STATE_FORWARDING)
+    {
+        refusal(bridge, port, drop, BridgeSetting::StpState, true)
+    } else {
+        other_ports(end.links, bridge, port, drop)?
+    };
+    Some(BridgeRefusal {
+        netns: end.netns_name.unwrap_or(r.netns),
+        other_end_of: Some(drop.dev.to_string()),
+        ..r
+    })
 }
 
 /// Is this the refusal of `setting`?

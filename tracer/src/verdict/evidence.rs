@@ -523,6 +523,10 @@ pub enum Evidence {
         location: String,
         reason: Option<String>,
         one_of: Vec<String>,
+        /// The kernel gives reasons, but this site gave NOT_SPECIFIED
+        /// (model/inferred.rs `unreasoned`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        site_only: bool,
     },
     /// The dropped flow's destination is an address of that namespace.
     LocalDestination {
@@ -757,6 +761,7 @@ impl fmt::Display for Evidence {
             TcFilter { dev, filter } => write!(f, "on {dev} ingress: {filter}"),
             BridgeWillNotForward(r) => fmt::Display::fmt(r, f),
             TunnelWillNotSend(r) => fmt::Display::fmt(r, f),
+            SysctlRefused(r) if r.other_end_of.is_some() => fmt::Display::fmt(r, f),
             SysctlRefused(r) => write!(f, "{}", r.said()),
             SocketRewrite(r) => fmt::Display::fmt(r, f),
             ConntrackKept(k) => fmt::Display::fmt(k, f),
@@ -1206,8 +1211,13 @@ impl fmt::Display for Evidence {
                 location,
                 reason,
                 one_of,
+                site_only,
             } => {
-                f.write_str("this kernel gives no drop reason (before 5.17): ")?;
+                if *site_only {
+                    f.write_str("the kernel gives no drop reason at this site (NOT_SPECIFIED): ")?;
+                } else {
+                    f.write_str("this kernel gives no drop reason (before 5.17): ")?;
+                }
                 match reason {
                     Some(r) => write!(f, "{r} inferred from the drop location {location}"),
                     None if one_of.is_empty() => write!(
@@ -1223,7 +1233,7 @@ impl fmt::Display for Evidence {
                 }
             }
             HostUnreachableInferred => f.write_str(
-                "a failed resolution is reported to the sender as ICMP host-unreachable (ipv4_link_failure()); a local client gets EHOSTUNREACH, \"No route to host\" (errno 113) [inferred from the drop reason]",
+                "a failed resolution is reported to the sender as ICMP host-unreachable (ipv4_link_failure(); ICMPv6 address-unreachable, ip6_link_failure()); a local client gets EHOSTUNREACH, \"No route to host\" (errno 113) [inferred from the drop reason]",
             ),
             LocalDestination { addr, dev, netns } => write!(
                 f,
@@ -1571,6 +1581,18 @@ mod tests {
                 peer: None,
                 dst: Some(a),
                 ingress: true,
+                other_end_of: None,
+            }),
+            BridgeWillNotForward(crate::verdict::bridge::BridgeRefusal {
+                bridge: s("cni0"),
+                port: s("veth1"),
+                netns: s("node"),
+                setting: crate::verdict::bridge::BridgeSetting::StpState,
+                stp_state: Some(s("listening")),
+                peer: None,
+                dst: None,
+                ingress: true,
+                other_end_of: Some(s("eth0")),
             }),
             SysctlRefused(crate::verdict::sysctl::SysctlRefusal {
                 netns: s("node"),
@@ -1578,6 +1600,15 @@ mod tests {
                 sysctl: crate::verdict::sysctl::Sysctl::RouteLocalnet,
                 addr: Some(IpAddr::from([127, 0, 0, 1])),
                 sent_to: Some(a),
+                other_end_of: None,
+            }),
+            SysctlRefused(crate::verdict::sysctl::SysctlRefusal {
+                netns: s("pod2"),
+                dev: s("eth0"),
+                sysctl: crate::verdict::sysctl::Sysctl::DisableIpv6,
+                addr: None,
+                sent_to: None,
+                other_end_of: Some(s("lxc2")),
             }),
             TunnelWillNotSend(crate::verdict::tunnel::TunnelRefusal {
                 dev: s("flannel.1"),
@@ -1803,11 +1834,19 @@ mod tests {
                 location: s("tcp_v4_rcv"),
                 reason: Some(s("NO_SOCKET")),
                 one_of: vec![],
+                site_only: false,
             },
             DropReasonInferred {
                 location: s("ip_forward"),
                 reason: None,
                 one_of: vec![s("PKT_TOO_BIG"), s("OTHERHOST")],
+                site_only: false,
+            },
+            DropReasonInferred {
+                location: s("neigh_invalidate"),
+                reason: Some(s("NEIGH_FAILED")),
+                one_of: vec![],
+                site_only: true,
             },
             LocalDestination {
                 addr: a,

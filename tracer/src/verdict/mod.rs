@@ -159,6 +159,29 @@ pub trait Env {
     fn links(&self, _netns: u32) -> &[LinkConf] {
         &[]
     }
+    /// The other end of device `dev` of that namespace when it is a veth
+    /// whose peer's namespace was read (run/facts.rs reads it for a
+    /// drop's device): a pod's eth0 and its host-side device.
+    fn other_end(&self, netns: u32, dev: &str) -> Option<OtherEnd<'_>> {
+        let peer = self
+            .links(netns)
+            .iter()
+            .find(|l| l.dev == dev)?
+            .peer
+            .as_ref()?;
+        let (ino, name) = match peer.netnsid {
+            None => (netns, None),
+            Some(_) => (peer.netns?, peer.netns_name.clone()),
+        };
+        let links = self.links(ino);
+        let link = links.iter().find(|l| l.ifindex == peer.ifindex)?;
+        Some(OtherEnd {
+            netns: ino,
+            netns_name: name,
+            link,
+            links,
+        })
+    }
     /// Its TCP listeners and UDP sockets (read where a packet was
     /// dropped).
     fn bound(&self, _netns: u32) -> &[Bound] {
@@ -192,6 +215,16 @@ pub trait Env {
     fn services(&self, _netns: u32) -> &[ServiceAddr] {
         &[]
     }
+}
+
+/// The other end of a veth ([`Env::other_end`]): the device, its
+/// namespace and that namespace's links.
+pub struct OtherEnd<'a> {
+    pub netns: u32,
+    /// Its namespace's name; None: the same namespace as the first end.
+    pub netns_name: Option<String>,
+    pub link: &'a LinkConf,
+    pub links: &'a [LinkConf],
 }
 
 /// A fixed inventory (tests, and a snapshot taken by the loader).
@@ -333,12 +366,14 @@ fn reason_origin(flow: &Flow, v: &mut Verdict) {
         return;
     };
     let location = func_of(&d.location).to_string();
-    let fact = if d.reason_from == ReasonFrom::Location && d.reason.as_str() == v.reason {
+    let inferred = matches!(d.reason_from, ReasonFrom::Location | ReasonFrom::Site);
+    let fact = if inferred && d.reason.as_str() == v.reason {
         v.reason_inferred = true;
         Evidence::DropReasonInferred {
             location,
             reason: Some(v.reason.clone()),
             one_of: Vec::new(),
+            site_only: d.reason_from == ReasonFrom::Site,
         }
     } else if d.reason_from == ReasonFrom::Unknown {
         let one_of = inferred::row(&location)
@@ -348,6 +383,7 @@ fn reason_origin(flow: &Flow, v: &mut Verdict) {
             location,
             reason: None,
             one_of,
+            site_only: false,
         }
     } else {
         return;

@@ -612,6 +612,7 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
                     location: func.to_string(),
                     reason: Some(reason.to_string()),
                     one_of: Vec::new(),
+                    site_only: false,
                 });
             }
             forwarding_where(drop, func, family, &mut evidence)
@@ -717,13 +718,22 @@ fn device_cause(
         .or_else(|| super::sysctl::judge(flow, drop, reason, func, env))
 }
 
-/// The device a neighbour failure happened on explains it: a bridge port
-/// that drops the neighbour's answer (verdict/bridge.rs), a VXLAN device
-/// that cannot resolve a remote VTEP (verdict/tunnel.rs).
+/// The device a neighbour failure happened on explains it, or its other
+/// end when it is a veth: a bridge port that drops the neighbour's
+/// answer or the request (verdict/bridge.rs), IPv6 disabled at the other
+/// end (verdict/sysctl.rs), a VXLAN device that cannot resolve a remote
+/// VTEP (verdict/tunnel.rs).
 fn neigh_device_cause(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<(String, Evidence)> {
     if let Some(r) = super::bridge::behind_bridge(drop, env) {
-        let said = format!("bridge {}: {}", r.bridge, r.said());
+        let said = if r.other_end_of.is_some() {
+            r.to_string()
+        } else {
+            format!("bridge {}: {}", r.bridge, r.said())
+        };
         return Some((said, Evidence::BridgeWillNotForward(r)));
+    }
+    if let Some(r) = super::sysctl::at_other_end(flow, drop, env) {
+        return Some((r.to_string(), Evidence::SysctlRefused(r)));
     }
     super::tunnel::unresolved(flow, drop, env)
         .map(|r| (r.to_string(), Evidence::TunnelWillNotSend(r)))

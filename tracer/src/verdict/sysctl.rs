@@ -15,7 +15,10 @@
 //!   destination after NAT; it was sent to 10.96.0.10) came in by eth0,
 //!   where net.ipv4.conf.eth0.route_localnet = 0 ...`.
 //! - **Rules**: `rules::device_cause` asks [`judge`] for any drop the
-//!   reason arms before it left.
+//!   reason arms before it left; `rules::neigh_device_cause` asks
+//!   [`at_other_end`] for an IPv6 neighbour failure on a veth whose other
+//!   end (node/link.rs: IFLA_LINK, IFLA_LINK_NETNSID; read by
+//!   run/facts.rs) has IPv6 disabled.
 //! - **Hint**: [`HINTS`], one row per sysctl.
 
 use std::{fmt, net::IpAddr};
@@ -52,6 +55,10 @@ pub struct SysctlRefusal {
     /// The destination it was sent to, when NAT made it `addr`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent_to: Option<IpAddr>,
+    /// `dev` is the other end of this veth, where a neighbour resolution
+    /// failed (a node-side device whose pod has IPv6 off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_end_of: Option<String>,
 }
 
 impl SysctlRefusal {
@@ -81,9 +88,14 @@ impl SysctlRefusal {
                 )
             }
             Sysctl::DisableIpv6 => format!(
-                "IPv6 is disabled on {} ({}): the kernel drops every IPv6 packet there",
+                "IPv6 is disabled on {} ({}): the kernel drops every IPv6 packet there{}",
                 self.dev,
-                self.setting()
+                self.setting(),
+                if self.other_end_of.is_some() {
+                    ", the neighbour solicitations from this end too"
+                } else {
+                    ""
+                }
             ),
         }
     }
@@ -91,7 +103,16 @@ impl SysctlRefusal {
 
 impl fmt::Display for SysctlRefusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "in netns {}: {}", self.netns, self.said())
+        match &self.other_end_of {
+            Some(end) => write!(
+                f,
+                "{} in netns {} is the other end of {end}: {}",
+                self.dev,
+                self.netns,
+                self.said()
+            ),
+            None => write!(f, "in netns {}: {}", self.netns, self.said()),
+        }
     }
 }
 
@@ -108,6 +129,12 @@ pub const EXPLAINS: &[super::reasons::Explains] = &[
         cause: "IPv6 is disabled on the device (verdict/sysctl.rs)",
         at: "",
         facts: "the device's net.ipv6.conf disable_ipv6",
+    },
+    super::reasons::Explains {
+        reasons: &["NEIGH_FAILED"],
+        cause: "IPv6 is disabled at the other end of the veth an IPv6 neighbour resolution failed on (verdict/sysctl.rs)",
+        at: "a veth",
+        facts: "the veth's other end (IFLA_LINK, IFLA_LINK_NETNSID) and its net.ipv6.conf disable_ipv6",
     },
 ];
 
@@ -139,6 +166,7 @@ pub fn judge(
                 sysctl: Sysctl::RouteLocalnet,
                 addr,
                 sent_to,
+                other_end_of: None,
             }
         }
         "IPV6DISABLED" if link.disable_ipv6 == Some(true) => SysctlRefusal {
@@ -147,12 +175,33 @@ pub fn judge(
             sysctl: Sysctl::DisableIpv6,
             addr: None,
             sent_to: None,
+            other_end_of: None,
         },
         _ => return None,
     };
     let at = if func.is_empty() { "kfree_skb" } else { func };
     let where_ = format!("{at} in netns {}: {}", r.netns, r.said());
     Some((where_, Evidence::SysctlRefused(r)))
+}
+
+/// An IPv6 neighbour resolution failed on a veth whose other end has
+/// IPv6 disabled: the other end's namespace drops the solicitations
+/// (ip6_rcv_core(), IPV6DISABLED) and sends no advertisement. None when
+/// the neighbour is not IPv6, the device is no veth whose other end was
+/// read, or IPv6 is on there.
+pub fn at_other_end(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<SysctlRefusal> {
+    if !super::rules::neigh_addr(flow, drop).is_ipv6() {
+        return None;
+    }
+    let end = env.other_end(drop.netns_inode, &drop.dev)?;
+    (end.link.disable_ipv6 == Some(true)).then(|| SysctlRefusal {
+        netns: end.netns_name.unwrap_or_else(|| drop.netns.to_string()),
+        dev: end.link.dev.clone(),
+        sysctl: Sysctl::DisableIpv6,
+        addr: None,
+        sent_to: None,
+        other_end_of: Some(drop.dev.to_string()),
+    })
 }
 
 fn is_loopback(a: &IpAddr) -> bool {

@@ -165,6 +165,7 @@ fn each_setting_says_what_it_does() {
         peer: Some("veth2".into()),
         dst: None,
         ingress: true,
+        other_end_of: None,
     };
     assert_eq!(
         r.to_string(),
@@ -191,4 +192,54 @@ fn each_setting_says_what_it_does() {
         assert_eq!(h.len(), 1, "{s:?}");
         assert!(h[0].text.contains(word), "{s:?}: {}", h[0].text);
     }
+}
+
+/// A pod's ARP fails on its eth0, whose other end, veth1 in the node's
+/// namespace, is a port of br1 still in STP state listening
+/// (kubevirt/kubevirtci#1821, tests/src/blind_l2.rs, written before the
+/// other end of a veth was read).
+#[test]
+fn stp_state_at_the_other_end_is_named() {
+    let (f, mut env) = load("blind_l2_stp_listening");
+    let v = verdict_of(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Dropped, "NEIGH_FAILED"),
+        "{v:?}"
+    );
+    let r = refusals(&v);
+    assert_eq!(r.len(), 1, "{v:?}");
+    assert_eq!(
+        (
+            r[0].setting,
+            r[0].port.as_str(),
+            r[0].ingress,
+            r[0].other_end_of.as_deref()
+        ),
+        (BridgeSetting::StpState, "veth1", true, Some("eth0")),
+        "{v:?}"
+    );
+    assert!(
+        v.where_
+            .contains("-node, at the other end of eth0: port veth1 is in STP state listening"),
+        "{}",
+        v.where_
+    );
+    assert!(v.hint.contains("stp_state 0"), "{}", v.hint);
+    // Near miss: its own port forwards, the other (veth2, the server's)
+    // still listens: that one is named.
+    set_port(&mut env, "veth1", |p| p.state = BR_STATE_FORWARDING);
+    let v = verdict_of(&f, &env);
+    let r = refusals(&v);
+    assert_eq!(r.len(), 1, "{v:?}");
+    assert_eq!(
+        (r[0].port.as_str(), r[0].ingress),
+        ("veth2", false),
+        "{v:?}"
+    );
+    // Near miss: every port forwards: the bridge is not blamed.
+    set_port(&mut env, "veth2", |p| p.state = BR_STATE_FORWARDING);
+    let v = verdict_of(&f, &env);
+    assert!(refusals(&v).is_empty(), "{v:?}");
+    assert!(!v.hint.contains("STP"), "{}", v.hint);
 }

@@ -150,6 +150,15 @@ fn recorded(name: &str) -> (&'static str, fn(&Flow) -> bool) {
         "blind_sys_localnet_stale_port" => ("blind_sys_localnet_stale_port-6.18.rec", |f| {
             to(f, "10.188.0.1:53")
         }),
+        // Their failure shows at one end of a veth, its cause at the other
+        // (tests/src/blind_l2.rs, blind_sysctl.rs; written blind before the
+        // other end was read).
+        "blind_l2_stp_listening" => ("blind_l2_stp_listening-6.18.rec", |f| {
+            to(f, "10.196.1.12:8080")
+        }),
+        "blind_sys_pod_ipv6_disabled" => ("blind_sys_pod_ipv6_disabled-6.18.rec", |f| {
+            to(f, "[fd86:187:2::2]:8080")
+        }),
         // Written blind before the conntrack cause (tests/src/blind_ct.rs).
         "blind_ct_udp_stale_dnat_ip_reused" => {
             ("blind_ct_udp_stale_dnat_ip_reused-6.18.rec", |f| {

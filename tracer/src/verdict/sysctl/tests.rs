@@ -92,3 +92,47 @@ fn ipv6_disabled_is_named_from_the_device() {
     set_link(&mut env, "veth1", |l| l.disable_ipv6 = Some(false));
     assert!(judge(&f, drop, "IPV6DISABLED", "ip6_rcv_core", &env).is_none());
 }
+
+/// IPv6 off in a pod (danm-cni/danm#68, tests/src/blind_sysctl.rs,
+/// written before the other end of a veth was read): the node's NDP for
+/// the pod fails on lxc2, whose other end, eth0 in the pod, has
+/// disable_ipv6 on. The failure's reason is inferred (IPv6's neighbour
+/// failure frees with NOT_SPECIFIED) and the other end is named.
+#[test]
+fn ipv6_off_at_the_other_end_is_named() {
+    let (f, mut env) = load("blind_sys_pod_ipv6_disabled");
+    let v = verdict_of(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str(), v.reason_inferred),
+        (Kind::Dropped, "NEIGH_FAILED", true),
+        "{v:?}"
+    );
+    let r = refusals(&v);
+    assert_eq!(r.len(), 1, "{v:?}");
+    assert_eq!(
+        (r[0].sysctl, r[0].dev.as_str(), r[0].other_end_of.as_deref()),
+        (Sysctl::DisableIpv6, "eth0", Some("lxc2")),
+        "{v:?}"
+    );
+    assert!(r[0].netns.ends_with("-pod2"), "{v:?}");
+    assert!(
+        v.where_
+            .contains("-pod2 is the other end of lxc2: IPv6 is disabled on eth0"),
+        "{}",
+        v.where_
+    );
+    assert!(v.hint.contains("disable_ipv6=0"), "{}", v.hint);
+    // Near miss: IPv6 on at the other end: not this cause.
+    set_link(&mut env, "eth0", |l| l.disable_ipv6 = Some(false));
+    let v = verdict_of(&f, &env);
+    assert!(refusals(&v).is_empty(), "{v:?}");
+    assert_eq!(v.reason, "NEIGH_FAILED", "{v:?}");
+    // Near miss: the other end's namespace was not found: nothing claimed.
+    set_link(&mut env, "eth0", |l| l.disable_ipv6 = Some(true));
+    set_link(&mut env, "lxc2", |l| {
+        if let Some(p) = l.peer.as_mut() {
+            p.netns = None;
+        }
+    });
+    assert!(refusals(&verdict_of(&f, &env)).is_empty());
+}
