@@ -18,7 +18,7 @@
 //! go with their devices, with the namespaces. `scenarios::build` falls
 //! back to [`build`] (through `blind_scenes::build`, `blind_l2::build`,
 //! `blind_tunnel::build`, `blind_sysctl::build`, `blind_sock::build` and
-//! `blind_ct::build`).
+//! `blind_ct::build`), which falls back to [`crate::blind_veth::build`].
 
 use std::{os::fd::RawFd, path::PathBuf};
 
@@ -47,7 +47,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "blind_bpf_xdp_lb_remote_backend" => xdp_lb_remote_backend(),
         "blind_bpf_stale_calico_filter" => stale_calico_filter(),
         "blind_bpf_hostport_lost_refused" => hostport_lost_refused(),
-        _ => return None,
+        _ => return crate::blind_veth::build(name),
     })
 }
 

@@ -13,6 +13,7 @@ pub mod blind_scenes;
 pub mod blind_sock;
 pub mod blind_sysctl;
 pub mod blind_tunnel;
+pub mod blind_veth;
 pub mod bpfdrop;
 pub mod dataplane_scenes;
 pub mod evidence;
