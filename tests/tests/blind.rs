@@ -519,3 +519,79 @@ fn conntrack_state_that_decides_is_named() {
         "{dump}"
     );
 }
+
+/// The other end of a veth (tests/src/blind_veth.rs, written blind before
+/// the veth cause and the peer's namespace were read): a pod's eth0 with a
+/// smaller MTU than its node-side veth, the large datagram refused at the
+/// crossing (rancher/rancher#10498); a node-side cali1 set down, the pod's
+/// eth0 without carrier (projectcalico/calico#9648); IPv6 off on cali1,
+/// the pod's NDP for its gateway lost there (projectcalico/
+/// libnetwork-plugin#162). The trap, a policy chain rejecting the pod's
+/// neighbour solicitations (cloudnativelabs/kube-router#1895), is not
+/// blamed on the veth.
+#[test]
+fn the_other_end_of_a_veth_is_named() {
+    for (scene, dport, reason, said, kind, hint) in [
+        (
+            "blind_veth_mtu_pod_smaller",
+            8125,
+            "NOT_SPECIFIED",
+            "MTU 1500 here, MTU 1400 at its other end eth0 in netns ",
+            "veth_other_end",
+            "same MTU",
+        ),
+        (
+            "blind_veth_host_side_down",
+            6443,
+            "NEIGH_FAILED",
+            "-node is down: eth0 has no carrier",
+            "veth_other_end",
+            "ip link set DEV up",
+        ),
+        (
+            "blind_veth_host_ipv6_disabled",
+            8080,
+            "NEIGH_FAILED",
+            "-node is the other end of eth0: IPv6 is disabled on cali1",
+            "sysctl_refused",
+            "disable_ipv6=0",
+        ),
+    ] {
+        let Some((f, dump)) = judged(scene, dport) else {
+            return;
+        };
+        assert_eq!(
+            tracer_tests::verdict_said(&f, "reason"),
+            reason,
+            "{scene}: {dump}"
+        );
+        assert!(
+            tracer_tests::verdict_said(&f, "where").contains(said),
+            "{scene}: {dump}"
+        );
+        assert!(
+            tracer_tests::evidence_kinds(&f).contains(&kind),
+            "{scene}: {dump}"
+        );
+        assert!(
+            tracer_tests::verdict_said(&f, "hint").contains(hint),
+            "{scene}: {dump}"
+        );
+    }
+    let Some((f, dump)) = judged("blind_veth_trap_ndp_policy", 8080) else {
+        return;
+    };
+    assert_eq!(
+        tracer_tests::verdict_said(&f, "reason"),
+        "NEIGH_FAILED",
+        "{dump}"
+    );
+    let kinds = tracer_tests::evidence_kinds(&f);
+    for k in [
+        "veth_other_end",
+        "sysctl_refused",
+        "bridge_will_not_forward",
+    ] {
+        assert!(!kinds.contains(&k), "{k}: {dump}");
+    }
+}

@@ -17,6 +17,14 @@ pub struct LinkConf {
     #[serde(default)]
     pub ifindex: u32,
     pub mtu: u32,
+    /// Administratively up (IFF_UP of ifi_flags; `ip link set DEV up`).
+    /// None: not read (an older recording).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up: Option<bool>,
+    /// Carrier (IFF_LOWER_UP): a veth has none while its other end is
+    /// down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carrier: Option<bool>,
     /// net.ipv4.conf.DEV.forwarding (None: unreadable, e.g. no IPv4).
     #[serde(default)]
     pub forwarding_v4: Option<bool>,
@@ -220,11 +228,20 @@ pub fn links_in(path: Option<&Path>) -> Vec<LinkConf> {
 /// Every link of this thread's namespace, by one RTM_GETLINK dump: its
 /// name and its attributes (include/uapi/linux/if_link.h) to `each`.
 pub fn each_link(each: &mut dyn FnMut(&str, &[u8])) -> Option<()> {
-    each_link_indexed(&mut |_, dev, attrs| each(dev, attrs))
+    each_link_indexed(&mut |m| each(m.name, m.attrs))
 }
 
-/// [`each_link`] with each link's ifindex.
-fn each_link_indexed(each: &mut dyn FnMut(u32, &str, &[u8])) -> Option<()> {
+/// One RTM_NEWLINK message of a dump.
+struct LinkMsg<'a> {
+    index: u32,
+    /// ifi_flags (IFF_*).
+    flags: u32,
+    name: &'a str,
+    attrs: &'a [u8],
+}
+
+/// [`each_link`] with each link's ifindex and flags.
+fn each_link_indexed(each: &mut dyn FnMut(&LinkMsg<'_>)) -> Option<()> {
     const IFLA_IFNAME: u16 = 3;
     // ifinfomsg: family, pad, type, index, flags, change (16 bytes).
     let body = [0u8; 16];
@@ -236,11 +253,18 @@ fn each_link_indexed(each: &mut dyn FnMut(u32, &str, &[u8])) -> Option<()> {
             if ty != libc::RTM_NEWLINK {
                 return;
             }
-            // nlmsghdr (16 bytes), then ifinfomsg: its index at 4.
+            // nlmsghdr (16 bytes), then ifinfomsg: its index at 4, its
+            // flags at 8.
             let index = msg.get(20..24).and_then(super::netlink::ne32).unwrap_or(0);
+            let flags = msg.get(24..28).and_then(super::netlink::ne32).unwrap_or(0);
             let attrs = msg.get(32..).unwrap_or(&[]);
             if let Some(name) = super::netlink::attr(attrs, IFLA_IFNAME) {
-                each(index, &super::netlink::string(name), attrs);
+                each(&LinkMsg {
+                    index,
+                    flags,
+                    name: &super::netlink::string(name),
+                    attrs,
+                });
             }
         },
     )
@@ -264,7 +288,8 @@ fn rtnl_links() -> Option<Vec<LinkConf>> {
     let mut masters = Vec::new();
     let mut indexes = Vec::new();
     let mut names = std::collections::HashMap::new();
-    each_link_indexed(&mut |index, dev, attrs| {
+    each_link_indexed(&mut |m| {
+        let (index, flags, dev, attrs) = (m.index, m.flags, m.name, m.attrs);
         names.insert(index, dev.to_string());
         let Some(mtu) = super::netlink::attr(attrs, IFLA_MTU).and_then(super::netlink::ne32) else {
             return;
@@ -273,6 +298,8 @@ fn rtnl_links() -> Option<Vec<LinkConf>> {
             dev: dev.to_string(),
             ifindex: index,
             mtu,
+            up: Some(flags & libc::IFF_UP as u32 != 0),
+            carrier: Some(flags & libc::IFF_LOWER_UP as u32 != 0),
             mac: super::netlink::attr(attrs, IFLA_ADDRESS)
                 .filter(|a| a.len() == 6)
                 .map(mac_string),

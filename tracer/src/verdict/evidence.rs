@@ -152,6 +152,9 @@ pub enum Evidence {
     /// A device sysctl made the kernel drop the packet
     /// (verdict/sysctl.rs).
     SysctlRefused(crate::verdict::sysctl::SysctlRefusal),
+    /// The other end of a veth did not take the frame: down, or an MTU
+    /// smaller than the frame (verdict/veth.rs).
+    VethOtherEnd(crate::verdict::veth::VethRefusal),
     /// A cgroup socket program rewrote the socket call's destination
     /// before any packet existed (verdict/sock_lb.rs).
     SocketRewrite(crate::verdict::sock_lb::SocketRewrite),
@@ -696,7 +699,7 @@ impl fmt::Display for Evidence {
             OwnerChanged, PacketDropped, PacketTooBig, PacketsSeen, PreNatRoute, RepliesCameBack,
             RequestDropped, RouteRefused, RpFilterMismatch, ServerSocketState, SeveralMacs,
             SocketBufferFull, SocketConsumed, SocketQueued, SocketRead, SocketRewrite,
-            SysctlRefused, TcFilter, TcRedirect, TcpResetSent, TunnelWillNotSend,
+            SysctlRefused, TcFilter, TcRedirect, TcpResetSent, TunnelWillNotSend, VethOtherEnd,
         };
         let or = |s: &str, dflt: &'static str| -> String {
             if s.is_empty() {
@@ -762,6 +765,7 @@ impl fmt::Display for Evidence {
             BridgeWillNotForward(r) => fmt::Display::fmt(r, f),
             TunnelWillNotSend(r) => fmt::Display::fmt(r, f),
             SysctlRefused(r) if r.other_end_of.is_some() => fmt::Display::fmt(r, f),
+            VethOtherEnd(r) => fmt::Display::fmt(r, f),
             SysctlRefused(r) => write!(f, "{}", r.said()),
             SocketRewrite(r) => fmt::Display::fmt(r, f),
             ConntrackKept(k) => fmt::Display::fmt(k, f),
@@ -1601,6 +1605,16 @@ mod tests {
                 addr: Some(IpAddr::from([127, 0, 0, 1])),
                 sent_to: Some(a),
                 other_end_of: None,
+            }),
+            VethOtherEnd(crate::verdict::veth::VethRefusal {
+                dev: s("veth2"),
+                netns: s("node"),
+                other_dev: s("eth0"),
+                other_netns: s("pod"),
+                problem: crate::verdict::veth::VethProblem::MtuSmaller,
+                mtu: Some(1400),
+                dev_mtu: Some(1500),
+                len: Some(1514),
             }),
             SysctlRefused(crate::verdict::sysctl::SysctlRefusal {
                 netns: s("pod2"),

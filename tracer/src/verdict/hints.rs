@@ -24,6 +24,7 @@ const CAUSES: &[&[Hint]] = &[
     super::bridge::HINTS,
     super::tunnel::HINTS,
     super::sysctl::HINTS,
+    super::veth::HINTS,
     super::sock_lb::HINTS,
     super::ct_state::HINTS,
 ];

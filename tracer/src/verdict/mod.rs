@@ -13,6 +13,7 @@ pub mod service;
 pub mod sock_lb;
 pub mod sysctl;
 pub mod tunnel;
+pub mod veth;
 
 pub use evidence::{Endpoint, Evidence, EvidenceKind, Item};
 

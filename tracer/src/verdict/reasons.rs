@@ -28,6 +28,7 @@ pub fn all() -> impl Iterator<Item = &'static Explains> {
         super::bridge::EXPLAINS,
         super::tunnel::EXPLAINS,
         super::sysctl::EXPLAINS,
+        super::veth::EXPLAINS,
         super::ct_state::EXPLAINS,
     ]
     .into_iter()

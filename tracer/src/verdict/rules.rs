@@ -705,7 +705,7 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
 /// The causes written as one module that judge a drop by its function
 /// and the device's own settings, in order: a VXLAN device
 /// (verdict/tunnel.rs), a bridge (verdict/bridge.rs), a device sysctl
-/// (verdict/sysctl.rs).
+/// (verdict/sysctl.rs), a veth's other end (verdict/veth.rs).
 fn device_cause(
     flow: &Flow,
     drop: &Hop,
@@ -716,14 +716,18 @@ fn device_cause(
     super::tunnel::judge(flow, drop, reason, func, env)
         .or_else(|| super::bridge::judge(flow, drop, func, env))
         .or_else(|| super::sysctl::judge(flow, drop, reason, func, env))
+        .or_else(|| super::veth::judge(flow, drop, func, env))
 }
 
 /// The device a neighbour failure happened on explains it, or its other
-/// end when it is a veth: a bridge port that drops the neighbour's
+/// end when it is a veth: that end down (verdict/veth.rs), a bridge port that drops the neighbour's
 /// answer or the request (verdict/bridge.rs), IPv6 disabled at the other
 /// end (verdict/sysctl.rs), a VXLAN device that cannot resolve a remote
 /// VTEP (verdict/tunnel.rs).
 fn neigh_device_cause(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<(String, Evidence)> {
+    if let Some(r) = super::veth::down_at_other_end(drop, env) {
+        return Some((r.to_string(), Evidence::VethOtherEnd(r)));
+    }
     if let Some(r) = super::bridge::behind_bridge(drop, env) {
         let said = if r.other_end_of.is_some() {
             r.to_string()

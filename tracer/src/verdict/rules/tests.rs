@@ -150,15 +150,6 @@ fn recorded(name: &str) -> (&'static str, fn(&Flow) -> bool) {
         "blind_sys_localnet_stale_port" => ("blind_sys_localnet_stale_port-6.18.rec", |f| {
             to(f, "10.188.0.1:53")
         }),
-        // Their failure shows at one end of a veth, its cause at the other
-        // (tests/src/blind_l2.rs, blind_sysctl.rs; written blind before the
-        // other end was read).
-        "blind_l2_stp_listening" => ("blind_l2_stp_listening-6.18.rec", |f| {
-            to(f, "10.196.1.12:8080")
-        }),
-        "blind_sys_pod_ipv6_disabled" => ("blind_sys_pod_ipv6_disabled-6.18.rec", |f| {
-            to(f, "[fd86:187:2::2]:8080")
-        }),
         // Written blind before the conntrack cause (tests/src/blind_ct.rs).
         "blind_ct_udp_stale_dnat_ip_reused" => {
             ("blind_ct_udp_stale_dnat_ip_reused-6.18.rec", |f| {
@@ -202,6 +193,33 @@ fn recorded(name: &str) -> (&'static str, fn(&Flow) -> bool) {
         }),
         "blind_bpf_dns_answer_denied" => ("blind_bpf_dns_answer_denied-6.18.rec", |f| {
             to(f, "10.230.112.2:53")
+        }),
+        other => recorded_at_the_other_end(other),
+    }
+}
+
+/// Scenes whose failure shows at one end of a veth and whose cause is at
+/// the other (tests/src/blind_l2.rs, blind_sysctl.rs, blind_veth.rs;
+/// written blind before the other end was read).
+fn recorded_at_the_other_end(name: &str) -> (&'static str, fn(&Flow) -> bool) {
+    match name {
+        "blind_l2_stp_listening" => ("blind_l2_stp_listening-6.18.rec", |f| {
+            to(f, "10.196.1.12:8080")
+        }),
+        "blind_sys_pod_ipv6_disabled" => ("blind_sys_pod_ipv6_disabled-6.18.rec", |f| {
+            to(f, "[fd86:187:2::2]:8080")
+        }),
+        "blind_veth_mtu_pod_smaller" => ("blind_veth_mtu_pod_smaller-6.18.rec", |f| {
+            to(f, "10.199.1.12:8125")
+        }),
+        "blind_veth_host_side_down" => ("blind_veth_host_side_down-6.18.rec", |f| {
+            to(f, "10.199.3.10:6443")
+        }),
+        "blind_veth_host_ipv6_disabled" => ("blind_veth_host_ipv6_disabled-6.18.rec", |f| {
+            to(f, "[fd99:5::10]:8080")
+        }),
+        "blind_veth_trap_ndp_policy" => ("blind_veth_trap_ndp_policy-6.18.rec", |f| {
+            to(f, "[fd99:7::10]:8080")
         }),
         other => panic!("no recorded flow {other}"),
     }
