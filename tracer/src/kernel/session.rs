@@ -181,22 +181,30 @@ impl Session {
         filter.snaplen = opts.snaplen;
         filter.dns_port = opts.dns_port.unwrap_or(0);
         let inodes: Vec<u32> = opts.netns.iter().map(|n| n.inode).collect();
+        // One parse for the object's load and the programs' (loader::load).
+        let aya_btf = aya::Btf::parse_file(&vmlinux, aya::Endianness::default())
+            .map_err(SessionError::ProgramBtf)?;
         let mut ebpf = loader::load(
             &filter,
             &resolved.offsets,
             &inodes,
-            &vmlinux,
+            &aya_btf,
             opts.ring_bytes,
             opts.debug_bpf,
         )?;
-        // Parsed after the loader's own parse is gone (loader::load).
-        let aya_btf = aya::Btf::parse_file(&vmlinux, aya::Endianness::default())
-            .map_err(SessionError::ProgramBtf)?;
         let bpf_log = if opts.debug_bpf {
             Some(aya_log::EbpfLogger::init(&mut ebpf).map_err(SessionError::BpfLog)?)
         } else {
             None
         };
+        // tc on every interface of every traced namespace sees what the
+        // device tracepoints would (probes::TC_COVERED); without --netns it
+        // is on the host's interfaces only, and the tracepoints cover the
+        // pods. Decided before the load: a hook left to tc is loaded only
+        // if tc fails somewhere (give_back_to_tracepoints).
+        if !opts.netns.is_empty() && opts.iface.is_empty() && !opts.device_tracepoints {
+            probes::leave_to_tc(&mut plan);
+        }
         loader::load_programs(&mut ebpf, &mut plan, &mut caps, &aya_btf)?;
         log::debug!("object loaded: {:?}", started.elapsed());
 
@@ -229,13 +237,6 @@ impl Session {
                 ));
             }
         }
-        // tc on every interface of every traced namespace sees what the
-        // device tracepoints would (probes::TC_COVERED); without --netns it
-        // is on the host's interfaces only, and the tracepoints cover the
-        // pods.
-        if !opts.netns.is_empty() && opts.iface.is_empty() && !opts.device_tracepoints {
-            probes::leave_to_tc(&mut plan);
-        }
         // From here on, every error path detaches (TcManager's Drop, links'
         // Drop) before returning.
         loader::attach_hooks(&mut ebpf, &mut plan, &caps, &aya_btf)?;
@@ -246,7 +247,7 @@ impl Session {
         trim_heap();
         log::debug!("hooks attached: {:?}", started.elapsed());
         tc.sync(&mut ebpf)?;
-        let mut warnings = give_back_to_tracepoints(&mut ebpf, &mut plan, &caps, &tc);
+        let mut warnings = give_back_to_tracepoints(&mut ebpf, &mut plan, &caps, &tc, &vmlinux);
         log::debug!("tc attached: {:?}", started.elapsed());
         let missing = tc.missing_ifaces();
         if !missing.is_empty() {
@@ -341,6 +342,7 @@ impl Session {
             &mut self.plan,
             &self.caps,
             &self.tc,
+            &crate::kernel::btf::vmlinux_path(),
         ));
         Some(warnings)
     }
@@ -439,6 +441,7 @@ fn give_back_to_tracepoints(
     plan: &mut [probes::ProbeStatus],
     caps: &probes::KernelCaps,
     tc: &TcManager,
+    vmlinux: &std::path::Path,
 ) -> Vec<String> {
     if tc.errors.is_empty() {
         return Vec::new();
@@ -451,7 +454,11 @@ fn give_back_to_tracepoints(
         "tc is not on every interface: attaching {} after all",
         hooks.join(", ")
     )];
-    w.extend(loader::attach_left(ebpf, plan, caps, &hooks));
+    // Their programs were not loaded (load_programs): BTF again, once.
+    match aya::Btf::parse_file(vmlinux, aya::Endianness::default()) {
+        Ok(btf) => w.extend(loader::attach_left(ebpf, plan, caps, &hooks, &btf)),
+        Err(e) => w.push(format!("cannot attach {}: BTF: {e}", hooks.join(", "))),
+    }
     w
 }
 

@@ -4,8 +4,6 @@
 pub mod probes;
 pub mod tc;
 
-use std::path::PathBuf;
-
 use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap as BpfHashMap, MapData, MapError, PerCpuArray, RingBuf},
@@ -26,11 +24,6 @@ pub enum LoadError {
         "this tracer was built without its kernel programs (AYA_BUILD_SKIP=1): build it with `cargo xtask build`"
     )]
     NoObject,
-    #[error("read kernel BTF {path}")]
-    ReadBtf {
-        path: PathBuf,
-        source: aya::BtfError,
-    },
     #[error("load eBPF object: {0}")]
     Object(aya::EbpfError),
     #[error("{0} map missing")]
@@ -98,38 +91,20 @@ fn object() -> Result<&'static [u8], LoadError> {
 }
 
 /// Load the object (maps created, globals set; programs not yet
-/// verified) against the kernel BTF at `vmlinux`.
-///
-/// aya's `EbpfLoader::new()` parses /sys/kernel/btf/vmlinux by itself:
-/// for that file its parse is used, and goes with the loader before the
-/// caller parses the BTF that program loads need. Passing our own parse
-/// as well kept two parses of vmlinux BTF alive at once (~12 MiB of the
-/// start-up peak). Another file (`TRACER_BTF`, a host root's) is parsed
-/// here and replaces aya's.
+/// verified) against the kernel BTF `btf` (the caller's parse, which the
+/// program loads use too: aya's `EbpfLoader::new()` would parse
+/// /sys/kernel/btf/vmlinux once more, ~0.4 s under emulation, and only
+/// one parse is alive at a time either way).
 pub fn load(
     filter: &FilterConfig,
     offsets: &KernelOffsets,
     netns: &[u32],
-    vmlinux: &std::path::Path,
+    btf: &aya::Btf,
     ring_bytes: u32,
     debug_bpf: bool,
 ) -> Result<Ebpf, LoadError> {
-    let other = if vmlinux == std::path::Path::new(crate::kernel::btf::SYS) {
-        None
-    } else {
-        Some(
-            aya::Btf::parse_file(vmlinux, aya::Endianness::default()).map_err(|source| {
-                LoadError::ReadBtf {
-                    path: vmlinux.into(),
-                    source,
-                }
-            })?,
-        )
-    };
     let mut loader = EbpfLoader::new();
-    if let Some(b) = &other {
-        loader.btf(Some(b));
-    }
+    loader.btf(Some(btf));
     let mut ebpf = loader
         // A ring buffer map's max_entries is its size in bytes.
         .map_max_entries("EVENTS", ring_bytes)
@@ -236,7 +211,10 @@ pub fn load_programs(
         (tc::INGRESS_PROG.into(), Target::Tc),
         (tc::EGRESS_PROG.into(), Target::Tc),
     ];
-    for st in plan.iter() {
+    // A hook left to tc (probes::leave_to_tc) is loaded only if tc fails
+    // on an interface (attach_left): the device tracepoints' programs are
+    // the largest the verifier checks (a second each under emulation).
+    for st in plan.iter().filter(|st| !st.left_to_tc) {
         for p in st.programs() {
             wanted.push((p.to_string(), target_of(st)));
         }
@@ -432,9 +410,16 @@ pub fn attach_left(
     plan: &mut [ProbeStatus],
     caps: &KernelCaps,
     hooks: &[String],
+    btf: &aya::Btf,
 ) -> Vec<String> {
     let mut errors = Vec::new();
     for st in plan.iter_mut().filter(|st| hooks.contains(&st.hook)) {
+        // Not loaded at start (load_programs leaves hooks left to tc).
+        if let Err(e) = ensure_loaded(ebpf, st, btf) {
+            st.error = Some(e.to_string());
+            errors.push(format!("hook {}: {e}", st.hook));
+            continue;
+        }
         match attach_one(ebpf, st, caps) {
             Ok(()) => st.attached = true,
             Err(e) => {

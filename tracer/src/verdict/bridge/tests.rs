@@ -1,7 +1,7 @@
 use super::*;
 use crate::verdict::{
     Inventory,
-    rules::tests::{facts, judge as verdict_of, load},
+    rules::tests::{facts, judge as verdict_of, load, set_link},
 };
 
 #[test]
@@ -40,13 +40,11 @@ fn refusals(v: &crate::verdict::Verdict) -> Vec<&BridgeRefusal> {
 
 /// The port `dev` of every namespace's links, changed by `f`.
 fn set_port(env: &mut Inventory, dev: &str, f: impl Fn(&mut crate::node::link::BridgePort)) {
-    for links in env.links.values_mut() {
-        for l in links.iter_mut().filter(|l| l.dev == dev) {
-            if let Some(p) = l.bridge_port.as_mut() {
-                f(p);
-            }
+    set_link(env, dev, |l| {
+        if let Some(p) = l.bridge_port.as_mut() {
+            f(p);
         }
-    }
+    });
 }
 
 // On recordings of the blind bridge scenes (tests/src/blind_scenes.rs),

@@ -250,6 +250,20 @@ pub(crate) fn facts(v: &Verdict) -> impl Iterator<Item = &Evidence> {
     v.evidence.iter().map(|e| &e.fact)
 }
 
+/// Device `dev` of every namespace's links in `env`, changed by `f` (the
+/// causes' near misses).
+pub(crate) fn set_link(
+    env: &mut Inventory,
+    dev: &str,
+    f: impl Fn(&mut crate::node::link::LinkConf),
+) {
+    for links in env.links.values_mut() {
+        for l in links.iter_mut().filter(|l| l.dev == dev) {
+            f(l);
+        }
+    }
+}
+
 /// The evidence as text output shows it, one line each.
 fn text(v: &Verdict) -> String {
     v.evidence

@@ -1,8 +1,5 @@
 use super::*;
-use crate::verdict::{
-    Inventory,
-    rules::tests::{facts, judge as verdict_of, load},
-};
+use crate::verdict::rules::tests::{facts, judge as verdict_of, load, set_link};
 
 /// The refusals of a verdict.
 fn refusals(v: &crate::verdict::Verdict) -> Vec<&SysctlRefusal> {
@@ -12,15 +9,6 @@ fn refusals(v: &crate::verdict::Verdict) -> Vec<&SysctlRefusal> {
             _ => None,
         })
         .collect()
-}
-
-/// Device `dev` of every namespace's links, changed by `f`.
-fn set_link(env: &mut Inventory, dev: &str, f: impl Fn(&mut crate::node::link::LinkConf)) {
-    for links in env.links.values_mut() {
-        for l in links.iter_mut().filter(|l| l.dev == dev) {
-            f(l);
-        }
-    }
 }
 
 // On recordings of the blind sysctl scenes (tests/src/blind_sysctl.rs,

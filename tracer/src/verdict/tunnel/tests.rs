@@ -3,7 +3,7 @@ use crate::{
     node::link::FdbEntry,
     verdict::{
         Inventory,
-        rules::tests::{facts, judge as verdict_of, load},
+        rules::tests::{facts, judge as verdict_of, load, set_link},
     },
 };
 
@@ -29,14 +29,11 @@ fn refusals(v: &crate::verdict::Verdict) -> Vec<&TunnelRefusal> {
 
 /// Every VXLAN device `dev` of every namespace, changed by `f`.
 fn set_vxlan(env: &mut Inventory, dev: &str, f: impl Fn(&mut LinkConf)) {
-    for links in env.links.values_mut() {
-        for l in links
-            .iter_mut()
-            .filter(|l| l.dev == dev && l.vxlan.is_some())
-        {
+    set_link(env, dev, |l| {
+        if l.vxlan.is_some() {
             f(l);
         }
-    }
+    });
 }
 
 // On recordings of the blind VXLAN scenes (tests/src/blind_scenes.rs),
