@@ -161,6 +161,13 @@ pub struct BridgePort {
     /// between two isolated ports.
     #[serde(default)]
     pub isolated: bool,
+    /// The VLANs it is a member of, read when its bridge filters VLANs
+    /// (`bridge vlan show`: [`port_vlans`]); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vlans: Vec<u16>,
+    /// Its PVID: the VLAN untagged frames it receives are put in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pvid: Option<u16>,
 }
 
 /// BR_STATE_FORWARDING (include/uapi/linux/if_bridge.h).
@@ -320,6 +327,19 @@ fn rtnl_links() -> Option<Vec<LinkConf>> {
             p.bridge = names.get(&m).cloned().unwrap_or_default();
         }
     }
+    // The ports' VLANs: one more dump, only where a bridge filters them.
+    if out
+        .iter()
+        .any(|l| l.bridge.as_ref().is_some_and(|b| b.vlan_filtering))
+    {
+        let vlans = port_vlans();
+        for (l, index) in out.iter_mut().zip(&indexes) {
+            if let (Some(p), Some((v, pvid))) = (l.bridge_port.as_mut(), vlans.get(index)) {
+                p.vlans.clone_from(v);
+                p.pvid = *pvid;
+            }
+        }
+    }
     // A VXLAN device's FDB and neighbours: two dumps, only in a
     // namespace that has one.
     let vxlans: Vec<(u32, usize)> = indexes
@@ -349,6 +369,53 @@ fn rtnl_links() -> Option<Vec<LinkConf>> {
         });
     }
     Some(out)
+}
+
+/// Every bridge port's VLANs and PVID, by ifindex, as `bridge vlan show`
+/// reads them: an RTM_GETLINK dump of family AF_BRIDGE with IFLA_EXT_MASK
+/// RTEXT_FILTER_BRVLAN, each port's IFLA_AF_SPEC holding one
+/// IFLA_BRIDGE_VLAN_INFO (struct bridge_vlan_info: flags, vid) per VLAN
+/// (include/uapi/linux/if_bridge.h; br_fill_ifinfo()).
+fn port_vlans() -> std::collections::HashMap<u32, (Vec<u16>, Option<u16>)> {
+    const IFLA_AF_SPEC: u16 = 26;
+    const IFLA_EXT_MASK: u16 = 29;
+    const RTEXT_FILTER_BRVLAN: u32 = 1 << 1;
+    const IFLA_BRIDGE_VLAN_INFO: u16 = 2;
+    const BRIDGE_VLAN_INFO_PVID: u16 = 1 << 1;
+    // ifinfomsg (16 bytes, family AF_BRIDGE), then IFLA_EXT_MASK.
+    let mut body = vec![0u8; 16];
+    body[0] = libc::AF_BRIDGE as u8;
+    super::netlink::put_attr(&mut body, IFLA_EXT_MASK, &RTEXT_FILTER_BRVLAN.to_ne_bytes());
+    let mut out = std::collections::HashMap::new();
+    let _ = super::netlink::dump(
+        libc::NETLINK_ROUTE,
+        libc::RTM_GETLINK,
+        &body,
+        &mut |ty, msg| {
+            if ty != libc::RTM_NEWLINK {
+                return;
+            }
+            let index = msg.get(20..24).and_then(super::netlink::ne32).unwrap_or(0);
+            let attrs = msg.get(32..).unwrap_or(&[]);
+            let Some(spec) = super::netlink::attr(attrs, IFLA_AF_SPEC) else {
+                return;
+            };
+            let (mut vids, mut pvid) = (Vec::new(), None);
+            for (ty, v) in super::netlink::attrs(spec) {
+                if ty != IFLA_BRIDGE_VLAN_INFO || v.len() < 4 {
+                    continue;
+                }
+                let flags = u16::from_ne_bytes([v[0], v[1]]);
+                let vid = u16::from_ne_bytes([v[2], v[3]]);
+                vids.push(vid);
+                if flags & BRIDGE_VLAN_INFO_PVID != 0 {
+                    pvid = Some(vid);
+                }
+            }
+            out.insert(index, (vids, pvid));
+        },
+    );
+    out
 }
 
 /// A veth's other end from its link attributes (IFLA_LINK: the peer's
@@ -513,6 +580,7 @@ fn link_info(info: &[u8], l: &mut LinkConf) {
             state: flag(data, 1).unwrap_or(BR_STATE_FORWARDING),
             hairpin: flag(data, 4).is_some_and(|v| v != 0),
             isolated: flag(data, 33).is_some_and(|v| v != 0),
+            ..BridgePort::default()
         });
     }
 }
@@ -612,6 +680,7 @@ mod tests {
                 state: 2,
                 hairpin: false,
                 isolated: true,
+                ..BridgePort::default()
             })
         );
         assert!(l.bridge.is_none());

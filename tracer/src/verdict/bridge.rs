@@ -82,6 +82,18 @@ pub struct BridgeRefusal {
     /// another namespace (a pod's eth0 whose host-side end is a port).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_end_of: Option<String>,
+    /// For `vlan_filtering`: the frame's VLAN on the bridge (the PVID of
+    /// the port it came in by, untagged pod traffic's)...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vlan: Option<u16>,
+    /// ...and the bridge's other ports that are not in it: the bridge
+    /// sends the frame out of none of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_in_vlan: Vec<String>,
+    /// For `vlan_filtering`: the port has no PVID, the bridge drops the
+    /// untagged frames it receives there.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_pvid: bool,
 }
 
 impl BridgeRefusal {
@@ -110,9 +122,19 @@ impl BridgeRefusal {
                 "ports {port} and {} are both isolated: the bridge does not forward between isolated ports",
                 self.peer.as_deref().unwrap_or("?")
             ),
-            BridgeSetting::VlanFiltering => format!(
-                "the bridge filters VLANs (vlan_filtering 1): the frame's VLAN may not be allowed on port {port} (`bridge vlan show dev {port}`)"
-            ),
+            BridgeSetting::VlanFiltering => match (self.vlan, self.not_in_vlan.first()) {
+                (Some(v), Some(first)) => format!(
+                    "VLAN {v}, the PVID of port {port} where the frame came in, is not on port{} {}: a bridge that filters VLANs sends a frame out only of the ports in its VLAN (`bridge vlan add dev {first} vid {v}`)",
+                    if self.not_in_vlan.len() > 1 { "s" } else { "" },
+                    self.not_in_vlan.join(", ")
+                ),
+                _ if self.no_pvid => format!(
+                    "port {port} has no PVID: a bridge that filters VLANs drops the untagged frames it receives there (`bridge vlan show dev {port}`)"
+                ),
+                _ => format!(
+                    "the bridge filters VLANs (vlan_filtering 1): the frame's VLAN may not be allowed on port {port} (`bridge vlan show dev {port}`)"
+                ),
+            },
         }
     }
 }
@@ -175,6 +197,9 @@ fn refusal(
         dst: None,
         ingress,
         other_end_of: None,
+        vlan: None,
+        not_in_vlan: Vec::new(),
+        no_pvid: false,
     }
 }
 
@@ -253,7 +278,35 @@ fn other_ports(
         .find(|l| l.dev == bridge)
         .and_then(|b| b.bridge.as_ref())
         .is_some_and(|b| b.vlan_filtering);
-    filters.then(|| refusal(bridge, dev, drop, BridgeSetting::VlanFiltering, true))
+    if !filters {
+        return None;
+    }
+    let r = refusal(bridge, dev, drop, BridgeSetting::VlanFiltering, true);
+    // The ports' VLANs, when read (node::link::port_vlans): the frame came
+    // in by `dev` (a port) untagged, into its PVID.
+    let read =
+        ports(links, bridge).any(|l| l.bridge_port.as_ref().is_some_and(|p| !p.vlans.is_empty()));
+    let Some(port) = dev.bridge_port.as_ref().filter(|_| read) else {
+        return Some(r);
+    };
+    let Some(v) = port.pvid else {
+        return Some(BridgeRefusal { no_pvid: true, ..r });
+    };
+    let not_in_vlan: Vec<String> = ports(links, bridge)
+        .filter(|l| l.dev != dev.dev)
+        .filter(|l| {
+            l.bridge_port
+                .as_ref()
+                .is_some_and(|p| !p.vlans.contains(&v))
+        })
+        .map(|l| l.dev.clone())
+        .collect();
+    // Every other port is in the VLAN: the VLANs do not explain it.
+    (!not_in_vlan.is_empty()).then_some(BridgeRefusal {
+        vlan: Some(v),
+        not_in_vlan,
+        ..r
+    })
 }
 
 /// Is the dropped frame's destination its sender (a pod reaching itself
