@@ -84,6 +84,12 @@ pub struct LiveEnv {
     nf_baseline: HashMap<u32, Vec<NfRule>>,
     /// nf_tables tracing, where it was set up (its tables go with it).
     nftrace: Option<NfTrace>,
+    /// Per namespace inode, the ids it gives other namespaces (nsid ->
+    /// inode, 0 for an id no known namespace has, node::link::nsids_in)
+    /// and when they were asked: asked again for an id not seen yet (a new
+    /// pod), or one not found at least NSIDS_RETRY ago; each asking is one
+    /// query per namespace known.
+    nsids: HashMap<u32, (HashMap<i32, u32>, Instant)>,
 }
 
 impl LiveEnv {
@@ -101,6 +107,7 @@ impl LiveEnv {
             cgroups: RefCell::default(),
             nf_baseline,
             nftrace,
+            nsids: HashMap::new(),
         }
     }
 
@@ -292,7 +299,7 @@ impl LiveEnv {
     /// were dropped on (a pod's eth0 whose host-side end is a bridge port
     /// in the node's namespace), which no hop of the flow may have been
     /// seen in: the causes that read a drop's device read its other end
-    /// too (bridge.rs, sysctl.rs).
+    /// too (bridge.rs, sysctl.rs, veth.rs).
     fn read_peers(&mut self, names: &mut Names, flow: &Flow, drops_in: &[u32]) {
         let peers: Vec<u32> = flow
             .hops
@@ -317,34 +324,56 @@ impl LiveEnv {
             };
             self.paths.insert(y, p.clone());
             self.refresh(y, Some(&p));
-            let links = links_with_peers(&p, names);
+            let links = self.links_with_peers(y, &p, names);
             if let Some(f) = self.cache.get_mut(&y) {
                 f.links = Some(links);
             }
         }
     }
+
+    /// The links of namespace `ino` (at `path`), each veth's other end
+    /// with the namespace it is in: the ids that namespace gives the
+    /// others, asked (node::link::nsids_in, against every namespace known)
+    /// only when one of its veths names an id not asked before.
+    fn links_with_peers(
+        &mut self,
+        ino: u32,
+        path: &std::path::Path,
+        names: &mut Names,
+    ) -> Vec<LinkConf> {
+        let mut links = links_in(Some(path));
+        let ids: Vec<i32> = links
+            .iter()
+            .filter_map(|l| l.peer.as_ref()?.netnsid)
+            .collect();
+        let (known, at) = self
+            .nsids
+            .entry(ino)
+            .or_insert_with(|| (HashMap::new(), Instant::now()));
+        let ask = ids.iter().any(|id| match known.get(id) {
+            None => true,
+            Some(0) => at.elapsed() >= NSIDS_RETRY,
+            Some(_) => false,
+        });
+        if ask {
+            *known = nsids_in(path, &names.netns.known_paths());
+            for id in &ids {
+                known.entry(*id).or_insert(0);
+            }
+            *at = Instant::now();
+        }
+        for p in links.iter_mut().filter_map(|l| l.peer.as_mut()) {
+            if let Some(&y) = p.netnsid.and_then(|id| known.get(&id)).filter(|y| **y != 0) {
+                p.netns = Some(y);
+                p.netns_name = Some(names.netns.name(y).to_string());
+            }
+        }
+        links
+    }
 }
 
-/// The links of the namespace at `path`, each veth's other end with the
-/// namespace it is in (node::link::nsids_in against every namespace
-/// known).
-fn links_with_peers(path: &std::path::Path, names: &mut Names) -> Vec<LinkConf> {
-    let mut links = links_in(Some(path));
-    let wanted = links
-        .iter()
-        .any(|l| l.peer.as_ref().is_some_and(|p| p.netnsid.is_some()));
-    if !wanted {
-        return links;
-    }
-    let ids = nsids_in(path, &names.netns.known_paths());
-    for p in links.iter_mut().filter_map(|l| l.peer.as_mut()) {
-        if let Some(&ino) = p.netnsid.and_then(|id| ids.get(&id)) {
-            p.netns = Some(ino);
-            p.netns_name = Some(names.netns.name(ino).to_string());
-        }
-    }
-    links
-}
+/// How long an id no known namespace had waits before it is asked again.
+const NSIDS_RETRY: Duration = Duration::from_secs(5);
 
 /// The routing of namespace `ino` (at `path`), where a followed packet
 /// found no route there or a drop there calls for a route lookup
@@ -448,7 +477,7 @@ impl PreparedEnv for LiveEnv {
                 && let Some(p) = &path
                 && self.cache.contains_key(&ino)
             {
-                let links = links_with_peers(p, names);
+                let links = self.links_with_peers(ino, p, names);
                 let Some(facts) = self.cache.get_mut(&ino) else {
                     continue;
                 };
