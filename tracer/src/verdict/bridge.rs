@@ -340,7 +340,7 @@ pub fn behind_bridge(drop: &Hop, env: &dyn Env) -> Option<BridgeRefusal> {
         let p = port_not_forwarding(links, &br.dev, "")?;
         return Some(refusal(&br.dev, p, drop, BridgeSetting::StpState, false));
     }
-    let end = env.other_end(drop.netns_inode, &drop.dev)?;
+    let end = env.other_end(drop)?;
     let port = end.link;
     let bridge = port.bridge_port.as_ref()?.bridge.as_str();
     let r = if port
@@ -353,7 +353,7 @@ pub fn behind_bridge(drop: &Hop, env: &dyn Env) -> Option<BridgeRefusal> {
         other_ports(end.links, bridge, port, drop)?
     };
     Some(BridgeRefusal {
-        netns: end.netns_name.unwrap_or(r.netns),
+        netns: end.netns,
         other_end_of: Some(drop.dev.to_string()),
         ..r
     })

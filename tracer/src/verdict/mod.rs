@@ -160,28 +160,28 @@ pub trait Env {
     fn links(&self, _netns: u32) -> &[LinkConf] {
         &[]
     }
-    /// The other end of device `dev` of that namespace when it is a veth
-    /// whose peer's namespace was read (run/facts.rs reads it for a
-    /// drop's device): a pod's eth0 and its host-side device.
-    fn other_end(&self, netns: u32, dev: &str) -> Option<OtherEnd<'_>> {
+    /// The other end of the device a hop was on, when it is a veth whose
+    /// peer's namespace was read (run/facts.rs reads it for a drop's
+    /// device): a pod's eth0 and its host-side device.
+    fn other_end(&self, at: &crate::model::hop::Hop) -> Option<OtherEnd<'_>> {
         let peer = self
-            .links(netns)
+            .links(at.netns_inode)
             .iter()
-            .find(|l| l.dev == dev)?
+            .find(|l| l.dev == *at.dev)?
             .peer
             .as_ref()?;
-        let (ino, name) = match peer.netnsid {
-            None => (netns, None),
-            Some(_) => (peer.netns?, peer.netns_name.clone()),
+        let (ino, netns) = match peer.netnsid {
+            None => (at.netns_inode, at.netns.to_string()),
+            Some(_) => (
+                peer.netns?,
+                peer.netns_name
+                    .clone()
+                    .unwrap_or_else(|| at.netns.to_string()),
+            ),
         };
         let links = self.links(ino);
         let link = links.iter().find(|l| l.ifindex == peer.ifindex)?;
-        Some(OtherEnd {
-            netns: ino,
-            netns_name: name,
-            link,
-            links,
-        })
+        Some(OtherEnd { netns, link, links })
     }
     /// Its TCP listeners and UDP sockets (read where a packet was
     /// dropped).
@@ -221,9 +221,8 @@ pub trait Env {
 /// The other end of a veth ([`Env::other_end`]): the device, its
 /// namespace and that namespace's links.
 pub struct OtherEnd<'a> {
-    pub netns: u32,
-    /// Its namespace's name; None: the same namespace as the first end.
-    pub netns_name: Option<String>,
+    /// Its namespace's name (the first end's when the veth is within one).
+    pub netns: String,
     pub link: &'a LinkConf,
     pub links: &'a [LinkConf],
 }

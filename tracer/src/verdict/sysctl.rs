@@ -193,9 +193,9 @@ pub fn at_other_end(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<SysctlRefu
     if !super::rules::neigh_addr(flow, drop).is_ipv6() {
         return None;
     }
-    let end = env.other_end(drop.netns_inode, &drop.dev)?;
+    let end = env.other_end(drop)?;
     (end.link.disable_ipv6 == Some(true)).then(|| SysctlRefusal {
-        netns: end.netns_name.unwrap_or_else(|| drop.netns.to_string()),
+        netns: end.netns,
         dev: end.link.dev.clone(),
         sysctl: Sysctl::DisableIpv6,
         addr: None,

@@ -144,10 +144,7 @@ fn refusal(drop: &Hop, end: &OtherEnd<'_>, problem: VethProblem) -> VethRefusal 
         dev: drop.dev.to_string(),
         netns: drop.netns.to_string(),
         other_dev: end.link.dev.clone(),
-        other_netns: end
-            .netns_name
-            .clone()
-            .unwrap_or_else(|| drop.netns.to_string()),
+        other_netns: end.netns.clone(),
         problem,
         mtu: None,
         dev_mtu: None,
@@ -163,7 +160,7 @@ pub fn judge(flow: &Flow, drop: &Hop, func: &str, env: &dyn Env) -> Option<(Stri
     if !crossing_func(func) {
         return None;
     }
-    let end = env.other_end(drop.netns_inode, &drop.dev)?;
+    let end = env.other_end(drop)?;
     let r = if end.link.up == Some(false) {
         refusal(drop, &end, VethProblem::Down)
     } else {
@@ -203,7 +200,7 @@ fn frame_len(flow: &Flow, drop: &Hop) -> Option<u32> {
 /// end has no carrier, the solicitations go nowhere. None when the device
 /// is no veth whose other end was read, or that end is up.
 pub fn down_at_other_end(drop: &Hop, env: &dyn Env) -> Option<VethRefusal> {
-    let end = env.other_end(drop.netns_inode, &drop.dev)?;
+    let end = env.other_end(drop)?;
     (end.link.up == Some(false)).then(|| refusal(drop, &end, VethProblem::Down))
 }
 
