@@ -54,7 +54,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
 /// include/uapi/linux/bpf.h
 const BPF_MAP_CREATE: i64 = 0;
 const BPF_MAP_TYPE_PROG_ARRAY: u32 = 3;
-const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
+pub(crate) const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
 const BPF_PROG_TYPE_XDP: u32 = 6;
 const BPF_FUNC_TAIL_CALL: i32 = 12;
 /// TC_ACT_OK (TCX_PASS for tcx): what Cilium's CTX_ACT_OK is.
@@ -166,7 +166,7 @@ fn constant(ret: i32) -> Vec<u8> {
 
 /// A directory of bpffs of the scene's own, removed (with its pins) with
 /// the scene.
-fn bpf_dir(prefix: &str) -> Result<ScratchDir> {
+pub(crate) fn bpf_dir(prefix: &str) -> Result<ScratchDir> {
     let mounts = std::fs::read_to_string("/proc/self/mounts")?;
     if !mounts.lines().any(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
@@ -182,7 +182,13 @@ fn bpf_dir(prefix: &str) -> Result<ScratchDir> {
 
 /// Load `prog` as `prog_type` named `name` (the kernel keeps 15 bytes of
 /// it) and pin it as `file` in `dir`; the pin's path.
-fn pinned(dir: &ScratchDir, file: &str, prog_type: u32, prog: &[u8], name: &str) -> Result<String> {
+pub(crate) fn pinned(
+    dir: &ScratchDir,
+    file: &str,
+    prog_type: u32,
+    prog: &[u8],
+    name: &str,
+) -> Result<String> {
     let fd = load(prog_type, 0, prog, name)?;
     let path = dir.at(file);
     let r = pin(fd, &path);
@@ -191,13 +197,13 @@ fn pinned(dir: &ScratchDir, file: &str, prog_type: u32, prog: &[u8], name: &str)
 }
 
 /// A clsact qdisc on `dev` of `n` (once per device).
-fn clsact(n: &Netns, dev: &str) -> Result<()> {
+pub(crate) fn clsact(n: &Netns, dev: &str) -> Result<()> {
     crate::bpfdrop::clsact_add(&n.path(), dev)
 }
 
 /// The pinned program `pin` as a direct-action bpf filter on `dev`'s
 /// `dir` ("ingress" or "egress") hook of its clsact qdisc.
-fn tc_filter(n: &Netns, dev: &str, dir: &str, pin: &str) -> Result<()> {
+pub(crate) fn tc_filter(n: &Netns, dev: &str, dir: &str, pin: &str) -> Result<()> {
     crate::bpfdrop::tc_filter_pinned(&n.path(), dev, dir, pin)
 }
 
@@ -208,7 +214,7 @@ fn tc_filter(n: &Netns, dev: &str, dir: &str, pin: &str) -> Result<()> {
 /// the namespace (the ifindex is resolved in the caller's), and pinned as
 /// `file` in `dir` so it outlives the descriptor. Before 6.6, a clsact
 /// filter instead.
-fn tcx(
+pub(crate) fn tcx(
     n: &Netns,
     dev: &str,
     egress: bool,

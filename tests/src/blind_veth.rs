@@ -17,7 +17,8 @@
 //! Address ranges: 10.199.0.0/16 and fd99::/16. `scenarios::build` falls
 //! back (through `blind_scenes::build`, `blind_l2::build`,
 //! `blind_tunnel::build`, `blind_sysctl::build`, `blind_sock::build`,
-//! `blind_ct::build` and `blind_bpf::build`) to [`build`].
+//! `blind_ct::build` and `blind_bpf::build`) to [`build`], which falls
+//! back to [`crate::blind_bpfnat::build`].
 
 use anyhow::Result;
 
@@ -42,7 +43,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "blind_veth_host_side_down" => host_side_down(),
         "blind_veth_host_ipv6_disabled" => host_ipv6_disabled(),
         "blind_veth_trap_ndp_policy" => trap_ndp_policy(),
-        _ => return None,
+        _ => return crate::blind_bpfnat::build(name),
     })
 }
 

@@ -7,6 +7,7 @@
 )]
 
 pub mod blind_bpf;
+pub mod blind_bpfnat;
 pub mod blind_ct;
 pub mod blind_l2;
 pub mod blind_scenes;
@@ -15,6 +16,7 @@ pub mod blind_sysctl;
 pub mod blind_tunnel;
 pub mod blind_veth;
 pub mod bpfdrop;
+pub mod bpfnat;
 pub mod dataplane_scenes;
 pub mod evidence;
 pub mod ipvs;

@@ -356,3 +356,23 @@ fn incident3_fix_behind_a_socket_redirect_is_followed() {
     assert!(rewrite.get("reply_source_kept").is_none(), "{dump}");
     assert!(f["replies"].as_u64().unwrap_or(0) > 0, "{dump}");
 }
+
+/// The tc NAT programs of the tc BPF NAT blind scenes (tests/src/bpfnat.rs)
+/// work: a client pod's connection and datagram to a ClusterIP are
+/// translated to the backend on its lxc0's ingress, and the replies back
+/// on its egress (checksums fixed: the kernels on both ends accept them),
+/// so the client is answered by the Service address. No tracer.
+#[test]
+fn tc_nat_programs_answer_through_the_rewrite() {
+    if !require_privileges("tc_nat_programs_answer_through_the_rewrite") {
+        return;
+    }
+    for (scene, answered) in [
+        ("bpfnat_answered_tcp", "connected, echo"),
+        ("bpfnat_answered_udp", "reply 8 bytes from 10.241.104.10:53"),
+    ] {
+        let sc = tracer_tests::scenarios::build(scene).expect("build scene");
+        let seen = sc.traffic().expect("traffic");
+        assert!(seen.trim().starts_with(answered), "{scene}: {seen:?}");
+    }
+}
