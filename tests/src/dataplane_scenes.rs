@@ -4,7 +4,7 @@
 //! of the tests' own (bpfdrop.rs) where Cilium and Calico put theirs.
 //! Not in `scenarios::NAMES` (the `--netns` sweep and the kernel matrix
 //! do not trace them); `scenarios::build` falls back to [`build`].
-//! Address ranges 10.191, 10.193-10.195, and 10.190.50-51 for the
+//! Address ranges 10.189, 10.191, 10.193-10.195, and 10.190.50-51 for the
 //! socket-level redirect of incident 3's fix (blind_sock.rs's pods).
 
 use anyhow::Result;
@@ -20,6 +20,7 @@ pub const DATAPLANE: &[&str] = &[
     "dp_xdp_drop",
     "dp_tc_passes_closed_port",
     "incident3_lrp",
+    "dp_tc_service_dnat",
 ];
 
 pub fn build(name: &str) -> Option<Result<Scenario>> {
@@ -29,6 +30,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "dp_xdp_drop" => xdp_drop(),
         "dp_tc_passes_closed_port" => tc_passes_closed_port(),
         "incident3_lrp" => incident3_lrp(),
+        "dp_tc_service_dnat" => tc_service_dnat(),
         _ => return None,
     })
 }
@@ -151,5 +153,56 @@ fn incident3_lrp() -> Result<Scenario> {
         vec![cg],
     );
     sc.servers.push(nld);
+    Ok(sc)
+}
+
+/// A Service translated in tc, as Cilium's kube-proxy replacement does
+/// without socket-level load balancing (bpf_lxc's per-packet service
+/// lookup): the client pod's host-side veth r0 has a from-container
+/// program (a tcx link where the kernel has tcx, clsact before) that
+/// sends the ClusterIP 10.189.9.9:80 to the server pod 10.189.2.2:8080;
+/// the server's veth r1 one (clsact ingress) that gives its replies the
+/// Service address back. No conntrack entry knows of either rewrite, and
+/// the connection is answered.
+fn tc_service_dnat() -> Result<Scenario> {
+    use crate::bpfnat::{Dir, Link, attach, dnat, rev_snat};
+    let nss = routed(189)?;
+    let srv = listen(&nss[2], "10.189.2.2:8080", 15)?;
+    let (vip, backend) = ("10.189.9.9".parse()?, "10.189.2.2".parse()?);
+    let pins = crate::blind_bpf::bpf_dir(&crate::netns::unique_prefix())?;
+    let link = if tcx_supported() {
+        Link::Tcx
+    } else {
+        Link::Clsact
+    };
+    attach(
+        &nss[1],
+        "r0",
+        Dir::Ingress,
+        link,
+        &pins,
+        "r0-from-container",
+        &dnat(TCP, vip, 80, backend, 8080),
+        "cil_from_container",
+    )?;
+    attach(
+        &nss[1],
+        "r1",
+        Dir::Ingress,
+        Link::Clsact,
+        &pins,
+        "r1-from-container",
+        &rev_snat(TCP, backend, 8080, vip, 80),
+        "cil_from_container",
+    )?;
+    let mut sc = simple(
+        "dp_tc_service_dnat",
+        "a tc program on the client pod's veth sends the Service 10.189.9.9:80 to the server pod 10.189.2.2:8080, one on the server's veth translates the replies back; answered",
+        nss,
+        "10.189.9.9:80".into(),
+        tcp_connect("10.189.9.9:80"),
+    );
+    sc.servers.push(srv);
+    sc.scratch.push(pins);
     Ok(sc)
 }

@@ -595,3 +595,68 @@ fn the_other_end_of_a_veth_is_named() {
         assert!(!kinds.contains(&k), "{k}: {dump}");
     }
 }
+
+/// A tc program's Service translation (tests/src/blind_bpfnat.rs, written
+/// blind before verdict/bpf_nat.rs): the rewrite and its program are named
+/// on every scene; a stale backend (projectcalico/calico#4509) is the
+/// translated destination the route refuses; replies that reached the
+/// client untranslated are named where they left the node, by a device
+/// without the program (cilium/cilium#40521, a reset) or past a program
+/// that let them pass (kubernetes/kubernetes#68367, a DNS answer from the
+/// pod's address); the trap (a server bound to loopback) is not blamed on
+/// the translation.
+#[test]
+fn tc_translations_are_followed_and_named() {
+    for (name, dport, kind, reason, where_has) in [
+        (
+            "blind_bpfnat_stale_backend",
+            53,
+            "dropped",
+            "NOT_SPECIFIED",
+            "the route lookup for 10.241.112.7 (its destination after NAT",
+        ),
+        (
+            "blind_bpfnat_nodeport_reply_unreversed",
+            30080,
+            "dropped",
+            "reply_not_translated",
+            "by eth1, where no tc program is attached to its egress; the client's kernel",
+        ),
+        (
+            "blind_bpfnat_dns_reply_unreversed",
+            53,
+            "delivered",
+            "reply_not_translated",
+            "by lxc0, where tc BPF program cil_to_containe",
+        ),
+        (
+            "blind_bpfnat_trap_loopback_bind",
+            18081,
+            "dropped",
+            "NO_SOCKET",
+            "bound there on 127.0.0.1:18081 only",
+        ),
+    ] {
+        let Some((f, dump)) = judged(name, dport) else {
+            return;
+        };
+        assert_eq!(
+            tracer_tests::verdict_said(&f, "kind"),
+            kind,
+            "{name}: {dump}"
+        );
+        assert_eq!(
+            tracer_tests::verdict_said(&f, "reason"),
+            reason,
+            "{name}: {dump}"
+        );
+        let w = tracer_tests::verdict_said(&f, "where");
+        assert!(w.contains(where_has), "{name}: {dump}");
+        assert_eq!(f["nat_by"], "bpf", "{name}: {dump}");
+        let rw = tracer_tests::evidence_of(&f, "bpf_rewrite");
+        assert!(
+            rw["programs"].as_array().is_some_and(|p| !p.is_empty()),
+            "{name}: {dump}"
+        );
+    }
+}

@@ -376,3 +376,69 @@ fn tc_nat_programs_answer_through_the_rewrite() {
         assert!(seen.trim().starts_with(answered), "{scene}: {seen:?}");
     }
 }
+
+/// A Service translated in tc, as Cilium's bpf_lxc does without socket
+/// LB (tests/src/dataplane_scenes.rs), traced by the device tracepoints
+/// and, with `--netns`, by tracer's own tc programs (first at each hook):
+/// the flow to 10.189.9.9:80 is followed to the backend (translated with
+/// no conntrack entry: `nat_by: bpf`), the program that rewrote it is
+/// named at the client veth's tc ingress, the reply is seen leaving the
+/// server pod under the backend's address (before any program translates
+/// it back: the kernel side learnt that tuple from the rewrite), and the
+/// path lists both programs and what each did.
+#[test]
+fn tc_service_dnat_is_followed_and_the_program_named() {
+    for scoped in [false, true] {
+        let Some((out, _)) = tracer_tests::trace_scenario_scoped("dp_tc_service_dnat", scoped)
+        else {
+            return;
+        };
+        let (f, dump) = (
+            out.flow_to(80),
+            format!("--netns: {scoped}: {}", out.dump()),
+        );
+        assert_eq!(f["verdict"]["kind"], "delivered", "{dump}");
+        assert!(
+            f["verdict"]["where"]
+                .as_str()
+                .unwrap_or("")
+                .contains("10.189.2.2:8080"),
+            "{dump}"
+        );
+        assert_eq!(f["translated"]["dst"], "10.189.2.2", "{dump}");
+        assert_eq!(f["translated"]["dport"], 8080, "{dump}");
+        assert_eq!(f["nat_by"], "bpf", "{dump}");
+        let rw = tracer_tests::evidence_of(f, "bpf_rewrite");
+        assert_eq!(rw["hook"], "tc ingress", "{dump}");
+        assert_eq!(rw["dev"], "r0", "{dump}");
+        assert!(
+            names(&rw["programs"])
+                .iter()
+                .any(|(n, h)| *n == "cil_from_contai" && h.ends_with("ingress")),
+            "{dump}"
+        );
+        let hops = f["hops"].as_array().expect("hops");
+        assert!(
+            hops.iter().any(|h| h["dir"] == "reply"
+                && h["dev"] == "s0"
+                && h["tuple"]["src"] == "10.189.2.2"
+                && h["tuple"]["sport"] == 8080),
+            "{dump}"
+        );
+        let path = tracer_tests::evidence_of(f, "bpf_path");
+        let sites: Vec<(&str, &str, &str)> = path["sites"]
+            .as_array()
+            .expect("sites")
+            .iter()
+            .map(|s| {
+                (
+                    s["dir"].as_str().unwrap_or(""),
+                    s["dev"].as_str().unwrap_or(""),
+                    s["outcome"].as_str().unwrap_or(""),
+                )
+            })
+            .collect();
+        assert!(sites.contains(&("request", "r0", "rewrote")), "{dump}");
+        assert!(sites.contains(&("reply", "r1", "rewrote")), "{dump}");
+    }
+}

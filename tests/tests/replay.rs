@@ -121,6 +121,19 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("dp_tcx_to_pod_drop", "dropped", "TC_EGRESS"),
     ("dp_xdp_drop", "dropped", "NOT_SPECIFIED"),
     ("dp_tc_passes_closed_port", "dropped", "NO_SOCKET"),
+    ("dp_tc_service_dnat", "delivered", "local_socket"),
+    ("blind_bpfnat_stale_backend", "dropped", "NOT_SPECIFIED"),
+    (
+        "blind_bpfnat_nodeport_reply_unreversed",
+        "dropped",
+        "reply_not_translated",
+    ),
+    (
+        "blind_bpfnat_dns_reply_unreversed",
+        "delivered",
+        "reply_not_translated",
+    ),
+    ("blind_bpfnat_trap_loopback_bind", "dropped", "NO_SOCKET"),
     ("blind_bpf_egress_policy_deny", "dropped", "TC_INGRESS"),
     ("blind_bpf_dns_answer_denied", "dropped", "TC_EGRESS"),
     (

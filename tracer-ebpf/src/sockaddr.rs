@@ -29,11 +29,11 @@ use aya_ebpf::{
     macros::{btf_tracepoint, tracepoint},
     programs::{BtfTracePointContext, TracePointContext},
 };
-use tracer_common::{Hook, PacketInfo, SockAddrEvent, kind, sockcall};
+use tracer_common::{Hook, SockAddrEvent, kind, sockcall};
 
 use crate::{
     emit::{Slot, set_header},
-    filter::{copy_addr, netns_allowed, pkt_words, prefix_eq_words, word_of},
+    filter::{netns_allowed, pkt_words, prefix_eq_words, word_of},
     kread::{IPPROTO_TCP, IPPROTO_UDP, ct_orig_daddr_words, dev_info, read, skb_packet},
     maps::{PARKED, PARKED_AT, Parked},
     offsets,
@@ -234,7 +234,10 @@ fn claim(skb: u64, dev: u64) -> Option<()> {
         slot.finish(false);
         return None;
     }
-    learn(pkt);
+    // SockAddr's own scratch slot: this program's only (the packet hooks
+    // use theirs).
+    let s = crate::maps::scratch(Hook::SockAddr)?;
+    crate::filter::learn_rewritten(pkt, crate::filter::DIR_REQUEST, &mut s.ct);
     set_header(&mut ev.hdr, kind::SOCK_ADDR, Hook::SockAddr, skb);
     let d = dev_info(dev, &mut ev.hdr.ifname);
     ev.hdr.ifindex = d.ifindex;
@@ -260,18 +263,4 @@ fn claim(skb: u64, dev: u64) -> Option<()> {
     let keep = netns_allowed(d.netns);
     slot.finish(keep);
     Some(())
-}
-
-/// The rewritten tuple and its reverse, followed from now on (as
-/// filter::learn_conntrack does for a translation conntrack knows).
-#[inline(always)]
-fn learn(pkt: &PacketInfo) {
-    crate::let_zeroed!(reply: tracer_common::CtTuple);
-    copy_addr(&mut reply.saddr, &pkt.daddr);
-    copy_addr(&mut reply.daddr, &pkt.saddr);
-    reply.sport = pkt.dport;
-    reply.dport = pkt.sport;
-    reply.proto = pkt.proto;
-    reply.family = pkt.family;
-    crate::filter::learn_reply(reply);
 }

@@ -13,7 +13,8 @@ use crate::{
     agg,
     emit::{Reserved, bytes_slot, emit_bytes, fill_skb_event, follow_by_conntrack, handoff_flags},
     filter::{
-        DIR_REPLY, classify_matched, header_match, surely_not_followed_words, track, word_of,
+        DIR_REPLY, classify_matched, header_match, learn_rewritten, surely_not_followed_words,
+        track, word_of,
     },
     kread::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, skb_dev},
     maps::Handoff,
@@ -251,6 +252,13 @@ fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
         }
     }
     let (mut dir, mut need_track) = classify_matched(skb, pkt, m);
+    if m == 0 && dir != 0 {
+        // A tracked skb whose tuple is neither the target's nor a learnt
+        // one: a program rewrote it since it was last seen (a tc program
+        // before this hook, or one at a device it crossed), with no
+        // conntrack entry that would have taught the new tuple.
+        learn_rewritten(pkt, dir, ct);
+    }
     if dir == 0 && hook == Hook::TcEgress {
         // As at xmit (skb_event()): after OUTPUT's DNAT, by conntrack.
         dir = follow_by_conntrack(skb, pkt, ct);

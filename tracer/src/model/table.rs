@@ -956,6 +956,7 @@ impl FlowTable {
         };
         let pending = !self.pending_fib.is_empty();
         let mut dnat = None;
+        let mut rewritten = None;
         if let Some(f) = self.get_mut(id) {
             if is_packet_hook(hook) {
                 f.packets += 1;
@@ -983,6 +984,9 @@ impl FlowTable {
                     .iter()
                     .any(|h| matches!(&h.data, HopData::Func(d) if d.func.starts_with("ip_vs")));
                 f.nat_by = Some(if ipvs { NatBy::Ipvs } else { NatBy::Bpf });
+                // IPVS's backend side stays a flow of its own, as the
+                // guests' recordings of it hold (ipvs_nat-6.1.rec).
+                rewritten = (!ipvs).then_some(seen);
             }
             let first_here = pending && !f.hops.iter().any(|h| h.netns_inode == hop.netns_inode);
             let (ns, ts) = (hop.netns_inode, hop.ts_ns);
@@ -990,6 +994,13 @@ impl FlowTable {
             if first_here {
                 self.claim_pending_fib(id, ns, ts);
             }
+        }
+        // A program's new tuple is the flow's from now on: the kernel side
+        // follows it (tracer-ebpf filter.rs learn_rewritten), and the
+        // backend's side of the path (its replies, before a program
+        // translates them back) comes under it.
+        if let Some(t) = rewritten {
+            self.alias.insert(t, id);
         }
         self.note_dnat(dnat);
         Some(id)

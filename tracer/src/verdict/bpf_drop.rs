@@ -115,7 +115,7 @@ impl BpfHook {
 
     /// Is `p` (AttachedProgram::hook: `tc ingress`, `tcx egress`, `xdp`)
     /// attached at this hook?
-    fn holds(self, p: &AttachedProgram) -> bool {
+    pub(super) fn holds(self, p: &AttachedProgram) -> bool {
         match self {
             BpfHook::TcIngress => matches!(p.hook.as_str(), "tc ingress" | "tcx ingress"),
             BpfHook::TcEgress => matches!(p.hook.as_str(), "tc egress" | "tcx egress"),

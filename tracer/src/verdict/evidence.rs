@@ -158,6 +158,12 @@ pub enum Evidence {
     /// A cgroup socket program rewrote the socket call's destination
     /// before any packet existed (verdict/sock_lb.rs).
     SocketRewrite(crate::verdict::sock_lb::SocketRewrite),
+    /// A tc or XDP program rewrote the request's destination, with no
+    /// conntrack entry (verdict/bpf_nat.rs).
+    BpfRewrite(crate::verdict::bpf_nat::BpfRewrite),
+    /// The dataplane's tc and XDP programs the packets passed, and what
+    /// each did (verdict/bpf_path.rs).
+    BpfPath(crate::verdict::bpf_path::BpfPath),
     /// Conntrack state, not the rules, decided the packet
     /// (verdict/ct_state.rs).
     ConntrackKept(crate::verdict::ct_state::ConntrackKept),
@@ -686,10 +692,11 @@ impl fmt::Display for Evidence {
     #[expect(clippy::too_many_lines, reason = "one arm per evidence kind")]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use Evidence::{
-            BpfProgramDrop, BridgeWillNotForward, ClientHandshake, ConntrackKept, CountedInKernel,
-            DestinationAnswered, DropReasonInferred, EndpointUnanswered, EventsLost, Forwarded,
-            ForwardedBack, ForwardingDisabled, FuncHookUnavailable, FunctionHook, HooksUnavailable,
-            HopsNotKept, HostUnreachableInferred, IcmpSent, IpvsHooksSilent, IpvsLocalAddress,
+            BpfPath, BpfProgramDrop, BpfRewrite, BridgeWillNotForward, ClientHandshake,
+            ConntrackKept, CountedInKernel, DestinationAnswered, DropReasonInferred,
+            EndpointUnanswered, EventsLost, Forwarded, ForwardedBack, ForwardingDisabled,
+            FuncHookUnavailable, FunctionHook, HooksUnavailable, HopsNotKept,
+            HostUnreachableInferred, IcmpSent, IpvsHooksSilent, IpvsLocalAddress,
             IpvsNoDestination, IpvsNoService, IpvsScheduled, IpvsService, KubeClusterIpUnallocated,
             KubeNoLocalEndpoints, KubeServiceNoEndpoints, KubeServiceRouted, KubeSourceRangesDrop,
             LaterDrop, ListensElsewhere, LocalAddressTransmitted, LocalDestination, LocalRoute,
@@ -768,6 +775,8 @@ impl fmt::Display for Evidence {
             VethOtherEnd(r) => fmt::Display::fmt(r, f),
             SysctlRefused(r) => write!(f, "{}", r.said()),
             SocketRewrite(r) => fmt::Display::fmt(r, f),
+            BpfRewrite(r) => fmt::Display::fmt(r, f),
+            BpfPath(p) => fmt::Display::fmt(p, f),
             ConntrackKept(k) => fmt::Display::fmt(k, f),
             BpfProgramDrop {
                 hook,
@@ -1564,6 +1573,41 @@ mod tests {
                     at: s("/"),
                 }],
                 reply_source_kept: false,
+            }),
+            BpfRewrite(crate::verdict::bpf_nat::BpfRewrite {
+                asked: Endpoint::new("10.96.0.20".parse().unwrap(), 80),
+                became: Endpoint::new("10.0.1.24".parse().unwrap(), 8080),
+                hook: s("tc ingress"),
+                dev: s("lxc0"),
+                netns: s("node"),
+                programs: vec![crate::node::bpf_progs::AttachedProgram {
+                    id: 43,
+                    name: s("cil_from_contai"),
+                    hook: s("tcx ingress"),
+                    at: s("lxc0"),
+                }],
+                reply_untranslated: Some(crate::verdict::bpf_nat::UntranslatedReply {
+                    netns: s("node"),
+                    dev: s("eth1"),
+                    programs: Vec::new(),
+                    client_netns: s("client"),
+                }),
+            }),
+            BpfPath(crate::verdict::bpf_path::BpfPath {
+                sites: vec![crate::verdict::bpf_path::ProgramSite {
+                    dir: crate::model::hop::Dir::Request,
+                    hook: s("tc ingress"),
+                    dev: s("lxc0"),
+                    netns: s("node"),
+                    programs: vec![crate::node::bpf_progs::AttachedProgram {
+                        id: 43,
+                        name: s("cil_from_contai"),
+                        hook: s("tcx ingress"),
+                        at: s("lxc0"),
+                    }],
+                    outcome: crate::verdict::bpf_path::Outcome::Redirected,
+                    to_dev: Some(s("lxc1")),
+                }],
             }),
             ConntrackKept(crate::verdict::ct_state::ConntrackKept {
                 kept: crate::verdict::ct_state::Kept::OldTranslation,

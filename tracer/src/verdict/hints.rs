@@ -26,6 +26,7 @@ const CAUSES: &[&[Hint]] = &[
     super::sysctl::HINTS,
     super::veth::HINTS,
     super::sock_lb::HINTS,
+    super::bpf_nat::HINTS,
     super::ct_state::HINTS,
 ];
 

@@ -1,6 +1,8 @@
 //! Verdicts: small rules over a flow's hop timeline, tried in order.
 
 pub mod bpf_drop;
+pub mod bpf_nat;
+pub mod bpf_path;
 pub mod bridge;
 pub mod ct_state;
 pub mod evidence;
@@ -406,6 +408,12 @@ fn decide(flow: &Flow, env: &dyn Env) -> Verdict {
 pub fn evaluate(flow: &Flow, env: &dyn Env, c: &Completeness) -> Verdict {
     let mut v = decide(flow, env);
     if let Some(e) = sock_lb::rewrite(flow, env) {
+        v.add(e);
+    }
+    if let Some(e) = bpf_nat::rewrite(flow, env) {
+        v.add(e);
+    }
+    if let Some(e) = bpf_path::path(flow, env) {
         v.add(e);
     }
     if let Some((prefix, e)) = ct_state::kept(flow, &v, env) {

@@ -35,6 +35,7 @@ pub const RULES: &[Rule] = &[
     // Before `delivered`: the request was, its answer was not.
     super::bpf_drop::reply_dropped_by_program,
     super::ct_state::reply_not_translated,
+    super::bpf_nat::reply_not_translated,
     delivered,
     forwarded,
 ];

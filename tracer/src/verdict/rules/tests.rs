@@ -184,12 +184,38 @@ fn recorded(name: &str) -> (&'static str, fn(&Flow) -> bool) {
                 to(f, "10.205.96.40:80")
             })
         }
+        other => recorded_on_a_bpf_dataplane(other),
+    }
+}
+
+/// Scenes of an eBPF dataplane's programs: drops, translations
+/// (tests/src/dataplane_scenes.rs, blind_bpf.rs, blind_bpfnat.rs).
+fn recorded_on_a_bpf_dataplane(name: &str) -> (&'static str, fn(&Flow) -> bool) {
+    match name {
         // An eBPF dataplane's drops (tests/src/dataplane_scenes.rs).
         "dp_tc_from_pod_drop" => ("dp_tc_from_pod_drop-6.18.rec", |f| to(f, "10.191.2.2:8080")),
         "dp_tcx_to_pod_drop" => ("dp_tcx_to_pod_drop-6.18.rec", |f| to(f, "10.193.2.2:8080")),
         "dp_xdp_drop" => ("dp_xdp_drop-6.18.rec", |f| to(f, "10.194.2.2:53")),
         "dp_tc_passes_closed_port" => ("dp_tc_passes_closed_port-6.18.rec", |f| {
             to(f, "10.195.2.2:8081")
+        }),
+        "dp_tc_service_dnat" => ("dp_tc_service_dnat-6.18.rec", |f| to(f, "10.189.9.9:80")),
+        // Written blind before the tc translation cause (tests/src/blind_bpfnat.rs).
+        "blind_bpfnat_stale_backend" => ("blind_bpfnat_stale_backend-6.18.rec", |f| {
+            to(f, "10.241.110.10:53")
+        }),
+        "blind_bpfnat_nodeport_reply_unreversed" => {
+            ("blind_bpfnat_nodeport_reply_unreversed-6.18.rec", |f| {
+                to(f, "10.241.131.10:30080")
+            })
+        }
+        "blind_bpfnat_dns_reply_unreversed" => {
+            ("blind_bpfnat_dns_reply_unreversed-6.18.rec", |f| {
+                to(f, "10.241.140.10:53")
+            })
+        }
+        "blind_bpfnat_trap_loopback_bind" => ("blind_bpfnat_trap_loopback_bind-6.18.rec", |f| {
+            to(f, "10.241.160.10:18081")
         }),
         "blind_bpf_dns_answer_denied" => ("blind_bpf_dns_answer_denied-6.18.rec", |f| {
             to(f, "10.230.112.2:53")

@@ -1,0 +1,254 @@
+//! The dataplane's BPF programs a followed packet passed: on an eBPF
+//! dataplane (Cilium, Calico eBPF) every pod's packets cross tc programs
+//! on both veths and XDP on the node's devices, and what each did is the
+//! first question. Not a cause of its own: evidence on any verdict.
+//!
+//! - **Signals**: the flow's hops at a device's hooks: tracer's tc
+//!   programs (first at their hook, tcx `LinkOrder::first` or clsact
+//!   priority 1: the others run after them) and the netif_receive_skb
+//!   tracepoint, which __netif_receive_skb_core() fires before generic
+//!   XDP.
+//! - **Facts**: the programs attached at that hook of that device, tracer's
+//!   own left out (`Env::dev_programs`, node/bpf_progs.rs), kept in a
+//!   recording.
+//! - **Evidence**: [`Evidence::BpfPath`] holding a [`BpfPath`]: per site
+//!   (direction, hook, device, namespace) its programs and what they did
+//!   to the packet, read from the hops that follow (fexit on each program,
+//!   which would give its return code, is not used: the hops say it).
+//! - **Where**: unchanged.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Env, Evidence, bpf_drop::BpfHook};
+use crate::{
+    model::{
+        flow::Flow,
+        hop::{Dir, Hop, HopData},
+        names::func_of,
+    },
+    node::bpf_progs::AttachedProgram,
+};
+use tracer_common::Hook;
+
+/// What the programs of a hook did to a followed packet, as the hops after
+/// it show.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+    strum::IntoStaticStr,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Outcome {
+    /// The packet went on unchanged.
+    Passed,
+    /// It went on with other addresses or ports.
+    Rewrote,
+    /// It was next seen leaving another device, without the IP stack
+    /// between (bpf_redirect(), bpf_redirect_peer()).
+    Redirected,
+    /// It was dropped at this hook.
+    Dropped,
+    /// It was not seen again.
+    LastSeen,
+}
+
+/// One hook of one device, in one direction, with programs on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ProgramSite {
+    pub dir: Dir,
+    /// `tc ingress`, `tc egress` or `XDP`.
+    pub hook: String,
+    pub dev: String,
+    pub netns: String,
+    pub programs: Vec<AttachedProgram>,
+    pub outcome: Outcome,
+    /// The device it was next seen on, when redirected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_dev: Option<String>,
+}
+
+/// The sites of a flow, in the order its packets met them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct BpfPath {
+    pub sites: Vec<ProgramSite>,
+}
+
+impl fmt::Display for ProgramSite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let named: Vec<String> = self.programs.iter().map(super::bpf_drop::program).collect();
+        let did = match (self.outcome, &self.to_dev) {
+            (Outcome::Redirected, Some(d)) => format!("redirected it to {d}"),
+            (o, _) => {
+                let s: &'static str = o.into();
+                s.replace('_', " ")
+            }
+        };
+        write!(
+            f,
+            "{} at {} of {} in netns {}: {} ({did})",
+            match self.dir {
+                Dir::Request => "request",
+                Dir::Reply => "reply",
+            },
+            self.hook,
+            self.dev,
+            self.netns,
+            named.join(", ")
+        )
+    }
+}
+
+impl fmt::Display for BpfPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BPF programs on the path: ")?;
+        for (i, s) in self.sites.iter().enumerate() {
+            if i > 0 {
+                write!(f, "; ")?;
+            }
+            write!(f, "{s}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The program hooks of a hop's device a packet meets right after the
+/// hop: tracer's tc programs run first at theirs, and the
+/// netif_receive_skb tracepoint fires before generic XDP and tc ingress
+/// (__netif_receive_skb_core()).
+fn after(hook: Hook) -> &'static [BpfHook] {
+    match hook {
+        Hook::NetifReceive => &[BpfHook::Xdp, BpfHook::TcIngress],
+        Hook::TcIngress => &[BpfHook::TcIngress],
+        Hook::TcEgress => &[BpfHook::TcEgress],
+        _ => &[],
+    }
+}
+
+/// The program hooks a packet met right before the hop: the
+/// net_dev_start_xmit tracepoint fires after tc egress
+/// (__dev_queue_xmit()), tracer's tc ingress program after XDP.
+fn before(hook: Hook) -> &'static [BpfHook] {
+    match hook {
+        Hook::Xmit => &[BpfHook::TcEgress],
+        Hook::TcIngress => &[BpfHook::Xdp],
+        _ => &[],
+    }
+}
+
+/// A hop that carries the packet's whole tuple: not a route lookup or a
+/// neighbour entry (their tuples hold the addresses only).
+fn whole(h: &Hop) -> bool {
+    !matches!(h.data, HopData::Fib(_) | HopData::Neigh(_))
+}
+
+/// What a site before `hops[k]` did: the packet reached the hop, with
+/// the tuple the same skb had before, or another.
+fn outcome_before(hops: &[Hop], k: usize) -> Outcome {
+    let h = &hops[k];
+    match hops[..k].iter().rev().find(|p| p.skb == h.skb && whole(p)) {
+        Some(p) if *p.tuple != *h.tuple => Outcome::Rewrote,
+        _ => Outcome::Passed,
+    }
+}
+
+/// What the hops after `hops[k]` (a site's hop) say the site's programs
+/// did.
+fn outcome(hops: &[Hop], k: usize, hook: BpfHook) -> (Outcome, Option<String>) {
+    let h = &hops[k];
+    let Some(next) = hops[k + 1..].iter().find(|n| n.skb == h.skb && whole(n)) else {
+        return (Outcome::LastSeen, None);
+    };
+    if let HopData::Drop(d) = &next.data
+        && BpfHook::of(&d.reason, func_of(&d.location)) == Some(hook)
+    {
+        return (Outcome::Dropped, None);
+    }
+    if *next.tuple != *h.tuple {
+        return (Outcome::Rewrote, None);
+    }
+    // From tc ingress straight to another device's egress in the same
+    // namespace, with no route lookup for it between (as
+    // rules::misrouted_local_transmitted tells a redirect).
+    let routed = || {
+        hops.iter().any(|r| {
+            r.netns_inode == h.netns_inode
+                && r.ts_ns >= h.ts_ns
+                && r.ts_ns <= next.ts_ns
+                && matches!(&r.data, HopData::Fib(f) if f.iif == h.ifindex)
+        })
+    };
+    if hook == BpfHook::TcIngress
+        && next.netns_inode == h.netns_inode
+        && !next.dev.is_empty()
+        && next.dev != h.dev
+        && matches!(next.hook, Hook::TcEgress | Hook::Xmit)
+        && !routed()
+    {
+        return (Outcome::Redirected, Some(next.dev.to_string()));
+    }
+    (Outcome::Passed, None)
+}
+
+/// The flow's sites with programs of others; None when it met none.
+pub fn path(flow: &Flow, env: &dyn Env) -> Option<Evidence> {
+    let mut sites: Vec<ProgramSite> = Vec::new();
+    for (k, h) in flow.hops.iter().enumerate() {
+        if h.dev.is_empty() {
+            continue;
+        }
+        let drop_site = match &h.data {
+            HopData::Drop(d) => BpfHook::of(&d.reason, func_of(&d.location)),
+            _ => None,
+        };
+        let here = before(h.hook)
+            .iter()
+            .map(|k2| (*k2, false))
+            .chain(after(h.hook).iter().map(|k2| (*k2, true)))
+            .chain(drop_site.map(|k2| (k2, true)));
+        for (hook, is_after) in here {
+            let label = hook.label();
+            if sites.iter().any(|s| {
+                s.dir == h.dir && s.hook == label && s.dev == *h.dev && s.netns == *h.netns
+            }) {
+                continue;
+            }
+            let programs: Vec<AttachedProgram> = env
+                .dev_programs(h.netns_inode, &h.dev)
+                .into_iter()
+                .filter(|p| hook.holds(p))
+                .collect();
+            if programs.is_empty() {
+                continue;
+            }
+            let (outcome, to_dev) = if drop_site == Some(hook) {
+                (Outcome::Dropped, None)
+            } else if is_after {
+                outcome(&flow.hops, k, hook)
+            } else {
+                (outcome_before(&flow.hops, k), None)
+            };
+            sites.push(ProgramSite {
+                dir: h.dir,
+                hook: label.to_string(),
+                dev: h.dev.to_string(),
+                netns: h.netns.to_string(),
+                programs,
+                outcome,
+                to_dev,
+            });
+        }
+    }
+    (!sites.is_empty()).then_some(Evidence::BpfPath(BpfPath { sites }))
+}
+
+#[cfg(test)]
+mod tests;
