@@ -33,7 +33,11 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Env, Evidence, EvidenceKind, Kind, Verdict, bpf_drop::BpfHook, evidence::Endpoint, hints::Hint,
+    Env, Evidence, EvidenceKind, Kind, Verdict,
+    bpf_drop::BpfHook,
+    bpf_path::{after, before},
+    evidence::Endpoint,
+    hints::Hint,
 };
 use crate::{
     model::{
@@ -115,28 +119,6 @@ impl fmt::Display for BpfRewrite {
             )?;
         }
         Ok(())
-    }
-}
-
-/// The hooks on a hop's device a packet meets after the hop (tracer's tc
-/// programs run first at theirs): the netif_receive_skb tracepoint comes
-/// before generic XDP and tc ingress in __netif_receive_skb_core().
-fn after(hook: Hook) -> &'static [BpfHook] {
-    match hook {
-        Hook::NetifReceive => &[BpfHook::Xdp, BpfHook::TcIngress],
-        Hook::TcIngress => &[BpfHook::TcIngress],
-        Hook::TcEgress => &[BpfHook::TcEgress],
-        _ => &[],
-    }
-}
-
-/// The hooks on a hop's device a packet met before the hop: the
-/// net_dev_start_xmit tracepoint comes after tc egress in
-/// __dev_queue_xmit().
-fn before(hook: Hook) -> &'static [BpfHook] {
-    match hook {
-        Hook::Xmit => &[BpfHook::TcEgress],
-        _ => &[],
     }
 }
 

@@ -124,7 +124,7 @@ impl fmt::Display for BpfPath {
 /// hop: tracer's tc programs run first at theirs, and the
 /// netif_receive_skb tracepoint fires before generic XDP and tc ingress
 /// (__netif_receive_skb_core()).
-fn after(hook: Hook) -> &'static [BpfHook] {
+pub(super) fn after(hook: Hook) -> &'static [BpfHook] {
     match hook {
         Hook::NetifReceive => &[BpfHook::Xdp, BpfHook::TcIngress],
         Hook::TcIngress => &[BpfHook::TcIngress],
@@ -136,7 +136,7 @@ fn after(hook: Hook) -> &'static [BpfHook] {
 /// The program hooks a packet met right before the hop: the
 /// net_dev_start_xmit tracepoint fires after tc egress
 /// (__dev_queue_xmit()), tracer's tc ingress program after XDP.
-fn before(hook: Hook) -> &'static [BpfHook] {
+pub(super) fn before(hook: Hook) -> &'static [BpfHook] {
     match hook {
         Hook::Xmit => &[BpfHook::TcEgress],
         Hook::TcIngress => &[BpfHook::Xdp],

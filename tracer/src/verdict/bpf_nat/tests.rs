@@ -74,6 +74,7 @@ fn sites_around_the_hops() {
     assert_eq!(after(Hook::TcEgress), [BpfHook::TcEgress]);
     assert!(after(Hook::Xmit).is_empty());
     assert_eq!(before(Hook::Xmit), [BpfHook::TcEgress]);
+    assert_eq!(before(Hook::TcIngress), [BpfHook::Xdp]);
     assert!(before(Hook::NetifReceive).is_empty());
 }
 
