@@ -213,6 +213,10 @@ fn claim(skb: u64, dev: u64) -> Option<()> {
         let _ = PARKED.remove(&sk);
         return None;
     }
+    // SockAddr's own scratch slot (this program's only; the packet hooks
+    // use theirs), for the keys learn_rewritten builds: taken before the
+    // ring buffer reservation, which every path must then release.
+    let s = crate::maps::scratch(Hook::SockAddr)?;
     let mut slot = Slot::<SockAddrEvent>::new()?;
     let ev = slot.ev();
     let pkt = &mut ev.pkt;
@@ -234,9 +238,6 @@ fn claim(skb: u64, dev: u64) -> Option<()> {
         slot.finish(false);
         return None;
     }
-    // SockAddr's own scratch slot: this program's only (the packet hooks
-    // use theirs).
-    let s = crate::maps::scratch(Hook::SockAddr)?;
     crate::filter::learn_rewritten(pkt, crate::filter::DIR_REQUEST, &mut s.ct);
     set_header(&mut ev.hdr, kind::SOCK_ADDR, Hook::SockAddr, skb);
     let d = dev_info(dev, &mut ev.hdr.ifname);
