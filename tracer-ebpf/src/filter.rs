@@ -483,22 +483,26 @@ pub fn learn_rewritten(pkt: &PacketInfo, dir: u8, ct: &mut crate::maps::CtScratc
         bump(stat::FLOWKEY_FAIL);
     }
     let _ = FLOW_KEYS.insert(&*rev, d_rev, 0);
-    if let Some(p) = FLOW_KEYS_USED.get_ptr_mut(0) {
-        // SAFETY: a u32 slot; racing writers all store 1.
-        unsafe { *p = 1 };
-    }
+    mark_learnt();
 }
 
 /// Follow the tuple `reply` (as a reply) and its reverse (as a request)
-/// from now on: a translation conntrack knows (`learn_conntrack`), or one
-/// it does not ([`learn_rewritten`]).
+/// from now on: a translation conntrack knows (`learn_conntrack`; one it
+/// does not is [`learn_rewritten`]'s).
 #[inline(always)]
-pub fn learn_reply(reply: &CtTuple) {
+fn learn_reply(reply: &CtTuple) {
     if FLOW_KEYS.insert(reply, &DIR_REPLY, 0).is_err() {
         bump(stat::FLOWKEY_FAIL);
     }
     let fwd = reverse(reply);
     let _ = FLOW_KEYS.insert(&fwd, &DIR_REQUEST, 0);
+    mark_learnt();
+}
+
+/// FLOW_KEYS holds a tuple now: packets look it up from here on
+/// ([`nat_learnt`]).
+#[inline(always)]
+fn mark_learnt() {
     if let Some(p) = FLOW_KEYS_USED.get_ptr_mut(0) {
         // SAFETY: a u32 slot; racing writers all store 1.
         unsafe { *p = 1 };

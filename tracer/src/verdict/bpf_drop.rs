@@ -122,6 +122,18 @@ impl BpfHook {
             BpfHook::Xdp => p.hook == "xdp",
         }
     }
+
+    /// The programs of others attached at this hook of `dev` in that
+    /// namespace (none for a hop without a device).
+    pub(super) fn programs_at(self, env: &dyn Env, netns: u32, dev: &str) -> Vec<AttachedProgram> {
+        if dev.is_empty() {
+            return Vec::new();
+        }
+        env.dev_programs(netns, dev)
+            .into_iter()
+            .filter(|p| self.holds(p))
+            .collect()
+    }
 }
 
 /// What [`judge`] found: the `where`, the evidence, and the reason it
@@ -150,14 +162,7 @@ pub fn judge(
         None if inferred => (BpfHook::of_site(func)?, true),
         None => return None,
     };
-    let programs: Vec<AttachedProgram> = if drop.dev.is_empty() {
-        Vec::new()
-    } else {
-        env.dev_programs(drop.netns_inode, &drop.dev)
-            .into_iter()
-            .filter(|p| hook.holds(p))
-            .collect()
-    };
+    let programs = hook.programs_at(env, drop.netns_inode, &drop.dev);
     // Without the kernel's reason, a program there is what makes it this
     // cause; with none, the site's own inference stands.
     if from_site && programs.is_empty() {
@@ -178,7 +183,7 @@ pub fn judge(
         many => format!(
             "dropped by one of its {} BPF programs: {}",
             many.len(),
-            many.iter().map(program).collect::<Vec<_>>().join(", ")
+            named(many, ", ")
         ),
     };
     let where_ = format!("{} of {dev} in netns {}: {by}", hook.label(), drop.netns);
@@ -254,6 +259,11 @@ pub fn inferred_at(func: &str, reason: &'static str) -> Evidence {
 /// `ADDR:PORT`, `[ADDR]:PORT` for IPv6.
 fn endpoint(a: std::net::IpAddr, port: u16) -> String {
     super::Endpoint::new(a, port).to_string()
+}
+
+/// Each program as [`program`] names it, joined by `sep`.
+pub fn named(programs: &[AttachedProgram], sep: &str) -> String {
+    programs.iter().map(program).collect::<Vec<_>>().join(sep)
 }
 
 /// `tc BPF program NAME (id N)`, `XDP program NAME (id N, generic)`.

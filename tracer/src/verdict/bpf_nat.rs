@@ -13,8 +13,9 @@
 //!   have happened: after the last hop that saw the old tuple, on its
 //!   device (tracer's own tc programs run first: tcx `LinkOrder::first`,
 //!   clsact priority 1), and before the first hop that saw the new one
-//!   when that is the device's xmit (`Env::dev_programs`, kept in a
-//!   recording).
+//!   (tc egress before the device's xmit, XDP before tracer's tc
+//!   ingress; bpf_path.rs `after`/`before`), by `Env::dev_programs`, kept
+//!   in a recording.
 //! - **Evidence**: [`Evidence::BpfRewrite`] holding a [`BpfRewrite`]: the
 //!   address asked and the one it became, the site and its programs.
 //! - **Where**: unchanged (the flow goes on under the new tuple to its
@@ -34,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     Env, Evidence, EvidenceKind, Kind, Verdict,
-    bpf_drop::BpfHook,
+    bpf_drop::{BpfHook, named},
     bpf_path::{after, before},
     evidence::Endpoint,
     hints::Hint,
@@ -91,14 +92,13 @@ impl fmt::Display for BpfRewrite {
                 self.asked
             );
         }
-        let named: Vec<String> = self.programs.iter().map(super::bpf_drop::program).collect();
         write!(
             f,
             " at {} of {} in netns {}: rewritten by {}",
             self.hook,
             self.dev,
             self.netns,
-            named.join(" or ")
+            named(&self.programs, " or ")
         )?;
         if let Some(u) = &self.reply_untranslated {
             write!(
@@ -109,8 +109,7 @@ impl fmt::Display for BpfRewrite {
             if u.programs.is_empty() {
                 write!(f, "no tc program on its egress")?;
             } else {
-                let named: Vec<String> = u.programs.iter().map(super::bpf_drop::program).collect();
-                write!(f, "egress: {}", named.join(", "))?;
+                write!(f, "egress: {}", named(&u.programs, ", "))?;
             }
             write!(
                 f,
@@ -140,7 +139,7 @@ pub fn rewrite(flow: &Flow, env: &dyn Env) -> Option<Evidence> {
         .rev()
         .filter(request)
         .find(|h| *h.tuple == flow.key);
-    let sites = last_old
+    let mut sites = last_old
         .into_iter()
         .flat_map(|h| after(h.hook).iter().map(move |k| (h, *k)))
         .chain(
@@ -148,21 +147,10 @@ pub fn rewrite(flow: &Flow, env: &dyn Env) -> Option<Evidence> {
                 .iter()
                 .map(|k| (&flow.hops[first_new], *k)),
         );
-    let mut found = None;
-    for (h, hook) in sites {
-        if h.dev.is_empty() {
-            continue;
-        }
-        let programs: Vec<AttachedProgram> = env
-            .dev_programs(h.netns_inode, &h.dev)
-            .into_iter()
-            .filter(|p| hook.holds(p))
-            .collect();
-        if !programs.is_empty() {
-            found = Some((h, hook, programs));
-            break;
-        }
-    }
+    let found = sites.find_map(|(h, hook)| {
+        let programs = hook.programs_at(env, h.netns_inode, &h.dev);
+        (!programs.is_empty()).then_some((h, hook, programs))
+    });
     let (hook, dev, netns, programs) = match found {
         Some((h, k, p)) => (
             k.label().to_string(),
@@ -224,11 +212,7 @@ fn untranslated(flow: &Flow, env: &dyn Env) -> Option<UntranslatedReply> {
             && matches!(h.hook, Hook::Xmit | Hook::TcEgress)
             && !h.dev.is_empty()
     })?;
-    let programs = env
-        .dev_programs(out.netns_inode, &out.dev)
-        .into_iter()
-        .filter(|p| BpfHook::TcEgress.holds(p))
-        .collect();
+    let programs = BpfHook::TcEgress.programs_at(env, out.netns_inode, &out.dev);
     Some(UntranslatedReply {
         netns: out.netns.to_string(),
         dev: out.dev.to_string(),
@@ -269,8 +253,7 @@ pub fn reply_not_translated(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     let past = if u.programs.is_empty() {
         "no tc program is attached to its egress".to_string()
     } else {
-        let named: Vec<String> = u.programs.iter().map(super::bpf_drop::program).collect();
-        format!("{} let them pass as they were", named.join(", "))
+        format!("{} let them pass as they were", named(&u.programs, ", "))
     };
     let fate = if refused {
         if flow.key.proto == 6 {

@@ -84,7 +84,6 @@ pub struct BpfPath {
 
 impl fmt::Display for ProgramSite {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let named: Vec<String> = self.programs.iter().map(super::bpf_drop::program).collect();
         let did = match (self.outcome, &self.to_dev) {
             (Outcome::Redirected, Some(d)) => format!("redirected it to {d}"),
             (o, _) => {
@@ -102,7 +101,7 @@ impl fmt::Display for ProgramSite {
             self.hook,
             self.dev,
             self.netns,
-            named.join(", ")
+            super::bpf_drop::named(&self.programs, ", ")
         )
     }
 }
@@ -221,11 +220,7 @@ pub fn path(flow: &Flow, env: &dyn Env) -> Option<Evidence> {
             }) {
                 continue;
             }
-            let programs: Vec<AttachedProgram> = env
-                .dev_programs(h.netns_inode, &h.dev)
-                .into_iter()
-                .filter(|p| hook.holds(p))
-                .collect();
+            let programs = hook.programs_at(env, h.netns_inode, &h.dev);
             if programs.is_empty() {
                 continue;
             }

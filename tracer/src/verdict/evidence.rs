@@ -788,11 +788,11 @@ impl fmt::Display for Evidence {
                 if programs.is_empty() {
                     return write!(f, "; no BPF program of others is attached there now");
                 }
-                let named: Vec<String> = programs
-                    .iter()
-                    .map(crate::verdict::bpf_drop::program)
-                    .collect();
-                write!(f, "; attached there: {}", named.join(", "))
+                write!(
+                    f,
+                    "; attached there: {}",
+                    crate::verdict::bpf_drop::named(programs, ", ")
+                )
             }
             PreNatRoute { dst, dev, gw, src } => {
                 write!(f, "route lookup for {dst} (before DNAT) chose {dev}")?;
