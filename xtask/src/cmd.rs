@@ -150,3 +150,61 @@ pub(crate) fn output(c: &mut Command) -> String {
 pub(crate) fn is_root() -> bool {
     output(Command::new("id").arg("-u")).trim() == "0"
 }
+
+/// The machine's CPU time so far, from /proc/stat's first line (USER_HZ
+/// ticks): all of it, the busy part, and the niced part (the kernel
+/// matrix's guests run niced, the host's work does not).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct CpuTicks {
+    total: u64,
+    busy: u64,
+    niced: u64,
+}
+
+impl CpuTicks {
+    pub(crate) fn now() -> CpuTicks {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        CpuTicks::parse(stat.lines().next().unwrap_or(""))
+    }
+
+    /// `cpu  user nice system idle iowait irq softirq steal ...`
+    fn parse(line: &str) -> CpuTicks {
+        let v: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        let at = |i: usize| v.get(i).copied().unwrap_or(0);
+        let total: u64 = v.iter().take(8).sum();
+        CpuTicks {
+            total,
+            busy: total - at(3) - at(4),
+            niced: at(1),
+        }
+    }
+
+    /// Since `earlier`, in cores: (busy, of which niced, cores).
+    pub(crate) fn cores_since(&self, earlier: &CpuTicks, secs: f64) -> (f64, f64, f64) {
+        let per_core = |ticks: u64| ticks as f64 / 100.0 / secs.max(0.001);
+        (
+            per_core(self.busy.saturating_sub(earlier.busy)),
+            per_core(self.niced.saturating_sub(earlier.niced)),
+            per_core(self.total.saturating_sub(earlier.total)),
+        )
+    }
+}
+
+#[cfg(test)]
+mod cpu_tests {
+    use super::CpuTicks;
+
+    #[test]
+    fn busy_cores_come_from_proc_stat() {
+        let a = CpuTicks::parse("cpu  100 50 20 800 30 0 0 0 0 0");
+        let b = CpuTicks::parse("cpu  250 150 40 820 30 0 0 0 0 0");
+        // 1 s: 270 busy ticks (2.7 core-seconds), 100 niced, 290 in all.
+        let (busy, niced, cores) = b.cores_since(&a, 1.0);
+        assert!((busy - 2.7).abs() < 1e-9 && (niced - 1.0).abs() < 1e-9);
+        assert!((cores - 2.9).abs() < 1e-9);
+    }
+}

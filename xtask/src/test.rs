@@ -1,9 +1,11 @@
-//! Everything CI checks, in order, continuing after a failure so the
-//! summary is complete: formatting, clippy (host and eBPF), unit tests,
-//! then the privileged integration tests against the release binary, then
-//! the kernel matrix. Each stage is timed; the run ends with a table of
-//! the stages (wall seconds, tests passed/failed/skipped) and the ten
-//! slowest tests, which CI's log keeps (docs/testing.md: the budget).
+//! Everything CI checks, continuing after a failure so the summary is
+//! complete: formatting, the release build, then the kernel matrix's
+//! guests in the background while clippy (host and eBPF), the unit tests,
+//! the other release artifacts, the privileged integration tests against
+//! the release binary and the arm64 boot run. Each stage is timed; the run
+//! ends with a table of the stages (wall seconds, tests
+//! passed/failed/skipped, cores busy and niced) and the ten slowest tests,
+//! which CI's log keeps (docs/testing.md: the budget).
 
 use std::{
     process::{Command, ExitCode},
@@ -12,7 +14,7 @@ use std::{
 
 use clap::Args;
 
-use crate::cmd::{TestClock, is_root, root, run as sh, run_tee_timed};
+use crate::cmd::{CpuTicks, TestClock, is_root, root, run as sh, run_tee_timed};
 
 #[derive(Args)]
 pub(crate) struct TestArgs {
@@ -58,6 +60,10 @@ struct Row {
     passed: u64,
     failed: u64,
     skipped: u64,
+    /// Cores busy on average while the stage ran, and of those the niced
+    /// ones (the kernel matrix's guests): where the two cores went.
+    busy: f64,
+    niced: f64,
 }
 
 /// What a stage counted of its tests.
@@ -111,17 +117,18 @@ impl Tally {
             return true;
         }
         eprintln!("\n==> {name} ...");
-        let t0 = Instant::now();
+        let (t0, cpu) = (Instant::now(), CpuTicks::now());
         let mut c = Counts::default();
         let ok = f(&mut c);
-        self.record(name, ok, t0.elapsed().as_secs_f64(), c);
+        self.record(name, ok, t0.elapsed().as_secs_f64(), &cpu, c);
         ok
     }
 
     /// A stage's row: its result, wall seconds and tests.
-    fn record(&mut self, name: &str, ok: bool, secs: f64, mut c: Counts) {
+    fn record(&mut self, name: &str, ok: bool, secs: f64, cpu: &CpuTicks, mut c: Counts) {
+        let (busy, niced, cores) = CpuTicks::now().cores_since(cpu, secs);
         eprintln!(
-            "==> {name}: {} in {secs:.0} s",
+            "==> {name}: {} in {secs:.0} s ({busy:.2} of {cores:.0} cores busy, {niced:.2} niced)",
             if ok { "ok" } else { "FAILED" }
         );
         self.times.append(&mut c.times);
@@ -132,6 +139,8 @@ impl Tally {
             passed: c.passed,
             failed: c.failed,
             skipped: c.skipped,
+            busy,
+            niced,
         });
     }
 
@@ -139,17 +148,19 @@ impl Tally {
     fn print(&mut self) {
         eprintln!("\n==== stages ====");
         eprintln!(
-            "{:<52} {:>7} {:>7} {:>7} {:>7}  result",
-            "stage", "seconds", "passed", "failed", "skipped"
+            "{:<52} {:>7} {:>7} {:>7} {:>7} {:>5} {:>5}  result",
+            "stage", "seconds", "passed", "failed", "skipped", "busy", "niced"
         );
         for r in &self.rows {
             eprintln!(
-                "{:<52} {:>7.0} {:>7} {:>7} {:>7}  {}",
+                "{:<52} {:>7.0} {:>7} {:>7} {:>7} {:>5.2} {:>5.2}  {}",
                 r.name,
                 r.secs,
                 r.passed,
                 r.failed,
                 r.skipped,
+                r.busy,
+                r.niced,
                 if r.ok { "ok" } else { "FAILED" }
             );
         }
@@ -205,16 +216,22 @@ pub(crate) fn run(a: TestArgs) -> ExitCode {
             r.is_ok()
         });
     }
-    checks(&mut t);
-    unit(&mut t);
-    if !a.unit_only {
+    fmt(&mut t);
+    if a.unit_only {
+        clippy(&mut t);
+        unit(&mut t);
+    } else {
         let built = release(&mut t);
-        // The guests boot now and run in the background, niced, while the
-        // rest of the release artifacts (aarch64, images), the host's
-        // integration tests (--test-threads=1: a core mostly idle) and the
-        // arm64 boot run: the kernel matrix is the longest stage, and its
-        // guests take the CPU the host's work leaves.
+        // The guests boot now and run in the background, niced, while
+        // clippy, the unit tests, the rest of the release artifacts
+        // (aarch64, images), the host's integration tests
+        // (--test-threads=1: a core mostly idle) and the arm64 boot run:
+        // the kernel matrix is the longest stage, and its guests take the
+        // CPU the host's work leaves (the compiler's serial phases left a
+        // core idle for part of clippy and the unit build).
         let guests = (!a.no_vm && t.wanted("vm")).then(|| start_matrix(&a));
+        clippy(&mut t);
+        unit(&mut t);
         dist(&mut t);
         if built {
             integration(&a, &mut t);
@@ -253,11 +270,16 @@ pub(crate) fn run(a: TestArgs) -> ExitCode {
     }
 }
 
-/// Formatting and clippy, host and eBPF.
-fn checks(t: &mut Tally) {
+/// Formatting, first: a second's check that fails a badly formatted
+/// change before anything is built.
+fn fmt(t: &mut Tally) {
     t.stage("fmt", "fmt", |_| {
         sh(&mut cargo(&["fmt", "--all", "--", "--check"])).is_ok()
     });
+}
+
+/// Clippy, host and eBPF.
+fn clippy(t: &mut Tally) {
     t.stage("clippy", "clippy (host)", |_| {
         sh(&mut cargo(&[
             "clippy",
@@ -416,6 +438,7 @@ fn integration(a: &TestArgs, t: &mut Tally) {
 /// here (vm::prepare builds what they need first, in the foreground).
 struct Matrix {
     t0: Instant,
+    cpu: CpuTicks,
     guests: Result<crate::vm::Running, String>,
 }
 
@@ -426,11 +449,11 @@ fn start_matrix(a: &TestArgs) -> Matrix {
         filter: a.filter.clone(),
         arch: "x86_64".into(),
     };
-    let t0 = Instant::now();
+    let (t0, cpu) = (Instant::now(), CpuTicks::now());
     let guests = crate::vm::prepare(&vm)
         .map(crate::vm::Prepared::start)
         .map_err(|e| format!("{e:#}"));
-    Matrix { t0, guests }
+    Matrix { t0, cpu, guests }
 }
 
 /// Wait for the matrix's guests; their stage's time runs from
@@ -448,6 +471,7 @@ fn finish_matrix(m: Matrix, t: &mut Tally) {
         "kernel matrix (qemu TCG: Debian 5.10, 6.1, 6.12; beside the host's tests)",
         ok,
         m.t0.elapsed().as_secs_f64(),
+        &m.cpu,
         c,
     );
 }

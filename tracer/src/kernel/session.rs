@@ -165,7 +165,9 @@ impl Session {
         let resolved = offsets::resolve(&btf)?;
         let drop_reasons = offsets::enum_names(&btf, "skb_drop_reason", "SKB_DROP_REASON_");
         let rst_reasons = offsets::enum_names(&btf, "sk_rst_reason", "SK_RST_REASON_");
+        log::debug!("offsets resolved: {:?}", started.elapsed());
         let mut caps = caps_rx.recv().unwrap_or_default();
+        log::debug!("kallsyms read: {:?}", started.elapsed());
         let mut plan = probes::plan(&btf, &caps);
         probes::skip_unneeded(
             &mut plan,
@@ -184,6 +186,7 @@ impl Session {
         // One parse for the object's load and the programs' (loader::load).
         let aya_btf = aya::Btf::parse_file(&vmlinux, aya::Endianness::default())
             .map_err(SessionError::ProgramBtf)?;
+        log::debug!("btf parsed for the load: {:?}", started.elapsed());
         let mut ebpf = loader::load(
             &filter,
             &resolved.offsets,
@@ -205,6 +208,7 @@ impl Session {
         if !opts.netns.is_empty() && opts.iface.is_empty() && !opts.device_tracepoints {
             probes::leave_to_tc(&mut plan);
         }
+        log::debug!("maps created: {:?}", started.elapsed());
         loader::load_programs(&mut ebpf, &mut plan, &mut caps, &aya_btf)?;
         log::debug!("object loaded: {:?}", started.elapsed());
 
