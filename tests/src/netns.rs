@@ -1,7 +1,12 @@
 //! Network namespaces owned by a test: created with `ip netns add`, removed
-//! (with everything in them) on drop, even when the test panics.
+//! (with everything in them) on drop, even when the test panics. What can
+//! be done from this process (a device set up, a sysctl, a program
+//! started in the namespace, the namespace removed) is, through setns(2):
+//! each `ip` started costs about 0.2 s of CPU in the kernel matrix's
+//! emulated guests.
 
 use std::{
+    os::fd::AsRawFd,
     process::{Command, Output},
     sync::atomic::{AtomicU32, Ordering},
 };
@@ -50,8 +55,70 @@ impl Netns {
     pub fn new(name: String) -> Result<Netns> {
         run(&["ip", "netns", "add", &name])?;
         let ns = Netns { name };
-        ns.ip(&["link", "set", "lo", "up"])?;
+        ns.set_up("lo")?;
         Ok(ns)
+    }
+
+    /// Run `f` on a thread of this process that has entered the
+    /// namespace (setns(2) on one thread, what `ip -n` does for its whole
+    /// process): no `ip` started. Under the kernel matrix's emulation each
+    /// `ip` started took about 0.2 s of CPU (exec, dynamic linking),
+    /// a third of a scenario's own cost beside tracer's.
+    pub fn within<T: Send>(&self, f: impl FnOnce() -> std::io::Result<T> + Send) -> Result<T> {
+        let ns =
+            std::fs::File::open(self.path()).with_context(|| format!("open {}", self.path()))?;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // SAFETY: setns(2) on this thread alone, with an open fd.
+                if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                f()
+            })
+            .join()
+            .expect("netns thread")
+        })
+        .with_context(|| format!("in netns {}", self.name))
+    }
+
+    /// `ip -n NAME link set DEV up`, in process (SIOCSIFFLAGS).
+    pub fn set_up(&self, dev: &str) -> Result<()> {
+        self.within(|| link_up(dev))
+            .with_context(|| format!("set {dev} up"))
+    }
+
+    /// A command that runs in the namespace, entered with setns(2) between
+    /// fork and exec: `ip netns exec` without `ip` and without its mount
+    /// namespace (its /sys shows the host's devices; `exec` keeps `ip
+    /// netns exec` for the commands that read /sys). The namespace's fd
+    /// is returned with it and must live until the command has started.
+    fn command(&self, args: &[&str]) -> Result<(Command, std::fs::File)> {
+        use std::os::unix::process::CommandExt;
+        let ns =
+            std::fs::File::open(self.path()).with_context(|| format!("open {}", self.path()))?;
+        let fd = ns.as_raw_fd();
+        let mut c = Command::new(args[0]);
+        c.args(&args[1..]);
+        // SAFETY: setns(2) is async-signal-safe; the fd is open in the
+        // child until exec (O_CLOEXEC).
+        unsafe {
+            c.pre_exec(move || {
+                if libc::setns(fd, libc::CLONE_NEWNET) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        Ok((c, ns))
+    }
+
+    /// Run a program in the namespace without failing on its exit code
+    /// (`ip netns exec`'s mount namespace left out: see [`Netns::command`]).
+    pub fn run_status(&self, args: &[&str]) -> Output {
+        let (mut c, _ns) = self.command(args).expect("open the namespace");
+        c.output()
+            .unwrap_or_else(|e| panic!("spawn {} in {}: {e}", args.join(" "), self.name))
     }
 
     /// `ip -n NAME ARGS...`
@@ -59,6 +126,35 @@ impl Netns {
         let mut v = vec!["ip", "-n", &self.name];
         v.extend_from_slice(args);
         run(&v)
+    }
+
+    /// Several `ip -n NAME ...` commands in one `ip` (`-batch`, read from
+    /// stdin; it stops at the first that fails, named in the error).
+    pub fn ip_batch(&self, cmds: &[&[&str]]) -> Result<()> {
+        use std::io::Write;
+        let text: String = cmds.iter().map(|c| c.join(" ") + "\n").collect();
+        let mut child = Command::new("ip")
+            .args(["-n", &self.name, "-batch", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .context("spawn ip -batch")?;
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(text.as_bytes())?;
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            bail!(
+                "`ip -n {} -batch` of\n{text}failed ({}): {}",
+                self.name,
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
     }
 
     /// Run a command inside the namespace.
@@ -90,17 +186,22 @@ impl Netns {
             .expect("spawn ip netns exec")
     }
 
+    /// `sysctl -w KEY=VAL` in the namespace, written in process: a thread
+    /// in the namespace sees its own /proc/sys/net (as CNI plugins set
+    /// theirs). The key is read as sysctl(8) reads it: `.` separates, and
+    /// a `/` stands for a dot in a name (`net.ipv4.conf.eth0/100.rp_filter`
+    /// for the interface `eth0.100`).
     pub fn sysctl(&self, key: &str, val: &str) -> Result<()> {
-        self.exec(&["sysctl", "-qw", &format!("{key}={val}")])?;
-        Ok(())
+        let path = sysctl_path(key);
+        self.within(|| std::fs::write(&path, val))
+            .with_context(|| format!("sysctl {key}={val}"))
     }
 
     /// Spawn a background process inside the namespace (killed on drop of
     /// the returned guard).
     pub fn spawn(&self, args: &[&str]) -> Result<Child> {
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.name])
-            .args(args)
+        let (mut c, _ns) = self.command(args)?;
+        let child = c
             .spawn()
             .with_context(|| format!("spawn {} in {}", args.join(" "), self.name))?;
         Ok(Child(child))
@@ -113,11 +214,65 @@ impl Netns {
 
 impl Drop for Netns {
     fn drop(&mut self) {
-        // Deleting the namespace destroys its veths (and their peers).
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .output();
+        // Deleting the namespace destroys its veths (and their peers):
+        // what `ip netns del` does (netns_delete(): a lazy unmount of its
+        // file, then unlink), without starting it; `ip` if that fails.
+        let path = self.path();
+        let c = std::ffi::CString::new(path.as_str()).expect("netns path");
+        // SAFETY: a valid NUL-terminated path.
+        let unmounted = unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0;
+        if !(unmounted && std::fs::remove_file(&path).is_ok()) {
+            let _ = Command::new("ip")
+                .args(["netns", "del", &self.name])
+                .output();
+        }
     }
+}
+
+/// The /proc/sys file of a sysctl(8) key (see [`Netns::sysctl`]).
+fn sysctl_path(key: &str) -> String {
+    let rel: String = key
+        .chars()
+        .map(|c| match c {
+            '.' => '/',
+            '/' => '.',
+            c => c,
+        })
+        .collect();
+    format!("/proc/sys/{rel}")
+}
+
+/// Set `dev` up in the calling thread's namespace (SIOCGIFFLAGS, then
+/// SIOCSIFFLAGS with IFF_UP: `ip link set DEV up`).
+fn link_up(dev: &str) -> std::io::Result<()> {
+    use std::os::fd::FromRawFd;
+    if dev.len() >= libc::IFNAMSIZ {
+        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
+    }
+    // SAFETY: socket(2); the fd is owned from here.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh fd of ours.
+    let sock = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    // SAFETY: ifreq is plain data; zeroed is a valid value.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, b) in ifr.ifr_name.iter_mut().zip(dev.bytes()) {
+        *d = b as libc::c_char;
+    }
+    let ioctl = |req, ifr: &mut libc::ifreq| {
+        // SAFETY: an ifreq for SIOC[GS]IFFLAGS on our socket.
+        if unsafe { libc::ioctl(sock.as_raw_fd(), req, std::ptr::from_mut(ifr)) } < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    };
+    ioctl(libc::SIOCGIFFLAGS, &mut ifr)?;
+    // SAFETY: SIOCGIFFLAGS filled in the flags member.
+    unsafe { ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
+    ioctl(libc::SIOCSIFFLAGS, &mut ifr)
 }
 
 /// A background process killed on drop.
@@ -132,12 +287,12 @@ impl Drop for Child {
 
 /// A veth pair `a_dev` in `a` and `b_dev` in `b`, both up.
 pub fn veth(a: &Netns, a_dev: &str, b: &Netns, b_dev: &str) -> Result<()> {
+    // One `ip` (`up` for the peer in the same command is refused:
+    // ENOTCONN, iproute2 6.1), the peer set up in process.
     a.ip(&[
-        "link", "add", a_dev, "type", "veth", "peer", "name", b_dev, "netns", &b.name,
+        "link", "add", a_dev, "up", "type", "veth", "peer", "name", b_dev, "netns", &b.name,
     ])?;
-    a.ip(&["link", "set", a_dev, "up"])?;
-    b.ip(&["link", "set", b_dev, "up"])?;
-    Ok(())
+    b.set_up(b_dev)
 }
 
 #[cfg(test)]
@@ -151,6 +306,18 @@ mod tests {
         assert_ne!(a, b);
         assert!(a.len() <= 12, "{a}");
         assert!(a.starts_with("tt"));
+    }
+
+    #[test]
+    fn sysctl_keys_are_read_as_sysctl_reads_them() {
+        assert_eq!(
+            sysctl_path("net.ipv4.ip_forward"),
+            "/proc/sys/net/ipv4/ip_forward"
+        );
+        assert_eq!(
+            sysctl_path("net.ipv4.neigh.vxlan/calico.retrans_time_ms"),
+            "/proc/sys/net/ipv4/neigh/vxlan.calico/retrans_time_ms"
+        );
     }
 
     #[test]

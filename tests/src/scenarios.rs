@@ -62,7 +62,7 @@ impl Scenario {
             args.extend(traffic.iter().map(String::as_str));
             let out = match &self.client_cgroup {
                 Some(cg) if i == 0 => crate::blind_sock::exec_in(cg, &self.nss[ns], &args),
-                _ => self.nss[ns].exec_status(&args),
+                _ => self.nss[ns].run_status(&args),
             };
             seen.push_str(&String::from_utf8_lossy(&out.stdout));
         }
@@ -148,12 +148,18 @@ pub fn routed(b: u8) -> Result<Vec<Netns>> {
     let (c, r, s) = (ns(&p, "client")?, ns(&p, "router")?, ns(&p, "server")?);
     veth(&c, "c0", &r, "r0")?;
     veth(&r, "r1", &s, "s0")?;
-    c.ip(&["addr", "add", &format!("10.{b}.1.2/24"), "dev", "c0"])?;
-    r.ip(&["addr", "add", &format!("10.{b}.1.1/24"), "dev", "r0"])?;
-    r.ip(&["addr", "add", &format!("10.{b}.2.1/24"), "dev", "r1"])?;
-    s.ip(&["addr", "add", &format!("10.{b}.2.2/24"), "dev", "s0"])?;
-    c.ip(&["route", "add", "default", "via", &format!("10.{b}.1.1")])?;
-    s.ip(&["route", "add", "default", "via", &format!("10.{b}.2.1")])?;
+    c.ip_batch(&[
+        &["addr", "add", &format!("10.{b}.1.2/24"), "dev", "c0"],
+        &["route", "add", "default", "via", &format!("10.{b}.1.1")],
+    ])?;
+    r.ip_batch(&[
+        &["addr", "add", &format!("10.{b}.1.1/24"), "dev", "r0"],
+        &["addr", "add", &format!("10.{b}.2.1/24"), "dev", "r1"],
+    ])?;
+    s.ip_batch(&[
+        &["addr", "add", &format!("10.{b}.2.2/24"), "dev", "s0"],
+        &["route", "add", "default", "via", &format!("10.{b}.2.1")],
+    ])?;
     r.sysctl("net.ipv4.ip_forward", "1")?;
     Ok(vec![c, r, s])
 }

@@ -161,6 +161,7 @@ impl Session {
             table
         });
         let btf = Btf::from_sys()?;
+        btf.prefetch(start_names().iter().map(String::as_str));
         log::debug!("btf parsed: {:?}", started.elapsed());
         let resolved = offsets::resolve(&btf)?;
         let drop_reasons = offsets::enum_names(&btf, "skb_drop_reason", "SKB_DROP_REASON_");
@@ -425,6 +426,16 @@ impl Session {
     }
 }
 
+/// The BTF names the start looks up (offsets, enum names, the hook plan),
+/// found in one pass ([`Btf::prefetch`]).
+fn start_names() -> Vec<String> {
+    offsets::NAMES
+        .iter()
+        .map(|n| (*n).to_string())
+        .chain(probes::btf_names())
+        .collect()
+}
+
 /// The ids of the loaded tc programs (what a lock file names: a netlink
 /// filter running one of them is this tracer's).
 fn tc_prog_ids(ebpf: &aya::Ebpf) -> Vec<u32> {
@@ -472,5 +483,32 @@ pub fn trim_heap() {
     // SAFETY: malloc_trim only releases free heap memory.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On this machine's kernel, the start's lookups are all answered by
+    /// the one prefetch pass: a name the offsets or the plan asks for
+    /// that `start_names` lacks costs a pass over vmlinux of its own.
+    #[test]
+    fn running_kernel_start_names_are_prefetched() {
+        let Ok(btf) = Btf::from_sys() else {
+            eprintln!("!!!!! SKIPPED: no /sys/kernel/btf/vmlinux here !!!!!");
+            return;
+        };
+        btf.prefetch(start_names().iter().map(String::as_str));
+        assert_eq!(btf.scans(), 0);
+        let _ = offsets::resolve(&btf);
+        let _ = offsets::enum_names(&btf, "skb_drop_reason", "SKB_DROP_REASON_");
+        let _ = offsets::enum_names(&btf, "sk_rst_reason", "SK_RST_REASON_");
+        let caps = probes::KernelCaps {
+            kprobes: true,
+            ..Default::default()
+        };
+        let _ = probes::plan(&btf, &caps);
+        assert_eq!(btf.scans(), 0, "names looked up one pass each");
     }
 }

@@ -52,6 +52,8 @@ pub struct Btf {
     /// name, and the offsets and the hook plan ask for the same few dozen
     /// names again and again.
     ids: RefCell<HashMap<String, Ids>>,
+    /// See [`Btf::scans`].
+    scans: std::cell::Cell<usize>,
 }
 
 /// The types of one name: where, and their id there.
@@ -102,6 +104,7 @@ impl Btf {
             base: open_base(path)?,
             modules: Vec::new(),
             ids: RefCell::default(),
+            scans: std::cell::Cell::default(),
         })
     }
 
@@ -137,6 +140,7 @@ impl Btf {
             base: btf_rs::Btf::from_bytes(data).map_err(malformed)?,
             modules: Vec::new(),
             ids: RefCell::default(),
+            scans: std::cell::Cell::default(),
         })
     }
 
@@ -186,6 +190,7 @@ impl Btf {
     }
 
     fn lookup(&self, name: &str) -> Ids {
+        self.scans.set(self.scans.get() + 1);
         let mut ids: Vec<(Where, u32)> = self
             .base
             .resolve_ids_by_name(name)
@@ -193,12 +198,67 @@ impl Btf {
             .into_iter()
             .map(|id| (Where::Vmlinux, id))
             .collect();
+        self.module_ids(name, &mut ids);
+        ids.into()
+    }
+
+    /// The modules' types of this name (parsed into memory: a hash
+    /// lookup each).
+    fn module_ids(&self, name: &str, ids: &mut Vec<(Where, u32)>) {
         for (i, m) in self.modules.iter().enumerate() {
             if let Some(ms) = m.split().and_then(|s| s.resolve_ids_by_name(name).ok()) {
                 ids.extend(ms.into_iter().map(|id| (Where::Module(i), id)));
             }
         }
-        ids.into()
+    }
+
+    /// Look up all of `names` in one pass over vmlinux's types (mapped
+    /// BTF is searched by reading every type's name, once per name
+    /// otherwise: start-up asked for about 50 names, 50 passes over
+    /// ~130,000 types, a second of the start under emulation and on slow
+    /// nodes' older kernels). Later lookups of these names are answered
+    /// from the cache; a name not given here is still found, by a pass of
+    /// its own.
+    pub fn prefetch<'a>(&self, names: impl IntoIterator<Item = &'a str>) {
+        let mut wanted: Vec<&str> = names
+            .into_iter()
+            .filter(|n| !self.ids.borrow().contains_key(*n))
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        if wanted.is_empty() {
+            return;
+        }
+        let alternatives: Vec<String> = wanted.iter().map(|n| regex::escape(n)).collect();
+        let Ok(re) = regex::Regex::new(&format!("^(?:{})$", alternatives.join("|"))) else {
+            return;
+        };
+        let Ok(found) = self.base.resolve_ids_by_regex(&re) else {
+            return;
+        };
+        let mut by_name: HashMap<&str, Vec<(Where, u32)>> =
+            wanted.iter().map(|n| (*n, Vec::new())).collect();
+        // In id order, as resolve_ids_by_name gives them.
+        for id in found {
+            let name = self
+                .base
+                .resolve_type_by_id(id)
+                .ok()
+                .and_then(|t| self.base.resolve_name(t.as_btf_type()?).ok());
+            if let Some(ids) = name.and_then(|n| by_name.get_mut(n.as_str())) {
+                ids.push((Where::Vmlinux, id));
+            }
+        }
+        let mut cache = self.ids.borrow_mut();
+        for (name, mut ids) in by_name {
+            self.module_ids(name, &mut ids);
+            cache.insert(name.to_string(), ids.into());
+        }
+    }
+
+    /// Passes over vmlinux's types made for a single name so far.
+    pub fn scans(&self) -> usize {
+        self.scans.get()
     }
 
     /// The first struct (or union) with this name that has members.
@@ -518,9 +578,31 @@ mod tests {
             base: b.unwrap(),
             modules: Vec::new(),
             ids: RefCell::default(),
+            scans: std::cell::Cell::default(),
         };
         assert_eq!(btf.member_offset("outer", "arr[1].x").unwrap(), 28);
         assert_eq!(btf.func_arg_count("fib_validate_source"), Some(8));
+    }
+
+    #[test]
+    fn prefetched_names_need_no_pass_of_their_own() {
+        let p = std::env::temp_dir().join(format!("tracer-btf-pre-{}", std::process::id()));
+        std::fs::write(&p, sample_btf()).unwrap();
+        let btf = Btf::from_file(&p).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        let plain = Btf::parse(&sample_btf()).unwrap();
+        btf.prefetch(["outer", "fib_validate_source", "no_such_type"]);
+        assert_eq!(btf.scans(), 0);
+        assert_eq!(
+            btf.member_offset("outer", "arr[1].x").unwrap(),
+            plain.member_offset("outer", "arr[1].x").unwrap()
+        );
+        assert_eq!(btf.func_arg_count("fib_validate_source"), Some(8));
+        assert!(!btf.has_type("no_such_type"));
+        assert_eq!(btf.scans(), 0, "answered from the prefetched names");
+        // A name not prefetched still resolves, by a pass of its own.
+        assert!(btf.has_type("inner") == plain.has_type("inner"));
+        assert_eq!(btf.scans(), 1);
     }
 
     #[test]

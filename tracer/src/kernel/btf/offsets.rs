@@ -11,6 +11,43 @@ pub struct Resolved {
     pub missing: Vec<String>,
 }
 
+/// Every type name [`resolve`] and [`enum_names`]' callers look up, for
+/// [`Btf::prefetch`] (a name missing here is still found, by a pass of its
+/// own: `running_kernel_start_names_are_prefetched` says which).
+pub const NAMES: &[&str] = &[
+    "sk_buff",
+    "net_device",
+    "nf_conn",
+    "net",
+    "flowi4",
+    "flowi6",
+    "fib6_result",
+    "fib6_table",
+    "fib6_nh",
+    "fib_nh_common",
+    "neighbour",
+    "neigh_table",
+    "sock_common",
+    "sock",
+    "nf_conntrack_tuple",
+    "nf_hook_state",
+    "nft_pktinfo",
+    "nft_chain",
+    "nft_table",
+    "xt_table",
+    "task_struct",
+    "files_struct",
+    "fdtable",
+    "file",
+    "socket",
+    "bpf_func_id",
+    "skb_drop_reason",
+    "sk_rst_reason",
+    "btf_trace_tcp_send_reset",
+    "btf_trace_kfree_skb",
+    "btf_trace_consume_skb",
+];
+
 /// Fields without which no packet can be followed.
 const REQUIRED: &[(&str, &str)] = &[
     ("sk_buff", "head"),

@@ -787,6 +787,20 @@ fn unavailable(s: &ProbeSpec, b: Backend, btf: &Btf, caps: &KernelCaps) -> Optio
     }
 }
 
+/// The BTF names [`plan`] looks up: every registry function and each
+/// tracepoint's `btf_trace_` typedef (for [`crate::kernel::btf::Btf::prefetch`]).
+pub fn btf_names() -> Vec<String> {
+    REGISTRY
+        .iter()
+        .flat_map(|s| {
+            s.funcs
+                .iter()
+                .map(|f| (*f).to_string())
+                .chain(s.tracepoint.map(|(t, _)| format!("btf_trace_{t}")))
+        })
+        .collect()
+}
+
 /// The plan for this kernel, before loading: per hook, the first backend
 /// that this kernel offers, with the reasons the better ones were passed
 /// over, and the rest kept for fallback.
