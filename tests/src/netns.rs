@@ -128,33 +128,11 @@ impl Netns {
         run(&v)
     }
 
-    /// Several `ip -n NAME ...` commands in one `ip` (`-batch`, read from
-    /// stdin; it stops at the first that fails, named in the error).
+    /// Several `ip -n NAME ...` commands in one `ip` ([`ip_batch`]; it
+    /// stops at the first that fails).
     pub fn ip_batch(&self, cmds: &[&[&str]]) -> Result<()> {
-        use std::io::Write;
-        let text: String = cmds.iter().map(|c| c.join(" ") + "\n").collect();
-        let mut child = Command::new("ip")
-            .args(["-n", &self.name, "-batch", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .context("spawn ip -batch")?;
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(text.as_bytes())?;
-        let out = child.wait_with_output()?;
-        if !out.status.success() {
-            bail!(
-                "`ip -n {} -batch` of\n{text}failed ({}): {}",
-                self.name,
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(())
+        let lines: String = cmds.iter().map(|c| c.join(" ") + "\n").collect();
+        ip_batch(Some(&self.name), &lines, false)
     }
 
     /// Run a command inside the namespace.
@@ -227,6 +205,43 @@ impl Drop for Netns {
                 .output();
         }
     }
+}
+
+/// `ip [-n NS] [-force] -batch -` with `lines` on its stdin: one `ip`
+/// for many commands (`-force`: past a failed one, which still fails the
+/// whole).
+pub fn ip_batch(netns: Option<&str>, lines: &str, force: bool) -> Result<()> {
+    use std::io::Write;
+    let mut cmd = Command::new("ip");
+    if let Some(ns) = netns {
+        cmd.args(["-n", ns]);
+    }
+    if force {
+        cmd.arg("-force");
+    }
+    let mut child = cmd
+        .args(["-batch", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .context("spawn ip -batch")?;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(lines.as_bytes())
+        .context("write to ip -batch")?;
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!(
+            "`ip -batch` in {} failed ({}): {}\n{lines}",
+            netns.unwrap_or("this namespace"),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
 }
 
 /// The /proc/sys file of a sysctl(8) key (see [`Netns::sysctl`]).

@@ -8,15 +8,12 @@
 //! otherwise outlive a failed namespace deletion), then the pod
 //! namespaces, then the node namespace.
 
-use std::{
-    io::Write,
-    process::{Command, Stdio},
-};
+use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use crate::netns::{Netns, unique_prefix};
+use crate::netns::{Netns, ip_batch, unique_prefix};
 
 /// Where the bridge and the node-side veth ends live.
 pub enum Node {
@@ -41,36 +38,6 @@ pub struct Pods {
 
 /// Linux's IFNAMSIZ less the NUL.
 const IFNAME_MAX: usize = 15;
-
-/// `ip [-n NS] -force -batch -` with `lines` on its stdin.
-fn ip_batch(netns: Option<&str>, lines: &str) -> Result<()> {
-    let mut cmd = Command::new("ip");
-    if let Some(ns) = netns {
-        cmd.args(["-n", ns]);
-    }
-    let mut child = cmd
-        .args(["-force", "-batch", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("spawn ip -batch")?;
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(lines.as_bytes())
-        .context("write to ip -batch")?;
-    let out = child.wait_with_output()?;
-    if !out.status.success() {
-        bail!(
-            "ip -batch failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
-}
 
 impl Pods {
     /// `n` pods on a new bridge in `node`. Pod `i` has eth0 (10.251.x.y/16)
@@ -101,6 +68,7 @@ impl Pods {
                 "link add {b} type bridge\nlink set {b} up\n",
                 b = pods.bridge
             ),
+            true,
         )?;
         pods.add(n)?;
         Ok(pods)
@@ -140,8 +108,8 @@ impl Pods {
         if n == 0 {
             return Ok(Vec::new());
         }
-        ip_batch(None, &netns_lines)?;
-        ip_batch(self.node_name(), &link_lines)?;
+        ip_batch(None, &netns_lines, true)?;
+        ip_batch(self.node_name(), &link_lines, true)?;
         for i in first..first + n {
             ip_batch(
                 Some(&self.pods[i]),
@@ -150,6 +118,7 @@ impl Pods {
                     i / 250,
                     i % 250 + 1
                 ),
+                true,
             )?;
         }
         Ok(self.veths[first..].to_vec())
@@ -189,7 +158,7 @@ impl Drop for Pods {
             links += &format!("link del {}\n", self.bridge);
         }
         if !links.is_empty() {
-            let _ = ip_batch(self.node_name(), &links);
+            let _ = ip_batch(self.node_name(), &links, true);
         }
         let netns: String = self
             .pods
@@ -197,7 +166,7 @@ impl Drop for Pods {
             .map(|p| format!("netns del {p}\n"))
             .collect();
         if !netns.is_empty() {
-            let _ = ip_batch(None, &netns);
+            let _ = ip_batch(None, &netns, true);
         }
         // self.node (a Netns) is removed by its own Drop, after this.
     }
