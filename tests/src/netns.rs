@@ -2,7 +2,7 @@
 //! (with everything in them) on drop, even when the test panics. What can
 //! be done from this process (a device set up, a sysctl, a program
 //! started in the namespace, the namespace removed) is, through setns(2):
-//! each `ip` started costs about 0.2 s of CPU in the kernel matrix's
+//! each `ip` started costs 0.1 to 0.2 s of CPU in the kernel matrix's
 //! emulated guests.
 
 use std::{
@@ -59,20 +59,21 @@ impl Netns {
         Ok(ns)
     }
 
+    /// The namespace's file, open (for setns(2)).
+    fn open(&self) -> Result<std::fs::File> {
+        std::fs::File::open(self.path()).with_context(|| format!("open {}", self.path()))
+    }
+
     /// Run `f` on a thread of this process that has entered the
     /// namespace (setns(2) on one thread, what `ip -n` does for its whole
     /// process): no `ip` started. Under the kernel matrix's emulation each
-    /// `ip` started took about 0.2 s of CPU (exec, dynamic linking),
-    /// a third of a scenario's own cost beside tracer's.
+    /// `ip` started took 0.1 to 0.2 s of CPU (exec, dynamic linking); `ip`
+    /// was 15% of a 6.1 guest's busy time (docs/testing.md).
     pub fn within<T: Send>(&self, f: impl FnOnce() -> std::io::Result<T> + Send) -> Result<T> {
-        let ns =
-            std::fs::File::open(self.path()).with_context(|| format!("open {}", self.path()))?;
+        let ns = self.open()?;
         std::thread::scope(|s| {
             s.spawn(|| {
-                // SAFETY: setns(2) on this thread alone, with an open fd.
-                if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
+                enter(ns.as_raw_fd())?;
                 f()
             })
             .join()
@@ -94,21 +95,15 @@ impl Netns {
     /// is returned with it and must live until the command has started.
     fn command(&self, args: &[&str]) -> Result<(Command, std::fs::File)> {
         use std::os::unix::process::CommandExt;
-        let ns =
-            std::fs::File::open(self.path()).with_context(|| format!("open {}", self.path()))?;
+        let ns = self.open()?;
         let fd = ns.as_raw_fd();
         let mut c = Command::new(args[0]);
         c.args(&args[1..]);
-        // SAFETY: setns(2) is async-signal-safe; the fd is open in the
-        // child until exec (O_CLOEXEC).
+        // SAFETY: enter() makes one syscall and reads errno, both
+        // async-signal-safe; the fd is open in the child until exec
+        // (O_CLOEXEC).
         unsafe {
-            c.pre_exec(move || {
-                if libc::setns(fd, libc::CLONE_NEWNET) == 0 {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::last_os_error())
-                }
-            });
+            c.pre_exec(move || enter(fd));
         }
         Ok((c, ns))
     }
@@ -255,6 +250,17 @@ fn sysctl_path(key: &str) -> String {
         })
         .collect();
     format!("/proc/sys/{rel}")
+}
+
+/// Move the calling thread (or a child between fork and exec) into the
+/// network namespace open at `fd`.
+fn enter(fd: std::os::fd::RawFd) -> std::io::Result<()> {
+    // SAFETY: setns(2) on an fd the caller keeps open.
+    if unsafe { libc::setns(fd, libc::CLONE_NEWNET) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// Set `dev` up in the calling thread's namespace (SIOCGIFFLAGS, then

@@ -217,21 +217,18 @@ pub(crate) fn run(a: TestArgs) -> ExitCode {
         });
     }
     fmt(&mut t);
-    if a.unit_only {
-        clippy(&mut t);
-        unit(&mut t);
-    } else {
-        let built = release(&mut t);
-        // The guests boot now and run in the background, niced, while
-        // clippy, the unit tests, the rest of the release artifacts
-        // (aarch64, images), the host's integration tests
-        // (--test-threads=1: a core mostly idle) and the arm64 boot run:
-        // the kernel matrix is the longest stage, and its guests take the
-        // CPU the host's work leaves (the compiler's serial phases left a
-        // core idle for part of clippy and the unit build).
-        let guests = (!a.no_vm && t.wanted("vm")).then(|| start_matrix(&a));
-        clippy(&mut t);
-        unit(&mut t);
+    let built = !a.unit_only && release(&mut t);
+    // The guests boot now and run in the background, niced, while clippy,
+    // the unit tests, the rest of the release artifacts (aarch64, images),
+    // the host's integration tests (--test-threads=1: a core mostly idle)
+    // and the arm64 boot run: the kernel matrix is the longest stage, and
+    // its guests take the CPU the host's work leaves (the compiler's
+    // serial phases left a core idle for part of clippy and the unit
+    // build).
+    let guests = (!a.unit_only && !a.no_vm && t.wanted("vm")).then(|| start_matrix(&a));
+    clippy(&mut t);
+    unit(&mut t);
+    if !a.unit_only {
         dist(&mut t);
         if built {
             integration(&a, &mut t);

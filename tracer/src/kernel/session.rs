@@ -161,8 +161,8 @@ impl Session {
             table
         });
         let btf = Btf::from_sys()?;
-        btf.prefetch(start_names().iter().map(String::as_str));
         log::debug!("btf parsed: {:?}", started.elapsed());
+        btf.prefetch(start_names().iter().map(String::as_str));
         let resolved = offsets::resolve(&btf)?;
         let drop_reasons = offsets::enum_names(&btf, "skb_drop_reason", "SKB_DROP_REASON_");
         let rst_reasons = offsets::enum_names(&btf, "sk_rst_reason", "SK_RST_REASON_");
