@@ -397,7 +397,7 @@ fn helpers_check() -> Check {
 
 /// `doctor --reasons`: every drop reason of this kernel (in the enum's
 /// order), the causes that explain it, where and from which facts
-/// (verdict/reasons.rs), then `N of M drop reasons explained`.
+/// (verdict/explains.rs), then `N of M drop reasons explained`.
 fn reasons(json: bool) -> Result<ExitCode> {
     let btf = Btf::from_sys()
         .map_err(|e| anyhow::anyhow!("cannot read the kernel's BTF ({e}): no drop reasons"))?;
@@ -412,9 +412,12 @@ fn reasons(json: bool) -> Result<ExitCode> {
         );
     }
     names.sort_unstable();
-    let rows: Vec<(&str, Vec<&crate::verdict::reasons::Explains>)> = names
+    let rows: Vec<(&str, Vec<&crate::verdict::explains::Explains>)> = names
         .iter()
-        .map(|(_, n)| (n.as_str(), crate::verdict::reasons::explaining(n)))
+        .map(|(_, n)| {
+            let reason = crate::model::drop_reason::DropReason::named(n);
+            (n.as_str(), crate::verdict::explains::explaining(&reason))
+        })
         .collect();
     let explained = rows.iter().filter(|(_, c)| !c.is_empty()).count();
     let mut out = std::io::stdout();

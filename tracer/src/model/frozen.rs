@@ -23,6 +23,7 @@ use foldhash::HashMap;
 use tracer_common::Hook;
 
 use crate::{
+    model::drop_reason::DropReason,
     model::event::Tuple,
     model::flow::{Flow, NatBy},
     model::hop::{
@@ -44,6 +45,7 @@ type Place = (Name, u32, Name, u32);
 #[derive(Debug, Default)]
 pub struct Codec {
     names: Numbered<Name>,
+    reasons: Numbered<DropReason>,
     places: Numbered<Place>,
 }
 
@@ -315,7 +317,7 @@ impl Codec {
             }
             HopData::Drop(d) => {
                 w.push(1);
-                let (r, l) = (self.name(&d.reason), self.name(&d.location));
+                let (r, l) = (self.reasons.id(&d.reason), self.name(&d.location));
                 put(w, r);
                 // The reason's origin above the 32 bits of its code.
                 let from = match d.reason_from {
@@ -566,7 +568,7 @@ impl Codec {
                 }
             }
             1 => {
-                let reason = self.name_of(r.get());
+                let reason = self.reasons.get(r.get());
                 let code = r.get();
                 HopData::Drop(Box::new(DropData {
                     reason,

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use tracer_common::Hook;
 
 use crate::model::event::{Tuple, tcp_flags};
-use crate::model::intern::Name;
+use crate::model::{drop_reason::DropReason, intern::Name};
 
 /// Inverse of [`hook_name`] (neighbour events map to neigh_update).
 pub fn hook_from_name(n: &str) -> Option<Hook> {
@@ -346,7 +346,7 @@ pub enum HopData {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DropData {
-    pub reason: Name,
+    pub reason: DropReason,
     pub reason_code: u32,
     pub location: Name,
     /// Where `reason` comes from: the kernel (absent from JSON), or, on a

@@ -16,6 +16,8 @@
 //! This is the one table of inferred reasons; the rules read the reason
 //! it gives like the kernel's own, and the verdict says it was inferred.
 
+use crate::model::drop_reason::DropReason;
+
 /// What the packet's own hops, before its drop and in the same
 /// namespace, tell about the drop site.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -41,33 +43,33 @@ pub struct Context {
 }
 
 /// How a row decides.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Rule {
     /// The function has one drop site (or all its sites have this reason).
-    Sole(&'static str),
+    Sole(DropReason),
     /// Several sites; [`decide`] picks one by the packet's [`Context`].
-    ByContext(fn(&Context) -> Option<&'static str>),
+    ByContext(fn(&Context) -> Option<DropReason>),
 }
 
 /// One function of the table.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Row {
     /// The kernel function kfree_skb() was called from.
     pub func: &'static str,
     rule: Rule,
     /// Every reason its drop sites give on 6.x kernels (for the verdict's
     /// "one of" when the context does not tell).
-    pub reasons: &'static [&'static str],
+    pub reasons: &'static [DropReason],
 }
 
 /// The reason given, and whether it was inferred at all.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Inferred {
     /// One reason, from the location (and the context).
-    Reason(&'static str),
+    Reason(DropReason),
     /// The function is known but drops for several reasons, and the
     /// context does not say which: these.
-    OneOf(&'static [&'static str]),
+    OneOf(&'static [DropReason]),
     /// Not in the table.
     Unknown,
 }
@@ -88,8 +90,8 @@ const TABLE: &[Row] = &[
     // its only drop.
     Row {
         func: "nf_hook_slow",
-        rule: Rule::Sole("NETFILTER_DROP"),
-        reasons: &["NETFILTER_DROP"],
+        rule: Rule::Sole(DropReason::NetfilterDrop),
+        reasons: &[DropReason::NetfilterDrop],
     },
     // net/ipv4/route.c ip_error(), the input of a route with dst.error
     // set, frees at its one `out:` label. Forwarding off on the device
@@ -102,11 +104,15 @@ const TABLE: &[Row] = &[
         func: "ip_error",
         rule: Rule::ByContext(|c| match c.icmp {
             None if c.icmp_unhooked => None,
-            None => Some("IP_INADDRERRORS"),
-            Some(_) if icmp4(c, ICMP_DEST_UNREACH, Some(0)) => Some("IP_INNOROUTES"),
+            None => Some(DropReason::IpInaddrerrors),
+            Some(_) if icmp4(c, ICMP_DEST_UNREACH, Some(0)) => Some(DropReason::IpInnoroutes),
             Some(_) => None,
         }),
-        reasons: &["IP_INADDRERRORS", "IP_INNOROUTES", "NOT_SPECIFIED"],
+        reasons: &[
+            DropReason::IpInaddrerrors,
+            DropReason::IpInnoroutes,
+            DropReason::NotSpecified,
+        ],
     },
     // net/ipv4/ip_forward.c ip_forward() frees at `drop:` for: too big
     // with DF (after icmp_send FRAG_NEEDED; PKT_TOO_BIG on 6.x), TTL
@@ -116,19 +122,19 @@ const TABLE: &[Row] = &[
         func: "ip_forward",
         rule: Rule::ByContext(|c| {
             if icmp4(c, ICMP_DEST_UNREACH, Some(4)) {
-                Some("PKT_TOO_BIG")
+                Some(DropReason::PktTooBig)
             } else if icmp4(c, ICMP_TIME_EXCEEDED, None) {
-                Some("IP_INHDR")
+                Some(DropReason::IpInhdr)
             } else {
                 None
             }
         }),
         reasons: &[
-            "PKT_TOO_BIG",
-            "IP_INHDR",
-            "OTHERHOST",
-            "XFRM_POLICY",
-            "NOMEM",
+            DropReason::PktTooBig,
+            DropReason::IpInhdr,
+            DropReason::Otherhost,
+            DropReason::XfrmPolicy,
+            DropReason::Nomem,
         ],
     },
     // net/ipv6/ip6_output.c ip6_forward(): forwarding off
@@ -142,11 +148,11 @@ const TABLE: &[Row] = &[
         func: "ip6_forward",
         rule: Rule::ByContext(|_| None),
         reasons: &[
-            "IP_INADDRERRORS",
-            "PKT_TOO_BIG",
-            "IP_INHDR",
-            "XFRM_POLICY",
-            "OTHERHOST",
+            DropReason::IpInaddrerrors,
+            DropReason::PktTooBig,
+            DropReason::IpInhdr,
+            DropReason::XfrmPolicy,
+            DropReason::Otherhost,
         ],
     },
     // net/ipv4/ip_input.c ip_rcv_finish_core() (static, often inlined into
@@ -158,12 +164,20 @@ const TABLE: &[Row] = &[
     Row {
         func: "ip_rcv_finish_core",
         rule: Rule::ByContext(rp_filter),
-        reasons: &["IP_RPFILTER", "NOT_SPECIFIED", "OTHERHOST"],
+        reasons: &[
+            DropReason::IpRpfilter,
+            DropReason::NotSpecified,
+            DropReason::Otherhost,
+        ],
     },
     Row {
         func: "ip_rcv_finish",
         rule: Rule::ByContext(rp_filter),
-        reasons: &["IP_RPFILTER", "NOT_SPECIFIED", "OTHERHOST"],
+        reasons: &[
+            DropReason::IpRpfilter,
+            DropReason::NotSpecified,
+            DropReason::Otherhost,
+        ],
     },
     // net/ipv4/tcp_ipv4.c tcp_v4_rcv(), net/ipv6/tcp_ipv6.c tcp_v6_rcv():
     // at `no_tcp_socket:` a segment for no socket is answered with a reset
@@ -172,26 +186,26 @@ const TABLE: &[Row] = &[
     // failures, socket filters, all without a reset.
     Row {
         func: "tcp_v4_rcv",
-        rule: Rule::ByContext(|c| c.tcp_reset.then_some("NO_SOCKET")),
+        rule: Rule::ByContext(|c| c.tcp_reset.then_some(DropReason::NoSocket)),
         reasons: &[
-            "NO_SOCKET",
-            "TCP_CSUM",
-            "PKT_TOO_SMALL",
-            "XFRM_POLICY",
-            "TCP_MD5FAILURE",
-            "SOCKET_FILTER",
+            DropReason::NoSocket,
+            DropReason::TcpCsum,
+            DropReason::PktTooSmall,
+            DropReason::XfrmPolicy,
+            DropReason::TcpMd5failure,
+            DropReason::SocketFilter,
         ],
     },
     Row {
         func: "tcp_v6_rcv",
-        rule: Rule::ByContext(|c| c.tcp_reset.then_some("NO_SOCKET")),
+        rule: Rule::ByContext(|c| c.tcp_reset.then_some(DropReason::NoSocket)),
         reasons: &[
-            "NO_SOCKET",
-            "TCP_CSUM",
-            "PKT_TOO_SMALL",
-            "XFRM_POLICY",
-            "TCP_MD5FAILURE",
-            "SOCKET_FILTER",
+            DropReason::NoSocket,
+            DropReason::TcpCsum,
+            DropReason::PktTooSmall,
+            DropReason::XfrmPolicy,
+            DropReason::TcpMd5failure,
+            DropReason::SocketFilter,
         ],
     },
     // net/ipv4/udp.c __udp4_lib_rcv(): no socket (after icmp_send(PORT_UNREACH),
@@ -199,15 +213,25 @@ const TABLE: &[Row] = &[
     // `csum_error:`: PKT_TOO_SMALL, UDP_CSUM), no ICMP sent.
     Row {
         func: "__udp4_lib_rcv",
-        rule: Rule::ByContext(|c| icmp4(c, ICMP_DEST_UNREACH, Some(3)).then_some("NO_SOCKET")),
-        reasons: &["NO_SOCKET", "PKT_TOO_SMALL", "UDP_CSUM"],
+        rule: Rule::ByContext(|c| {
+            icmp4(c, ICMP_DEST_UNREACH, Some(3)).then_some(DropReason::NoSocket)
+        }),
+        reasons: &[
+            DropReason::NoSocket,
+            DropReason::PktTooSmall,
+            DropReason::UdpCsum,
+        ],
     },
     // net/ipv6/udp.c __udp6_lib_rcv(): the same, with ICMPv6 port
     // unreachable, which tracer does not see: the location does not tell.
     Row {
         func: "__udp6_lib_rcv",
         rule: Rule::ByContext(|_| None),
-        reasons: &["NO_SOCKET", "PKT_TOO_SMALL", "UDP_CSUM"],
+        reasons: &[
+            DropReason::NoSocket,
+            DropReason::PktTooSmall,
+            DropReason::UdpCsum,
+        ],
     },
     // net/ipv4/udp.c __udp_queue_rcv_skb(): __udp_enqueue_schedule_skb()
     // failed: -ENOMEM when the receive buffer is full (SOCKET_RCVBUFF),
@@ -215,14 +239,14 @@ const TABLE: &[Row] = &[
     // the one kfree_skb() there.
     Row {
         func: "__udp_queue_rcv_skb",
-        rule: Rule::Sole("SOCKET_RCVBUFF"),
-        reasons: &["SOCKET_RCVBUFF", "PROTO_MEM"],
+        rule: Rule::Sole(DropReason::SocketRcvbuff),
+        reasons: &[DropReason::SocketRcvbuff, DropReason::ProtoMem],
     },
     // net/ipv6/udp.c __udpv6_queue_rcv_skb(): the same for IPv6.
     Row {
         func: "__udpv6_queue_rcv_skb",
-        rule: Rule::Sole("SOCKET_RCVBUFF"),
-        reasons: &["SOCKET_RCVBUFF", "PROTO_MEM"],
+        rule: Rule::Sole(DropReason::SocketRcvbuff),
+        reasons: &[DropReason::SocketRcvbuff, DropReason::ProtoMem],
     },
     // net/ipv4/udp.c udp_queue_rcv_one_skb() (net/ipv6/udp.c
     // udpv6_queue_rcv_one_skb()), where Debian's 5.10 inlines the
@@ -233,24 +257,24 @@ const TABLE: &[Row] = &[
     // buffer (SOCKET_RCVBUFF). Otherwise it does not tell.
     Row {
         func: "udp_queue_rcv_one_skb",
-        rule: Rule::ByContext(|c| c.queued_before.then_some("SOCKET_RCVBUFF")),
+        rule: Rule::ByContext(|c| c.queued_before.then_some(DropReason::SocketRcvbuff)),
         reasons: &[
-            "SOCKET_RCVBUFF",
-            "PROTO_MEM",
-            "XFRM_POLICY",
-            "SOCKET_FILTER",
-            "UDP_CSUM",
+            DropReason::SocketRcvbuff,
+            DropReason::ProtoMem,
+            DropReason::XfrmPolicy,
+            DropReason::SocketFilter,
+            DropReason::UdpCsum,
         ],
     },
     Row {
         func: "udpv6_queue_rcv_one_skb",
-        rule: Rule::ByContext(|c| c.queued_before.then_some("SOCKET_RCVBUFF")),
+        rule: Rule::ByContext(|c| c.queued_before.then_some(DropReason::SocketRcvbuff)),
         reasons: &[
-            "SOCKET_RCVBUFF",
-            "PROTO_MEM",
-            "XFRM_POLICY",
-            "SOCKET_FILTER",
-            "UDP_CSUM",
+            DropReason::SocketRcvbuff,
+            DropReason::ProtoMem,
+            DropReason::XfrmPolicy,
+            DropReason::SocketFilter,
+            DropReason::UdpCsum,
         ],
     },
     // net/ipv4/ip_input.c ip_protocol_deliver_rcu(): no handler for the
@@ -258,8 +282,10 @@ const TABLE: &[Row] = &[
     // policy refused it (XFRM_POLICY, no ICMP).
     Row {
         func: "ip_protocol_deliver_rcu",
-        rule: Rule::ByContext(|c| icmp4(c, ICMP_DEST_UNREACH, Some(2)).then_some("IP_NOPROTO")),
-        reasons: &["IP_NOPROTO", "XFRM_POLICY"],
+        rule: Rule::ByContext(|c| {
+            icmp4(c, ICMP_DEST_UNREACH, Some(2)).then_some(DropReason::IpNoproto)
+        }),
+        reasons: &[DropReason::IpNoproto, DropReason::XfrmPolicy],
     },
     // net/ipv6/route.c ip6_pkt_drop(): a reject route or no route, after
     // ICMPv6 unreachable; IP_INNOROUTES for a packet received
@@ -268,12 +294,12 @@ const TABLE: &[Row] = &[
         func: "ip6_pkt_drop",
         rule: Rule::ByContext(|c| {
             Some(if c.ingress {
-                "IP_INNOROUTES"
+                DropReason::IpInnoroutes
             } else {
-                "IP_OUTNOROUTES"
+                DropReason::IpOutnoroutes
             })
         }),
-        reasons: &["IP_INNOROUTES", "IP_OUTNOROUTES"],
+        reasons: &[DropReason::IpInnoroutes, DropReason::IpOutnoroutes],
     },
     // net/ipv4/arp.c arp_error_report(), net/ipv6/ndisc.c
     // ndisc_error_report(): the packets queued on a neighbour whose
@@ -281,21 +307,21 @@ const TABLE: &[Row] = &[
     // (NEIGH_FAILED on 6.x).
     Row {
         func: "arp_error_report",
-        rule: Rule::Sole("NEIGH_FAILED"),
-        reasons: &["NEIGH_FAILED"],
+        rule: Rule::Sole(DropReason::NeighFailed),
+        reasons: &[DropReason::NeighFailed],
     },
     Row {
         func: "ndisc_error_report",
-        rule: Rule::Sole("NEIGH_FAILED"),
-        reasons: &["NEIGH_FAILED"],
+        rule: Rule::Sole(DropReason::NeighFailed),
+        reasons: &[DropReason::NeighFailed],
     },
     // net/core/neighbour.c neigh_invalidate(): what is left on the
     // failed neighbour's queue, __skb_queue_purge() (inlined) after the
     // error reports (__skb_queue_purge_reason(.., NEIGH_FAILED) on 6.x).
     Row {
         func: "neigh_invalidate",
-        rule: Rule::Sole("NEIGH_FAILED"),
-        reasons: &["NEIGH_FAILED"],
+        rule: Rule::Sole(DropReason::NeighFailed),
+        reasons: &[DropReason::NeighFailed],
     },
     // net/core/neighbour.c __neigh_event_send(): a packet to a neighbour
     // already FAILED (NEIGH_FAILED), the oldest queued packet pushed out
@@ -304,21 +330,25 @@ const TABLE: &[Row] = &[
     Row {
         func: "__neigh_event_send",
         rule: Rule::ByContext(|_| None),
-        reasons: &["NEIGH_FAILED", "NEIGH_QUEUEFULL", "NEIGH_DEAD"],
+        reasons: &[
+            DropReason::NeighFailed,
+            DropReason::NeighQueuefull,
+            DropReason::NeighDead,
+        ],
     },
     // net/core/dev.c __netif_receive_skb_core(): no protocol handler took
     // it (`drop:`; UNHANDLED_PROTO), or copying user frags failed (NOMEM).
     Row {
         func: "__netif_receive_skb_core",
-        rule: Rule::Sole("UNHANDLED_PROTO"),
-        reasons: &["UNHANDLED_PROTO", "NOMEM"],
+        rule: Rule::Sole(DropReason::UnhandledProto),
+        reasons: &[DropReason::UnhandledProto, DropReason::Nomem],
     },
 ];
 
 /// ip_rcv_finish_core(): IP_RPFILTER when the input route lookup
 /// returned -EXDEV.
-fn rp_filter(c: &Context) -> Option<&'static str> {
-    (c.route_input_err == Some(-EXDEV)).then_some("IP_RPFILTER")
+fn rp_filter(c: &Context) -> Option<DropReason> {
+    (c.route_input_err == Some(-EXDEV)).then_some(DropReason::IpRpfilter)
 }
 
 /// The row of a kernel function, if the table has one. The compiler's
@@ -335,8 +365,8 @@ pub fn infer(func: &str, c: &Context) -> Inferred {
     let Some(r) = row(func) else {
         return Inferred::Unknown;
     };
-    let one = match r.rule {
-        Rule::Sole(reason) => Some(reason),
+    let one = match &r.rule {
+        Rule::Sole(reason) => Some(reason.clone()),
         Rule::ByContext(f) => f(c),
     };
     match one {
@@ -352,8 +382,8 @@ pub fn infer(func: &str, c: &Context) -> Inferred {
 /// arp_error_report() passes NEIGH_FAILED; called from neigh_invalidate()
 /// through neigh->ops->error_report, its kfree_skb() is a tail call, so
 /// the drop shows at neigh_invalidate.
-pub fn unreasoned(func: &str) -> Option<&'static str> {
-    matches!(func, "ndisc_error_report" | "neigh_invalidate").then_some("NEIGH_FAILED")
+pub fn unreasoned(func: &str) -> Option<DropReason> {
+    matches!(func, "ndisc_error_report" | "neigh_invalidate").then_some(DropReason::NeighFailed)
 }
 
 /// How many functions the table knows.
@@ -376,8 +406,14 @@ mod tests {
     /// them; nothing else is taken for it.
     #[test]
     fn unreasoned_sites_are_the_neighbour_failure() {
-        assert_eq!(unreasoned("neigh_invalidate"), Some("NEIGH_FAILED"));
-        assert_eq!(unreasoned("ndisc_error_report"), Some("NEIGH_FAILED"));
+        assert_eq!(
+            unreasoned("neigh_invalidate"),
+            Some(DropReason::NeighFailed)
+        );
+        assert_eq!(
+            unreasoned("ndisc_error_report"),
+            Some(DropReason::NeighFailed)
+        );
         for f in ["arp_error_report", "ip_rcv_core", "__neigh_event_send", ""] {
             assert_eq!(unreasoned(f), None, "{f}");
         }
@@ -391,8 +427,8 @@ mod tests {
                 "{} twice",
                 r.func
             );
-            if let Rule::Sole(reason) = r.rule {
-                assert!(r.reasons.contains(&reason), "{}", r.func);
+            if let Rule::Sole(reason) = &r.rule {
+                assert!(r.reasons.contains(reason), "{}", r.func);
             }
             // Every reason a context may give is listed in the row.
             for c in [
@@ -422,21 +458,21 @@ mod tests {
         let c = Context::default();
         assert_eq!(
             infer("nf_hook_slow", &c),
-            Inferred::Reason("NETFILTER_DROP")
+            Inferred::Reason(DropReason::NetfilterDrop)
         );
         assert_eq!(
             infer("arp_error_report", &c),
-            Inferred::Reason("NEIGH_FAILED")
+            Inferred::Reason(DropReason::NeighFailed)
         );
         assert_eq!(
             infer("__udp_queue_rcv_skb", &c),
-            Inferred::Reason("SOCKET_RCVBUFF")
+            Inferred::Reason(DropReason::SocketRcvbuff)
         );
         assert_eq!(infer("kfree_skb_list", &c), Inferred::Unknown);
         // A specialised copy is the same function.
         assert_eq!(
             infer("nf_hook_slow.part.0", &c),
-            Inferred::Reason("NETFILTER_DROP")
+            Inferred::Reason(DropReason::NetfilterDrop)
         );
         assert_eq!(infer("", &c), Inferred::Unknown);
     }
@@ -449,15 +485,18 @@ mod tests {
             tcp_reset: true,
             ..Context::default()
         };
-        assert_eq!(infer("tcp_v4_rcv", &rst), Inferred::Reason("NO_SOCKET"));
+        assert_eq!(
+            infer("tcp_v4_rcv", &rst),
+            Inferred::Reason(DropReason::NoSocket)
+        );
         assert!(matches!(
             infer("tcp_v4_rcv", &Context::default()),
-            Inferred::OneOf(r) if r.contains(&"NO_SOCKET") && r.contains(&"TCP_CSUM")
+            Inferred::OneOf(r) if r.contains(&DropReason::NoSocket) && r.contains(&DropReason::TcpCsum)
         ));
         // UDP: port unreachable sent.
         assert_eq!(
             infer("__udp4_lib_rcv", &icmp(3, 3)),
-            Inferred::Reason("NO_SOCKET")
+            Inferred::Reason(DropReason::NoSocket)
         );
         assert!(matches!(
             infer("__udp4_lib_rcv", &Context::default()),
@@ -467,11 +506,11 @@ mod tests {
         // route, host unreachable for an unreachable route (no 6.x name).
         assert_eq!(
             infer("ip_error", &Context::default()),
-            Inferred::Reason("IP_INADDRERRORS")
+            Inferred::Reason(DropReason::IpInaddrerrors)
         );
         assert_eq!(
             infer("ip_error", &icmp(3, 0)),
-            Inferred::Reason("IP_INNOROUTES")
+            Inferred::Reason(DropReason::IpInnoroutes)
         );
         assert!(matches!(infer("ip_error", &icmp(3, 1)), Inferred::OneOf(_)));
         // Without the icmp_send hook, no ICMP seen says nothing.
@@ -483,11 +522,11 @@ mod tests {
         // Forwarding: frag needed is a path-MTU drop, time exceeded a TTL.
         assert_eq!(
             infer("ip_forward", &icmp(3, 4)),
-            Inferred::Reason("PKT_TOO_BIG")
+            Inferred::Reason(DropReason::PktTooBig)
         );
         assert_eq!(
             infer("ip_forward", &icmp(11, 0)),
-            Inferred::Reason("IP_INHDR")
+            Inferred::Reason(DropReason::IpInhdr)
         );
         assert!(matches!(
             infer("ip_forward", &Context::default()),
@@ -496,7 +535,7 @@ mod tests {
         // No ICMPv6 is seen: ip6_forward's reasons stay open here.
         assert!(matches!(
             infer("ip6_forward", &Context::default()),
-            Inferred::OneOf(r) if r.contains(&"IP_INADDRERRORS")
+            Inferred::OneOf(r) if r.contains(&DropReason::IpInaddrerrors)
         ));
         // The input route's errno: -EXDEV is the reverse-path filter.
         let exdev = Context {
@@ -505,7 +544,7 @@ mod tests {
         };
         assert_eq!(
             infer("ip_rcv_finish_core.constprop.0", &exdev),
-            Inferred::Reason("IP_RPFILTER")
+            Inferred::Reason(DropReason::IpRpfilter)
         );
         // UDP with the enqueue inlined: the buffer only once others of
         // the flow were queued.
@@ -515,11 +554,11 @@ mod tests {
         };
         assert_eq!(
             infer("udp_queue_rcv_one_skb", &queued),
-            Inferred::Reason("SOCKET_RCVBUFF")
+            Inferred::Reason(DropReason::SocketRcvbuff)
         );
         assert!(matches!(
             infer("udp_queue_rcv_one_skb", &Context::default()),
-            Inferred::OneOf(r) if r.contains(&"SOCKET_FILTER")
+            Inferred::OneOf(r) if r.contains(&DropReason::SocketFilter)
         ));
         assert!(matches!(
             infer("ip_rcv_finish", &Context::default()),
@@ -532,11 +571,11 @@ mod tests {
         };
         assert_eq!(
             infer("ip6_pkt_drop", &received),
-            Inferred::Reason("IP_INNOROUTES")
+            Inferred::Reason(DropReason::IpInnoroutes)
         );
         assert_eq!(
             infer("ip6_pkt_drop", &sent),
-            Inferred::Reason("IP_OUTNOROUTES")
+            Inferred::Reason(DropReason::IpOutnoroutes)
         );
     }
 }

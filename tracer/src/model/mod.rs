@@ -5,6 +5,7 @@ pub mod capture;
 pub mod counted;
 pub mod dns;
 pub mod dns_flow;
+pub mod drop_reason;
 pub mod event;
 pub mod flow;
 pub mod frozen;

@@ -9,7 +9,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::model::intern::{Interner, Name};
+use crate::model::{
+    drop_reason::DropReason,
+    intern::{Interner, Name},
+};
 
 #[derive(Debug, Default)]
 pub struct Kallsyms {
@@ -356,10 +359,16 @@ pub struct Names {
 }
 
 impl Names {
-    pub fn drop_reason(&mut self, v: u32) -> Name {
-        match self.drop_reasons.get(&v) {
-            Some(r) => self.interned.get(r),
-            None => self.interned.get(&format!("reason_{v}")),
+    /// The running kernel's reason numbered `v`; one it does not name is
+    /// `reason_V`.
+    pub fn drop_reason(&mut self, v: u32) -> DropReason {
+        let name = match self.drop_reasons.get(&v) {
+            Some(r) => DropReason::named(r),
+            None => DropReason::named(&format!("reason_{v}")),
+        };
+        match name {
+            DropReason::Other(n) => DropReason::Other(self.interned.get(&n)),
+            known => known,
         }
     }
 
@@ -431,8 +440,8 @@ mod tests {
     fn reasons() {
         let mut n = Names::default();
         n.drop_reasons.insert(3, "NO_SOCKET".into());
-        assert_eq!(n.drop_reason(3), "NO_SOCKET");
-        assert_eq!(n.drop_reason(77), "reason_77");
+        assert_eq!(n.drop_reason(3), DropReason::NoSocket);
+        assert_eq!(n.drop_reason(77).as_str(), "reason_77");
         assert_eq!(n.rst_reason(u32::MAX), None);
         assert_eq!(n.rst_reason(5).as_deref(), Some("reason_5"));
     }

@@ -13,6 +13,7 @@ use foldhash::HashMap;
 use tracer_common::{Hook, PacketEvent, SockAddrEvent};
 
 use crate::{
+    model::drop_reason::DropReason,
     model::event::{Event, Tuple, ip_from},
     model::flow::{Flow, NatBy},
     model::frozen::{self, Codec},
@@ -895,17 +896,15 @@ impl FlowTable {
                         ..c
                     };
                     match inferred::infer(func_of(&location), &c) {
-                        Inferred::Reason(r) => (names.intern(r), ReasonFrom::Location),
+                        Inferred::Reason(r) => (r, ReasonFrom::Location),
                         Inferred::OneOf(_) | Inferred::Unknown => {
-                            (names.intern("NOT_SPECIFIED"), ReasonFrom::Unknown)
+                            (DropReason::NotSpecified, ReasonFrom::Unknown)
                         }
                     }
                 } else {
                     let r = names.drop_reason(p.reason);
                     match inferred::unreasoned(func_of(&location)) {
-                        Some(n) if r.as_str() == "NOT_SPECIFIED" => {
-                            (names.intern(n), ReasonFrom::Site)
-                        }
+                        Some(n) if r == DropReason::NotSpecified => (n, ReasonFrom::Site),
                         _ => (r, ReasonFrom::Kernel),
                     }
                 };

@@ -290,7 +290,7 @@ pub fn verdict_label(v: &Verdict) -> String {
     label(v.kind, &v.reason)
 }
 
-fn label(kind: Kind, reason: &str) -> String {
+fn label(kind: Kind, reason: &crate::verdict::Reason) -> String {
     format!("{} {reason}", kind.as_str().to_uppercase())
 }
 

@@ -7,6 +7,7 @@
 //! followed packet was dropped by netfilter, and at most every
 //! [`NF_REFRESH`].
 
+use crate::model::drop_reason::DropReason;
 use std::{
     cell::RefCell,
     collections::HashMap,
@@ -433,7 +434,7 @@ impl PreparedEnv for LiveEnv {
             .iter()
             .filter(|h| {
                 matches!(&h.data, HopData::Drop(d)
-                    if matches!(d.reason.as_str(), "IP_INNOROUTES" | "IP_OUTNOROUTES"))
+                    if matches!(d.reason, DropReason::IpInnoroutes | DropReason::IpOutnoroutes))
             })
             .map(|h| h.netns_inode)
             .collect();
@@ -450,7 +451,7 @@ impl PreparedEnv for LiveEnv {
                 continue;
             }
             let want_nf =
-                matches!(&h.data, HopData::Drop(d) if d.reason.as_str() == "NETFILTER_DROP");
+                matches!(&h.data, HopData::Drop(d) if d.reason == DropReason::NetfilterDrop);
             let cached = self.cache.get(&ino);
             let stale = cached.is_none_or(|f| f.at.elapsed() >= Duration::from_millis(500));
             let nf_due = want_nf

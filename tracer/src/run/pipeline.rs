@@ -333,5 +333,6 @@ pub trait PreparedEnv {
 /// never 0 (0 means "not printed").
 fn verdict_key(v: &Verdict) -> u64 {
     use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-    BuildHasherDefault::<DefaultHasher>::default().hash_one((v.kind.as_str(), &v.reason)) | 1
+    BuildHasherDefault::<DefaultHasher>::default().hash_one((v.kind.as_str(), v.reason.as_str()))
+        | 1
 }

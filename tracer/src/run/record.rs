@@ -273,7 +273,7 @@ impl RecordedVerdict {
         RecordedVerdict {
             id,
             kind: v.kind.as_str().to_string(),
-            reason: v.reason.clone(),
+            reason: v.reason.to_string(),
             where_: v.where_.clone(),
         }
     }

@@ -27,6 +27,7 @@
 //! - **Hint**: hints.rs, the row of `BpfProgramDrop`.
 
 use super::{Env, Evidence, Kind, Verdict, rules};
+use crate::model::drop_reason::DropReason;
 use crate::{
     model::{
         flow::Flow,
@@ -44,9 +45,9 @@ pub enum BpfHook {
     Xdp,
 }
 
-/// The drop reasons this cause explains (verdict/reasons.rs).
-pub const EXPLAINS: &[super::reasons::Explains] = &[super::reasons::Explains {
-    reasons: &["TC_INGRESS", "TC_EGRESS", "XDP"],
+/// The drop reasons this cause explains (verdict/explains.rs).
+pub const EXPLAINS: &[super::explains::Explains] = &[super::explains::Explains {
+    reasons: &[DropReason::TcIngress, DropReason::TcEgress, DropReason::Xdp],
     cause: "a BPF program of the dataplane dropped it at the device's tc or XDP hook (verdict/bpf_drop.rs)",
     at: "",
     facts: "the BPF programs attached to the device (tc clsact and tcx, XDP), by name and id",
@@ -85,20 +86,20 @@ impl BpfHook {
     }
 
     /// The reason a tc program's drop has on kernels that give one.
-    pub fn reason(self) -> &'static str {
+    pub fn reason(self) -> DropReason {
         match self {
-            BpfHook::TcIngress => "TC_INGRESS",
-            BpfHook::TcEgress => "TC_EGRESS",
-            BpfHook::Xdp => "XDP",
+            BpfHook::TcIngress => DropReason::TcIngress,
+            BpfHook::TcEgress => DropReason::TcEgress,
+            BpfHook::Xdp => DropReason::Xdp,
         }
     }
 
     /// The hook a drop's reason (its name) and function point at.
-    pub fn of(reason: &str, func: &str) -> Option<BpfHook> {
+    pub fn of(reason: &DropReason, func: &str) -> Option<BpfHook> {
         match reason {
-            "TC_INGRESS" => Some(BpfHook::TcIngress),
-            "TC_EGRESS" => Some(BpfHook::TcEgress),
-            "XDP" => Some(BpfHook::Xdp),
+            DropReason::TcIngress => Some(BpfHook::TcIngress),
+            DropReason::TcEgress => Some(BpfHook::TcEgress),
+            DropReason::Xdp => Some(BpfHook::Xdp),
             _ if XDP_FUNCS.contains(&func) => Some(BpfHook::Xdp),
             _ => None,
         }
@@ -144,7 +145,7 @@ pub struct Judged {
     /// `TC_INGRESS`/`TC_EGRESS` for a drop the kernel gave no reason for
     /// (before 5.17) at a function a tc program's drop lands in, with a
     /// program attached at that hook.
-    pub inferred: Option<&'static str>,
+    pub inferred: Option<DropReason>,
 }
 
 /// The drop's `where` and evidence when its signals point at a tc or XDP
@@ -152,7 +153,7 @@ pub struct Judged {
 /// gave no reason (`reason` was inferred from the site, or is unknown).
 pub fn judge(
     drop: &Hop,
-    reason: &str,
+    reason: &DropReason,
     func: &str,
     inferred: bool,
     env: &dyn Env,
@@ -227,7 +228,7 @@ pub fn reply_dropped_by_program(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     let j = judge(drop, &dd.reason, func, !dd.reason_from.is_kernel(), env)?;
     let mut v = rules::verdict(
         Kind::Dropped,
-        j.inferred.unwrap_or(&dd.reason),
+        j.inferred.clone().unwrap_or_else(|| dd.reason.clone()),
         format!(
             "the reply from {} was dropped on its way back: {}",
             endpoint(drop.tuple.src, drop.tuple.sport),
@@ -247,10 +248,10 @@ pub fn reply_dropped_by_program(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
 }
 
 /// The reason inferred for a drop the kernel gave none for.
-pub fn inferred_at(func: &str, reason: &'static str) -> Evidence {
+pub fn inferred_at(func: &str, reason: DropReason) -> Evidence {
     Evidence::DropReasonInferred {
         location: func.to_string(),
-        reason: Some(reason.to_string()),
+        reason: Some(reason),
         one_of: Vec::new(),
         site_only: false,
     }

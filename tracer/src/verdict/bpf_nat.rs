@@ -29,6 +29,7 @@
 //! - **Hint**: [`HINTS`]: a refused or unanswered request the program
 //!   sent to a backend; replies not translated back.
 
+use crate::model::drop_reason::DropReason;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -243,7 +244,7 @@ pub fn reply_not_translated(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     for h in arrived {
         match &h.data {
             HopData::TcpReset { .. } => refused = true,
-            HopData::Drop(d) if d.reason == "NO_SOCKET" => refused = true,
+            HopData::Drop(d) if d.reason == DropReason::NoSocket => refused = true,
             HopData::SockQueue | HopData::SockRecv => queued = true,
             _ => {}
         }
@@ -276,7 +277,7 @@ pub fn reply_not_translated(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         } else {
             Kind::Delivered
         },
-        "reply_not_translated",
+        super::Found::ReplyNotTranslated,
         where_,
         &u.netns,
         Some(u.dev.clone()),
@@ -289,14 +290,14 @@ pub fn reply_not_translated(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
 pub const HINTS: &[Hint] = &[
     Hint {
         kind: Some(Kind::Dropped),
-        reason: Some("NO_SOCKET"),
+        reason: Some(super::Reason::Kernel(DropReason::NoSocket)),
         evidence: &[EvidenceKind::BpfRewrite],
         when: None,
         text: "The client sent to the Service address, and a tc or XDP program of the dataplane (Cilium's or Calico eBPF's Service load balancing) rewrote it to this backend, where nothing listens on that port: the dataplane's backend table holds an endpoint that does not serve it (a wrong targetPort, a pod not ready or restarted, gone). Compare the Service's endpoints (`kubectl get endpointslices -l kubernetes.io/service-name=SVC`) with what the dataplane holds (`cilium service list` / `cilium bpf lb list`; Calico: `calico-node -bpf nat dump`); `bpftool prog show id N` names the program.",
     },
     Hint {
         kind: None,
-        reason: Some("reply_not_translated"),
+        reason: Some(super::Reason::Found(super::Found::ReplyNotTranslated)),
         evidence: &[EvidenceKind::BpfRewrite],
         when: None,
         text: "A tc program of the dataplane translated the request to the backend, and the backend's replies came back to the client still from the backend's address: the program that translates them back (Cilium's to-container or to-netdev, Calico's) never saw them, or passed them as they were. Look at where they left the node: a device the dataplane does not manage (a second interface, a route that bypasses it: Cilium's multi-device and `devices=` setting, Calico's `bpfDataIfacePattern`), asymmetric routing between nodes, or the program's reverse-NAT entry gone (`cilium bpf nat list`, `cilium bpf ct list global`; Calico: `calico-node -bpf conntrack dump`).",

@@ -28,6 +28,7 @@
 //! - **Hint**: [`HINTS`], one row per setting (hints::hint asks causes'
 //!   rows first).
 
+use crate::model::drop_reason::DropReason;
 use std::{fmt, net::IpAddr};
 
 use serde::{Deserialize, Serialize};
@@ -149,16 +150,20 @@ impl fmt::Display for BridgeRefusal {
     }
 }
 
-/// The drop reasons this cause explains (verdict/reasons.rs).
-pub const EXPLAINS: &[super::reasons::Explains] = &[
-    super::reasons::Explains {
-        reasons: &["NOT_SPECIFIED", "BRIDGE_INGRESS_STP_STATE"],
+/// The drop reasons this cause explains (verdict/explains.rs).
+pub const EXPLAINS: &[super::explains::Explains] = &[
+    super::explains::Explains {
+        reasons: &[DropReason::NotSpecified, DropReason::BridgeIngressStpState],
         cause: "a bridge will not forward: a port's STP state, hairpin mode off, isolated ports, VLAN filtering (verdict/bridge.rs)",
         at: "a bridge function (br_*)",
         facts: "the bridge's ports: STP state, hairpin mode, isolation; the bridge's VLAN filtering (RTM_GETLINK)",
     },
-    super::reasons::Explains {
-        reasons: &["NEIGH_FAILED", "NEIGH_QUEUEFULL", "NEIGH_DEAD"],
+    super::explains::Explains {
+        reasons: &[
+            DropReason::NeighFailed,
+            DropReason::NeighQueuefull,
+            DropReason::NeighDead,
+        ],
         cause: "the neighbour's answer, or the request, is dropped by a bridge port that is not forwarding (verdict/bridge.rs)",
         at: "a bridge device, or a veth whose other end is a bridge's port",
         facts: "the bridge's ports' STP states (RTM_GETLINK); a veth's other end (IFLA_LINK, IFLA_LINK_NETNSID)",

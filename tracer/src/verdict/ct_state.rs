@@ -24,6 +24,7 @@
 //!   flow whose translation a rule still makes ([`Kept::RuleStillSends`]:
 //!   the rule, not conntrack).
 
+use crate::model::drop_reason::DropReason;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -225,7 +226,7 @@ pub fn reply_not_translated(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         h.netns_inode == client
             && is_untranslated(h, &t)
             && match &h.data {
-                HopData::Drop(d) => d.reason == "NO_SOCKET",
+                HopData::Drop(d) => d.reason == DropReason::NoSocket,
                 HopData::TcpReset { .. } => true,
                 _ => false,
             }
@@ -256,7 +257,7 @@ pub fn reply_not_translated(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     );
     let mut v = verdict(
         Kind::Dropped,
-        "reply_not_translated",
+        super::Found::ReplyNotTranslated,
         where_,
         &out.netns,
         Some(out.dev.to_string()),
@@ -300,9 +301,9 @@ pub fn conntrack_wanted(flow: &Flow) -> Option<u32> {
     Some(flow.hops[nat].netns_inode)
 }
 
-/// The drop reasons this cause explains (verdict/reasons.rs).
-pub const EXPLAINS: &[super::reasons::Explains] = &[super::reasons::Explains {
-    reasons: &["NO_SOCKET"],
+/// The drop reasons this cause explains (verdict/explains.rs).
+pub const EXPLAINS: &[super::explains::Explains] = &[super::explains::Explains {
+    reasons: &[DropReason::NoSocket],
     cause: "a conntrack entry older than the rules: a translation to an endpoint kube-proxy no longer names, none where its rule DNATs now, or a reply conntrack left untranslated (verdict/ct_state.rs)",
     at: "",
     facts: "kube-proxy's endpoint chains (nftables mode); the translating namespace's conntrack counters and nf_conntrack_tcp_be_liberal",

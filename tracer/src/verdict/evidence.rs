@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use strum::{EnumDiscriminants, EnumIter, IntoStaticStr};
 
 use crate::{
+    model::drop_reason::DropReason,
     model::hop::{Dir, Nud},
     node::netfilter::{NfMethod, NfRule},
     node::vip::OwnerChange,
@@ -200,7 +201,10 @@ pub enum Evidence {
     /// The request was queued to a local socket.
     SocketQueued { netns: String },
     /// A packet of the flow dropped after it was delivered.
-    LaterDrop { reason: String, location: String },
+    LaterDrop {
+        reason: DropReason,
+        location: String,
+    },
 
     // Drops: the node configuration behind them.
     /// IP forwarding is off on the device the packet came in by (the
@@ -530,8 +534,8 @@ pub enum Evidence {
     /// for any of `one_of` (empty: it is not in the table).
     DropReasonInferred {
         location: String,
-        reason: Option<String>,
-        one_of: Vec<String>,
+        reason: Option<DropReason>,
+        one_of: Vec<DropReason>,
         /// The kernel gives reasons, but this site gave NOT_SPECIFIED
         /// (model/inferred.rs `unreasoned`).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -576,7 +580,7 @@ pub enum Evidence {
     /// The request was dropped there.
     RequestDropped {
         location: Option<String>,
-        reason: Option<String>,
+        reason: Option<DropReason>,
         netns: String,
     },
     /// No reply direction event at all.
@@ -1241,7 +1245,11 @@ impl fmt::Display for Evidence {
                     None => write!(
                         f,
                         "{location} drops for one of {}, and nothing seen tells which",
-                        one_of.join(", ")
+                        one_of
+                            .iter()
+                            .map(DropReason::as_str)
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                 }
             }
@@ -1738,7 +1746,7 @@ mod tests {
             SocketRead { netns: s("s") },
             SocketQueued { netns: s("s") },
             LaterDrop {
-                reason: s("QUEUE_PURGE"),
+                reason: DropReason::QueuePurge,
                 location: s("sk_stream_kill_queues+0x57"),
             },
             ForwardingDisabled {
@@ -1910,19 +1918,19 @@ mod tests {
             HostUnreachableInferred,
             DropReasonInferred {
                 location: s("tcp_v4_rcv"),
-                reason: Some(s("NO_SOCKET")),
+                reason: Some(DropReason::NoSocket),
                 one_of: vec![],
                 site_only: false,
             },
             DropReasonInferred {
                 location: s("ip_forward"),
                 reason: None,
-                one_of: vec![s("PKT_TOO_BIG"), s("OTHERHOST")],
+                one_of: vec![DropReason::PktTooBig, DropReason::Otherhost],
                 site_only: false,
             },
             DropReasonInferred {
                 location: s("neigh_invalidate"),
-                reason: Some(s("NEIGH_FAILED")),
+                reason: Some(DropReason::NeighFailed),
                 one_of: vec![],
                 site_only: true,
             },
@@ -1962,7 +1970,7 @@ mod tests {
             },
             RequestDropped {
                 location: Some(s("nf_hook_slow+0xa1")),
-                reason: Some(s("NETFILTER_DROP")),
+                reason: Some(DropReason::NetfilterDrop),
                 netns: s("node"),
             },
             RequestDropped {

@@ -6,12 +6,12 @@
 //! for. The first matching row wins, so specific rows come first. Each
 //! sentence is in the rows once.
 
-use super::{Evidence, EvidenceKind, EvidenceKind as E, Item, Kind};
+use super::{DropReason, Evidence, EvidenceKind, EvidenceKind as E, Found, Item, Kind, Reason};
 
 /// One row: (kind, reason, evidence kinds, a fact it needs) -> sentence.
 pub struct Hint {
     pub kind: Option<Kind>,
-    pub reason: Option<&'static str>,
+    pub reason: Option<Reason>,
     pub evidence: &'static [EvidenceKind],
     /// A cause's row: a fact of the verdict this is true of.
     pub when: Option<fn(&Evidence) -> bool>,
@@ -30,9 +30,27 @@ const CAUSES: &[&[Hint]] = &[
     super::ct_state::HINTS,
 ];
 
+/// A row's reason: the kernel's.
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "a row's reason is optional; this names one"
+)]
+const fn kernel(r: DropReason) -> Option<Reason> {
+    Some(Reason::Kernel(r))
+}
+
+/// A row's reason: a rule's finding.
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "a row's reason is optional; this names one"
+)]
+const fn found(f: Found) -> Option<Reason> {
+    Some(Reason::Found(f))
+}
+
 const fn row(
     kind: Option<Kind>,
-    reason: Option<&'static str>,
+    reason: Option<Reason>,
     evidence: &'static [EvidenceKind],
     text: &'static str,
 ) -> Hint {
@@ -54,37 +72,37 @@ pub const HINTS: &[Hint] = &[
     ),
     row(
         Some(Kind::Misrouted),
-        Some("local_route_shadows_host"),
+        found(Found::LocalRouteShadowsHost),
         &[],
         "Another host's address is bound locally (kube-ipvs0 or similar), so this node answers for it: a Service externalIP/LoadBalancer IP equals a node IP. Remove that IP from the Service (kube-proxy IPVS binds every Service IP on kube-ipvs0 of every node).",
     ),
     row(
         Some(Kind::Misrouted),
-        Some("local_destination_transmitted"),
+        found(Found::LocalDestinationTransmitted),
         &[E::TcRedirect],
         "A tc program redirected traffic for a host-local address (node-local DNS on a link-local IP) out of the node, bypassing the host stack where that address lives: with Cilium BPF host routing set bpf.hostLegacyRouting=true, or move node-local DNS behind a local redirect policy.",
     ),
     row(
         Some(Kind::Misrouted),
-        Some("local_destination_transmitted"),
+        found(Found::LocalDestinationTransmitted),
         &[],
         "Traffic for an address of this node left by a device instead of being delivered locally: check what steers it (tc/BPF redirects, policy routing).",
     ),
     row(
         Some(Kind::Misrouted),
-        Some("nat_source_from_other_interface"),
+        found(Found::NatSourceFromOtherInterface),
         &[],
         "The Service IP was routed by the wrong route (typically the default route on another NIC), which picked that NIC's address as source before DNAT; the backend answers an address it cannot reach. Add a route for the Service range via the cluster network (e.g. ip route add 10.43.0.0/16 dev <cluster NIC>).",
     ),
     row(
         Some(Kind::NoReply),
-        Some("reply_unroutable"),
+        found(Found::ReplyUnroutable),
         &[],
         "The destination has no route back to the sender: fix the return route (asymmetric routing, a missing route for the client's network, or a source address the backend cannot reach).",
     ),
     row(
         Some(Kind::Dropped),
-        Some("ipvs_no_destination"),
+        found(Found::IpvsNoDestination),
         &[],
         "The node's IPVS virtual service for this Service has no usable real server: with externalTrafficPolicy: Local kube-proxy gives it only this node's endpoints, and there are none. Route or advertise the LB IP only to nodes with a local endpoint (MetalLB/BGP: announce from endpoint nodes), or use externalTrafficPolicy: Cluster. `ipvsadm -Ln` on the node shows the empty service.",
     ),
@@ -102,31 +120,31 @@ pub const HINTS: &[Hint] = &[
     ),
     row(
         Some(Kind::Dropped),
-        Some("IP_RPFILTER"),
+        kernel(DropReason::IpRpfilter),
         &[E::RpFilterMismatch],
         "Strict reverse-path filtering drops packets whose source is routed back by another device (asymmetric routing: several NICs, a pod or VIP source reached via another interface). Make the route back go by the device they arrive on (a route or policy rule for that source), or set rp_filter to 2 (loose) on that device and on `all` (the kernel applies the larger of the two).",
     ),
     row(
         Some(Kind::Dropped),
-        Some("SOCKET_RCVBUFF"),
+        kernel(DropReason::SocketRcvbuff),
         &[E::SocketBufferFull],
         "The server's socket buffer is full: it does not read as fast as requests come (an overloaded or stuck CoreDNS/node-local-dns, or a burst). Scale or unstick the server, raise its receive buffer (SO_RCVBUF, bounded by net.core.rmem_max; net.core.rmem_default for sockets that do not set it), or lower the load.",
     ),
     row(
         Some(Kind::Dropped),
-        Some("listen_overflow"),
+        found(Found::ListenOverflow),
         &[E::ListenQueueFull],
         "The server does not accept() connections as fast as they come (stuck, overloaded, or a backlog too small): its accept queue is full, and the kernel drops new SYNs silently (no RST: clients retry and time out). Check the server process (blocked, out of worker threads), raise its listen() backlog (capped by net.core.somaxconn) and scale it; `ss -lnt` in that namespace shows Recv-Q (waiting) against Send-Q (backlog), `nstat -az TcpExtListenOverflows` the drops.",
     ),
     row(
         Some(Kind::Dropped),
-        Some("PKT_TOO_BIG"),
+        kernel(DropReason::PktTooBig),
         &[E::MtuExceeded],
         "A path-MTU black hole: the next link's MTU is smaller than the sender's packets and the ICMP \"fragmentation needed\" (ICMPv6 \"packet too big\") that would make it send smaller ones never reaches it. Let ICMP type 3 code 4 (ICMPv6 type 2) through every firewall on the way back, make the MTUs agree along the path (overlay/tunnel MTU = underlay MTU minus its overhead), or clamp TCP MSS on the router (nft: tcp flags syn tcp option maxseg size set rt mtu).",
     ),
     row(
         Some(Kind::Dropped),
-        Some("NETFILTER_DROP"),
+        kernel(DropReason::NetfilterDrop),
         &[E::RouteRefused],
         "No netfilter rule dropped it: after NAT rewrote the destination, the kernel routed the packet again (ip_route_me_harder() in OUTPUT) and found no usable route to the new destination. Fix the routing to the backend, not the firewall: add the route to the endpoints' network (the CNI's pod routes, the route to the other nodes' pod CIDRs), or correct the endpoint address the NAT rule sends to (`ip route get BACKEND` in that namespace).",
     ),
@@ -138,91 +156,91 @@ pub const HINTS: &[Hint] = &[
     ),
     row(
         Some(Kind::Dropped),
-        Some("PKT_TOO_BIG"),
+        kernel(DropReason::PktTooBig),
         &[E::PacketTooBig],
         "The packet is larger than the next link's MTU and may not be fragmented (DF set, or IPv6): the link is narrower than the pods' interfaces. Typical of an overlay or tunnel (VXLAN takes 50 bytes, IPIP 20, WireGuard 60) whose pods or CNI config keep the underlay's MTU: set the pods' MTU to the tunnel device's (the CNI's mtu setting, e.g. Calico/flannel/Cilium MTU = underlay MTU minus the overhead). TCP recovers through the ICMP \"fragmentation needed\" if it gets back (let ICMP type 3 code 4 through); UDP with DF set, and any sender the ICMP does not reach, keeps losing such packets.",
     ),
     row(
         Some(Kind::Dropped),
-        Some("NETFILTER_DROP"),
+        kernel(DropReason::NetfilterDrop),
         &[E::ConntrackInvalid],
         "A rule dropping conntrack-INVALID packets (`ct state invalid drop`, kube-proxy's KUBE-FORWARD and most stateful firewalls have one) dropped it: conntrack could not place the packet in a connection it knows. Usually the connection's packets do not all pass this node (asymmetric routing: requests one way, replies another; route both through the same node, or keep state off that path), or its entry was lost or the packet is out of the window it tracks (then net.netfilter.nf_conntrack_tcp_be_liberal=1 is kube-proxy's remedy). `conntrack -S` shows the invalid counter.",
     ),
     row(
         Some(Kind::Dropped),
-        Some("NETFILTER_DROP"),
+        kernel(DropReason::NetfilterDrop),
         &[E::ConntrackInsertFailed],
         "Two connections needed the same conntrack tuple and this one lost: conntrack drops a new connection's first packet when its entry cannot be inserted (`conntrack -S` counts insert_failed). After source NAT, the SNAT/masquerade ports ran out or were handed out twice: give SNAT more addresses or a wider port range, and allocate ports with --random-fully (iptables MASQUERADE/SNAT; kube-proxy, flannel and Calico have an option for it; nft: `masquerade fully-random`). Without NAT, two first packets of one connection raced through conntrack (glibc's parallel A and AAAA queries from one socket): `options single-request-reopen` in resolv.conf, a node-local DNS cache, or TCP for DNS avoid it.",
     ),
     row(
         Some(Kind::Dropped),
-        Some("NETFILTER_DROP"),
+        kernel(DropReason::NetfilterDrop),
         &[E::ConntrackFull],
         "The conntrack table is full, so netfilter drops every packet that needs a new entry (new connections fail, established ones go on). Raise net.netfilter.nf_conntrack_max (one value for the node: set it in the host's namespace, and the hash size with it: /sys/module/nf_conntrack/parameters/hashsize, about max/4) and persist it in /etc/sysctl.d, shorten the timeouts that keep entries (nf_conntrack_tcp_timeout_*, nf_conntrack_udp_timeout), or find what opens so many connections (`conntrack -C`, `conntrack -S`, `conntrack -L` in that namespace).",
     ),
     row(
         Some(Kind::Dropped),
-        Some("NETFILTER_DROP"),
+        kernel(DropReason::NetfilterDrop),
         &[E::NoLocalEndpointsRuleMoved],
         "kube-proxy drops it because this node has no local endpoint for a Service with externalTrafficPolicy: Local, yet traffic for the LB IP is routed here (BGP/L2 announcement pointing at a node without endpoints). Announce only from nodes with endpoints, or use externalTrafficPolicy: Cluster.",
     ),
     row(
         Some(Kind::Dropped),
-        Some("NETFILTER_DROP"),
+        kernel(DropReason::NetfilterDrop),
         &[E::KubeNoLocalEndpoints],
         "The Service named above has externalTrafficPolicy: Local and no ready endpoint on this node, so kube-proxy drops what reaches it here: the load balancer or BGP/L2 announcement sends this node traffic it cannot serve. Announce (or health-check) only nodes with endpoints, or use externalTrafficPolicy: Cluster.",
     ),
     row(
         Some(Kind::Dropped),
-        Some("NETFILTER_DROP"),
+        kernel(DropReason::NetfilterDrop),
         &[E::KubeServiceNoEndpoints],
         "The Service has no ready endpoints, so kube-proxy rejects connections to it (clients see \"connection refused\" or ICMP port unreachable). Check `kubectl get endpointslices -l kubernetes.io/service-name=SVC -n NS`: the selector must match running pods, and their readiness probes must pass.",
     ),
     row(
         Some(Kind::Dropped),
-        Some("NETFILTER_DROP"),
+        kernel(DropReason::NetfilterDrop),
         &[E::KubeClusterIpUnallocated],
         "Nothing has this ClusterIP: the Service was deleted or recreated with another IP, or the client uses a stale address (a hard-coded IP, an old DNS answer, an env var from before). Use the Service's DNS name, or `kubectl get svc -A | grep IP` to see which Service, if any, has it now.",
     ),
     row(
         Some(Kind::Dropped),
-        Some("NETFILTER_DROP"),
+        kernel(DropReason::NetfilterDrop),
         &[E::KubeSourceRangesDrop],
         "The client's address is outside the Service's spec.loadBalancerSourceRanges, so kube-proxy drops it. Add the client's range (as the node sees it: after any SNAT by a load balancer) to loadBalancerSourceRanges, or send from an allowed address.",
     ),
     row(
         Some(Kind::Dropped),
-        Some("NETFILTER_DROP"),
+        kernel(DropReason::NetfilterDrop),
         &[E::NetworkPolicyDrop],
         "A NetworkPolicy selects the pod and none of its rules allows this traffic, so the controller's default deny dropped it. `kubectl get networkpolicy -n NS` and `kubectl describe networkpolicy` show which policies select the pod (podSelector) and what they allow; add a rule for this source (namespaceSelector/podSelector/ipBlock as the pod sees it, after any SNAT) and port, in the right direction (ingress on the receiving pod, egress on the sending one).",
     ),
     row(
         Some(Kind::Dropped),
-        Some("NETFILTER_DROP"),
+        kernel(DropReason::NetfilterDrop),
         &[E::NfRuleTraced],
         "The named rule decided it (table, chain and handle are in the verdict; `nft -a list table FAMILY TABLE` shows it). If the drop is wrong, change what that rule matches or remove it (`nft delete rule FAMILY TABLE CHAIN handle N`); for a table kube-proxy, a CNI or a NetworkPolicy controller writes, fix the object behind the rule instead (it is rewritten on its next sync).",
     ),
     row(
         Some(Kind::Dropped),
-        Some("NETFILTER_DROP"),
+        kernel(DropReason::NetfilterDrop),
         &[],
         "A netfilter rule dropped it: list the ruleset of that namespace (`nft list ruleset`, which shows iptables-nft's rules too; `iptables-legacy-save -c` where legacy tables are in use) for the named hook; kube-proxy KUBE-* chains, NetworkPolicies or a host firewall are the usual owners.",
     ),
     row(
         Some(Kind::Dropped),
-        Some("NO_SOCKET"),
+        kernel(DropReason::NoSocket),
         &[E::ListensElsewhere],
         "The port is bound, but not on the address the packet was sent to: the server listens on 127.0.0.1 or another IP only. Bind it to the address clients use (0.0.0.0, or the link-local/Service IP: for node-local DNS the address in its Corefile `bind`), or send to the address it listens on.",
     ),
     row(
         Some(Kind::Dropped),
-        Some("NO_SOCKET"),
+        kernel(DropReason::NoSocket),
         &[E::TcpResetSent],
         "Nothing listens on that address/port where the packet arrived: check the Service targetPort, the endpoints, and that the backend process is up and bound to that address. The kernel answered with a TCP RST (connection refused).",
     ),
     row(
         Some(Kind::Dropped),
-        Some("NO_SOCKET"),
+        kernel(DropReason::NoSocket),
         &[],
         "Nothing listens on that address/port where the packet arrived: check the Service targetPort, the endpoints, and that the backend process is up and bound to that address.",
     ),
@@ -234,31 +252,31 @@ pub const HINTS: &[Hint] = &[
     ),
     row(
         Some(Kind::Dropped),
-        Some("IP_INNOROUTES"),
+        kernel(DropReason::IpInnoroutes),
         &[],
         "The namespace that had to forward it has no route to the destination: check `ip route` there (CNI routes, BGP-learnt routes, a missing route for the Service range).",
     ),
     row(
         Some(Kind::Dropped),
-        Some("IP_OUTNOROUTES"),
+        kernel(DropReason::IpOutnoroutes),
         &[],
         "No route for locally generated traffic to that destination: add a route (e.g. for the Service CIDR via the cluster network).",
     ),
     row(
         Some(Kind::Dropped),
-        Some("NEIGH_FAILED"),
+        kernel(DropReason::NeighFailed),
         &[E::EndpointUnanswered],
         "The Service's traffic is translated to an endpoint that no longer answers on its link: the pod was deleted or moved, yet a NAT rule or a conntrack entry made before still sends to it. Compare the translated address with the Service's current endpoints (`kubectl get endpointslices`); a UDP conntrack entry outlives a deleted endpoint while packets keep it alive (`conntrack -L -d SERVICE_IP` shows it, `conntrack -D -d SERVICE_IP -p udp` clears it; kube-proxy clears them on endpoint changes, older ones missed some).",
     ),
     row(
         Some(Kind::Dropped),
-        Some("NEIGH_FAILED"),
+        kernel(DropReason::NeighFailed),
         &[],
         "Neighbour (ARP/NDP) resolution failed for the next hop: the address is not answered on that link; if it is a VIP, check which node should own it (two controllers fighting over a LoadBalancer IP?).",
     ),
     row(
         Some(Kind::Dropped),
-        Some("IP_RPFILTER"),
+        kernel(DropReason::IpRpfilter),
         &[],
         "Reverse-path filter dropped it: the source is not routed back via the receiving interface; relax rp_filter or fix asymmetric routing.",
     ),
@@ -276,13 +294,13 @@ pub const HINTS: &[Hint] = &[
     ),
     row(
         Some(Kind::Forwarded),
-        Some("routed"),
+        found(Found::Routed),
         &[],
         "Forwarded by this node towards the next hop; follow it there (or trace the next node) if it never arrives.",
     ),
     row(
         Some(Kind::NoReply),
-        Some("no_reply_seen"),
+        found(Found::NoReplySeen),
         &[],
         "The packet was sent but no reply was seen while tracing: the next hop, the far end or the return path is where to look.",
     ),
@@ -301,9 +319,9 @@ impl Hint {
         }
     }
 
-    fn applies(&self, kind: Kind, reason: &str, evidence: &[Item]) -> bool {
+    fn applies(&self, kind: Kind, reason: &Reason, evidence: &[Item]) -> bool {
         self.kind.is_none_or(|k| k == kind)
-            && self.reason.is_none_or(|r| r == reason)
+            && self.reason.as_ref().is_none_or(|r| r == reason)
             && (self.evidence.is_empty()
                 || evidence
                     .iter()
@@ -321,7 +339,7 @@ pub fn rows() -> impl Iterator<Item = &'static Hint> {
 
 /// The sentence of the first row that applies to a verdict with this kind,
 /// reason and evidence ("" when none does).
-pub fn hint(kind: Kind, reason: &str, evidence: &[Item]) -> String {
+pub fn hint(kind: Kind, reason: &Reason, evidence: &[Item]) -> String {
     rows()
         .find(|h| h.applies(kind, reason, evidence))
         .map(|h| h.text.to_string())
@@ -353,10 +371,19 @@ mod tests {
         ] {
             assert!(HINTS.iter().any(|h| h.kind == Some(k)), "{k:?} has no hint");
         }
-        assert!(hint(Kind::Dropped, "SOMETHING_NEW", &[]).contains("kernel dropped"));
-        assert!(hint(Kind::Misrouted, "local_route_shadows_host", &[]).contains("externalIP"));
-        assert!(hint(Kind::Dropped, "NO_SOCKET", &[reset()]).contains("RST"));
-        assert!(!hint(Kind::Dropped, "NO_SOCKET", &[]).contains("RST"));
+        assert!(
+            hint(
+                Kind::Dropped,
+                &DropReason::named("SOMETHING_NEW").into(),
+                &[]
+            )
+            .contains("kernel dropped")
+        );
+        assert!(
+            hint(Kind::Misrouted, &Found::LocalRouteShadowsHost.into(), &[]).contains("externalIP")
+        );
+        assert!(hint(Kind::Dropped, &DropReason::NoSocket.into(), &[reset()]).contains("RST"));
+        assert!(!hint(Kind::Dropped, &DropReason::NoSocket.into(), &[]).contains("RST"));
     }
 
     #[test]
@@ -388,18 +415,36 @@ mod tests {
             Item::once(Evidence::rule_moved(&rule, delta))
         };
         assert!(
-            hint(Kind::Dropped, "NETFILTER_DROP", &[rule(true)]).contains("externalTrafficPolicy")
+            hint(
+                Kind::Dropped,
+                &DropReason::NetfilterDrop.into(),
+                &[rule(true)]
+            )
+            .contains("externalTrafficPolicy")
         );
-        assert!(hint(Kind::Dropped, "NETFILTER_DROP", &[rule(false)]).contains("nft list ruleset"));
-        assert!(hint(Kind::Dropped, "ipvs_no_destination", &[]).contains("ipvsadm"));
-        assert!(hint(Kind::Dropped, "NETFILTER_DROP", &[]).contains("nft list ruleset"));
+        assert!(
+            hint(
+                Kind::Dropped,
+                &DropReason::NetfilterDrop.into(),
+                &[rule(false)]
+            )
+            .contains("nft list ruleset")
+        );
+        assert!(hint(Kind::Dropped, &Found::IpvsNoDestination.into(), &[]).contains("ipvsadm"));
+        assert!(
+            hint(Kind::Dropped, &DropReason::NetfilterDrop.into(), &[])
+                .contains("nft list ruleset")
+        );
         // The VIP facts win over every kind's own hint.
         let macs = Item::once(Evidence::SeveralMacs {
             addr: "10.0.0.9".parse().unwrap(),
             macs: vec!["a".into(), "b".into()],
         });
         for k in [Kind::Delivered, Kind::NoReply, Kind::Misrouted] {
-            assert!(hint(k, "x", std::slice::from_ref(&macs)).starts_with("Two controllers"));
+            assert!(
+                hint(k, &Found::Routed.into(), std::slice::from_ref(&macs))
+                    .starts_with("Two controllers")
+            );
         }
         let redirect = Item::once(Evidence::TcRedirect {
             ingress_dev: "lxc0".into(),
@@ -408,14 +453,18 @@ mod tests {
         assert!(
             hint(
                 Kind::Misrouted,
-                "local_destination_transmitted",
+                &Found::LocalDestinationTransmitted.into(),
                 &[redirect]
             )
             .contains("hostLegacyRouting")
         );
         assert!(
-            hint(Kind::Misrouted, "local_destination_transmitted", &[reset()])
-                .starts_with("Traffic for an address of this node")
+            hint(
+                Kind::Misrouted,
+                &Found::LocalDestinationTransmitted.into(),
+                &[reset()]
+            )
+            .starts_with("Traffic for an address of this node")
         );
     }
 }

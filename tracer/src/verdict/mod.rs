@@ -6,10 +6,11 @@ pub mod bpf_path;
 pub mod bridge;
 pub mod ct_state;
 pub mod evidence;
+pub mod explains;
 pub mod hints;
 pub mod kube;
 pub mod node_facts;
-pub mod reasons;
+pub mod reason;
 pub mod rules;
 pub mod service;
 pub mod sock_lb;
@@ -18,6 +19,7 @@ pub mod tunnel;
 pub mod veth;
 
 pub use evidence::{Endpoint, Evidence, EvidenceKind, Item};
+pub use reason::{DropReason, Found, Reason};
 
 use std::{collections::HashMap, net::IpAddr};
 
@@ -69,7 +71,7 @@ impl Kind {
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Verdict {
     pub kind: Kind,
-    pub reason: String,
+    pub reason: Reason,
     /// `reason` was inferred from the drop location: this kernel's
     /// skb:kfree_skb gives none (before 5.17).
     pub reason_inferred: bool,
@@ -100,7 +102,7 @@ pub struct Verdict {
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct QueryVerdict {
     pub kind: Kind,
-    pub reason: String,
+    pub reason: Reason,
     #[serde(rename = "where")]
     pub where_: String,
 }
@@ -335,14 +337,14 @@ pub struct Completeness {
 /// (whose hook is then inferred, whose chain comes from rule counters).
 pub fn func_hook_feeds(hook: &str, v: &Verdict) -> bool {
     match hook {
-        "ipvs_schedule" | "ipvs_conn" | "ipvs_xmit" => v.reason.starts_with("ipvs"),
+        "ipvs_schedule" | "ipvs_conn" | "ipvs_xmit" => v.reason == Found::IpvsNoDestination,
         // nftrace named the rule: what they would add is already there.
         "nf_verdict" | "nft_chain" | "ipt_table" => {
-            v.reason == "NETFILTER_DROP" && !v.has(EvidenceKind::NfRuleTraced)
+            v.reason == DropReason::NetfilterDrop && !v.has(EvidenceKind::NfRuleTraced)
         }
         // The fib tracepoint saw fib_validate_source()'s lookup: what the
         // hook would add is already there.
-        "rp_filter" => v.reason == "IP_RPFILTER" && !v.has(EvidenceKind::RpFilterMismatch),
+        "rp_filter" => v.reason == DropReason::IpRpfilter && !v.has(EvidenceKind::RpFilterMismatch),
         _ => false,
     }
 }
@@ -362,24 +364,24 @@ fn reason_origin(flow: &Flow, v: &mut Verdict) {
         })
     };
     let Some(d) = drops()
-        .find(|d| d.reason.as_str() == v.reason)
+        .find(|d| v.reason == d.reason)
         .or_else(|| drops().next())
     else {
         return;
     };
     let location = func_of(&d.location).to_string();
     let inferred = matches!(d.reason_from, ReasonFrom::Location | ReasonFrom::Site);
-    let fact = if inferred && d.reason.as_str() == v.reason {
+    let fact = if inferred && v.reason == d.reason {
         v.reason_inferred = true;
         Evidence::DropReasonInferred {
             location,
-            reason: Some(v.reason.clone()),
+            reason: Some(d.reason.clone()),
             one_of: Vec::new(),
             site_only: d.reason_from == ReasonFrom::Site,
         }
     } else if d.reason_from == ReasonFrom::Unknown {
         let one_of = inferred::row(&location)
-            .map(|r| r.reasons.iter().map(ToString::to_string).collect())
+            .map(|r| r.reasons.to_vec())
             .unwrap_or_default();
         Evidence::DropReasonInferred {
             location,

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use tracer_common::Hook;
 
-use super::{Endpoint, Env, Evidence, Kind, Verdict};
+use super::{DropReason, Endpoint, Env, Evidence, Found, Kind, Reason, Verdict};
 use crate::node::netfilter::{NfMethod, NfRule};
 use crate::node::nftrace::NfTraced;
 use crate::node::route::RouteQuery;
@@ -42,7 +42,7 @@ pub const RULES: &[Rule] = &[
 
 pub(super) fn verdict(
     kind: Kind,
-    reason: &str,
+    reason: impl Into<Reason>,
     where_: String,
     netns: &str,
     dev: Option<String>,
@@ -200,7 +200,7 @@ pub fn misrouted_local_shadow(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         })?;
         let mut v = verdict(
             Kind::Misrouted,
-            "local_route_shadows_host",
+            Found::LocalRouteShadowsHost,
             format!(
                 "local route in netns {}: {dst} is bound on {nh_dev}",
                 h.netns
@@ -285,7 +285,7 @@ pub fn misrouted_local_transmitted(flow: &Flow, env: &dyn Env) -> Option<Verdict
     }
     let mut v = verdict(
         Kind::Misrouted,
-        "local_destination_transmitted",
+        Found::LocalDestinationTransmitted,
         where_,
         &out.netns,
         Some(out.dev.to_string()),
@@ -329,7 +329,7 @@ pub fn misrouted_nat_source(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     });
     let mut v = verdict(
         Kind::Misrouted,
-        "nat_source_from_other_interface",
+        Found::NatSourceFromOtherInterface,
         format!(
             "netns {}: DNAT {} -> {} left via {} with source {} of {}",
             out.netns,
@@ -406,7 +406,7 @@ pub fn reply_unroutable(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
         .find(|h| h.dir == Dir::Reply && matches!(&h.data, HopData::Fib(f) if f.err != 0))?;
     let mut v = verdict(
         Kind::NoReply,
-        "reply_unroutable",
+        Found::ReplyUnroutable,
         format!(
             "routing decision (fib_lookup) in netns {}: no route back to {}",
             fail_hop.netns, fail_hop.tuple.dst
@@ -527,53 +527,57 @@ pub fn infer_nf_hook(flow: &Flow, drop: &Hop) -> &'static str {
 }
 
 /// The drop reasons the rules of this file explain, with the facts they
-/// read (verdict/reasons.rs; the causes written as one module declare
+/// read (verdict/explains.rs; the causes written as one module declare
 /// theirs beside their signals).
-pub const EXPLAINS: &[super::reasons::Explains] = &[
-    super::reasons::Explains {
-        reasons: &["IP_INADDRERRORS"],
+pub const EXPLAINS: &[super::explains::Explains] = &[
+    super::explains::Explains {
+        reasons: &[DropReason::IpInaddrerrors],
         cause: "forwarding is off on the device the packet came in by (rules::forwarding_off)",
         at: "ip_forward, ip6_forward, ip_error",
         facts: "the device's forwarding sysctls (net.ipv4.conf.DEV.forwarding, net.ipv6.conf.all.forwarding)",
     },
-    super::reasons::Explains {
-        reasons: &["NO_SOCKET"],
+    super::explains::Explains {
+        reasons: &[DropReason::NoSocket],
         cause: "nothing listens on the port, or only on another address (rules::no_listener)",
         at: "",
         facts: "the namespace's TCP listeners and UDP sockets",
     },
-    super::reasons::Explains {
-        reasons: &["IP_RPFILTER"],
+    super::explains::Explains {
+        reasons: &[DropReason::IpRpfilter],
         cause: "the reverse-path filter: the route back to the source leaves by another device (rules::rp_filter_where)",
         at: "",
         facts: "the rp_filter sysctls, the route back to the source",
     },
-    super::reasons::Explains {
-        reasons: &["PKT_TOO_BIG"],
+    super::explains::Explains {
+        reasons: &[DropReason::PktTooBig],
         cause: "the packet is larger than the MTU of the device it must leave by (rules::too_big_where)",
         at: "",
         facts: "the devices' MTUs (RTM_GETLINK)",
     },
-    super::reasons::Explains {
-        reasons: &["NETFILTER_DROP"],
+    super::explains::Explains {
+        reasons: &[DropReason::NetfilterDrop],
         cause: "the netfilter rule or policy that dropped it; a full conntrack table, a NAT clash, an invalid conntrack state; the route looked up again after NAT (rules::netfilter_where and the conntrack rules)",
         at: "",
         facts: "nf_tables and iptables rules, their counters and nftrace; the conntrack table's size and counters; the route to the translated destination",
     },
-    super::reasons::Explains {
-        reasons: &["NEIGH_FAILED", "NEIGH_QUEUEFULL", "NEIGH_DEAD"],
+    super::explains::Explains {
+        reasons: &[
+            DropReason::NeighFailed,
+            DropReason::NeighQueuefull,
+            DropReason::NeighDead,
+        ],
         cause: "a neighbour that does not answer ARP/NDP: the route's gateway, the destination or the endpoint NAT chose (rules::neigh_where)",
         at: "",
         facts: "neighbour events, the route's gateway, the flow's NAT translation",
     },
-    super::reasons::Explains {
-        reasons: &["IP_INNOROUTES", "IP_OUTNOROUTES"],
+    super::explains::Explains {
+        reasons: &[DropReason::IpInnoroutes, DropReason::IpOutnoroutes],
         cause: "no route to the destination: the policy rules and tables looked up (rules::no_route_where)",
         at: "",
         facts: "the namespace's routing rules and tables",
     },
-    super::reasons::Explains {
-        reasons: &["SOCKET_RCVBUFF"],
+    super::explains::Explains {
+        reasons: &[DropReason::SocketRcvbuff],
         cause: "the receiving socket's buffer is full (rules::socket_buffer_full)",
         at: "",
         facts: "the socket's receive queue (sock_diag)",
@@ -601,33 +605,33 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     };
     let mut evidence = Vec::new();
     let unknown = dd.reason_from == ReasonFrom::Unknown;
-    let mut reason: &str = reason;
+    let mut reason: DropReason = reason.clone();
     let mut inferred_here = false;
-    let where_ = match reason {
-        _ if let Some(family) = forwarding_off(drop, env, func, reason, unknown) => {
+    let where_ = match &reason {
+        _ if let Some(family) = forwarding_off(drop, env, func, &reason, unknown) => {
             if unknown {
                 // ip_error()/ip6_forward() with forwarding off: IP_INADDRERRORS.
-                reason = "IP_INADDRERRORS";
+                reason = DropReason::IpInaddrerrors;
                 inferred_here = true;
                 evidence.push(Evidence::DropReasonInferred {
                     location: func.to_string(),
-                    reason: Some(reason.to_string()),
+                    reason: Some(reason.clone()),
                     one_of: Vec::new(),
                     site_only: false,
                 });
             }
             forwarding_where(drop, func, family, &mut evidence)
         }
-        "NO_SOCKET" => match no_listener(drop, env) {
+        DropReason::NoSocket => match no_listener(drop, env) {
             Some((ev, said)) => {
                 evidence.push(ev);
                 format!("{func} in netns {}: {said}", drop.netns)
             }
             None => format!("{func} in netns {}", drop.netns),
         },
-        "IP_RPFILTER" => rp_filter_where(flow, drop, env, &fn_part, &mut evidence),
-        "PKT_TOO_BIG" => too_big_where(flow, drop, env, &mut evidence),
-        "NETFILTER_DROP" if let Some(ct) = conntrack_clash(flow, drop, env) => {
+        DropReason::IpRpfilter => rp_filter_where(flow, drop, env, &fn_part, &mut evidence),
+        DropReason::PktTooBig => too_big_where(flow, drop, env, &mut evidence),
+        DropReason::NetfilterDrop if let Some(ct) = conntrack_clash(flow, drop, env) => {
             let hook = nf_hook_named(flow, drop, &mut evidence, None, true);
             evidence.push(ct.0);
             format!(
@@ -635,23 +639,25 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
                 drop.netns, ct.1
             )
         }
-        "NETFILTER_DROP" if let Some(ct) = conntrack_full(flow, drop, env) => {
+        DropReason::NetfilterDrop if let Some(ct) = conntrack_full(flow, drop, env) => {
             let at = netfilter_where(flow, drop, env, &fn_part, &mut evidence);
             evidence.push(ct.0);
             format!("{at}: {}", ct.1)
         }
-        "NETFILTER_DROP" if let Some(ct) = conntrack_invalid(flow, drop, env) => {
+        DropReason::NetfilterDrop if let Some(ct) = conntrack_invalid(flow, drop, env) => {
             let at = netfilter_where(flow, drop, env, &fn_part, &mut evidence);
             evidence.push(ct.0);
             format!("{at}: {}", ct.1)
         }
-        "NETFILTER_DROP" if let Some((ev, said)) = route_refused(flow, drop, env, true) => {
+        DropReason::NetfilterDrop
+            if let Some((ev, said)) = route_refused(flow, drop, env, true) =>
+        {
             let hook = nf_hook_named(flow, drop, &mut evidence, None, false);
             evidence.push(ev);
             format!("netfilter {hook}{fn_part} in netns {}: {said}", drop.netns)
         }
-        "NETFILTER_DROP" => netfilter_where(flow, drop, env, &fn_part, &mut evidence),
-        "NEIGH_FAILED" | "NEIGH_QUEUEFULL" | "NEIGH_DEAD" => {
+        DropReason::NetfilterDrop => netfilter_where(flow, drop, env, &fn_part, &mut evidence),
+        DropReason::NeighFailed | DropReason::NeighQueuefull | DropReason::NeighDead => {
             let at = neigh_where(flow, drop, &mut evidence);
             match neigh_device_cause(flow, drop, env) {
                 Some((said, ev)) => {
@@ -661,18 +667,18 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
                 None => at,
             }
         }
-        "IP_INNOROUTES" | "IP_OUTNOROUTES" => {
-            no_route_where(flow, drop, env, reason, &mut evidence)
+        DropReason::IpInnoroutes | DropReason::IpOutnoroutes => {
+            no_route_where(flow, drop, env, &reason, &mut evidence)
         }
-        _ if let Some((at, ev)) = device_cause(flow, drop, reason, func, env) => {
+        _ if let Some((at, ev)) = device_cause(flow, drop, &reason, func, env) => {
             evidence.push(ev);
             at
         }
         _ if let Some(j) =
-            super::bpf_drop::judge(drop, reason, func, !dd.reason_from.is_kernel(), env) =>
+            super::bpf_drop::judge(drop, &reason, func, !dd.reason_from.is_kernel(), env) =>
         {
             if let Some(r) = j.inferred {
-                reason = r;
+                reason = r.clone();
                 inferred_here = true;
                 evidence.push(super::bpf_drop::inferred_at(func, r));
             }
@@ -688,7 +694,7 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     };
     let mut v = verdict(
         Kind::Dropped,
-        reason,
+        reason.clone(),
         where_,
         &drop.netns,
         Some(drop.dev.to_string()),
@@ -696,7 +702,7 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     v.reason_inferred = inferred_here;
     v.add(dropped_at(drop, location));
     v.add_all(evidence);
-    if reason == "NETFILTER_DROP" {
+    if reason == DropReason::NetfilterDrop {
         v.add_all(local_target_evidence(flow, env, drop));
     }
     v.add_all(side_evidence(flow));
@@ -710,7 +716,7 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
 fn device_cause(
     flow: &Flow,
     drop: &Hop,
-    reason: &str,
+    reason: &DropReason,
     func: &str,
     env: &dyn Env,
 ) -> Option<(String, Evidence)> {
@@ -822,8 +828,8 @@ pub fn route_query(flow: &Flow, h: &Hop) -> Option<RouteQuery> {
     };
     let func = func_of(&d.location);
     let signals = matches!(
-        d.reason.as_str(),
-        "NETFILTER_DROP" | "IP_INNOROUTES" | "IP_OUTNOROUTES"
+        &d.reason,
+        DropReason::NetfilterDrop | DropReason::IpInnoroutes | DropReason::IpOutnoroutes
     ) || ROUTE_DROP_FUNCS.contains(&func);
     if h.dir != Dir::Request || !signals {
         return None;
@@ -919,7 +925,7 @@ fn no_route_where(
     flow: &Flow,
     drop: &Hop,
     env: &dyn Env,
-    reason: &str,
+    reason: &DropReason,
     evidence: &mut Vec<Evidence>,
 ) -> String {
     let tables: Vec<String> = flow
@@ -950,7 +956,7 @@ fn no_route_where(
     };
     if let Some(r) = env.routing(drop.netns_inode) {
         // Locally sent packets are looked up with iif lo.
-        let iif = if reason == "IP_OUTNOROUTES" {
+        let iif = if *reason == DropReason::IpOutnoroutes {
             "lo"
         } else {
             drop.dev.as_str()
@@ -1012,7 +1018,7 @@ fn forwarding_off(
     drop: &Hop,
     env: &dyn Env,
     func: &str,
-    reason: &str,
+    reason: &DropReason,
     unknown: bool,
 ) -> Option<&'static str> {
     env.links(drop.netns_inode)
@@ -1021,7 +1027,8 @@ fn forwarding_off(
         .find_map(|l| match func {
             "ip_error" if l.forwarding_v4 == Some(false) => Some("ipv4"),
             "ip6_forward"
-                if (reason == "IP_INADDRERRORS" || unknown) && l.forwarding_v6 == Some(false) =>
+                if (*reason == DropReason::IpInaddrerrors || unknown)
+                    && l.forwarding_v6 == Some(false) =>
             {
                 Some("ipv6")
             }
@@ -1270,7 +1277,7 @@ pub fn reply_dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         return None;
     }
     let (drop, dd) = flow.hops.iter().find_map(|h| match &h.data {
-        HopData::Drop(d) if h.dir == Dir::Reply && d.reason.as_str() == "NETFILTER_DROP" => {
+        HopData::Drop(d) if h.dir == Dir::Reply && d.reason == DropReason::NetfilterDrop => {
             Some((h, d))
         }
         _ => None,
@@ -1299,7 +1306,7 @@ pub fn reply_dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     );
     let mut v = verdict(
         Kind::Dropped,
-        "NETFILTER_DROP",
+        DropReason::NetfilterDrop,
         format!("{at}: {said}"),
         &drop.netns,
         Some(drop.dev.to_string()),
@@ -1585,7 +1592,7 @@ pub fn ipvs_no_destination(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     );
     let mut v = verdict(
         Kind::Dropped,
-        "ipvs_no_destination",
+        Found::IpvsNoDestination,
         format!(
             "IPVS virtual service {name} in netns {}: no usable real server",
             at.netns
@@ -1627,7 +1634,7 @@ pub fn ipvs_no_destination(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         };
         ev.push(Evidence::RequestDropped {
             location: dd.map(|dd| dd.location.to_string()),
-            reason: dd.map(|dd| dd.reason.to_string()),
+            reason: dd.map(|dd| dd.reason.clone()),
             netns: d.netns.to_string(),
         });
     }
@@ -1648,11 +1655,11 @@ pub fn ipvs_no_destination(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
 /// before `delivered`. One such drop followed by delivery is path-MTU
 /// discovery working, and stays a `delivered` with a later drop.
 /// The request's drops with the kernel's reason `reason`, in order.
-fn request_drops<'a>(flow: &'a Flow, reason: &str) -> Vec<&'a Hop> {
+fn request_drops(flow: &Flow, reason: DropReason) -> Vec<&Hop> {
     flow.hops
         .iter()
         .filter(|h| h.dir == Dir::Request)
-        .filter(|h| matches!(&h.data, HopData::Drop(d) if d.reason.as_str() == reason))
+        .filter(|h| matches!(&h.data, HopData::Drop(d) if d.reason == reason))
         .collect()
 }
 
@@ -1767,7 +1774,7 @@ fn drop_func(drop: &Hop) -> &str {
 }
 
 pub fn mtu_black_hole(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
-    let too_big = request_drops(flow, "PKT_TOO_BIG");
+    let too_big = request_drops(flow, DropReason::PktTooBig);
     let last = *too_big.last()?;
     let drops = too_big
         .iter()
@@ -1808,7 +1815,7 @@ pub fn mtu_black_hole(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     };
     let mut v = verdict(
         Kind::Dropped,
-        "PKT_TOO_BIG",
+        DropReason::PktTooBig,
         where_,
         &last.netns,
         Some(out_dev.clone()),
@@ -1894,7 +1901,7 @@ pub fn listen_overflow(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         .count();
     let mut v = verdict(
         Kind::Dropped,
-        "listen_overflow",
+        Found::ListenOverflow,
         format!(
             "tcp_conn_request in netns {}: the accept queue of the tcp listener {endpoint} is full ({} waiting, backlog {}): {n} SYNs dropped unanswered",
             first.netns, listener.rx_queue, listener.max_backlog
@@ -1920,7 +1927,7 @@ pub fn listen_overflow(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
 /// does not keep up. Comes before `delivered`: the first packets of a
 /// burst are queued, the rest dropped.
 pub fn socket_buffer_full(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
-    let drops = request_drops(flow, "SOCKET_RCVBUFF");
+    let drops = request_drops(flow, DropReason::SocketRcvbuff);
     let last = *drops.last()?;
     let HopData::Drop(dd) = &last.data else {
         return None;
@@ -1938,7 +1945,7 @@ pub fn socket_buffer_full(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     });
     let mut v = verdict(
         Kind::Dropped,
-        "SOCKET_RCVBUFF",
+        DropReason::SocketRcvbuff,
         format!(
             "{} in netns {}: the receive buffer of the {proto} socket {endpoint} is full ({} packets dropped)",
             func_of(&dd.location),
@@ -1983,12 +1990,12 @@ pub fn delivered(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
         })
         .map(|(h, _)| *h);
     let (reason, at) = match sock {
-        Some(h) => ("local_socket", h),
-        None => ("reply_seen", *first),
+        Some(h) => (Found::LocalSocket, h),
+        None => (Found::ReplySeen, *first),
     };
     let dst = flow.translated.unwrap_or(flow.key);
     let where_ = match reason {
-        "local_socket" => format!(
+        Found::LocalSocket => format!(
             "local socket {} in netns {}",
             endpoint(dst.dst, dst.dport),
             at.netns
@@ -2011,10 +2018,10 @@ pub fn delivered(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
     for h in flow.hops.iter().filter(|h| h.hook == Hook::Drop) {
         // NOT_SPECIFIED frees after delivery are TCP housekeeping, not loss.
         if let HopData::Drop(dd) = &h.data
-            && dd.reason != "NOT_SPECIFIED"
+            && dd.reason != DropReason::NotSpecified
         {
             v.add(Evidence::LaterDrop {
-                reason: dd.reason.to_string(),
+                reason: dd.reason.clone(),
                 location: dd.location.to_string(),
             });
         }
@@ -2052,7 +2059,7 @@ pub fn forwarded(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
     let via = gw.map(|g| format!(" via {g}")).unwrap_or_default();
     let mut v = verdict(
         Kind::Forwarded,
-        "routed",
+        Found::Routed,
         format!(
             "forwarded in netns {}: in {} -> out {}{via}",
             last.netns, ingress.dev, last.dev
@@ -2096,7 +2103,7 @@ pub fn fallback(flow: &Flow) -> Verdict {
         ),
         None => ("nowhere".into(), String::new(), None),
     };
-    let mut v = verdict(Kind::NoReply, "no_reply_seen", where_, &netns, dev);
+    let mut v = verdict(Kind::NoReply, Found::NoReplySeen, where_, &netns, dev);
     v.settled = false;
     v.add(Evidence::PacketsSeen {
         requests: flow.packets - flow.replies,

@@ -18,6 +18,7 @@
 //! - **Hint**: [`HINTS`]: a refused or unanswered call the program sent
 //!   to a backend.
 
+use crate::model::drop_reason::DropReason;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -157,7 +158,7 @@ pub const HINTS: &[Hint] = &[
     ),
     Hint {
         kind: Some(Kind::Dropped),
-        reason: Some("NO_SOCKET"),
+        reason: Some(super::Reason::Kernel(DropReason::NoSocket)),
         evidence: &[EvidenceKind::SocketRewrite],
         when: None,
         text: "The application asked for the Service address, and a cgroup socket program (socket-level load balancing: Cilium's kube-proxy replacement or a Local Redirect Policy, Calico eBPF's connect-time load balancing) sent the call to this backend, where nothing listens on that port: the dataplane's backend table holds an endpoint that does not serve (not ready, restarted on another port, gone). Compare it with the Service's endpoints (`kubectl get endpointslices -l kubernetes.io/service-name=SVC`) and with what the dataplane holds (`cilium service list` / `cilium bpf lb list`; Calico: `calico-node -bpf nat dump`); `bpftool prog show id N` names the program.",

@@ -21,6 +21,7 @@
 //!   run/facts.rs) has IPv6 disabled.
 //! - **Hint**: [`HINTS`], one row per sysctl.
 
+use crate::model::drop_reason::DropReason;
 use std::{fmt, net::IpAddr};
 
 use serde::{Deserialize, Serialize};
@@ -116,22 +117,22 @@ impl fmt::Display for SysctlRefusal {
     }
 }
 
-/// The drop reasons this cause explains (verdict/reasons.rs).
-pub const EXPLAINS: &[super::reasons::Explains] = &[
-    super::reasons::Explains {
-        reasons: &["IP_LOCALNET"],
+/// The drop reasons this cause explains (verdict/explains.rs).
+pub const EXPLAINS: &[super::explains::Explains] = &[
+    super::explains::Explains {
+        reasons: &[DropReason::IpLocalnet],
         cause: "route_localnet is off on the device a packet to or from 127.0.0.0/8 came in by (verdict/sysctl.rs)",
         at: "",
         facts: "the device's and all's net.ipv4.conf route_localnet; the flow's NAT translation",
     },
-    super::reasons::Explains {
-        reasons: &["IPV6DISABLED"],
+    super::explains::Explains {
+        reasons: &[DropReason::Ipv6disabled],
         cause: "IPv6 is disabled on the device (verdict/sysctl.rs)",
         at: "",
         facts: "the device's net.ipv6.conf disable_ipv6",
     },
-    super::reasons::Explains {
-        reasons: &["NEIGH_FAILED"],
+    super::explains::Explains {
+        reasons: &[DropReason::NeighFailed],
         cause: "IPv6 is disabled at the other end of the veth an IPv6 neighbour resolution failed on (verdict/sysctl.rs)",
         at: "a veth",
         facts: "the veth's other end (IFLA_LINK, IFLA_LINK_NETNSID) and its net.ipv6.conf disable_ipv6",
@@ -143,7 +144,7 @@ pub const EXPLAINS: &[super::reasons::Explains] = &[
 pub fn judge(
     flow: &Flow,
     drop: &Hop,
-    reason: &str,
+    reason: &DropReason,
     func: &str,
     env: &dyn Env,
 ) -> Option<(String, Evidence)> {
@@ -152,7 +153,7 @@ pub fn judge(
         .iter()
         .find(|l| l.dev == *drop.dev)?;
     let r = match reason {
-        "IP_LOCALNET" if link.route_localnet == Some(false) => {
+        DropReason::IpLocalnet if link.route_localnet == Some(false) => {
             let t = &drop.tuple;
             let addr = [t.dst, t.src].into_iter().find(is_loopback);
             let sent_to = flow
@@ -169,7 +170,7 @@ pub fn judge(
                 other_end_of: None,
             }
         }
-        "IPV6DISABLED" if link.disable_ipv6 == Some(true) => SysctlRefusal {
+        DropReason::Ipv6disabled if link.disable_ipv6 == Some(true) => SysctlRefusal {
             netns: drop.netns.to_string(),
             dev: link.dev.clone(),
             sysctl: Sysctl::DisableIpv6,

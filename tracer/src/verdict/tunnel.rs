@@ -25,6 +25,7 @@
 //!   arms before it left.
 //! - **Hint**: [`HINTS`], one row per problem.
 
+use crate::model::drop_reason::DropReason;
 use std::{fmt, net::IpAddr};
 
 use serde::{Deserialize, Serialize};
@@ -142,22 +143,26 @@ impl fmt::Display for TunnelRefusal {
     }
 }
 
-/// The drop reasons this cause explains (verdict/reasons.rs).
-pub const EXPLAINS: &[super::reasons::Explains] = &[
-    super::reasons::Explains {
-        reasons: &["NO_TX_TARGET"],
+/// The drop reasons this cause explains (verdict/explains.rs).
+pub const EXPLAINS: &[super::explains::Explains] = &[
+    super::explains::Explains {
+        reasons: &[DropReason::NoTxTarget],
         cause: "a VXLAN device has no FDB entry for the next hop's MAC and no default remote (verdict/tunnel.rs)",
         at: "vxlan_xmit on a VXLAN device",
         facts: "the VXLAN device's VNI, port, FDB and neighbours (RTM_GETLINK, RTM_GETNEIGH); the flow's route onto it",
     },
-    super::reasons::Explains {
-        reasons: &["NEIGH_FAILED", "NEIGH_QUEUEFULL", "NEIGH_DEAD"],
+    super::explains::Explains {
+        reasons: &[
+            DropReason::NeighFailed,
+            DropReason::NeighQueuefull,
+            DropReason::NeighDead,
+        ],
         cause: "a VXLAN device that does not learn has no neighbour entry for a remote VTEP (verdict/tunnel.rs)",
         at: "a VXLAN device",
         facts: "the VXLAN device's neighbours, FDB and learning (RTM_GETLINK, RTM_GETNEIGH)",
     },
-    super::reasons::Explains {
-        reasons: &["OTHERHOST"],
+    super::explains::Explains {
+        reasons: &[DropReason::Otherhost],
         cause: "the far side's VXLAN device is not the MAC the sender resolves its VTEP to (verdict/tunnel.rs)",
         at: "a VXLAN device",
         facts: "the receiving device's MAC; the sending namespace's VXLAN neighbours and route (RTM_GETLINK, RTM_GETNEIGH)",
@@ -197,7 +202,7 @@ fn mac_of(v: &VxlanConf, addr: IpAddr) -> Option<&str> {
 pub fn judge(
     flow: &Flow,
     drop: &Hop,
-    reason: &str,
+    reason: &DropReason,
     func: &str,
     env: &dyn Env,
 ) -> Option<(String, Evidence)> {
@@ -205,7 +210,7 @@ pub fn judge(
         r
     } else if vxlan_xmit_func(func) {
         no_fdb_entry(flow, drop, env)?
-    } else if reason == "OTHERHOST" {
+    } else if *reason == DropReason::Otherhost {
         mac_mismatch(flow, drop, env)?
     } else {
         return None;
@@ -354,7 +359,7 @@ pub fn links_wanted(flow: &Flow) -> Vec<u32> {
     let Some(drop) = flow
         .hops
         .iter()
-        .find(|h| matches!(&h.data, HopData::Drop(d) if d.reason.as_str() == "OTHERHOST"))
+        .find(|h| matches!(&h.data, HopData::Drop(d) if d.reason == DropReason::Otherhost))
     else {
         return Vec::new();
     };

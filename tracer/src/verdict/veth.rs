@@ -23,6 +23,7 @@
 //!   crossing; `rules::neigh_device_cause` asks [`down_at_other_end`].
 //! - **Hint**: [`HINTS`], one row per problem.
 
+use crate::model::drop_reason::DropReason;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -113,16 +114,16 @@ impl fmt::Display for VethRefusal {
     }
 }
 
-/// The drop reasons this cause explains (verdict/reasons.rs).
-pub const EXPLAINS: &[super::reasons::Explains] = &[
-    super::reasons::Explains {
-        reasons: &["NOT_SPECIFIED"],
+/// The drop reasons this cause explains (verdict/explains.rs).
+pub const EXPLAINS: &[super::explains::Explains] = &[
+    super::explains::Explains {
+        reasons: &[DropReason::NotSpecified],
         cause: "the other end of the veth is down, or its MTU is smaller than the frame (verdict/veth.rs)",
         at: "__dev_forward_skb2, __dev_forward_skb (a veth handing a frame to its other end)",
         facts: "the veth's other end (IFLA_LINK, IFLA_LINK_NETNSID): its admin state and MTU",
     },
-    super::reasons::Explains {
-        reasons: &["NEIGH_FAILED"],
+    super::explains::Explains {
+        reasons: &[DropReason::NeighFailed],
         cause: "the other end of the veth is down: no carrier (verdict/veth.rs)",
         at: "a veth",
         facts: "the veth's other end: its admin state",

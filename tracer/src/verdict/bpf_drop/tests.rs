@@ -1,4 +1,6 @@
 use super::*;
+#[allow(unused_imports, reason = "not every test file names both")]
+use crate::verdict::{DropReason, Found};
 
 fn prog(id: u32, name: &str, hook: &str, at: &str) -> AttachedProgram {
     AttachedProgram {
@@ -12,21 +14,27 @@ fn prog(id: u32, name: &str, hook: &str, at: &str) -> AttachedProgram {
 #[test]
 fn signals_are_the_reason_or_the_generic_xdp_site() {
     assert_eq!(
-        BpfHook::of("TC_INGRESS", "__netif_receive_skb_core"),
+        BpfHook::of(&DropReason::TcIngress, "__netif_receive_skb_core"),
         Some(BpfHook::TcIngress)
     );
     assert_eq!(
-        BpfHook::of("TC_EGRESS", "__dev_queue_xmit"),
+        BpfHook::of(&DropReason::TcEgress, "__dev_queue_xmit"),
         Some(BpfHook::TcEgress)
     );
-    assert_eq!(BpfHook::of("XDP", "do_xdp_generic"), Some(BpfHook::Xdp));
     assert_eq!(
-        BpfHook::of("NOT_SPECIFIED", "do_xdp_generic"),
+        BpfHook::of(&DropReason::Xdp, "do_xdp_generic"),
+        Some(BpfHook::Xdp)
+    );
+    assert_eq!(
+        BpfHook::of(&DropReason::NotSpecified, "do_xdp_generic"),
         Some(BpfHook::Xdp)
     );
     // A drop elsewhere is not this cause, whatever programs are attached.
-    assert_eq!(BpfHook::of("NOT_SPECIFIED", "ip_rcv_core"), None);
-    assert_eq!(BpfHook::of("NETFILTER_DROP", "nf_hook_slow"), None);
+    assert_eq!(BpfHook::of(&DropReason::NotSpecified, "ip_rcv_core"), None);
+    assert_eq!(
+        BpfHook::of(&DropReason::NetfilterDrop, "nf_hook_slow"),
+        None
+    );
 }
 
 #[test]
@@ -116,7 +124,7 @@ fn a_program_on_the_other_hook_is_not_blamed() {
     // ingress program on r1, the verdict names none.
     let (f, mut env) = load("dp_tcx_to_pod_drop");
     let v = verdict_of(&f, &env);
-    assert_eq!(v.reason, "TC_EGRESS");
+    assert_eq!(v.reason, DropReason::TcEgress);
     let p = named(&v, "cil_to_contain").expect("the program").clone();
     assert_eq!(p.hook, "tcx egress");
     assert!(v.where_.contains(&format!(
@@ -214,6 +222,6 @@ fn without_drop_reasons_a_program_on_the_hook_makes_it_tc_ingress() {
         progs.clear();
     }
     let v = verdict_of(&f, &env);
-    assert_eq!(v.reason, "UNHANDLED_PROTO");
+    assert_eq!(v.reason, DropReason::UnhandledProto);
     assert!(!v.has(EvidenceKind::BpfProgramDrop));
 }

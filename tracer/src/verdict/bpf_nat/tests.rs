@@ -1,5 +1,7 @@
 use super::*;
 use crate::verdict::rules::tests::{facts, judge, load};
+#[allow(unused_imports, reason = "not every test file names both")]
+use crate::verdict::{DropReason, Found};
 
 /// The verdict's rewrite facts.
 fn rewrites(v: &crate::verdict::Verdict) -> Vec<&BpfRewrite> {
@@ -168,6 +170,6 @@ fn near_misses_of_the_reply_rule() {
     assert!(rewrites(&v)[0].reply_untranslated.is_none());
     let (t, env) = load("blind_bpfnat_trap_loopback_bind");
     let v = judge(&t, &env);
-    assert_eq!(v.reason, "NO_SOCKET", "{v:?}");
+    assert_eq!(v.reason, DropReason::NoSocket, "{v:?}");
     assert!(rewrites(&v)[0].reply_untranslated.is_none(), "{v:?}");
 }

@@ -1,5 +1,7 @@
 use super::*;
 use crate::verdict::rules::tests::{facts, judge, load};
+#[allow(unused_imports, reason = "not every test file names both")]
+use crate::verdict::{DropReason, Found};
 
 /// The verdict's sites as (direction, hook, device, outcome, names).
 fn sites(name: &str, clear: bool) -> Vec<(Dir, String, String, Outcome, Vec<String>)> {
@@ -121,7 +123,7 @@ fn a_program_that_let_it_through_passed_it() {
         (s.dir, s.hook.as_str(), s.dev.as_str(), s.outcome),
         (Dir::Request, "tc ingress", "r0", Outcome::Passed)
     );
-    assert_eq!(v.reason, "NO_SOCKET", "{v:?}");
+    assert_eq!(v.reason, DropReason::NoSocket, "{v:?}");
 }
 
 /// Near miss: no program of others on the devices, no evidence.

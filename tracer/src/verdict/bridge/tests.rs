@@ -1,4 +1,6 @@
 use super::*;
+#[allow(unused_imports, reason = "not every test file names both")]
+use crate::verdict::{DropReason, Found};
 use crate::verdict::{
     Inventory,
     rules::tests::{facts, judge as verdict_of, load, set_link},

@@ -1,4 +1,6 @@
 use super::*;
+#[allow(unused_imports, reason = "not every test file names both")]
+use crate::verdict::{DropReason, Found};
 use crate::verdict::{
     Inventory,
     rules::tests::{facts, judge as verdict_of, load},
@@ -34,7 +36,7 @@ fn set_endpoints(env: &mut Inventory, service: &str, f: impl Fn(&mut Option<Vec<
 fn an_old_translation_is_named() {
     let (f, mut env) = load("blind_ct_udp_stale_dnat_ip_reused");
     let v = verdict_of(&f, &env);
-    assert_eq!(v.reason, "NO_SOCKET", "{v:?}");
+    assert_eq!(v.reason, DropReason::NoSocket, "{v:?}");
     let k = kept_of(&v);
     assert!(k.len() == 1 && k[0].kept == Kept::OldTranslation, "{v:?}");
     assert_eq!(k[0].endpoints_now, ["10.171.12.2:8125"]);
@@ -101,7 +103,7 @@ fn a_reply_left_untranslated_is_named() {
             && matches!(h.data, HopData::Drop(_) | HopData::TcpReset { .. }))
     });
     let v = verdict_of(&g, &env);
-    assert_ne!(v.reason, "reply_not_translated", "{v:?}");
+    assert_ne!(v.reason, Found::ReplyNotTranslated, "{v:?}");
 }
 
 /// The trap: kube-proxy's own rule still names the dead endpoint (the
@@ -111,7 +113,7 @@ fn a_reply_left_untranslated_is_named() {
 fn a_rule_that_still_sends_is_not_blamed_on_conntrack() {
     let (f, mut env) = load("blind_ct_trap_rule_stale_endpoint");
     let v = verdict_of(&f, &env);
-    assert_eq!(v.reason, "NEIGH_FAILED", "{v:?}");
+    assert_eq!(v.reason, DropReason::NeighFailed, "{v:?}");
     let k = kept_of(&v);
     assert!(k.len() == 1 && k[0].kept == Kept::RuleStillSends, "{v:?}");
     assert!(v.hint.contains("out of sync") && !v.hint.contains("conntrack -D"));

@@ -7,6 +7,8 @@
 use serde_json::Value;
 
 use super::*;
+#[allow(unused_imports, reason = "not every test file names both")]
+use crate::verdict::{DropReason, Found};
 use crate::{
     model::flow::Flow,
     model::hop::Hop,
@@ -91,9 +93,9 @@ fn recorded(name: &str) -> (&'static str, fn(&Flow) -> bool) {
         // unanswered (the client's neighbour entry failed)...
         "incident1_neigh_failed" => ("incident1-6.18.rec", |f| {
             to(f, "10.227.0.99:443")
-                && f.hops
-                    .iter()
-                    .any(|h| matches!(&h.data, HopData::Drop(d) if d.reason == "NEIGH_FAILED"))
+                && f.hops.iter().any(
+                    |h| matches!(&h.data, HopData::Drop(d) if d.reason == DropReason::NeighFailed),
+                )
         }),
         // ...and the one node1 sent on to node2, which owned the VIP by then.
         "incident1_redirect" => ("incident1-6.18.rec", |f| {
@@ -108,7 +110,7 @@ fn recorded(name: &str) -> (&'static str, fn(&Flow) -> bool) {
             to(f, "10.247.2.2:53")
                 && f.hops
                     .iter()
-                    .any(|h| matches!(&h.data, HopData::Drop(d) if d.reason == "NETFILTER_DROP"))
+                    .any(|h| matches!(&h.data, HopData::Drop(d) if d.reason == DropReason::NetfilterDrop))
         }),
         "nftrace_endpoint_drop" => ("nftrace_endpoint_drop-6.18.rec", |f| to(f, "10.221.9.9:80")),
         "nftrace_reply_drop" => ("nftrace_reply_drop-6.18.rec", |f| to(f, "10.223.2.2:8080")),
@@ -391,7 +393,7 @@ fn closed_port_with_an_inferred_reason_says_so() {
     assert!(v.reason_inferred);
     assert!(facts(&v).any(
         |e| matches!(e, Evidence::DropReasonInferred { location, reason, .. }
-        if location == "tcp_v4_rcv" && reason.as_deref() == Some("NO_SOCKET"))
+        if location == "tcp_v4_rcv" && *reason == Some(DropReason::NoSocket))
     ));
     assert!(
         text(&v).contains(
@@ -488,12 +490,12 @@ fn forwarding_off_gives_the_reason_a_location_alone_does_not() {
     assert!(v.has(EvidenceKind::ForwardingDisabled));
     assert!(facts(&v).any(
         |e| matches!(e, Evidence::DropReasonInferred { location, reason, .. }
-        if location == "ip6_forward" && reason.as_deref() == Some("IP_INADDRERRORS"))
+        if location == "ip6_forward" && *reason == Some(DropReason::IpInaddrerrors))
     ));
     // Forwarding on: the location does not tell, and the verdict says so.
     env.links.insert(netns, vec![link(Some(true))]);
     let v = judge(&f, &env);
-    assert_eq!(v.reason, "NOT_SPECIFIED");
+    assert_eq!(v.reason, DropReason::NotSpecified);
     assert!(!v.reason_inferred);
     assert!(
         text(&v).contains("ip6_forward drops for one of IP_INADDRERRORS"),
@@ -1222,7 +1224,7 @@ fn ipvs_empty_service_is_found_from_the_table_without_function_hooks() {
     // With real servers in the table the drop is not IPVS's to explain.
     let (_, full) = load("ipvs_nat");
     let v = judge(&f, &full);
-    assert_eq!(v.reason, "NETFILTER_DROP", "{v:?}");
+    assert_eq!(v.reason, DropReason::NetfilterDrop, "{v:?}");
 }
 
 /// The same timeline as tc alone reports it, where tracer leaves the device

@@ -1,4 +1,6 @@
 use super::*;
+#[allow(unused_imports, reason = "not every test file names both")]
+use crate::verdict::{DropReason, Found};
 use crate::verdict::{
     Inventory,
     rules::tests::{facts, judge as verdict_of, load},
@@ -123,7 +125,7 @@ fn a_redirect_to_a_dns_not_listening_is_named() {
 fn a_netfilter_dnat_is_not_a_socket_rewrite() {
     let (f, env) = load("blind_sock_hostns_only_target_port");
     let v = verdict_of(&f, &env);
-    assert_eq!(v.reason, "NO_SOCKET", "{v:?}");
+    assert_eq!(v.reason, DropReason::NoSocket, "{v:?}");
     assert!(rewrites(&v).is_empty(), "{v:?}");
     assert_eq!(f.nat_by, Some(crate::model::flow::NatBy::Netfilter));
 }

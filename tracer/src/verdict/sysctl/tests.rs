@@ -1,5 +1,7 @@
 use super::*;
 use crate::verdict::rules::tests::{facts, judge as verdict_of, load, set_link};
+#[allow(unused_imports, reason = "not every test file names both")]
+use crate::verdict::{DropReason, Found};
 
 /// The refusals of a verdict.
 fn refusals(v: &crate::verdict::Verdict) -> Vec<&SysctlRefusal> {
@@ -54,7 +56,7 @@ fn route_localnet_off_is_named() {
 fn a_closed_port_behind_a_localnet_dnat_is_not_the_sysctl() {
     let (f, env) = load("blind_sys_localnet_stale_port");
     let v = verdict_of(&f, &env);
-    assert_eq!(v.reason, "NO_SOCKET", "{v:?}");
+    assert_eq!(v.reason, DropReason::NoSocket, "{v:?}");
     assert!(refusals(&v).is_empty(), "{v:?}");
     assert!(!v.hint.contains("route_localnet"), "{}", v.hint);
 }
@@ -70,7 +72,7 @@ fn ipv6_disabled_is_named_from_the_device() {
         .find(|h| h.hook == tracer_common::Hook::Drop)
         .expect("a drop");
     set_link(&mut env, "veth1", |l| l.disable_ipv6 = Some(true));
-    let (w, e) = judge(&f, drop, "IPV6DISABLED", "ip6_rcv_core", &env).expect("judged");
+    let (w, e) = judge(&f, drop, &DropReason::Ipv6disabled, "ip6_rcv_core", &env).expect("judged");
     assert!(
         w.starts_with("ip6_rcv_core in netns ")
             && w.contains("IPv6 is disabled on veth1 (net.ipv6.conf.veth1.disable_ipv6 = 1)"),
@@ -78,7 +80,7 @@ fn ipv6_disabled_is_named_from_the_device() {
     );
     assert!(matches!(e, Evidence::SysctlRefused(r) if r.sysctl == Sysctl::DisableIpv6));
     set_link(&mut env, "veth1", |l| l.disable_ipv6 = Some(false));
-    assert!(judge(&f, drop, "IPV6DISABLED", "ip6_rcv_core", &env).is_none());
+    assert!(judge(&f, drop, &DropReason::Ipv6disabled, "ip6_rcv_core", &env).is_none());
 }
 
 /// IPv6 off in a pod (danm-cni/danm#68, tests/src/blind_sysctl.rs,
@@ -114,7 +116,7 @@ fn ipv6_off_at_the_other_end_is_named() {
     set_link(&mut env, "eth0", |l| l.disable_ipv6 = Some(false));
     let v = verdict_of(&f, &env);
     assert!(refusals(&v).is_empty(), "{v:?}");
-    assert_eq!(v.reason, "NEIGH_FAILED", "{v:?}");
+    assert_eq!(v.reason, DropReason::NeighFailed, "{v:?}");
     // Near miss: the other end's namespace was not found: nothing claimed.
     set_link(&mut env, "eth0", |l| l.disable_ipv6 = Some(true));
     set_link(&mut env, "lxc2", |l| {

@@ -1,4 +1,6 @@
 use super::*;
+#[allow(unused_imports, reason = "not every test file names both")]
+use crate::verdict::{DropReason, Found};
 
 #[test]
 fn signals_are_the_veth_crossing() {
@@ -128,7 +130,7 @@ fn the_other_end_down_is_named() {
 fn a_policy_chain_is_not_blamed_on_the_veth() {
     let (f, env) = load("blind_veth_trap_ndp_policy");
     let v = verdict_of(&f, &env);
-    assert_eq!(v.reason, "NEIGH_FAILED", "{v:?}");
+    assert_eq!(v.reason, DropReason::NeighFailed, "{v:?}");
     assert!(refusals(&v).is_empty(), "{v:?}");
     assert!(
         !facts(&v).any(|e| matches!(

@@ -6,11 +6,13 @@
 
 use std::collections::HashSet;
 
+use crate::model::drop_reason::DropReason;
+
 /// One cause's row: the reasons it explains, where, and from which facts.
 #[derive(Debug)]
 pub struct Explains {
     /// The kernel's names (`SKB_DROP_REASON_` left off).
-    pub reasons: &'static [&'static str],
+    pub reasons: &'static [DropReason],
     /// The cause, as the verdict names it, and the module it lives in.
     pub cause: &'static str,
     /// Where the reason must be given for the cause to be asked (a
@@ -36,13 +38,13 @@ pub fn all() -> impl Iterator<Item = &'static Explains> {
 }
 
 /// The rows that explain `reason`.
-pub fn explaining(reason: &str) -> Vec<&'static Explains> {
-    all().filter(|e| e.reasons.contains(&reason)).collect()
+pub fn explaining(reason: &DropReason) -> Vec<&'static Explains> {
+    all().filter(|e| e.reasons.contains(reason)).collect()
 }
 
 /// Every reason some cause explains.
-pub fn explained() -> HashSet<&'static str> {
-    all().flat_map(|e| e.reasons.iter().copied()).collect()
+pub fn explained() -> HashSet<&'static DropReason> {
+    all().flat_map(|e| e.reasons.iter()).collect()
 }
 
 #[cfg(test)]
@@ -66,7 +68,7 @@ mod tests {
             assert!(!e.facts.is_empty() && !e.cause.is_empty(), "{e:?}");
             for r in e.reasons {
                 assert!(
-                    known.contains(r),
+                    known.contains(r.as_str()),
                     "{r} ({}) is no drop reason of this kernel",
                     e.cause
                 );
