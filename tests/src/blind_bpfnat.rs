@@ -59,7 +59,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "blind_bpfnat_trap_loopback_bind" => trap_loopback_bind(),
         "bpfnat_answered_tcp" => answered(TCP),
         "bpfnat_answered_udp" => answered(UDP),
-        _ => return None,
+        _ => return crate::blind_node::build(name),
     })
 }
 

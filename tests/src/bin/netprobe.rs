@@ -181,6 +181,19 @@ enum Mode {
     /// runs in, as `conntrack -F` does (ctnetlink IPCTNL_MSG_CT_DELETE
     /// with no tuple), and print how many there were.
     ConntrackFlush,
+    /// Send COUNT IP-in-IP packets (IP protocol 4, as Calico's `tunl0`
+    /// sends them) to OUTER_DST by a raw socket, from this node's own
+    /// address (the kernel writes the outer header): each carries an inner
+    /// IPv4 header from INNER_SRC to INNER's address and a UDP datagram to
+    /// INNER's port (checksum 0, as RFC 768 allows).
+    IpipSend {
+        outer_dst: std::net::Ipv4Addr,
+        inner: std::net::SocketAddrV4,
+        #[arg(long)]
+        inner_src: std::net::Ipv4Addr,
+        #[arg(long, default_value_t = 3)]
+        count: u32,
+    },
 }
 
 #[expect(
@@ -218,6 +231,12 @@ fn main() -> Result<()> {
             Ok(())
         }
         Mode::ConntrackFlush => conntrack_flush(),
+        Mode::IpipSend {
+            outer_dst,
+            inner,
+            inner_src,
+            count,
+        } => ipip_send(outer_dst, inner, inner_src, count),
         Mode::UdpEcho { addr, secs } => udp_echo(addr, Duration::from_secs(secs)),
         Mode::DnsServe { addr, secs } => dns_serve(addr, Duration::from_secs(secs)),
         Mode::DnsQuery {
@@ -627,6 +646,69 @@ fn send_out_of_window(s: &TcpStream) -> Result<()> {
         libc::close(fd);
         anyhow::ensure!(r >= 0, "sendto: {err}");
     }
+    Ok(())
+}
+
+/// [`Mode::IpipSend`]: the inner packets, each in one raw-socket send of
+/// protocol 4 (IPPROTO_IPIP) to `outer_dst`.
+fn ipip_send(
+    outer_dst: std::net::Ipv4Addr,
+    inner: std::net::SocketAddrV4,
+    inner_src: std::net::Ipv4Addr,
+    count: u32,
+) -> Result<()> {
+    // SAFETY: plain socket calls on a descriptor closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_IPIP) };
+    anyhow::ensure!(fd >= 0, "raw socket: {}", std::io::Error::last_os_error());
+    let mut sent = 0;
+    for i in 0..count {
+        let payload = format!("ipip {i}\n");
+        let total = u16::try_from(20 + 8 + payload.len())?;
+        let mut pkt = Vec::with_capacity(usize::from(total));
+        pkt.extend_from_slice(&[0x45, 0]);
+        pkt.extend_from_slice(&total.to_be_bytes());
+        pkt.extend_from_slice(&(0x4000u16 + u16::try_from(i % 0x1000)?).to_be_bytes()); // id
+        pkt.extend_from_slice(&[0x40, 0, 64, 17, 0, 0]); // DF, TTL 64, UDP, checksum
+        pkt.extend_from_slice(&inner_src.octets());
+        pkt.extend_from_slice(&inner.ip().octets());
+        let mut sum: u32 = pkt
+            .chunks(2)
+            .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+            .sum();
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        pkt[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        pkt.extend_from_slice(&(40000 + u16::try_from(i % 1000)?).to_be_bytes());
+        pkt.extend_from_slice(&inner.port().to_be_bytes());
+        pkt.extend_from_slice(&u16::try_from(8 + payload.len())?.to_be_bytes());
+        pkt.extend_from_slice(&[0, 0]);
+        pkt.extend_from_slice(payload.as_bytes());
+        // SAFETY: a zeroed sockaddr_in filled in, and a buffer that lives
+        // across the call.
+        let r = unsafe {
+            let mut to: libc::sockaddr_in = std::mem::zeroed();
+            to.sin_family = libc::AF_INET as libc::sa_family_t;
+            to.sin_addr.s_addr = u32::from_ne_bytes(outer_dst.octets());
+            libc::sendto(
+                fd,
+                pkt.as_ptr().cast(),
+                pkt.len(),
+                0,
+                std::ptr::from_ref(&to).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            )
+        };
+        if r >= 0 {
+            sent += 1;
+        } else {
+            println!("sendto: {}", std::io::Error::last_os_error());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: the descriptor opened above.
+    unsafe { libc::close(fd) };
+    println!("sent {sent} IPIP packets to {outer_dst} (inner {inner_src} -> {inner})");
     Ok(())
 }
 
