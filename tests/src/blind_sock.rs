@@ -131,7 +131,19 @@ impl Cgroup {
     /// Load `prog` as a sock_addr program named `name` for `attach_type`
     /// and attach it here.
     fn attach(&mut self, attach_type: u32, prog: &[u8], name: &str) -> Result<()> {
-        let fd = load(BPF_PROG_TYPE_CGROUP_SOCK_ADDR, attach_type, prog, name)?;
+        self.attach_typed(BPF_PROG_TYPE_CGROUP_SOCK_ADDR, attach_type, prog, name)
+    }
+
+    /// Load `prog` as `prog_type` named `name` for `attach_type` and
+    /// attach it here (blind_stack.rs's cgroup_skb programs).
+    pub(crate) fn attach_typed(
+        &mut self,
+        prog_type: u32,
+        attach_type: u32,
+        prog: &[u8],
+        name: &str,
+    ) -> Result<()> {
+        let fd = load(prog_type, attach_type, prog, name)?;
         self.progs.push(fd);
         let dir = std::fs::File::open(&self.path)?;
         let mut attr = [0u8; 16];

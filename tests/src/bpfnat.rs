@@ -110,6 +110,9 @@ struct Rewrite {
     from_port: u16,
     to: Ipv4Addr,
     to_port: u16,
+    /// Whether the L4 checksum is fixed for the rewrite (false: left
+    /// stale, as a dataplane's bug leaves it; the IP header's is fixed).
+    fix_l4: bool,
 }
 
 /// Instructions with jumps to the program's end ("out"), patched once
@@ -200,14 +203,16 @@ fn rewrite(r: &Rewrite) -> Vec<u8> {
         0,
     );
     p.call(BPF_FUNC_L3_CSUM_REPLACE, IP_CSUM, Some(from), 0, to, 4);
-    p.call(
-        BPF_FUNC_L4_CSUM_REPLACE,
-        csum,
-        Some(from),
-        0,
-        to,
-        BPF_F_PSEUDO_HDR | mangled | 4,
-    );
+    if r.fix_l4 {
+        p.call(
+            BPF_FUNC_L4_CSUM_REPLACE,
+            csum,
+            Some(from),
+            0,
+            to,
+            BPF_F_PSEUDO_HDR | mangled | 4,
+        );
+    }
     let (from_port, to_port) = (port_le(r.from_port), port_le(r.to_port));
     p.push(insn(0x6a, 10, 0, -8, to_port)); // *(u16 *)(r10 - 8) = new port
     p.call(
@@ -218,14 +223,16 @@ fn rewrite(r: &Rewrite) -> Vec<u8> {
         2,
         0,
     );
-    p.call(
-        BPF_FUNC_L4_CSUM_REPLACE,
-        csum,
-        Some(from_port),
-        0,
-        to_port,
-        mangled | 2,
-    );
+    if r.fix_l4 {
+        p.call(
+            BPF_FUNC_L4_CSUM_REPLACE,
+            csum,
+            Some(from_port),
+            0,
+            to_port,
+            mangled | 2,
+        );
+    }
     p.finish()
 }
 
@@ -241,6 +248,29 @@ pub fn dnat(proto: u8, vip: Ipv4Addr, vport: u16, backend: Ipv4Addr, bport: u16)
         from_port: vport,
         to: backend,
         to_port: bport,
+        fix_l4: true,
+    })
+}
+
+/// [`dnat`] with the L4 checksum left as it was (the IP header's is
+/// fixed): a dataplane bug that the receiving stack finds as a bad TCP
+/// or UDP checksum (blind_stack.rs).
+pub fn dnat_stale_l4(
+    proto: u8,
+    vip: Ipv4Addr,
+    vport: u16,
+    backend: Ipv4Addr,
+    bport: u16,
+) -> Vec<u8> {
+    rewrite(&Rewrite {
+        proto,
+        addr_off: IP_DST,
+        port_off: L4_DPORT,
+        from: vip,
+        from_port: vport,
+        to: backend,
+        to_port: bport,
+        fix_l4: false,
     })
 }
 
@@ -256,6 +286,7 @@ pub fn rev_snat(proto: u8, backend: Ipv4Addr, bport: u16, vip: Ipv4Addr, vport: 
         from_port: bport,
         to: vip,
         to_port: vport,
+        fix_l4: true,
     })
 }
 
