@@ -63,7 +63,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "blind_stack_ctl_nodeport_stale_tcp_csum" => nodeport_stale_tcp_csum(false),
         "blind_stack_trap_kubelet_firewalld" => trap_kubelet_firewalld(true),
         "blind_stack_ctl_trap_kubelet_firewalld" => trap_kubelet_firewalld(false),
-        _ => return None,
+        _ => return crate::blind_more::build(name),
     })
 }
 

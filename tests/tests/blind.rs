@@ -660,3 +660,181 @@ fn tc_translations_are_followed_and_named() {
         );
     }
 }
+
+/// Trace scene `name`: its flow to `dport` says `reason`, a `where` with
+/// `where_has`, a fact of kind `evidence`, and a hint of its own (not the
+/// generic one). False when the scene cannot run here.
+fn cause_named(name: &str, dport: u64, reason: &str, where_has: &str, evidence: &str) -> bool {
+    let Some((f, dump)) = judged(name, dport) else {
+        return false;
+    };
+    assert_eq!(
+        tracer_tests::verdict_said(&f, "reason"),
+        reason,
+        "{name}: {dump}"
+    );
+    let w = tracer_tests::verdict_said(&f, "where");
+    assert!(w.contains(where_has), "{name}: {dump}");
+    assert!(
+        tracer_tests::evidence_kinds(&f).contains(&evidence),
+        "{name}: {dump}"
+    );
+    assert!(
+        !tracer_tests::verdict_said(&f, "hint").starts_with("The kernel dropped it"),
+        "{name}: {dump}"
+    );
+    true
+}
+
+/// The node's own state, written blind (tests/src/blind_node.rs, session
+/// 26): a pod's address also on the node's tunnel device
+/// (projectcalico/calico#6244) names the device that holds it; the CNI
+/// bandwidth plugin's tbf (containernetworking/plugins#922) names the
+/// qdisc, its rate and drops, though most of the burst was delivered; a
+/// stale IPsec policy (k3s-io/k3s#2808) names the policy and the missing
+/// SA; a Service
+/// range routed back and forth between a node and its ToR
+/// (projectcalico/confd#322) names the loop and both routes; the trap (an
+/// IPsec policy that allows, a FORWARD reject, cilium/cilium#18256) names
+/// the rule.
+#[test]
+fn node_state_that_drops_is_named() {
+    for (name, dport, reason, where_has, evidence) in [
+        (
+            "blind_node_pod_ip_on_tunnel",
+            8080,
+            "IP_LOCAL_SOURCE",
+            "is an address of this namespace too (on vxlan.calico)",
+            "source_refused",
+        ),
+        (
+            "blind_node_egress_bandwidth_burst",
+            8125,
+            "QDISC_DROP",
+            "dropped by the qdisc of bwp1: tbf",
+            "qdisc_dropped",
+        ),
+        (
+            "blind_node_stale_ipsec_policy",
+            8080,
+            "XFRM_POLICY",
+            "and no SA matches its template",
+            "xfrm_refused",
+        ),
+        (
+            "blind_node_service_range_loop",
+            443,
+            "IP_INHDR",
+            "routing loop for 10.151.100.7",
+            "routing_loop",
+        ),
+        (
+            "blind_node_trap_ipsec_allows_firewall_rejects",
+            8080,
+            "NETFILTER_DROP",
+            "tcp dport 8080 reject` (table ip filter, chain FORWARD",
+            "nf_rule_traced",
+        ),
+    ] {
+        if !cause_named(name, dport, reason, where_has, evidence) {
+            return;
+        }
+    }
+}
+
+/// The receiving stack, written blind (tests/src/blind_stack.rs, session
+/// 26): systemd's IPAddressDeny= as cgroup programs on the sender's unit
+/// (systemd/systemd#7074) and on the listener's (IPAddressAllow=localhost)
+/// are named with the program and the socket's cgroup; checksums a tc
+/// program left stale after its rewrite (netbird PR #6861, calico#3145)
+/// name the rewrite; a listener whose queue a pod's somaxconn caps
+/// (kubernetes/ingress-nginx#1630) says its real backlog; the trap (the
+/// unit's firewall allows, firewalld rejects, kubeadm#725) names the rule.
+#[test]
+fn receiving_stack_drops_are_named() {
+    for (name, dport, reason, where_has, evidence) in [
+        (
+            "blind_stack_logind_ipaddressdeny",
+            111,
+            "BPF_CGROUP_EGRESS",
+            "sd_fw_egress",
+            "cgroup_program_drop",
+        ),
+        (
+            "blind_stack_unit_allow_localhost",
+            8471,
+            "SOCKET_FILTER",
+            "sd_fw_ingress",
+            "cgroup_program_drop",
+        ),
+        (
+            "blind_stack_dns_forwarder_stale_csum",
+            53,
+            "UDP_CSUM",
+            "without updating its checksum",
+            "checksum_bad",
+        ),
+        (
+            "blind_stack_nodeport_stale_tcp_csum",
+            30080,
+            "TCP_CSUM",
+            "without updating its checksum",
+            "checksum_bad",
+        ),
+        (
+            "blind_stack_ingress_somaxconn",
+            80,
+            "listen_overflow",
+            "backlog 2)",
+            "listen_queue_full",
+        ),
+        (
+            "blind_stack_trap_kubelet_firewalld",
+            6443,
+            "NETFILTER_DROP",
+            "rule `reject`",
+            "nf_rule_traced",
+        ),
+    ] {
+        if !cause_named(name, dport, reason, where_has, evidence) {
+            return;
+        }
+    }
+}
+
+/// More node state, written blind (tests/src/blind_more.rs, session 26):
+/// a DNS answer whose later fragments a stateless ACL drops
+/// (cilium/cilium#9755) is not delivered and names the lost fragments; a
+/// Service DNAT to 0.0.0.0 (kubernetes/kubernetes#114537) names the
+/// martian destination and the address asked; the trap (fragments that
+/// all arrive at a port nobody serves, kubernetes/dns#205) is NO_SOCKET.
+#[test]
+fn more_node_state_is_named() {
+    for (name, dport, reason, where_has, evidence) in [
+        (
+            "blind_more_dns_fragments_stateless_acl",
+            40053,
+            "FRAG_REASM_TIMEOUT",
+            "the others, which carry no ports, were lost on the way",
+            "fragments_lost",
+        ),
+        (
+            "blind_more_service_dnat_zero_address",
+            9100,
+            "IP_INVALID_DEST",
+            "(after NAT; it was sent to 10.141.100.10)",
+            "source_refused",
+        ),
+        (
+            "blind_more_trap_fragments_arrive_no_listener",
+            53,
+            "NO_SOCKET",
+            "nothing listens",
+            "packet_dropped",
+        ),
+    ] {
+        if !cause_named(name, dport, reason, where_has, evidence) {
+            return;
+        }
+    }
+}

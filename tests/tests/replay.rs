@@ -148,6 +148,56 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ),
     ("blind_bpf_stale_calico_filter", "dropped", "TC_EGRESS"),
     ("blind_bpf_hostport_lost_refused", "dropped", "NO_SOCKET"),
+    ("blind_node_egress_bandwidth_burst", "dropped", "QDISC_DROP"),
+    ("blind_node_service_range_loop", "dropped", "IP_INHDR"),
+    ("blind_node_stale_ipsec_policy", "dropped", "XFRM_POLICY"),
+    ("blind_node_pod_ip_on_tunnel", "dropped", "IP_LOCAL_SOURCE"),
+    (
+        "blind_node_trap_ipsec_allows_firewall_rejects",
+        "dropped",
+        "NETFILTER_DROP",
+    ),
+    (
+        "blind_stack_ingress_somaxconn",
+        "dropped",
+        "listen_overflow",
+    ),
+    (
+        "blind_stack_logind_ipaddressdeny",
+        "dropped",
+        "BPF_CGROUP_EGRESS",
+    ),
+    (
+        "blind_stack_unit_allow_localhost",
+        "dropped",
+        "SOCKET_FILTER",
+    ),
+    (
+        "blind_stack_dns_forwarder_stale_csum",
+        "dropped",
+        "UDP_CSUM",
+    ),
+    ("blind_stack_nodeport_stale_tcp_csum", "dropped", "TCP_CSUM"),
+    (
+        "blind_stack_trap_kubelet_firewalld",
+        "dropped",
+        "NETFILTER_DROP",
+    ),
+    (
+        "blind_more_dns_fragments_stateless_acl",
+        "dropped",
+        "FRAG_REASM_TIMEOUT",
+    ),
+    (
+        "blind_more_service_dnat_zero_address",
+        "dropped",
+        "IP_INVALID_DEST",
+    ),
+    (
+        "blind_more_trap_fragments_arrive_no_listener",
+        "dropped",
+        "NO_SOCKET",
+    ),
 ];
 
 fn recordings() -> Vec<PathBuf> {

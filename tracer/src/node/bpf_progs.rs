@@ -163,6 +163,58 @@ pub fn cgroup_sock_programs(id: u64) -> Option<CgroupPrograms> {
     })
 }
 
+/// The cgroup_skb programs of the node (BPF_CGROUP_INET_INGRESS and
+/// _EGRESS, attached anywhere in the cgroup2 hierarchy: systemd's
+/// IPAddressDeny=/IPAddressAllow= as `sd_fw_ingress`/`sd_fw_egress`, a
+/// dataplane's or a security agent's), and the paths of the cgroups whose
+/// ids are `ids` (the cgroups of the sockets concerned), in one walk.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CgroupSkb {
+    pub programs: Vec<AttachedProgram>,
+    /// Cgroup id (the kernfs inode of its directory) -> path below the
+    /// cgroup2 mount.
+    pub paths: std::collections::BTreeMap<u64, String>,
+    /// The ids asked for (found or not).
+    #[serde(default)]
+    pub asked: Vec<u64>,
+    /// The walk stopped at [`MAX_CGROUPS`].
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+/// [`CgroupSkb`] of the node, the cgroups `ids` named.
+pub fn cgroup_skb(ids: &[u64]) -> CgroupSkb {
+    use std::os::unix::fs::MetadataExt;
+    let Some(root) = cgroup2_root() else {
+        return CgroupSkb::default();
+    };
+    let (mut programs, mut paths) = (Vec::new(), std::collections::BTreeMap::new());
+    let truncated = walk_cgroups(&root, |dir| {
+        // BPF_CGROUP_INET_INGRESS (0) and BPF_CGROUP_INET_EGRESS (1).
+        programs.extend(attached_to(&root, dir, |a| a == 0 || a == 1));
+        if !ids.is_empty()
+            && let Ok(m) = std::fs::metadata(dir)
+            && ids.contains(&m.ino())
+        {
+            paths.insert(m.ino(), below(&root, dir));
+        }
+        ControlFlow::Continue(())
+    });
+    CgroupSkb {
+        programs,
+        paths,
+        asked: ids.to_vec(),
+        truncated,
+    }
+}
+
+/// Is cgroup `path` (below the cgroup2 mount) `at` or below it? A
+/// cgroup_skb program attached at `at` runs for the sockets of `path`
+/// (with BPF_F_ALLOW_MULTI, as systemd attaches, every ancestor's runs).
+pub fn under(path: &str, at: &str) -> bool {
+    at == "/" || path == at || path.starts_with(&format!("{}/", at.trim_end_matches('/')))
+}
+
 /// Is any cgroup socket-address program (BPF_PROG_TYPE_CGROUP_SOCK_ADDR:
 /// connect, sendmsg, recvmsg, bind, getpeername hooks) loaded on the
 /// node? One walk of the loaded programs (BPF_PROG_GET_NEXT_ID).

@@ -196,6 +196,14 @@ pub struct BridgeConf {
     pub vlan_filtering: bool,
 }
 
+/// The sysctl `key` (`net/ipv4/ipfrag_time`) of the namespace at `path`
+/// (entered on this thread: /proc/sys/net shows the reading thread's
+/// namespace).
+pub fn sysctl_in(path: &Path, key: &str) -> Option<String> {
+    let _g = crate::node::netns::NetnsGuard::enter(path).ok()?;
+    std::fs::read_to_string(format!("/proc/sys/{key}")).ok()
+}
+
 /// The links of the namespace at `path` (entered on this thread), or of
 /// this thread's namespace when None. Empty when nothing can be read.
 pub fn links_in(path: Option<&Path>) -> Vec<LinkConf> {

@@ -28,6 +28,10 @@ pub struct Bound {
     /// connections wait in it to be accepted.
     #[serde(default)]
     pub max_backlog: u64,
+    /// The socket's cgroup v2 id (sock_diag's INET_DIAG_CGROUP_ID), when
+    /// read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<u64>,
 }
 
 impl Bound {
@@ -74,9 +78,33 @@ pub fn parse_netstat(text: &str) -> Option<ListenStats> {
 }
 
 /// TCP listeners and UDP sockets of the namespace at `path` (entered on
-/// this thread). Empty when unreadable.
+/// this thread), with what sock_diag adds where it answers
+/// ([`with_diag`]). Empty when unreadable.
 pub fn bound_in(path: &Path) -> Vec<Bound> {
-    tables_in(path, parse)
+    let mut bound = tables_in(path, parse);
+    if let Some(diag) = crate::node::sock_diag::sockets_in(Some(path)) {
+        with_diag(&mut bound, &diag);
+    }
+    bound
+}
+
+/// What /proc/net does not show, from sock_diag: a listener's backlog
+/// (/proc/net/tcp's tx_queue column is write_seq - snd_una for every
+/// socket, 0 for a listener: get_tcp4_sock(), net/ipv4/tcp_ipv4.c) and
+/// each socket's cgroup.
+pub fn with_diag(bound: &mut [Bound], diag: &[crate::node::sock_diag::DiagSocket]) {
+    for b in bound {
+        let d = diag
+            .iter()
+            .find(|d| d.proto == b.proto && d.addr == b.addr && d.port == b.port && d.listening);
+        if let Some(d) = d {
+            if b.proto == "tcp" {
+                b.max_backlog = u64::from(d.max_backlog);
+                b.rx_queue = u64::from(d.rx_queue);
+            }
+            b.cgroup = d.cgroup;
+        }
+    }
 }
 
 /// Each of the namespace's /proc/net/{tcp,tcp6,udp,udp6} tables (entered
@@ -132,6 +160,7 @@ pub fn parse(text: &str, proto: &str) -> Vec<Bound> {
                 } else {
                     0
                 },
+                cgroup: None,
             })
         })
         .collect()

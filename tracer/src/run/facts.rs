@@ -31,7 +31,9 @@ use crate::{
     node::sockets::{Bound, ListenStats, bound_in, listen_stats_in},
     node::vip::VipWatch,
     run::pipeline::PreparedEnv,
-    verdict::{AttachedProgram, CgroupPrograms, Env, Evidence, IfAddr, Inventory},
+    verdict::{
+        AttachedProgram, CgroupPrograms, CgroupSkb, Env, Evidence, IfAddr, Inventory, Qdisc, Xfrm,
+    },
 };
 
 struct NetnsFacts {
@@ -81,6 +83,15 @@ pub struct LiveEnv {
     dev_programs: RefCell<HashMap<(u32, String), Vec<AttachedProgram>>>,
     /// Cgroups of socket calls a program rewrote, with their programs.
     cgroups: RefCell<HashMap<u64, Option<CgroupPrograms>>>,
+    /// The node's cgroup_skb programs, with the cgroups of the sockets
+    /// asked about, where a drop may be theirs.
+    cgroup_skb: RefCell<Option<CgroupSkb>>,
+    /// Qdiscs of devices where a qdisc dropped.
+    qdiscs: RefCell<HashMap<(u32, String), Vec<Qdisc>>>,
+    /// IPsec policies and states of namespaces where one dropped.
+    xfrm: RefCell<HashMap<u32, Option<Xfrm>>>,
+    /// net.ipv4.ipfrag_time of namespaces where a reassembly timed out.
+    frag_time: RefCell<HashMap<u32, Option<u32>>>,
     /// Netfilter counters when tracing started, per namespace inode.
     nf_baseline: HashMap<u32, Vec<NfRule>>,
     /// nf_tables tracing, where it was set up (its tables go with it).
@@ -106,6 +117,10 @@ impl LiveEnv {
             tc: RefCell::default(),
             dev_programs: RefCell::default(),
             cgroups: RefCell::default(),
+            cgroup_skb: RefCell::default(),
+            qdiscs: RefCell::default(),
+            xfrm: RefCell::default(),
+            frag_time: RefCell::default(),
             nf_baseline,
             nftrace,
             nsids: HashMap::new(),
@@ -199,6 +214,10 @@ impl LiveEnv {
         self.tc.borrow_mut().clear();
         self.dev_programs.borrow_mut().clear();
         self.cgroups.borrow_mut().clear();
+        self.cgroup_skb.borrow_mut().take();
+        self.qdiscs.borrow_mut().clear();
+        self.xfrm.borrow_mut().clear();
+        self.frag_time.borrow_mut().clear();
     }
 
     /// What was read since the last [`LiveEnv::expire`], as a fixed
@@ -237,6 +256,26 @@ impl LiveEnv {
                 .borrow()
                 .iter()
                 .filter_map(|(k, v)| Some((*k, v.clone()?)))
+                .collect(),
+            cgroup_skb: self.cgroup_skb.borrow().clone(),
+            qdiscs: self
+                .qdiscs
+                .borrow()
+                .iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            xfrm: self
+                .xfrm
+                .borrow()
+                .iter()
+                .filter_map(|(k, v)| Some((*k, v.clone()?)))
+                .collect(),
+            frag_time: self
+                .frag_time
+                .borrow()
+                .iter()
+                .filter_map(|(k, v)| Some((*k, (*v)?)))
                 .collect(),
             // Rebuilt from the owner watch (ReplayEnv), not kept.
             facts: Default::default(),
@@ -589,6 +628,55 @@ impl Env for LiveEnv {
 
     fn dst_facts(&self, dst: IpAddr) -> Vec<Evidence> {
         crate::verdict::node_facts::owner_facts(&self.vip, dst)
+    }
+
+    fn qdiscs(&self, netns: u32, dev: &str, ifindex: u32) -> Vec<Qdisc> {
+        self.per_device(&self.qdiscs, netns, dev, |p| {
+            crate::node::qdisc::qdiscs_in(Some(p), ifindex)
+        })
+    }
+
+    fn xfrm(&self, netns: u32) -> Option<Xfrm> {
+        if let Some(v) = self.xfrm.borrow().get(&netns) {
+            return v.clone();
+        }
+        let v = self
+            .paths
+            .get(&netns)
+            .and_then(|p| crate::node::xfrm::xfrm_in(Some(p)));
+        self.xfrm.borrow_mut().insert(netns, v.clone());
+        v
+    }
+
+    fn frag_time(&self, netns: u32) -> Option<u32> {
+        if let Some(v) = self.frag_time.borrow().get(&netns) {
+            return *v;
+        }
+        let v = self
+            .paths
+            .get(&netns)
+            .and_then(|p| crate::node::link::sysctl_in(p, "net/ipv4/ipfrag_time"))
+            .and_then(|s| s.trim().parse().ok());
+        self.frag_time.borrow_mut().insert(netns, v);
+        v
+    }
+
+    fn cgroup_skb(&self, ids: &[u64]) -> CgroupSkb {
+        if let Some(c) = self.cgroup_skb.borrow().as_ref()
+            && ids.iter().all(|i| c.asked.contains(i))
+        {
+            return c.clone();
+        }
+        // Ask for the ids read before too: the recording keeps one.
+        let mut all: Vec<u64> = ids.to_vec();
+        if let Some(c) = self.cgroup_skb.borrow().as_ref() {
+            all.extend(&c.asked);
+        }
+        all.sort_unstable();
+        all.dedup();
+        let c = crate::node::bpf_progs::cgroup_skb(&all);
+        *self.cgroup_skb.borrow_mut() = Some(c.clone());
+        c
     }
 
     fn cgroup_programs(&self, id: u64) -> Option<CgroupPrograms> {

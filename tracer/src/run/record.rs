@@ -169,6 +169,23 @@ pub struct Facts {
     /// (format 2; absent before they were read).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cgroups: BTreeMap<u64, crate::verdict::CgroupPrograms>,
+    /// The node's cgroup_skb programs and the sockets' cgroups, where a
+    /// cgroup program or socket filter dropped (format 2; absent before
+    /// they were read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_skb: Option<crate::verdict::CgroupSkb>,
+    /// The qdiscs of devices where a qdisc dropped (format 2; absent
+    /// before they were read).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub qdiscs: Vec<(u32, String, Vec<crate::verdict::Qdisc>)>,
+    /// IPsec policies and states where an XFRM policy dropped (format 2;
+    /// absent before they were read).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub xfrm: BTreeMap<u32, crate::verdict::Xfrm>,
+    /// net.ipv4.ipfrag_time where a reassembly timed out (format 2;
+    /// absent before it was read).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub frag_time: BTreeMap<u32, u32>,
     pub ipvs: BTreeMap<u32, Vec<VirtualService>>,
     /// Devices' MTU and sysctls where packets were dropped (format 2).
     #[serde(default)]
@@ -209,12 +226,18 @@ impl From<Inventory> for Facts {
             .map(|((n, d), v)| (n, d, v))
             .collect();
         dev_programs.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        let mut qdiscs: Vec<_> = i.qdiscs.into_iter().map(|((n, d), v)| (n, d, v)).collect();
+        qdiscs.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         Facts {
             addrs: i.by_netns.into_iter().collect(),
             nf_moved: i.nf.into_iter().collect(),
             tc_filters,
             dev_programs,
             cgroups: i.cgroups.into_iter().collect(),
+            cgroup_skb: i.cgroup_skb,
+            qdiscs,
+            xfrm: i.xfrm.into_iter().collect(),
+            frag_time: i.frag_time.into_iter().collect(),
             ipvs: i.ipvs.into_iter().collect(),
             links: i.links.into_iter().collect(),
             bound: i.bound.into_iter().collect(),
@@ -244,6 +267,10 @@ impl From<Facts> for Inventory {
                 .map(|(n, d, v)| ((n, d), v))
                 .collect(),
             cgroups: f.cgroups.into_iter().collect(),
+            cgroup_skb: f.cgroup_skb,
+            qdiscs: f.qdiscs.into_iter().map(|(n, d, v)| ((n, d), v)).collect(),
+            xfrm: f.xfrm.into_iter().collect(),
+            frag_time: f.frag_time.into_iter().collect(),
             facts: Default::default(),
             ipvs: f.ipvs.into_iter().collect(),
             links: f.links.into_iter().collect(),

@@ -66,6 +66,22 @@ impl Env for ReplayEnv {
         self.inventory.cgroup_programs(id)
     }
 
+    fn cgroup_skb(&self, ids: &[u64]) -> crate::verdict::CgroupSkb {
+        self.inventory.cgroup_skb(ids)
+    }
+
+    fn qdiscs(&self, netns: u32, dev: &str, ifindex: u32) -> Vec<crate::verdict::Qdisc> {
+        self.inventory.qdiscs(netns, dev, ifindex)
+    }
+
+    fn xfrm(&self, netns: u32) -> Option<crate::verdict::Xfrm> {
+        self.inventory.xfrm(netns)
+    }
+
+    fn frag_time(&self, netns: u32) -> Option<u32> {
+        self.inventory.frag_time(netns)
+    }
+
     fn dst_facts(&self, dst: std::net::IpAddr) -> Vec<crate::verdict::Evidence> {
         crate::verdict::node_facts::owner_facts(&self.vip, dst)
     }

@@ -153,6 +153,23 @@ pub enum Evidence {
     /// A device sysctl made the kernel drop the packet
     /// (verdict/sysctl.rs).
     SysctlRefused(crate::verdict::sysctl::SysctlRefusal),
+    /// The source address is one the namespace will not take from
+    /// outside: its own, or a martian (verdict/source_addr.rs).
+    SourceRefused(crate::verdict::source_addr::SourceRefusal),
+    /// The receiving stack found a checksum wrong (verdict/checksum.rs).
+    ChecksumBad(crate::verdict::checksum::ChecksumFault),
+    /// A cgroup_skb program of the socket's cgroup, or its own filter,
+    /// refused the packet (verdict/cgroup_skb.rs).
+    CgroupProgramDrop(crate::verdict::cgroup_skb::CgroupSkbDrop),
+    /// The TTL ran out in a routing loop (verdict/routing_loop.rs).
+    RoutingLoop(crate::verdict::routing_loop::RoutingLoop),
+    /// A device's queueing discipline dropped packets of the flow
+    /// (verdict/qdisc_drop.rs).
+    QdiscDropped(crate::verdict::qdisc_drop::QdiscDrops),
+    /// An IPsec policy refused the packet (verdict/xfrm_policy.rs).
+    XfrmRefused(crate::verdict::xfrm_policy::XfrmRefusal),
+    /// A fragmented datagram's reassembly timed out (verdict/fragments.rs).
+    FragmentsLost(crate::verdict::fragments::FragmentsLost),
     /// The other end of a veth did not take the frame: down, or an MTU
     /// smaller than the frame (verdict/veth.rs).
     VethOtherEnd(crate::verdict::veth::VethRefusal),
@@ -696,21 +713,22 @@ impl fmt::Display for Evidence {
     #[expect(clippy::too_many_lines, reason = "one arm per evidence kind")]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use Evidence::{
-            BpfPath, BpfProgramDrop, BpfRewrite, BridgeWillNotForward, ClientHandshake,
-            ConntrackKept, CountedInKernel, DestinationAnswered, DropReasonInferred,
-            EndpointUnanswered, EventsLost, Forwarded, ForwardedBack, ForwardingDisabled,
-            FuncHookUnavailable, FunctionHook, HooksUnavailable, HopsNotKept,
-            HostUnreachableInferred, IcmpSent, IpvsHooksSilent, IpvsLocalAddress,
+            BpfPath, BpfProgramDrop, BpfRewrite, BridgeWillNotForward, CgroupProgramDrop,
+            ChecksumBad, ClientHandshake, ConntrackKept, CountedInKernel, DestinationAnswered,
+            DropReasonInferred, EndpointUnanswered, EventsLost, Forwarded, ForwardedBack,
+            ForwardingDisabled, FragmentsLost, FuncHookUnavailable, FunctionHook, HooksUnavailable,
+            HopsNotKept, HostUnreachableInferred, IcmpSent, IpvsHooksSilent, IpvsLocalAddress,
             IpvsNoDestination, IpvsNoService, IpvsScheduled, IpvsService, KubeClusterIpUnallocated,
             KubeNoLocalEndpoints, KubeServiceNoEndpoints, KubeServiceRouted, KubeSourceRangesDrop,
             LaterDrop, ListensElsewhere, LocalAddressTransmitted, LocalDestination, LocalRoute,
             MapInsertsFailed, MtuExceeded, NatSourceMismatch, NeighbourState, NetworkPolicyDrop,
             NfChainVerdict, NfHookDrop, NfHookInferred, NfRuleMoved, NfRuleTraced, NoListener,
             NoLocalEndpointsRuleMoved, NoReply, NoReplyLeft, NoRouteBack, OtherHostsSubnet,
-            OwnerChanged, PacketDropped, PacketTooBig, PacketsSeen, PreNatRoute, RepliesCameBack,
-            RequestDropped, RouteRefused, RpFilterMismatch, ServerSocketState, SeveralMacs,
-            SocketBufferFull, SocketConsumed, SocketQueued, SocketRead, SocketRewrite,
-            SysctlRefused, TcFilter, TcRedirect, TcpResetSent, TunnelWillNotSend, VethOtherEnd,
+            OwnerChanged, PacketDropped, PacketTooBig, PacketsSeen, PreNatRoute, QdiscDropped,
+            RepliesCameBack, RequestDropped, RouteRefused, RoutingLoop, RpFilterMismatch,
+            ServerSocketState, SeveralMacs, SocketBufferFull, SocketConsumed, SocketQueued,
+            SocketRead, SocketRewrite, SourceRefused, SysctlRefused, TcFilter, TcRedirect,
+            TcpResetSent, TunnelWillNotSend, VethOtherEnd, XfrmRefused,
         };
         let or = |s: &str, dflt: &'static str| -> String {
             if s.is_empty() {
@@ -778,6 +796,13 @@ impl fmt::Display for Evidence {
             SysctlRefused(r) if r.other_end_of.is_some() => fmt::Display::fmt(r, f),
             VethOtherEnd(r) => fmt::Display::fmt(r, f),
             SysctlRefused(r) => write!(f, "{}", r.said()),
+            SourceRefused(r) => fmt::Display::fmt(r, f),
+            ChecksumBad(r) => fmt::Display::fmt(r, f),
+            CgroupProgramDrop(r) => fmt::Display::fmt(r, f),
+            RoutingLoop(r) => fmt::Display::fmt(r, f),
+            QdiscDropped(r) => fmt::Display::fmt(r, f),
+            XfrmRefused(r) => fmt::Display::fmt(r, f),
+            FragmentsLost(r) => fmt::Display::fmt(r, f),
             SocketRewrite(r) => fmt::Display::fmt(r, f),
             BpfRewrite(r) => fmt::Display::fmt(r, f),
             BpfPath(p) => fmt::Display::fmt(p, f),
@@ -1669,6 +1694,95 @@ mod tests {
                 vlan: Some(100),
                 not_in_vlan: vec![s("eth1")],
                 no_pvid: false,
+            }),
+            SourceRefused(crate::verdict::source_addr::SourceRefusal {
+                netns: s("node"),
+                dev: s("cali1"),
+                src: IpAddr::from([10, 1, 1, 7]),
+                is_dst: false,
+                sent_to: None,
+                held_by: Some(s("vxlan.calico")),
+                martian: None,
+            }),
+            ChecksumBad(crate::verdict::checksum::ChecksumFault {
+                proto: s("UDP"),
+                netns: s("node"),
+                dev: s("eth0"),
+                rewritten: None,
+            }),
+            FragmentsLost(crate::verdict::fragments::FragmentsLost {
+                netns: s("client"),
+                dev: s("c0"),
+                first_len: Some(1500),
+                frag_time: Some(30),
+                forwarded_by: vec![s("router")],
+            }),
+            XfrmRefused(crate::verdict::xfrm_policy::XfrmRefusal {
+                netns: s("node1"),
+                policy: crate::node::xfrm::XfrmPolicy {
+                    dir: s("out"),
+                    action: s("allow"),
+                    src: s("10.1.1.0/24"),
+                    dst: s("10.1.2.0/24"),
+                    proto: 0,
+                    priority: 0,
+                    mark: None,
+                    templates: vec![crate::node::xfrm::XfrmTmpl {
+                        proto: s("esp"),
+                        mode: s("tunnel"),
+                        reqid: 11,
+                        src: Some(IpAddr::from([192, 0, 2, 1])),
+                        dst: Some(IpAddr::from([192, 0, 2, 2])),
+                        optional: false,
+                    }],
+                },
+                problem: crate::verdict::xfrm_policy::XfrmProblem::NoState,
+                policies: 2,
+                states: 0,
+            }),
+            QdiscDropped(crate::verdict::qdisc_drop::QdiscDrops {
+                netns: s("node"),
+                dev: s("bwp1"),
+                dropped: 8,
+                qdiscs: vec![crate::node::qdisc::Qdisc {
+                    kind: s("tbf"),
+                    handle: s("1:0"),
+                    parent: s("root"),
+                    packets: 161,
+                    bytes: 16100,
+                    drops: 41,
+                    overlimits: 52,
+                    qlen: 0,
+                    backlog: 0,
+                    params: Some(crate::node::qdisc::QdiscParams::Tbf {
+                        rate: 125_000,
+                        burst: Some(1600),
+                        buffer_ticks: 12800,
+                        limit: 3000,
+                    }),
+                }],
+            }),
+            RoutingLoop(crate::verdict::routing_loop::RoutingLoop {
+                dst: IpAddr::from([10, 1, 100, 7]),
+                routes: vec![crate::verdict::routing_loop::LoopRoute {
+                    netns: s("node"),
+                    dev: s("eth0"),
+                    gw: Some(IpAddr::from([10, 1, 0, 1])),
+                    gw_netns: Some(s("tor")),
+                }],
+                passes: 3,
+            }),
+            CgroupProgramDrop(crate::verdict::cgroup_skb::CgroupSkbDrop {
+                hook: s("cgroup_skb egress"),
+                netns: s("node"),
+                socket: Some(s("udp 10.1.1.2:5000")),
+                cgroup: Some(s("/system.slice/x.service")),
+                programs: vec![crate::node::bpf_progs::AttachedProgram {
+                    id: 7,
+                    name: s("sd_fw_egress"),
+                    hook: s("cgroup_skb egress"),
+                    at: s("/system.slice/x.service"),
+                }],
             }),
             SysctlRefused(crate::verdict::sysctl::SysctlRefusal {
                 netns: s("node"),

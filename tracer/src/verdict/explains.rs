@@ -32,6 +32,13 @@ pub fn all() -> impl Iterator<Item = &'static Explains> {
         super::sysctl::EXPLAINS,
         super::veth::EXPLAINS,
         super::ct_state::EXPLAINS,
+        super::source_addr::EXPLAINS,
+        super::checksum::EXPLAINS,
+        super::cgroup_skb::EXPLAINS,
+        super::routing_loop::EXPLAINS,
+        super::qdisc_drop::EXPLAINS,
+        super::xfrm_policy::EXPLAINS,
+        super::fragments::EXPLAINS,
     ]
     .into_iter()
     .flatten()

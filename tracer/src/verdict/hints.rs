@@ -28,6 +28,13 @@ const CAUSES: &[&[Hint]] = &[
     super::sock_lb::HINTS,
     super::bpf_nat::HINTS,
     super::ct_state::HINTS,
+    super::source_addr::HINTS,
+    super::checksum::HINTS,
+    super::cgroup_skb::HINTS,
+    super::routing_loop::HINTS,
+    super::qdisc_drop::HINTS,
+    super::xfrm_policy::HINTS,
+    super::fragments::HINTS,
 ];
 
 /// A row's reason: the kernel's.

@@ -4,19 +4,26 @@ pub mod bpf_drop;
 pub mod bpf_nat;
 pub mod bpf_path;
 pub mod bridge;
+pub mod cgroup_skb;
+pub mod checksum;
 pub mod ct_state;
 pub mod evidence;
 pub mod explains;
+pub mod fragments;
 pub mod hints;
 pub mod kube;
 pub mod node_facts;
+pub mod qdisc_drop;
 pub mod reason;
+pub mod routing_loop;
 pub mod rules;
 pub mod service;
 pub mod sock_lb;
+pub mod source_addr;
 pub mod sysctl;
 pub mod tunnel;
 pub mod veth;
+pub mod xfrm_policy;
 
 pub use evidence::{Endpoint, Evidence, EvidenceKind, Item};
 pub use reason::{DropReason, Found, Reason};
@@ -123,8 +130,10 @@ impl Verdict {
     }
 }
 
-pub use crate::node::bpf_progs::{AttachedProgram, CgroupPrograms};
+pub use crate::node::bpf_progs::{AttachedProgram, CgroupPrograms, CgroupSkb};
 pub use crate::node::netns::IfAddr;
+pub use crate::node::qdisc::Qdisc;
+pub use crate::node::xfrm::Xfrm;
 
 /// What the rules may know about the node beyond the events.
 pub trait Env {
@@ -149,6 +158,27 @@ pub trait Env {
     /// its tasks runs through, read for a socket call a program rewrote
     /// (sock_lb.rs).
     fn cgroup_programs(&self, _id: u64) -> Option<CgroupPrograms> {
+        None
+    }
+    /// The node's cgroup_skb programs, and the paths of the cgroups `ids`
+    /// (sockets' cgroups), read for a drop one of them may have made
+    /// (cgroup_skb.rs).
+    fn cgroup_skb(&self, _ids: &[u64]) -> CgroupSkb {
+        CgroupSkb::default()
+    }
+    /// The queueing disciplines of a device where packets were dropped
+    /// by one (qdisc.rs).
+    fn qdiscs(&self, _netns: u32, _dev: &str, _ifindex: u32) -> Vec<Qdisc> {
+        Vec::new()
+    }
+    /// The IPsec policies and states of a namespace where an XFRM policy
+    /// dropped (xfrm.rs).
+    fn xfrm(&self, _netns: u32) -> Option<Xfrm> {
+        None
+    }
+    /// net.ipv4.ipfrag_time of a namespace where a reassembly timed out
+    /// (fragments.rs).
+    fn frag_time(&self, _netns: u32) -> Option<u32> {
         None
     }
     /// Facts about a destination address seen while tracing (VIP owner
@@ -239,6 +269,10 @@ pub struct Inventory {
     pub tc: HashMap<(u32, String), Vec<String>>,
     pub dev_programs: HashMap<(u32, String), Vec<AttachedProgram>>,
     pub cgroups: HashMap<u64, CgroupPrograms>,
+    pub cgroup_skb: Option<CgroupSkb>,
+    pub qdiscs: HashMap<(u32, String), Vec<Qdisc>>,
+    pub xfrm: HashMap<u32, Xfrm>,
+    pub frag_time: HashMap<u32, u32>,
     pub facts: HashMap<IpAddr, Vec<Evidence>>,
     pub ipvs: HashMap<u32, Vec<crate::node::ipvs::VirtualService>>,
     pub links: HashMap<u32, Vec<LinkConf>>,
@@ -276,6 +310,25 @@ impl Env for Inventory {
 
     fn cgroup_programs(&self, id: u64) -> Option<CgroupPrograms> {
         self.cgroups.get(&id).cloned()
+    }
+
+    fn cgroup_skb(&self, _ids: &[u64]) -> CgroupSkb {
+        self.cgroup_skb.clone().unwrap_or_default()
+    }
+
+    fn qdiscs(&self, netns: u32, dev: &str, _ifindex: u32) -> Vec<Qdisc> {
+        self.qdiscs
+            .get(&(netns, dev.to_string()))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn xfrm(&self, netns: u32) -> Option<Xfrm> {
+        self.xfrm.get(&netns).cloned()
+    }
+
+    fn frag_time(&self, netns: u32) -> Option<u32> {
+        self.frag_time.get(&netns).copied()
     }
 
     fn dst_facts(&self, dst: IpAddr) -> Vec<Evidence> {

@@ -30,6 +30,9 @@ pub const RULES: &[Rule] = &[
     dropped,
     reply_unroutable,
     socket_buffer_full,
+    // Before `delivered`: a burst's tail a qdisc dropped.
+    super::qdisc_drop::lost_in_queue,
+    super::fragments::fragments_lost,
     listen_overflow,
     reply_dropped,
     // Before `delivered`: the request was, its answer was not.
@@ -724,6 +727,13 @@ fn device_cause(
         .or_else(|| super::bridge::judge(flow, drop, func, env))
         .or_else(|| super::sysctl::judge(flow, drop, reason, func, env))
         .or_else(|| super::veth::judge(flow, drop, func, env))
+        .or_else(|| super::source_addr::judge(flow, drop, reason, func, env))
+        .or_else(|| super::checksum::judge(flow, drop, reason, func, env))
+        .or_else(|| super::cgroup_skb::judge(drop, reason, func, env))
+        .or_else(|| super::routing_loop::judge(flow, drop, reason, func, env))
+        .or_else(|| super::qdisc_drop::judge(flow, drop, reason, func, env))
+        .or_else(|| super::xfrm_policy::judge(drop, reason, func, env))
+        .or_else(|| super::fragments::judge(flow, drop, reason, func, env))
 }
 
 /// The device a neighbour failure happened on explains it, or its other

@@ -249,6 +249,71 @@ fn recorded_at_the_other_end(name: &str) -> (&'static str, fn(&Flow) -> bool) {
         "blind_veth_trap_ndp_policy" => ("blind_veth_trap_ndp_policy-6.18.rec", |f| {
             to(f, "[fd99:7::10]:8080")
         }),
+        other => recorded_in_node_state(other),
+    }
+}
+
+/// Scenes of the node's own state and of the receiving stack
+/// (tests/src/blind_node.rs, blind_stack.rs; written blind before the
+/// causes of session 26).
+fn recorded_in_node_state(name: &str) -> (&'static str, fn(&Flow) -> bool) {
+    match name {
+        "blind_node_egress_bandwidth_burst" => {
+            ("blind_node_egress_bandwidth_burst-6.18.rec", |f| {
+                to(f, "10.150.2.2:8125")
+            })
+        }
+        "blind_node_service_range_loop" => ("blind_node_service_range_loop-6.18.rec", |f| {
+            to(f, "10.151.100.7:443")
+        }),
+        "blind_node_stale_ipsec_policy" => ("blind_node_stale_ipsec_policy-6.18.rec", |f| {
+            to(f, "10.154.2.2:8080")
+        }),
+        "blind_node_pod_ip_on_tunnel" => ("blind_node_pod_ip_on_tunnel-6.18.rec", |f| {
+            to(f, "10.155.1.9:8080")
+        }),
+        "blind_node_trap_ipsec_allows_firewall_rejects" => (
+            "blind_node_trap_ipsec_allows_firewall_rejects-6.18.rec",
+            |f| to(f, "10.156.2.2:8080"),
+        ),
+        "blind_stack_ingress_somaxconn" => ("blind_stack_ingress_somaxconn-6.18.rec", |f| {
+            to(f, "10.160.2.2:80")
+        }),
+        "blind_stack_logind_ipaddressdeny" => ("blind_stack_logind_ipaddressdeny-6.18.rec", |f| {
+            to(f, "10.161.2.2:111")
+        }),
+        "blind_stack_unit_allow_localhost" => ("blind_stack_unit_allow_localhost-6.18.rec", |f| {
+            to(f, "10.162.2.2:8471")
+        }),
+        "blind_stack_dns_forwarder_stale_csum" => {
+            ("blind_stack_dns_forwarder_stale_csum-6.18.rec", |f| {
+                to(f, "10.163.1.1:53")
+            })
+        }
+        "blind_stack_nodeport_stale_tcp_csum" => {
+            ("blind_stack_nodeport_stale_tcp_csum-6.18.rec", |f| {
+                to(f, "10.164.1.1:30080")
+            })
+        }
+        "blind_stack_trap_kubelet_firewalld" => {
+            ("blind_stack_trap_kubelet_firewalld-6.18.rec", |f| {
+                to(f, "10.165.2.2:6443")
+            })
+        }
+        "blind_more_dns_fragments_stateless_acl" => {
+            ("blind_more_dns_fragments_stateless_acl-6.18.rec", |f| {
+                to(f, "10.140.1.2:40053")
+            })
+        }
+        "blind_more_service_dnat_zero_address" => {
+            ("blind_more_service_dnat_zero_address-6.18.rec", |f| {
+                to(f, "10.141.100.10:9100")
+            })
+        }
+        "blind_more_trap_fragments_arrive_no_listener" => (
+            "blind_more_trap_fragments_arrive_no_listener-6.18.rec",
+            |f| to(f, "10.142.2.2:53"),
+        ),
         other => panic!("no recorded flow {other}"),
     }
 }
@@ -1757,4 +1822,36 @@ fn a_reply_dropped_by_a_traced_rule_is_the_verdict() {
     env.nftrace.clear();
     let v = judge(&f, &env);
     assert_eq!(v.kind, Kind::Delivered);
+}
+
+/// A listener whose accept queue a pod's somaxconn caps
+/// (kubernetes/ingress-nginx#1630, written blind): the backlog is the
+/// kernel's (sock_diag's idiag_wqueue), not /proc/net/tcp's tx_queue
+/// column, which is 0 for every listener.
+#[test]
+fn a_listen_overflow_says_the_real_backlog() {
+    let (f, env) = load("blind_stack_ingress_somaxconn");
+    let v = judge(&f, &env);
+    assert_eq!(v.reason, Found::ListenOverflow, "{v:?}");
+    assert!(v.where_.contains("(3 waiting, backlog 2)"), "{}", v.where_);
+}
+
+/// The traps of session 26's blind scenes: an IPsec policy that allows
+/// (cilium/cilium#18256) and a unit's cgroup firewall that allows
+/// (kubernetes/kubeadm#725) are not blamed for a firewall's reject.
+#[test]
+fn allowing_policies_and_programs_are_not_blamed() {
+    for name in [
+        "blind_node_trap_ipsec_allows_firewall_rejects",
+        "blind_stack_trap_kubelet_firewalld",
+    ] {
+        let (f, env) = load(name);
+        let v = judge(&f, &env);
+        assert_eq!(v.reason, DropReason::NetfilterDrop, "{name}: {v:?}");
+        assert!(v.has(EvidenceKind::NfRuleTraced), "{name}: {v:?}");
+        assert!(
+            !v.has(EvidenceKind::XfrmRefused) && !v.has(EvidenceKind::CgroupProgramDrop),
+            "{name}: {v:?}"
+        );
+    }
 }
