@@ -210,9 +210,6 @@ fn getifaddrs_addresses() -> Vec<IfAddr> {
 /// The addresses of this thread's namespace by rtnetlink; None on any
 /// error.
 fn rtnl_addresses() -> Option<Vec<IfAddr>> {
-    const IFA_ADDRESS: u16 = 1;
-    const IFA_LOCAL: u16 = 2;
-    const IFA_LABEL: u16 = 3;
     let mut out = Vec::new();
     let mut names: std::collections::HashMap<u32, String> = Default::default();
     for family in [libc::AF_INET as u8, libc::AF_INET6 as u8] {
@@ -233,49 +230,81 @@ fn rtnl_addresses() -> Option<Vec<IfAddr>> {
     }
     return Some(out);
 
-    /// One RTM_NEWADDR: nlmsghdr, ifaddrmsg, then attributes.
+    /// One RTM_NEWADDR, its device named by its label or, without one
+    /// (IPv6), by its index in this thread's namespace.
     fn parse_newaddr(
         msg: &[u8],
         names: &mut std::collections::HashMap<u32, String>,
     ) -> Option<IfAddr> {
-        let family = *msg.get(16)?;
-        let prefix = *msg.get(17)?;
-        let index = u32::from_ne_bytes(msg.get(20..24)?.try_into().ok()?);
-        let (mut address, mut local, mut label) = (None, None, None);
-        for (aty, data) in super::netlink::attrs(msg.get(24..)?) {
-            match aty {
-                IFA_ADDRESS => address = Some(data),
-                IFA_LOCAL => local = Some(data),
-                IFA_LABEL => label = Some(super::netlink::string(data)),
-                _ => {}
-            }
-        }
-        let addr: IpAddr = match family as i32 {
-            // getifaddrs() too: IFA_LOCAL is the interface's own address
-            // (IFA_ADDRESS the peer's on a point-to-point link).
-            libc::AF_INET => {
-                let b: [u8; 4] = local.or(address)?.try_into().ok()?;
-                IpAddr::from(b)
-            }
-            libc::AF_INET6 => {
-                let b: [u8; 16] = address.or(local)?.try_into().ok()?;
-                IpAddr::from(b)
-            }
-            _ => return None,
-        };
-        let dev = match label {
+        let a = parse_ifaddr(msg)?;
+        let dev = match a.label {
             Some(l) => l,
             None => names
-                .entry(index)
+                .entry(a.index)
                 .or_insert_with(|| {
-                    nix::net::if_::if_indextoname(index)
+                    nix::net::if_::if_indextoname(a.index)
                         .map(|c| c.to_string_lossy().into_owned())
                         .unwrap_or_default()
                 })
                 .clone(),
         };
-        Some(IfAddr { dev, addr, prefix })
+        Some(IfAddr {
+            dev,
+            addr: a.addr,
+            prefix: a.prefix,
+        })
     }
+}
+
+/// An RTM_NEWADDR or RTM_DELADDR message as it came (a dump's reply, or a
+/// notification).
+pub struct IfAddrMsg {
+    pub addr: IpAddr,
+    pub prefix: u8,
+    /// The device's index (ifa_index).
+    pub index: u32,
+    /// IFA_LABEL: the device's name (or an alias label); IPv4 only.
+    pub label: Option<String>,
+}
+
+/// Parse an RTM_NEWADDR/RTM_DELADDR message: nlmsghdr, struct ifaddrmsg
+/// (family, prefixlen, flags, scope, index), then IFA_* attributes
+/// (include/uapi/linux/if_addr.h).
+pub fn parse_ifaddr(msg: &[u8]) -> Option<IfAddrMsg> {
+    const IFA_ADDRESS: u16 = 1;
+    const IFA_LOCAL: u16 = 2;
+    const IFA_LABEL: u16 = 3;
+    let family = *msg.get(16)?;
+    let prefix = *msg.get(17)?;
+    let index = u32::from_ne_bytes(msg.get(20..24)?.try_into().ok()?);
+    let (mut address, mut local, mut label) = (None, None, None);
+    for (aty, data) in super::netlink::attrs(msg.get(24..)?) {
+        match aty {
+            IFA_ADDRESS => address = Some(data),
+            IFA_LOCAL => local = Some(data),
+            IFA_LABEL => label = Some(super::netlink::string(data)),
+            _ => {}
+        }
+    }
+    let addr: IpAddr = match family as i32 {
+        // getifaddrs() too: IFA_LOCAL is the interface's own address
+        // (IFA_ADDRESS the peer's on a point-to-point link).
+        libc::AF_INET => {
+            let b: [u8; 4] = local.or(address)?.try_into().ok()?;
+            IpAddr::from(b)
+        }
+        libc::AF_INET6 => {
+            let b: [u8; 16] = address.or(local)?.try_into().ok()?;
+            IpAddr::from(b)
+        }
+        _ => return None,
+    };
+    Some(IfAddrMsg {
+        addr,
+        prefix,
+        index,
+        label,
+    })
 }
 
 /// Addresses of another namespace, read by entering it on this thread.

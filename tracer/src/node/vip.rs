@@ -171,22 +171,33 @@ impl VipWatch {
             .filter(|(_, w)| w.sub.is_none())
             .map(|(i, _)| i)
             .collect();
-        if let Some(ep) = &self.epoll {
+        if let Some(ep) = self.epoll.as_ref().map(AsRawFd::as_raw_fd) {
             let mut events = [libc::epoll_event { events: 0, u64: 0 }; 64];
             loop {
                 // SAFETY: epoll_wait into a buffer we own, of its length,
                 // without waiting.
-                let n = unsafe {
-                    libc::epoll_wait(ep.as_raw_fd(), events.as_mut_ptr(), events.len() as i32, 0)
-                };
+                let n =
+                    unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, 0) };
                 if n <= 0 {
                     break;
                 }
                 for e in &events[..n as usize] {
                     let i = e.u64 as usize;
-                    if let Some(sub) = self.watched.get(i).and_then(|w| w.sub.as_ref()) {
-                        // Any address message, or lost ones: read afresh.
-                        let _ = drain(sub, &mut |_, _| {});
+                    let Some(sub) = self.watched.get(i).and_then(|w| w.sub.as_ref()) else {
+                        continue;
+                    };
+                    // Each change in the order the kernel sent it: a loop
+                    // that comes late still sees an address added and
+                    // removed again in between (incident 1's flapping VIP).
+                    let mut msgs = Vec::new();
+                    let whole = drain(sub, &mut |ty, msg| msgs.push((ty, msg.to_vec())));
+                    let mut unnamed = false;
+                    for (ty, msg) in msgs {
+                        unnamed |= self.apply(i, ty, &msg, followed, t_ms);
+                    }
+                    // Lost notifications, or a change without its device's
+                    // name (IPv6): read afresh.
+                    if !whole || unnamed {
                         dirty.insert(i);
                     }
                 }
@@ -206,6 +217,40 @@ impl VipWatch {
         let now = self.current();
         self.changes.extend(diff(&self.owners, &now, t_ms));
         self.owners = now;
+    }
+
+    /// Apply one address notification of namespace `i` to its owners,
+    /// recording the change; true when it concerns the followed address
+    /// but names no device (then the namespace is read instead).
+    fn apply(
+        &mut self,
+        i: usize,
+        ty: u16,
+        msg: &[u8],
+        followed: &dyn Fn(IpAddr) -> bool,
+        t_ms: u64,
+    ) -> bool {
+        let added = match ty {
+            libc::RTM_NEWADDR => true,
+            libc::RTM_DELADDR => false,
+            _ => return false,
+        };
+        let Some(a) = crate::node::netns::parse_ifaddr(msg).filter(|a| followed(a.addr)) else {
+            return false;
+        };
+        let Some(dev) = a.label else {
+            return true;
+        };
+        let owner = (self.watched[i].label.clone(), dev, a.addr);
+        if added {
+            self.watched[i].owners.insert(owner);
+        } else {
+            self.watched[i].owners.remove(&owner);
+        }
+        let now = self.current();
+        self.changes.extend(diff(&self.owners, &now, t_ms));
+        self.owners = now;
+        false
     }
 
     /// What a run saw, for its replay: owner changes and answering MACs
@@ -254,6 +299,61 @@ mod tests {
 
     fn o(n: &str, a: &str) -> Owner {
         (n.into(), "eth0".into(), a.parse().unwrap())
+    }
+
+    /// An RTM_NEWADDR or RTM_DELADDR notification of 10.0.0.9/32 on
+    /// `dev` (nlmsghdr, ifaddrmsg, IFA_LOCAL, IFA_LABEL).
+    fn notification(ty: u16, dev: &str) -> Vec<u8> {
+        let mut attrs = Vec::new();
+        crate::node::netlink::put_attr(&mut attrs, 2, &[10, 0, 0, 9]);
+        let mut label = dev.as_bytes().to_vec();
+        label.push(0);
+        crate::node::netlink::put_attr(&mut attrs, 3, &label);
+        let mut m = vec![0u8; 16];
+        m.extend([libc::AF_INET as u8, 32, 0, 0]);
+        m.extend(2u32.to_ne_bytes());
+        m.extend(attrs);
+        let len = m.len() as u32;
+        m[0..4].copy_from_slice(&len.to_ne_bytes());
+        m[4..6].copy_from_slice(&ty.to_ne_bytes());
+        m
+    }
+
+    /// Notifications read late, after the address came and went again,
+    /// still give both changes, in order (what re-reading the namespace
+    /// would have lost).
+    #[test]
+    fn an_address_added_and_removed_before_the_poll_is_two_changes() {
+        let mut w = VipWatch::new(vec![("node1".into(), PathBuf::from("/nonexistent"))]);
+        let vip: IpAddr = "10.0.0.9".parse().unwrap();
+        let followed = |a: IpAddr| a == vip;
+        assert!(!w.apply(
+            0,
+            libc::RTM_NEWADDR,
+            &notification(libc::RTM_NEWADDR, "eth0"),
+            &followed,
+            5
+        ));
+        assert!(!w.apply(
+            0,
+            libc::RTM_DELADDR,
+            &notification(libc::RTM_DELADDR, "eth0"),
+            &followed,
+            5
+        ));
+        let events: Vec<OwnerEvent> = w.changes.iter().map(|c| c.event).collect();
+        assert_eq!(events, [OwnerEvent::Added, OwnerEvent::Removed]);
+        assert!(w.owners.is_empty());
+        // Another address is not followed.
+        let other = |a: IpAddr| a != vip;
+        assert!(!w.apply(
+            0,
+            libc::RTM_NEWADDR,
+            &notification(libc::RTM_NEWADDR, "eth0"),
+            &other,
+            6
+        ));
+        assert_eq!(w.changes.len(), 2);
     }
 
     #[test]

@@ -30,7 +30,6 @@ use crate::model::{
     drop_reason::DropReason,
     flow::Flow,
     hop::{Dir, Hop, HopData},
-    names::func_of,
 };
 use tracer_common::Hook;
 
@@ -148,21 +147,7 @@ pub fn fragments_lost(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         h.dir == Dir::Request
             && matches!(&h.data, HopData::Drop(d) if d.reason == DropReason::FragReasmTimeout)
     })?;
-    let HopData::Drop(dd) = &drop.data else {
-        return None;
-    };
-    let (where_, ev) = judge(flow, drop, &dd.reason, func_of(&dd.location), env)?;
-    let mut v = rules::verdict(
-        Kind::Dropped,
-        dd.reason.clone(),
-        where_,
-        &drop.netns,
-        Some(drop.dev.to_string()),
-    );
-    v.add(rules::dropped_at(drop, &dd.location));
-    v.add(ev);
-    v.add_all(rules::delivered_and_side_evidence(flow));
-    Some(v)
+    rules::dropped_though_delivered(flow, drop, env, judge)
 }
 
 fn lost(e: &Evidence) -> bool {

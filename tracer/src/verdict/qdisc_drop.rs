@@ -30,7 +30,6 @@ use crate::{
         drop_reason::DropReason,
         flow::Flow,
         hop::{Dir, Hop, HopData},
-        names::func_of,
     },
     node::qdisc::{Qdisc, QdiscParams},
 };
@@ -155,21 +154,7 @@ pub fn judge(
 /// others were delivered (a burst over a rate limit loses its tail).
 pub fn lost_in_queue(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     let first = *drops(flow).first()?;
-    let HopData::Drop(dd) = &first.data else {
-        return None;
-    };
-    let (where_, ev) = judge(flow, first, &dd.reason, func_of(&dd.location), env)?;
-    let mut v = rules::verdict(
-        Kind::Dropped,
-        dd.reason.clone(),
-        where_,
-        &first.netns,
-        Some(first.dev.to_string()),
-    );
-    v.add(rules::dropped_at(first, &dd.location));
-    v.add(ev);
-    v.add_all(rules::delivered_and_side_evidence(flow));
-    Some(v)
+    rules::dropped_though_delivered(flow, first, env, judge)
 }
 
 fn rate(e: &Evidence) -> bool {

@@ -1979,6 +1979,37 @@ pub fn socket_buffer_full(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     Some(v)
 }
 
+/// A cause's judgement of one drop: `(where, evidence)` ([`device_cause`]
+/// asks them in turn).
+pub(super) type Judge = fn(&Flow, &Hop, &DropReason, &str, &dyn Env) -> Option<(String, Evidence)>;
+
+/// The flow dropped at `drop`, as the cause's `judge` says, whatever else
+/// of it was delivered (a burst's tail a qdisc dropped, a datagram whose
+/// fragments were lost): the verdict of the rules that run before
+/// `delivered`.
+pub(super) fn dropped_though_delivered(
+    flow: &Flow,
+    drop: &Hop,
+    env: &dyn Env,
+    judge: Judge,
+) -> Option<Verdict> {
+    let HopData::Drop(dd) = &drop.data else {
+        return None;
+    };
+    let (where_, ev) = judge(flow, drop, &dd.reason, func_of(&dd.location), env)?;
+    let mut v = verdict(
+        Kind::Dropped,
+        dd.reason.clone(),
+        where_,
+        &drop.netns,
+        Some(drop.dev.to_string()),
+    );
+    v.add(dropped_at(drop, &dd.location));
+    v.add(ev);
+    v.add_all(delivered_and_side_evidence(flow));
+    Some(v)
+}
+
 /// A local socket took the packet, or the destination answered.
 pub fn delivered(flow: &Flow, _env: &dyn Env) -> Option<Verdict> {
     let ev = delivery_evidence(flow);
