@@ -35,6 +35,14 @@ pub struct Bound {
 }
 
 impl Bound {
+    /// Is this the socket of `proto` a packet to `addr:port` reaches
+    /// (bound to that address, or to any)?
+    pub fn takes(&self, proto: &str, addr: IpAddr, port: u16) -> bool {
+        self.proto == proto
+            && self.port == port
+            && (self.addr == addr || self.addr.is_unspecified())
+    }
+
     /// A TCP listener whose accept queue is full: tcp_conn_request()
     /// drops new SYNs (sk_acceptq_is_full(): more waiting than the
     /// backlog).

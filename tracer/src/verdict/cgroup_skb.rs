@@ -142,7 +142,7 @@ fn socket<'a>(drop: &Hop, ingress: bool, env: &'a dyn Env) -> Option<&'a Bound> 
     let proto = if t.proto == 6 { "tcp" } else { "udp" };
     env.bound(drop.netns_inode)
         .iter()
-        .find(|b| b.proto == proto && b.port == port && (b.addr == addr || b.addr.is_unspecified()))
+        .find(|b| b.takes(proto, addr, port))
 }
 
 /// A drop a cgroup program or socket filter made, as `(where, evidence)`.
@@ -179,7 +179,7 @@ pub fn judge(
         cgroup,
         programs,
     };
-    let at = if func.is_empty() { "kfree_skb" } else { func };
+    let at = super::rules::site(func);
     Some((
         format!("{at} in netns {}: {}", d.netns, d.said()),
         Evidence::CgroupProgramDrop(d),

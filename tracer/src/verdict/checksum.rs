@@ -106,7 +106,7 @@ pub fn judge(
         dev: drop.dev.to_string(),
         rewritten,
     };
-    let at = if func.is_empty() { "kfree_skb" } else { func };
+    let at = super::rules::site(func);
     Some((
         format!("{at} in netns {}: {}", f.netns, f.said()),
         Evidence::ChecksumBad(f),

@@ -132,7 +132,7 @@ pub fn judge(
         return None;
     }
     let l = evidence(flow, drop, env);
-    let at = if func.is_empty() { "kfree_skb" } else { func };
+    let at = super::rules::site(func);
     Some((
         format!("{at} in netns {}: {}", l.netns, l.said()),
         Evidence::FragmentsLost(l),

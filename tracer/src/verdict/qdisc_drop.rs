@@ -143,7 +143,7 @@ pub fn judge(
         return None;
     }
     let d = evidence(flow, drop, env);
-    let at = if func.is_empty() { "kfree_skb" } else { func };
+    let at = super::rules::site(func);
     Some((
         format!("{at} in netns {}: {}", d.netns, d.said()),
         Evidence::QdiscDropped(d),

@@ -43,6 +43,12 @@ pub const RULES: &[Rule] = &[
     forwarded,
 ];
 
+/// A drop's site as `where` opens it: its function, or `kfree_skb` when
+/// the location was not symbolized.
+pub(super) fn site(func: &str) -> &str {
+    if func.is_empty() { "kfree_skb" } else { func }
+}
+
 pub(super) fn verdict(
     kind: Kind,
     reason: impl Into<Reason>,
@@ -1894,12 +1900,10 @@ pub fn listen_overflow(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     }
     let first = *syns.first()?;
     let t = &first.tuple;
-    let listener = env.bound(first.netns_inode).iter().find(|b| {
-        b.proto == "tcp"
-            && b.listening
-            && b.port == t.dport
-            && (b.addr == t.dst || b.addr.is_unspecified())
-    })?;
+    let listener = env
+        .bound(first.netns_inode)
+        .iter()
+        .find(|b| b.listening && b.takes("tcp", t.dst, t.dport))?;
     let stats = env.listen_stats(first.netns_inode);
     if !listener.accept_queue_full() && stats.is_none_or(|s| s.overflows == 0) {
         return None;
@@ -1950,9 +1954,10 @@ pub fn socket_buffer_full(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         .iter()
         .filter(|h| h.netns_inode == last.netns_inode && h.hook == Hook::SockQueue)
         .count();
-    let sock = env.bound(last.netns_inode).iter().find(|b| {
-        b.proto == proto && b.port == t.dport && (b.addr == t.dst || b.addr.is_unspecified())
-    });
+    let sock = env
+        .bound(last.netns_inode)
+        .iter()
+        .find(|b| b.takes(proto, t.dst, t.dport));
     let mut v = verdict(
         Kind::Dropped,
         DropReason::SocketRcvbuff,

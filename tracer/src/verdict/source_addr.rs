@@ -141,7 +141,7 @@ pub fn judge(
         held_by,
         martian,
     };
-    let at = if func.is_empty() { "kfree_skb" } else { func };
+    let at = super::rules::site(func);
     Some((
         format!("{at} in netns {}: {}", r.netns, r.said()),
         Evidence::SourceRefused(r),

@@ -180,7 +180,7 @@ pub fn judge(
         },
         _ => return None,
     };
-    let at = if func.is_empty() { "kfree_skb" } else { func };
+    let at = super::rules::site(func);
     let where_ = format!("{at} in netns {}: {}", r.netns, r.said());
     Some((where_, Evidence::SysctlRefused(r)))
 }

@@ -130,7 +130,7 @@ pub fn judge(
         policies: x.policies.len(),
         states: x.states.len(),
     };
-    let at = if func.is_empty() { "kfree_skb" } else { func };
+    let at = super::rules::site(func);
     Some((
         format!("{at} in netns {}: {}", r.netns, r.said()),
         Evidence::XfrmRefused(r),
