@@ -520,7 +520,13 @@ fn script(
     // The modules a kube-proxy node has loaded, before tracer starts (it
     // resolves module functions and types once, at start).
     s += "for m in veth dummy bridge br_netfilter nf_conntrack nf_tables nft_compat ip_tables iptable_filter iptable_nat ip_vs ip_vs_rr; do modprobe -q $m || echo \"modprobe $m failed\"; done\n";
-    s += "uname -r; $TRACER_BIN --version; $TRACER_BIN doctor 2>&1 | sed 's/^/doctor: /'\n";
+    s += "uname -r; $TRACER_BIN --version\n";
+    // What tracer makes of the kernel, once per kernel (by its guest with
+    // the incidents): a doctor is a full plan with trial loads, seconds of
+    // CPU under emulation.
+    if suites.contains(&"incidents") {
+        s += "$TRACER_BIN doctor 2>&1 | sed 's/^/doctor: /'\n";
+    }
     for spec in suites {
         let (suite, part) = suite_part(spec);
         let Some((_, path, tests)) = bins.iter().find(|(s, _, _)| s == suite) else {

@@ -238,10 +238,7 @@ fn btf_checks() -> (Vec<Check>, Vec<ProbeStatus>) {
     let mut caps = probes::KernelCaps::probe();
     caps.fentry_error = crate::kernel::loader::fentry_trial();
     let mut plan = probes::plan(b, &caps);
-    probes::skip_unneeded(
-        &mut plan,
-        crate::node::bpf_progs::sock_addr_programs_loaded(),
-    );
+    probes::skip_unneeded(&mut plan, probes::NodeNeeds::read());
     let missing_required: Vec<&str> = plan
         .iter()
         .filter(|p| p.required && p.error.is_some())

@@ -170,10 +170,7 @@ impl Session {
         let mut caps = caps_rx.recv().unwrap_or_default();
         log::debug!("kallsyms read: {:?}", started.elapsed());
         let mut plan = probes::plan(&btf, &caps);
-        probes::skip_unneeded(
-            &mut plan,
-            crate::node::bpf_progs::sock_addr_programs_loaded(),
-        );
+        probes::skip_unneeded(&mut plan, probes::NodeNeeds::read());
         drop(btf);
         // Module BTF parses into many small blocks, which glibc keeps
         // resident once freed: hand them back before aya parses vmlinux BTF.
@@ -195,6 +192,7 @@ impl Session {
             &aya_btf,
             opts.ring_bytes,
             opts.debug_bpf,
+            crate::node::bpf_progs::packet_programs_loaded(),
         )?;
         let bpf_log = if opts.debug_bpf {
             Some(aya_log::EbpfLogger::init(&mut ebpf).map_err(SessionError::BpfLog)?)

@@ -227,6 +227,24 @@ pub fn sock_addr_programs_loaded() -> bool {
 
 const BPF_PROG_TYPE_CGROUP_SOCK_ADDR: u32 = 18;
 
+/// Whether a tc (cls or act) or XDP program of others is loaded on the
+/// node: only such a program can rewrite a packet's tuple without
+/// conntrack knowing, which tracer's skb programs then learn (read once at
+/// start; tracer's own `tracer_*` programs are not loaded yet, nor
+/// counted).
+pub fn packet_programs_loaded() -> bool {
+    aya::programs::loaded_programs().flatten().any(|p| {
+        matches!(
+            p.program_type() as u32,
+            BPF_PROG_TYPE_SCHED_CLS | BPF_PROG_TYPE_SCHED_ACT | BPF_PROG_TYPE_XDP
+        ) && !p.name_as_str().is_some_and(|n| n.starts_with("tracer_"))
+    })
+}
+
+const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
+const BPF_PROG_TYPE_SCHED_ACT: u32 = 4;
+const BPF_PROG_TYPE_XDP: u32 = 6;
+
 /// connect4/6, sendmsg4/6, recvmsg4/6 (enum bpf_attach_type).
 fn is_sock_addr_attach(attach: u32) -> bool {
     matches!(attach, 10 | 11 | 14 | 15 | 19 | 20)

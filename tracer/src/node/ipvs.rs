@@ -113,6 +113,49 @@ pub fn table_in(netns_path: &Path) -> Vec<VirtualService> {
         .unwrap_or_default()
 }
 
+/// Whether an IPVS table (/proc/net/ip_vs) holds any virtual service,
+/// fwmark ones included.
+fn any_service(text: &str) -> bool {
+    text.lines().any(|l| {
+        matches!(
+            l.split_whitespace().next(),
+            Some("TCP" | "UDP" | "SCTP" | "FWM")
+        )
+    })
+}
+
+/// Whether any namespace of the node has an IPVS virtual service: tracer's
+/// own, every named one (`ip netns add`, CNI's), and every one a process
+/// holds (/proc/PID/net is that process's namespace: no setns). Without
+/// ip_vs loaded there is no /proc/net/ip_vs anywhere and nothing is read.
+/// The first service found ends the search (kube-proxy's are in the
+/// host's namespace, read first).
+pub fn services_anywhere() -> bool {
+    let read = |p: &Path| std::fs::read_to_string(p).is_ok_and(|t| any_service(&t));
+    if !Path::new("/proc/thread-self/net/ip_vs").exists() {
+        return false;
+    }
+    if read(Path::new("/proc/thread-self/net/ip_vs")) {
+        return true;
+    }
+    let in_named = |path: &Path| {
+        crate::node::netns::NetnsGuard::enter(path)
+            .is_ok_and(|_g| read(Path::new("/proc/thread-self/net/ip_vs")))
+    };
+    if crate::node::netns::named().iter().any(|(_, p)| in_named(p)) {
+        return true;
+    }
+    let mut seen = std::collections::HashSet::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    procs.flatten().any(|e| {
+        let pid = e.path();
+        let fresh = std::fs::read_link(pid.join("ns/net")).is_ok_and(|ns| seen.insert(ns));
+        fresh && read(&pid.join("net/ip_vs"))
+    })
+}
+
 /// The virtual service a packet to `dst:dport` hits.
 pub fn find(
     table: &[VirtualService],
@@ -139,6 +182,16 @@ TCP  0A600001:01BB rr
 UDP  [2001:0db8:0000:0000:0000:0000:0000:0001]:0035 wrr
 FWM  00000001 rr
 ";
+
+    /// The header alone is no service; a fwmark one is (the IPVS hooks
+    /// are needed for it too).
+    #[test]
+    fn a_table_with_a_service_is_told_from_an_empty_one() {
+        assert!(any_service(TABLE));
+        let header: String = TABLE.lines().take(3).collect::<Vec<_>>().join("\n");
+        assert!(!any_service(&header));
+        assert!(any_service(&format!("{header}\nFWM  00000001 rr\n")));
+    }
 
     #[test]
     fn parses_services_and_real_servers() {

@@ -62,6 +62,11 @@ struct NetnsFacts {
     /// When read, and the addresses and ports kube-proxy serves Services
     /// on there.
     services: Option<(Instant, Vec<ServiceAddr>)>,
+    /// The newest hop (ts_ns) there of any flow when the facts above
+    /// were read, and when its netfilter counters were: they are read
+    /// again only for a hop newer than that ([`LiveEnv::prepare`]).
+    read_to: u64,
+    nf_read_to: u64,
 }
 
 /// How often netfilter counters of a namespace are read again while
@@ -196,6 +201,8 @@ impl LiveEnv {
             listen: None,
             routing: None,
             services: None,
+            read_to: 0,
+            nf_read_to: 0,
         });
         f.at = Instant::now();
         f.addrs = addrs;
@@ -484,19 +491,32 @@ impl PreparedEnv for LiveEnv {
             .iter()
             .filter_map(|h| Some((h.netns_inode, crate::verdict::rules::route_query(flow, h)?)))
             .collect();
+        // The newest hop of this flow in each of its namespaces: what was
+        // read there is read again (at most every 500 ms, netfilter's
+        // every NF_REFRESH) only when the flow has a hop there newer than
+        // the read, so an idle flow costs no reads (the final report
+        // reads everything afresh: expire()).
+        let mut newest: HashMap<u32, u64> = HashMap::new();
+        for h in &flow.hops {
+            let n = newest.entry(h.netns_inode).or_default();
+            *n = (*n).max(h.ts_ns);
+        }
         for h in &flow.hops {
             let ino = h.netns_inode;
             if ino == 0 {
                 continue;
             }
+            let last = newest.get(&ino).copied().unwrap_or_default();
             let want_nf =
                 matches!(&h.data, HopData::Drop(d) if d.reason == DropReason::NetfilterDrop);
             let cached = self.cache.get(&ino);
-            let stale = cached.is_none_or(|f| f.at.elapsed() >= Duration::from_millis(500));
+            let stale = cached
+                .is_none_or(|f| f.at.elapsed() >= Duration::from_millis(500) && last > f.read_to);
             let nf_due = want_nf
-                && cached
-                    .and_then(|f| f.nf.as_ref())
-                    .is_none_or(|(t, _)| t.elapsed() >= NF_REFRESH);
+                && cached.is_none_or(|f| {
+                    f.nf.as_ref()
+                        .is_none_or(|(t, _)| t.elapsed() >= NF_REFRESH && last > f.nf_read_to)
+                });
             // Every hop of every idle flow comes here each tick: the path
             // (a scan of /run/netns for an unknown inode) only when
             // something is to be read.
@@ -512,6 +532,9 @@ impl PreparedEnv for LiveEnv {
             }
             if stale {
                 self.refresh(ino, path.as_deref());
+                if let Some(f) = self.cache.get_mut(&ino) {
+                    f.read_to = f.read_to.max(last);
+                }
             }
             if links_due
                 && let Some(p) = &path
@@ -540,6 +563,7 @@ impl PreparedEnv for LiveEnv {
                 let (now, nft) = netfilter::snapshot_and_nft(p);
                 let moved = netfilter::moved(self.nf_baseline.get(&ino).map(Vec::as_slice), &now);
                 facts.nf = Some((Instant::now(), moved));
+                facts.nf_read_to = facts.nf_read_to.max(last);
                 if let Some(t) = &mut self.nftrace {
                     t.poll();
                     facts.traced = t.resolved(ino, &nft);

@@ -522,7 +522,8 @@ pub struct ProbeStatus {
     pub left_to_tc: bool,
     /// Neither loaded nor attached because nothing on this node needs it
     /// (why): not a gap. `sock_addr` with no cgroup socket-address
-    /// program loaded ([`skip_unneeded`]).
+    /// program loaded, the IPVS hooks with no IPVS virtual service
+    /// ([`skip_unneeded`]).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub not_needed: Option<String>,
     #[serde(skip)]
@@ -616,6 +617,10 @@ pub fn backend_summary(plan: &[ProbeStatus]) -> String {
         n("tp_btf"),
         none
     );
+    let unneeded = plan.iter().filter(|p| p.not_needed.is_some()).count();
+    if unneeded > 0 {
+        s += &format!(", {unneeded} not needed");
+    }
     let left: Vec<&str> = plan
         .iter()
         .filter(|p| p.left_to_tc)
@@ -653,26 +658,69 @@ pub fn leave_to_tc(plan: &mut [ProbeStatus]) {
     }
 }
 
-/// Leave out the hooks nothing on this node needs: `sock_addr` when no
-/// cgroup socket-address program (connect4/6, sendmsg4/6, ...) is loaded,
-/// so nothing can rewrite a socket call. Its syscall tracepoints would
-/// put every syscall of every task on the tracing slow path
-/// (TIF_SYSCALL_TRACEPOINT: ~70-130 ns more per syscall measured here,
-/// BENCHMARKS.md) for nothing. Checked once at start: a dataplane that
-/// loads its programs later is not seen.
-pub fn skip_unneeded(plan: &mut [ProbeStatus], sock_addr_loaded: bool) {
-    if sock_addr_loaded {
-        return;
-    }
-    for st in plan.iter_mut().filter(|s| s.hook == "sock_addr") {
-        st.backend = Backend::None.name().into();
-        st.remaining.clear();
-        st.not_needed = Some(
-            "no cgroup socket-address program is loaded on this node: nothing rewrites socket calls"
-                .into(),
-        );
+/// What this node has that some hooks need, read once at start
+/// ([`skip_unneeded`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NodeNeeds {
+    /// A cgroup socket-address program is loaded (connect4/6, sendmsg4/6,
+    /// ...): something can rewrite a socket call.
+    pub sock_addr: bool,
+    /// Some namespace has an IPVS virtual service (kube-proxy's IPVS mode).
+    pub ipvs: bool,
+}
+
+impl NodeNeeds {
+    /// Read from the node (bpf_progs, ipvs).
+    pub fn read() -> NodeNeeds {
+        NodeNeeds {
+            sock_addr: crate::node::bpf_progs::sock_addr_programs_loaded(),
+            ipvs: crate::node::ipvs::services_anywhere(),
+        }
     }
 }
+
+/// Leave out the hooks nothing on this node needs. Checked once at start:
+/// a dataplane that loads its programs, or IPVS services that appear,
+/// later are not seen (`tracer doctor` and the start report say which
+/// hooks were left out, and why).
+/// - `sock_addr` when no cgroup socket-address program (connect4/6,
+///   sendmsg4/6, ...) is loaded, so nothing can rewrite a socket call. Its
+///   syscall tracepoints would put every syscall of every task on the
+///   tracing slow path (TIF_SYSCALL_TRACEPOINT: ~70-130 ns more per
+///   syscall measured here, BENCHMARKS.md) for nothing.
+/// - the IPVS hooks when no namespace has a virtual service: ip_vs_in()
+///   returns before any of their functions while `ipvs->enable` is 0 (it
+///   is set by the first service added, ip_vs_ctl.c), so they could not
+///   fire. A node that loads ip_vs without using it (or kube-proxy's
+///   modules loaded on a node in iptables mode) pays nothing: their six
+///   kprobes and two kretprobes are each an ftrace update over every
+///   patchable function, on attach and again on detach.
+pub fn skip_unneeded(plan: &mut [ProbeStatus], needs: NodeNeeds) {
+    let mut skip = |hook: &str, why: &str| {
+        for st in plan.iter_mut().filter(|s| s.hook == hook) {
+            st.backend = Backend::None.name().into();
+            st.remaining.clear();
+            st.not_needed = Some(why.into());
+        }
+    };
+    if !needs.sock_addr {
+        skip(
+            "sock_addr",
+            "no cgroup socket-address program is loaded on this node: nothing rewrites socket calls",
+        );
+    }
+    if !needs.ipvs {
+        for hook in IPVS_HOOKS {
+            skip(
+                hook,
+                "no IPVS virtual service in any namespace of this node: IPVS handles no packet",
+            );
+        }
+    }
+}
+
+/// The hooks of the IPVS module ([`skip_unneeded`]).
+pub const IPVS_HOOKS: &[&str] = &["ipvs_conn", "ipvs_schedule", "ipvs_xmit"];
 
 /// tc could not attach somewhere: the hooks left to it are needed after
 /// all. Returns the hooks to attach now.
@@ -689,13 +737,18 @@ pub fn tc_failed(plan: &mut [ProbeStatus]) -> Vec<String> {
 /// The same, for a plan not yet attached (doctor).
 pub fn backend_summary_planned(plan: &[ProbeStatus]) -> String {
     let n = |b: &str| plan.iter().filter(|p| p.backend == b).count();
-    format!(
+    let unneeded = plan.iter().filter(|p| p.not_needed.is_some()).count();
+    let mut s = format!(
         "{} fentry, {} kprobe, {} tp_btf, {} unavailable",
         n("fentry"),
         n("kprobe"),
         n("tp_btf"),
-        n("none")
-    )
+        n("none") - unneeded
+    );
+    if unneeded > 0 {
+        s += &format!(", {unneeded} not needed");
+    }
+    s
 }
 
 /// Backends allowed for `hook` by TRACER_BACKENDS (default: all): a comma
@@ -910,6 +963,37 @@ mod tests {
         assert!(fib.error.as_ref().unwrap().contains("fib_table_lookup"));
     }
 
+    /// With no IPVS virtual service anywhere, the IPVS hooks are left out
+    /// (not a gap, counted apart from the unavailable ones); with one,
+    /// they keep their plan.
+    #[test]
+    fn ipvs_hooks_only_where_a_virtual_service_is() {
+        let btf = Btf::parse(&crate::kernel::btf::fixture::sample_btf()).unwrap();
+        let planned = plan(&btf, &KernelCaps::default());
+        let needs = |ipvs| NodeNeeds {
+            sock_addr: true,
+            ipvs,
+        };
+        let mut with = planned.clone();
+        skip_unneeded(&mut with, needs(true));
+        assert!(with.iter().all(|s| s.not_needed.is_none()));
+        let mut without = planned;
+        skip_unneeded(&mut without, needs(false));
+        for hook in IPVS_HOOKS {
+            let st = without.iter().find(|s| s.hook == *hook).unwrap();
+            assert!(st.programs().is_empty() && !st.missing(), "{st:?}");
+            assert!(st.not_needed.as_deref().unwrap().contains("IPVS"), "{st:?}");
+        }
+        let (a, b) = (
+            backend_summary_planned(&with),
+            backend_summary_planned(&without),
+        );
+        assert!(
+            !a.contains("not needed") && b.ends_with(", 3 not needed"),
+            "{a} / {b}"
+        );
+    }
+
     /// With no cgroup socket-address program loaded, `sock_addr` is left
     /// out on purpose (no program of it loaded, not a gap); with one it
     /// keeps its plan, the syscall programs riding with its tp_btf one.
@@ -918,7 +1002,13 @@ mod tests {
         let btf = Btf::parse(&crate::kernel::btf::fixture::sample_btf()).unwrap();
         let planned = plan(&btf, &KernelCaps::default());
         let mut p = planned.clone();
-        skip_unneeded(&mut p, true);
+        skip_unneeded(
+            &mut p,
+            NodeNeeds {
+                sock_addr: true,
+                ipvs: true,
+            },
+        );
         let st = p.iter().find(|s| s.hook == "sock_addr").unwrap();
         assert_eq!(
             st.backend,
@@ -930,7 +1020,13 @@ mod tests {
         );
         assert!(st.not_needed.is_none());
         let mut p = planned;
-        skip_unneeded(&mut p, false);
+        skip_unneeded(
+            &mut p,
+            NodeNeeds {
+                sock_addr: false,
+                ipvs: true,
+            },
+        );
         let st = p.iter().find(|s| s.hook == "sock_addr").unwrap();
         assert!(st.programs().is_empty() && !st.missing(), "{st:?}");
         assert!(
