@@ -505,17 +505,29 @@ fn conntrack_state_that_decides_is_named() {
             "{scene}: {dump}"
         );
     }
-    let Some((f, dump)) = judged("blind_ct_trap_rule_stale_endpoint", 53) else {
+    let Some((out, _)) = tracer_tests::trace_scenario_out("blind_ct_trap_rule_stale_endpoint", &[])
+    else {
         return;
     };
+    let (flows, dump) = (out.final_flows(), out.dump());
+    let f = out.flow_to(53);
     assert_eq!(
-        tracer_tests::verdict_said(&f, "reason"),
+        tracer_tests::verdict_said(f, "reason"),
         "NEIGH_FAILED",
         "{dump}"
     );
-    let hint = tracer_tests::verdict_said(&f, "hint");
+    let hint = tracer_tests::verdict_said(f, "hint");
     assert!(
         hint.contains("kube-proxy is out of sync") && !hint.contains("conntrack -D"),
+        "{dump}"
+    );
+    // The host-unreachable the node sent back when ARP for the endpoint
+    // failed (seconds after the packet was queued, under its tuple after
+    // DNAT) is the flow's evidence, not a flow of its own that the client
+    // never sent (issue 29: ICMP errors on the flow that caused them).
+    assert_eq!(flows.len(), 1, "{dump}");
+    assert!(
+        tracer_tests::evidence_kinds(f).contains(&"icmp_sent"),
         "{dump}"
     );
 }

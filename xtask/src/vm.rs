@@ -526,6 +526,8 @@ fn script(
     // CPU under emulation.
     if suites.contains(&"incidents") {
         s += "$TRACER_BIN doctor 2>&1 | sed 's/^/doctor: /'\n";
+        // Issue 29's `N of M drop reasons explained`, per kernel.
+        s += "$TRACER_BIN doctor --reasons 2>&1 | tail -n 1 | sed 's/^/doctor --reasons: /'\n";
     }
     for spec in suites {
         let (suite, part) = suite_part(spec);

@@ -28,6 +28,10 @@ use crate::{
 /// An skb seen again with unreadable headers after this long is another
 /// packet reusing a freed address.
 const STALE_NS: u64 = 200_000_000;
+/// How long a packet can be held (a neighbour queue: ARP's probes, 3 s by
+/// default) and still be answered by an ICMP error of the node's
+/// ([`FlowTable::held_skb_flow`]).
+const HELD_NS: u64 = 10_000_000_000;
 /// A flow with no event for this long is packed (frozen.rs). NAT rewrites
 /// an skb between two hooks microseconds apart, so a packed flow's hops are
 /// not needed to tell NAT from a reused skb address (`skb_flow`). An event
@@ -518,6 +522,24 @@ impl FlowTable {
         (!same_skb.any(passed)).then_some(id)
     }
 
+    /// The flow of a packet the kernel held and now answers with an ICMP
+    /// error (`icmp_send`): a packet queued while its neighbour was
+    /// resolved, and sent back as host-unreachable when resolution failed
+    /// (ipv4_link_failure(), after seconds of ARP probes), is seen again
+    /// long past [`STALE_NS`], under its tuple after DNAT, before the drop
+    /// that would teach that tuple. Its skb address still names the flow
+    /// while that skb's life has not ended there and the error's packet has
+    /// the flow's source (DNAT keeps it): without this the error made a
+    /// flow of its own, `no_reply`, that the client never sent.
+    fn held_skb_flow(&self, skb: u64, ts: u64, seen: &Tuple) -> Option<u64> {
+        let (id, at) = *self.by_skb.get(&skb)?;
+        if skb == 0 || at & 1 == 1 || ts.saturating_sub(at) >= HELD_NS {
+            return None;
+        }
+        let k = self.get(id)?.key;
+        (k.src == seen.src && k.sport == seen.sport && k.proto == seen.proto).then_some(id)
+    }
+
     /// The first bytes of a followed packet (a kind BYTES record, which
     /// comes right after the packet's own record): the DNS message in
     /// them, if it is to or from port 53, joins the flow of that skb.
@@ -817,6 +839,11 @@ impl FlowTable {
                     netns: p.hdr.netns,
                 });
                 self.skb_flow(p.hdr.skb, p.hdr.ts_ns, at)
+            })
+            .or_else(|| {
+                (hook == Hook::IcmpSend && parsed)
+                    .then(|| self.held_skb_flow(p.hdr.skb, p.hdr.ts_ns, &seen))
+                    .flatten()
             });
         let id = match id {
             Some(id) => id,

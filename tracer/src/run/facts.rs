@@ -486,11 +486,18 @@ impl PreparedEnv for LiveEnv {
             .collect();
         // Drops the routing of the packet's destination may explain: the
         // route as the kernel looks it up there, read with the rules.
-        let route_queries: Vec<(u32, RouteQuery)> = flow
+        // One lookup per namespace and query: every retransmission of a
+        // dropped request asks the same.
+        let mut route_queries: Vec<(u32, RouteQuery)> = Vec::new();
+        for q in flow
             .hops
             .iter()
             .filter_map(|h| Some((h.netns_inode, crate::verdict::rules::route_query(flow, h)?)))
-            .collect();
+        {
+            if !route_queries.contains(&q) {
+                route_queries.push(q);
+            }
+        }
         // The newest hop of this flow in each of its namespaces: what was
         // read there is read again (at most every 500 ms, netfilter's
         // every NF_REFRESH) only when the flow has a hop there newer than
