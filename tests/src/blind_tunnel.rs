@@ -123,7 +123,7 @@ impl Vtep<'_> {
 /// with address `vtep` and MAC `mac` behind the underlay address
 /// `underlay`: its ARP entry (permanent), its FDB entry, and the route
 /// for its pod subnet `subnet` via its address (onlink).
-fn remote_vtep(
+pub(crate) fn remote_vtep(
     node: &Netns,
     dev: &str,
     vtep: &str,
