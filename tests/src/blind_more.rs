@@ -19,7 +19,7 @@
 //!
 //! Address ranges: 10.140 to 10.142. `scenarios::build` falls back
 //! (through the other blind modules and [`crate::blind_stack::build`])
-//! to [`build`], which returns None for names it does not know.
+//! to [`build`], which falls back to [`crate::blind_proto::build`].
 
 use anyhow::Result;
 
@@ -40,7 +40,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "blind_more_dns_fragments_stateless_acl" => dns_fragments_stateless_acl(),
         "blind_more_service_dnat_zero_address" => service_dnat_zero_address(),
         "blind_more_trap_fragments_arrive_no_listener" => trap_fragments_arrive_no_listener(),
-        _ => return None,
+        _ => return crate::blind_proto::build(name),
     })
 }
 
