@@ -19,7 +19,8 @@
 //!
 //! Address ranges: 10.140 to 10.142. `scenarios::build` falls back
 //! (through the other blind modules and [`crate::blind_stack::build`])
-//! to [`build`], which falls back to [`crate::blind_ovl::build`].
+//! to [`build`], which falls back to [`crate::blind_ovl::build`] (then
+//! [`crate::blind_proto::build`]).
 
 use anyhow::Result;
 

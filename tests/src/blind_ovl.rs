@@ -46,7 +46,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "blind_ovl_flow_device_no_key" => flow_device_no_key(),
         "blind_ovl_migration_vni_on_port" => migration_vni_on_port(),
         "blind_ovl_trap_localhost_listener" => trap_localhost_listener(),
-        _ => return None,
+        _ => return crate::blind_proto::build(name),
     })
 }
 

@@ -193,6 +193,30 @@ enum Mode {
         inner_src: std::net::Ipv4Addr,
         #[arg(long, default_value_t = 3)]
         count: u32,
+        /// After each packet, wait up to 500 ms for an ICMP error about
+        /// it (one that quotes protocol 4 to OUTER_DST) and print one line
+        /// per packet: what came back, or `no ICMP answer`.
+        #[arg(long)]
+        report_icmp: bool,
+    },
+    /// Send COUNT SCTP INIT chunks (IP protocol 132, what an SCTP
+    /// client's connect() sends: the common header from SRC_PORT to
+    /// ADDR's port, verification tag 0, CRC32c checksum; one INIT chunk)
+    /// to ADDR by a raw socket, from this node's own address (the kernel
+    /// writes the IP header). Every INIT is of one association (same
+    /// ports, same initiate tag), as the retransmissions of a client's
+    /// INIT are. Each waits up to the timeout for what comes back: an SCTP
+    /// packet from ADDR (INIT ACK, ABORT) or an ICMP error quoting the
+    /// INIT; one line per INIT. Works where the kernel has no SCTP (the
+    /// raw sockets take the answers).
+    SctpSend {
+        addr: std::net::SocketAddrV4,
+        #[arg(long, default_value_t = 3)]
+        count: u32,
+        #[arg(long, default_value_t = 1000)]
+        timeout_ms: u64,
+        #[arg(long, default_value_t = 40132)]
+        src_port: u16,
     },
 }
 
@@ -236,7 +260,14 @@ fn main() -> Result<()> {
             inner,
             inner_src,
             count,
-        } => ipip_send(outer_dst, inner, inner_src, count),
+            report_icmp,
+        } => ipip_send(outer_dst, inner, inner_src, count, report_icmp),
+        Mode::SctpSend {
+            addr,
+            count,
+            timeout_ms,
+            src_port,
+        } => sctp_send(addr, count, Duration::from_millis(timeout_ms), src_port),
         Mode::UdpEcho { addr, secs } => udp_echo(addr, Duration::from_secs(secs)),
         Mode::DnsServe { addr, secs } => dns_serve(addr, Duration::from_secs(secs)),
         Mode::DnsQuery {
@@ -650,16 +681,21 @@ fn send_out_of_window(s: &TcpStream) -> Result<()> {
 }
 
 /// [`Mode::IpipSend`]: the inner packets, each in one raw-socket send of
-/// protocol 4 (IPPROTO_IPIP) to `outer_dst`.
+/// protocol 4 (IPPROTO_IPIP) to `outer_dst`; with `report_icmp`, each
+/// followed by what ICMP said of it.
 fn ipip_send(
     outer_dst: std::net::Ipv4Addr,
     inner: std::net::SocketAddrV4,
     inner_src: std::net::Ipv4Addr,
     count: u32,
+    report_icmp: bool,
 ) -> Result<()> {
-    // SAFETY: plain socket calls on a descriptor closed below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_IPIP) };
-    anyhow::ensure!(fd >= 0, "raw socket: {}", std::io::Error::last_os_error());
+    let sock = RawSock::open(libc::IPPROTO_IPIP)?;
+    let icmp = if report_icmp {
+        Some(RawSock::open(libc::IPPROTO_ICMP)?)
+    } else {
+        None
+    };
     let mut sent = 0;
     for i in 0..count {
         let payload = format!("ipip {i}\n");
@@ -684,14 +720,65 @@ fn ipip_send(
         pkt.extend_from_slice(&u16::try_from(8 + payload.len())?.to_be_bytes());
         pkt.extend_from_slice(&[0, 0]);
         pkt.extend_from_slice(payload.as_bytes());
+        match sock.send_to(&pkt, outer_dst) {
+            Ok(()) => sent += 1,
+            Err(e) => println!("sendto: {e}"),
+        }
+        match &icmp {
+            Some(icmp) => {
+                let deadline = Instant::now() + Duration::from_millis(500);
+                let mut buf = [0u8; 2048];
+                let mut seen = None;
+                while seen.is_none() {
+                    let Some(n) = icmp.recv_until(&mut buf, deadline) else {
+                        break;
+                    };
+                    seen = icmp_error(&buf[..n], outer_dst, 4, None);
+                }
+                println!(
+                    "packet {i}: {}",
+                    seen.unwrap_or_else(|| "no ICMP answer".into())
+                );
+            }
+            None => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+    println!("sent {sent} IPIP packets to {outer_dst} (inner {inner_src} -> {inner})");
+    Ok(())
+}
+
+/// A raw IPv4 socket of one protocol, closed on drop. What it receives
+/// begins with the IP header; what it sends does not (the kernel writes
+/// it).
+struct RawSock(std::os::fd::OwnedFd);
+
+impl RawSock {
+    fn open(proto: libc::c_int) -> Result<RawSock> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: socket(2); the descriptor is owned from here.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, proto) };
+        anyhow::ensure!(
+            fd >= 0,
+            "raw socket of protocol {proto}: {}",
+            std::io::Error::last_os_error()
+        );
+        // SAFETY: a fresh descriptor of ours.
+        Ok(RawSock(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }))
+    }
+
+    fn fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.0)
+    }
+
+    fn send_to(&self, pkt: &[u8], dst: std::net::Ipv4Addr) -> std::io::Result<()> {
         // SAFETY: a zeroed sockaddr_in filled in, and a buffer that lives
         // across the call.
         let r = unsafe {
             let mut to: libc::sockaddr_in = std::mem::zeroed();
             to.sin_family = libc::AF_INET as libc::sa_family_t;
-            to.sin_addr.s_addr = u32::from_ne_bytes(outer_dst.octets());
+            to.sin_addr.s_addr = u32::from_ne_bytes(dst.octets());
             libc::sendto(
-                fd,
+                self.fd(),
                 pkt.as_ptr().cast(),
                 pkt.len(),
                 0,
@@ -699,16 +786,215 @@ fn ipip_send(
                 std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
             )
         };
-        if r >= 0 {
-            sent += 1;
+        if r < 0 {
+            Err(std::io::Error::last_os_error())
         } else {
-            println!("sendto: {}", std::io::Error::last_os_error());
+            Ok(())
         }
-        std::thread::sleep(Duration::from_millis(100));
     }
-    // SAFETY: the descriptor opened above.
-    unsafe { libc::close(fd) };
-    println!("sent {sent} IPIP packets to {outer_dst} (inner {inner_src} -> {inner})");
+
+    /// A packet waiting on the socket, if there is one (no wait).
+    fn recv_now(&self, buf: &mut [u8]) -> Option<usize> {
+        // SAFETY: recv(2) into a buffer of ours, its length given.
+        let n = unsafe {
+            libc::recv(
+                self.fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        usize::try_from(n).ok().filter(|n| *n > 0)
+    }
+
+    /// The next packet, if one comes before `deadline`.
+    fn recv_until(&self, buf: &mut [u8], deadline: Instant) -> Option<usize> {
+        loop {
+            wait_readable(&[self], deadline)?;
+            if let Some(n) = self.recv_now(buf) {
+                return Some(n);
+            }
+        }
+    }
+}
+
+/// The index of one of `socks` that has a packet to read, once one has
+/// (None when `deadline` passes first).
+fn wait_readable(socks: &[&RawSock], deadline: Instant) -> Option<usize> {
+    let mut fds: Vec<libc::pollfd> = socks
+        .iter()
+        .map(|s| libc::pollfd {
+            fd: s.fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX).max(1);
+        // SAFETY: poll(2) on an array of pollfds that lives across the call.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        if r > 0 {
+            return fds.iter().position(|f| f.revents & libc::POLLIN != 0);
+        }
+    }
+}
+
+/// An IPv4 packet's header length, source, destination and protocol.
+fn ipv4_parts(p: &[u8]) -> Option<(usize, std::net::Ipv4Addr, std::net::Ipv4Addr, u8)> {
+    if p.len() < 20 || p[0] >> 4 != 4 {
+        return None;
+    }
+    let ihl = usize::from(p[0] & 0x0f) * 4;
+    if ihl < 20 || p.len() < ihl {
+        return None;
+    }
+    let addr = |at: usize| std::net::Ipv4Addr::new(p[at], p[at + 1], p[at + 2], p[at + 3]);
+    Some((ihl, addr(12), addr(16), p[9]))
+}
+
+/// What an ICMP packet `p` (its IP header first) says of a packet of
+/// protocol `proto` this host sent to `dst` (and, when given, to port
+/// `dport`: the quoted header's first bytes after the IP header are the
+/// ports, as in TCP, UDP and SCTP): None when it is not an error about
+/// such a packet.
+fn icmp_error(p: &[u8], dst: std::net::Ipv4Addr, proto: u8, dport: Option<u16>) -> Option<String> {
+    let (ihl, src, _, p_proto) = ipv4_parts(p)?;
+    let icmp = p.get(ihl..).filter(|i| i.len() >= 8 && p_proto == 1)?;
+    let (ty, code) = (icmp[0], icmp[1]);
+    if !matches!(ty, 3 | 11 | 12) {
+        return None;
+    }
+    let quoted = &icmp[8..];
+    let (qihl, _, qdst, qproto) = ipv4_parts(quoted)?;
+    if qdst != dst || qproto != proto {
+        return None;
+    }
+    if let Some(port) = dport {
+        let l4 = quoted.get(qihl..qihl + 4)?;
+        if u16::from_be_bytes([l4[2], l4[3]]) != port {
+            return None;
+        }
+    }
+    let what = match (ty, code) {
+        (3, 0) => "network unreachable".to_string(),
+        (3, 1) => "host unreachable".to_string(),
+        (3, 2) => "protocol unreachable".to_string(),
+        (3, 3) => "port unreachable".to_string(),
+        (3, 4) => "fragmentation needed".to_string(),
+        (3, 9 | 10 | 13) => "administratively prohibited".to_string(),
+        (11, _) => "time exceeded".to_string(),
+        (12, _) => "parameter problem".to_string(),
+        (_, c) => format!("destination unreachable (code {c})"),
+    };
+    Some(format!("ICMP {what} from {src}"))
+}
+
+/// CRC32c (Castagnoli, reflected, RFC 9260 appendix A), SCTP's checksum.
+fn crc32c(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 0 {
+                crc >> 1
+            } else {
+                (crc >> 1) ^ 0x82F6_3B78
+            };
+        }
+    }
+    !crc
+}
+
+/// An SCTP packet of one INIT chunk (RFC 9260 3.3.2) from `sport` to
+/// `dport`: verification tag 0, no optional parameters, the checksum
+/// over the whole packet (stored as the kernel stores it,
+/// sctp_compute_cksum(): little-endian).
+fn sctp_init(sport: u16, dport: u16, init_tag: u32, tsn: u32) -> Vec<u8> {
+    let mut p = Vec::with_capacity(32);
+    p.extend_from_slice(&sport.to_be_bytes());
+    p.extend_from_slice(&dport.to_be_bytes());
+    p.extend_from_slice(&0u32.to_be_bytes()); // verification tag: 0 in an INIT
+    p.extend_from_slice(&0u32.to_be_bytes()); // checksum, below
+    p.extend_from_slice(&[1, 0]); // chunk type INIT, no flags
+    p.extend_from_slice(&20u16.to_be_bytes()); // chunk length
+    p.extend_from_slice(&init_tag.to_be_bytes());
+    p.extend_from_slice(&106_496u32.to_be_bytes()); // a_rwnd
+    p.extend_from_slice(&10u16.to_be_bytes()); // outbound streams
+    p.extend_from_slice(&65535u16.to_be_bytes()); // inbound streams
+    p.extend_from_slice(&tsn.to_be_bytes()); // initial TSN
+    let crc = crc32c(&p);
+    p[8..12].copy_from_slice(&crc.to_le_bytes());
+    p
+}
+
+/// What an SCTP packet `p` (its IP header first) is, when it comes from
+/// `from` to `sport`: an answer to our INIT.
+fn sctp_answer(p: &[u8], from: std::net::SocketAddrV4, sport: u16) -> Option<String> {
+    let (ihl, src, _, proto) = ipv4_parts(p)?;
+    let s = p.get(ihl..).filter(|s| s.len() >= 16)?;
+    if proto != 132
+        || src != *from.ip()
+        || u16::from_be_bytes([s[0], s[1]]) != from.port()
+        || u16::from_be_bytes([s[2], s[3]]) != sport
+    {
+        return None;
+    }
+    Some(match s[12] {
+        2 => format!("INIT ACK from {from}"),
+        6 => format!("ABORT from {from}"),
+        t => format!("SCTP chunk type {t} from {from}"),
+    })
+}
+
+/// [`Mode::SctpSend`].
+fn sctp_send(
+    addr: std::net::SocketAddrV4,
+    count: u32,
+    timeout: Duration,
+    src_port: u16,
+) -> Result<()> {
+    let sctp = RawSock::open(libc::IPPROTO_SCTP)?;
+    let icmp = RawSock::open(libc::IPPROTO_ICMP)?;
+    // One association: the initiate tag and TSN of a client's first INIT,
+    // the same in its retransmissions.
+    let tag = 0x5c7b_1e01u32 ^ u32::from(src_port);
+    let init = sctp_init(src_port, addr.port(), tag, tag.rotate_left(13));
+    let mut buf = [0u8; 2048];
+    for i in 0..count {
+        if let Err(e) = sctp.send_to(&init, *addr.ip()) {
+            println!("INIT {i}: sendto: {e}");
+            continue;
+        }
+        let deadline = Instant::now() + timeout;
+        let mut seen = None;
+        while seen.is_none() {
+            let Some(k) = wait_readable(&[&sctp, &icmp], deadline) else {
+                break;
+            };
+            let sock = if k == 0 { &sctp } else { &icmp };
+            let Some(n) = sock.recv_now(&mut buf) else {
+                continue;
+            };
+            seen = if k == 0 {
+                sctp_answer(&buf[..n], addr, src_port)
+            } else {
+                icmp_error(&buf[..n], *addr.ip(), 132, Some(addr.port()))
+            };
+        }
+        // What came back is taken at once; the next INIT waits out the
+        // timeout, as a client's retransmission timer does.
+        if let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            std::thread::sleep(left);
+        }
+        println!(
+            "INIT {i} to {addr}: {}",
+            seen.unwrap_or_else(|| format!("no answer in {} ms", timeout.as_millis()))
+        );
+    }
     Ok(())
 }
 
@@ -1033,5 +1319,45 @@ fn dns_query_tcp(addr: SocketAddr, query: &[u8], timeout: Duration) -> String {
             Err(e) => format!("bad reply: {e}"),
         },
         Err(e) => format!("no answer: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32c_is_castagnoli() {
+        // RFC 3720 B.4's check value.
+        assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+    }
+
+    #[test]
+    fn an_init_checks_out() {
+        let p = sctp_init(40132, 8082, 1, 2);
+        assert_eq!(p.len(), 32);
+        assert_eq!(&p[..4], &[0x9c, 0xc4, 0x1f, 0x92]);
+        let mut z = p.clone();
+        z[8..12].fill(0);
+        assert_eq!(u32::from_le_bytes(p[8..12].try_into().unwrap()), crc32c(&z));
+    }
+
+    #[test]
+    fn an_icmp_protocol_unreachable_is_read() {
+        // 10.0.0.2 tells 10.0.0.1 that protocol 132 to it is unreachable.
+        let mut p = vec![
+            0x45, 0, 0, 56, 0, 0, 0, 0, 64, 1, 0, 0, 10, 0, 0, 2, 10, 0, 0, 1,
+        ];
+        p.extend_from_slice(&[3, 2, 0, 0, 0, 0, 0, 0]);
+        p.extend_from_slice(&[0x45, 0, 0, 52, 0, 0, 0x40, 0, 64, 132, 0, 0]);
+        p.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
+        p.extend_from_slice(&[0x9c, 0xc4, 0x1f, 0x92, 0, 0, 0, 0]);
+        let dst = std::net::Ipv4Addr::new(10, 0, 0, 2);
+        assert_eq!(
+            icmp_error(&p, dst, 132, Some(8082)).as_deref(),
+            Some("ICMP protocol unreachable from 10.0.0.2")
+        );
+        assert_eq!(icmp_error(&p, dst, 132, Some(8083)), None);
+        assert_eq!(icmp_error(&p, dst, 4, None), None);
     }
 }
