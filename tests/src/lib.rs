@@ -232,18 +232,20 @@ fn trace_scenario_run(
     replay::assert_replays_as_followed(&recording, &out, name);
     with_recording(&recording);
     keep_recording(&recording, name, netns_scope);
-    let dport = sc
-        .target
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("scenario target ADDR:PORT");
+    // A target without a port (an address, as for IP in IP) has no flow
+    // the sweep could pick by port.
+    let dport: Option<u64> = sc.target.rsplit_once(':').and_then(|(_, p)| p.parse().ok());
     // A plain run (the scene's own arguments, nothing prepared or added,
     // the binary itself) is what the `--netns` sweep compares against.
-    if env.is_empty() && extra.is_empty() && prepared.is::<()>() && !tracer::launcher_active() {
+    if let Some(dport) = dport
+        && env.is_empty()
+        && extra.is_empty()
+        && prepared.is::<()>()
+        && !tracer::launcher_active()
+    {
         verdict_log::record(name, netns_scope, &verdict_log::of_flow(out.flow_to(dport)));
     }
-    Some((out, seen, dport))
+    Some((out, seen, dport.unwrap_or(0)))
 }
 
 /// `TRACER_KEEP_RECORDINGS=DIR`: keep each scenario's recording there as

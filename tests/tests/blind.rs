@@ -850,3 +850,131 @@ fn more_node_state_is_named() {
         }
     }
 }
+
+/// Overlays, followed into their tunnel (tests/src/blind_ovl.rs and the
+/// older VXLAN scenes, written blind before the far side was read): the
+/// far node refuses the outer packet, and the verdict names both ends'
+/// devices: a VNI the far side lacks (projectcalico/calico#10692; a
+/// flannel VNI 1 vs 2; a half-done flannel-to-Calico migration,
+/// projectcalico/calico#3543), GBP on one side only
+/// (flannel-io/flannel#562), both devices with one MAC (cloned machines,
+/// flannel-io/flannel#1155), a metadata-mode device handed a packet
+/// with no tunnel key (projectcalico/calico PR #10680). The trap (the
+/// server on localhost, kubernetes/website#7281) does not blame the
+/// tunnel.
+#[test]
+fn overlay_tunnels_are_followed_to_the_far_side() {
+    for (name, reason, where_has) in [
+        (
+            "blind_node_vxlan_vni_mismatch",
+            "VXLAN_VNI_NOT_FOUND",
+            "has no VXLAN device for VNI 4096 on port 4789",
+        ),
+        (
+            "blind_vxlan_wrong_vni",
+            "VXLAN_VNI_NOT_FOUND",
+            "has no VXLAN device for VNI 1 on port 8472",
+        ),
+        (
+            "blind_ovl_migration_vni_on_port",
+            "VXLAN_VNI_NOT_FOUND",
+            "vxlan.calico (VNI 4096, port 8472)",
+        ),
+        (
+            "blind_ovl_gbp_one_side",
+            "VXLAN_INVALID_HDR",
+            "carry the GBP extension",
+        ),
+        (
+            "blind_ovl_cloned_vtep_mac",
+            "LOCAL_MAC",
+            "is also the MAC of flannel.1 in netns",
+        ),
+        (
+            "blind_ovl_flow_device_no_key",
+            "TUNNEL_TXINFO",
+            "(metadata mode, port 4789)",
+        ),
+    ] {
+        if !cause_named(name, 8080, reason, where_has, "tunnel_will_not_send") {
+            return;
+        }
+    }
+    // The far side's drops come with the way in.
+    let Some((f, dump)) = judged("blind_node_vxlan_vni_mismatch", 8080) else {
+        return;
+    };
+    assert!(
+        tracer_tests::evidence_kinds(&f).contains(&"encapsulated"),
+        "{dump}"
+    );
+    let Some((f, dump)) = judged("blind_ovl_trap_localhost_listener", 8080) else {
+        return;
+    };
+    assert_eq!(
+        tracer_tests::verdict_said(&f, "reason"),
+        "NO_SOCKET",
+        "{dump}"
+    );
+    assert!(
+        !tracer_tests::evidence_kinds(&f).contains(&"tunnel_will_not_send"),
+        "{dump}"
+    );
+}
+
+/// IP protocols the receiving kernel has no handler for
+/// (tests/src/blind_proto.rs, written blind): SCTP to a pod on a node
+/// without SCTP (kubernetes/test-infra#22314), through a Service to such
+/// a pod (kubernetes/test-infra#34860), Calico IPIP to a node without
+/// the ipip module, followed on its address (projectcalico/calico#3507).
+/// The trap (VXLAN handled, dropped by Calico's cali-INPUT rule,
+/// projectcalico/calico#6752) names the rule.
+#[test]
+fn unhandled_protocols_are_named() {
+    for (name, dport, where_has) in [
+        (
+            "blind_proto_sctp_pod_no_module",
+            8082,
+            "no handler for IP protocol 132 (SCTP)",
+        ),
+        (
+            "blind_proto_sctp_service_endpoint_no_module",
+            95,
+            "its module sctp is not loaded",
+        ),
+    ] {
+        if !cause_named(name, dport, "IP_NOPROTO", where_has, "protocol_unhandled") {
+            return;
+        }
+    }
+    let Some((out, _)) = tracer_tests::trace_scenario_out("blind_proto_ipip_node_no_module", &[])
+    else {
+        return;
+    };
+    let dump = out.dump();
+    let f = out
+        .final_flows()
+        .into_iter()
+        .find(|f| f["proto"] == "ipip")
+        .unwrap_or_else(|| panic!("no ipip flow: {dump}"));
+    assert!(
+        tracer_tests::verdict_said(f, "where").contains("its module ipip is not loaded"),
+        "{dump}"
+    );
+    let Some((out, _)) =
+        tracer_tests::trace_scenario_out("blind_proto_trap_vxlan_dropped_by_firewall", &[])
+    else {
+        return;
+    };
+    let dump = out.dump();
+    let f = out.flow_to(4789);
+    assert_eq!(
+        tracer_tests::verdict_said(f, "reason"),
+        "NETFILTER_DROP",
+        "{dump}"
+    );
+    assert!(
+        !tracer_tests::evidence_kinds(f).contains(&"protocol_unhandled"),
+        "{dump}"
+    );
+}

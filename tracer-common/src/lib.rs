@@ -9,6 +9,7 @@
 pub mod agg;
 pub mod config;
 pub mod event;
+pub mod tunnel;
 
 pub use agg::*;
 pub use config::*;

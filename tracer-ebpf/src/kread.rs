@@ -14,6 +14,7 @@ pub const IPPROTO_ICMP: u8 = 1;
 pub const IPPROTO_TCP: u8 = 6;
 pub const IPPROTO_UDP: u8 = 17;
 pub const IPPROTO_ICMPV6: u8 = 58;
+pub const IPPROTO_SCTP: u8 = 132;
 
 #[inline(always)]
 pub fn read<T: Copy>(base: u64, off: u32) -> Option<T> {
@@ -200,14 +201,16 @@ pub fn l4_ports(l4: u64, pkt: &mut PacketInfo) {
             pkt.dport = u16::from_be_bytes([h[2], h[3]]);
             pkt.tcp_flags = h[13];
         }
-        IPPROTO_UDP => {
+        // SCTP's common header starts with the ports too (RFC 9260 3.1):
+        // a Service's SCTP port is followed like a UDP one.
+        IPPROTO_UDP | IPPROTO_SCTP => {
             let ports: [u8; 4] = match unsafe { bpf_probe_read_kernel(l4 as *const [u8; 4]) } {
                 Ok(p) => p,
                 Err(_) => return,
             };
             pkt.sport = u16::from_be_bytes([ports[0], ports[1]]);
             pkt.dport = u16::from_be_bytes([ports[2], ports[3]]);
-            if crate::filter::dns(pkt) {
+            if pkt.proto == IPPROTO_UDP && crate::filter::dns(pkt) {
                 // The DNS id, after the 8-byte UDP header (RFC 1035 4.1.1).
                 if let Ok(id) = unsafe { bpf_probe_read_kernel((l4 + 8) as *const [u8; 2]) } {
                     pkt.dns_id = u16::from_be_bytes(id);

@@ -50,10 +50,12 @@ static OFFSETS: KernelOffsets = KernelOffsets::none();
 static EMPTY_PROGRAMS: u8 = 0;
 
 /// 1 when some tc or XDP program of others was loaded on the node at
-/// start (the loader reads it): only then can a program rewrite a followed
-/// packet's tuple without conntrack (filter.rs learn_rewritten, called
-/// from tc.rs and emit.rs). With 0 the verifier drops the learning from
-/// the skb programs as dead code (it adds 10-25% to what it walks there).
+/// start, or a tunnel driver (the loader reads both): only then can a
+/// followed packet's tuple change without conntrack, rewritten by a
+/// program or wrapped by a tunnel device (filter.rs learn_rewritten,
+/// called from tc.rs and emit.rs; classify_matched). With 0 the verifier
+/// drops the learning from the skb programs as dead code (it adds 10-25%
+/// to what it walks there).
 #[unsafe(no_mangle)]
 static LEARN_REWRITES: u8 = 0;
 

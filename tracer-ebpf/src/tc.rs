@@ -16,7 +16,7 @@ use crate::{
         DIR_REPLY, classify_matched, header_match, learn_rewritten, surely_not_followed_words,
         track, word_of,
     },
-    kread::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, skb_dev},
+    kread::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, skb_dev},
     maps::Handoff,
 };
 
@@ -140,12 +140,13 @@ fn parse_l4(ctx: &TcContext, pkt: &mut PacketInfo, l4_off: usize) {
                 pkt.tcp_flags = h[13];
             }
         }
-        IPPROTO_UDP => {
+        // SCTP's common header starts with the ports too (RFC 9260 3.1).
+        IPPROTO_UDP | IPPROTO_SCTP => {
             if let Some(ports) = load::<[u8; 4]>(ctx, l4_off) {
                 pkt.sport = u16::from_be_bytes([ports[0], ports[1]]);
                 pkt.dport = u16::from_be_bytes([ports[2], ports[3]]);
             }
-            if crate::filter::dns(pkt) {
+            if pkt.proto == IPPROTO_UDP && crate::filter::dns(pkt) {
                 // The DNS id, after the 8-byte UDP header (RFC 1035 4.1.1).
                 if let Some(id) = load::<[u8; 2]>(ctx, l4_off + 8) {
                     pkt.dns_id = u16::from_be_bytes(id);

@@ -139,6 +139,11 @@ pub struct Teardown {
 /// attacher thread's own 200 ms listing.
 const MAINTAIN_EVERY: Duration = Duration::from_millis(500);
 
+/// The most records one [`Session::drain`] hands over before it returns
+/// to the event loop (a few ms of work; the loop drains again at once
+/// while the ring stays readable).
+const DRAIN_MAX: usize = 16_384;
+
 impl Session {
     /// Parse BTF, load and attach every program, put tc on the interfaces
     /// in scope. Errors after the first attachment detach what was made
@@ -181,6 +186,12 @@ impl Session {
         filter.snaplen = opts.snaplen;
         filter.dns_port = opts.dns_port.unwrap_or(0);
         let inodes: Vec<u32> = opts.netns.iter().map(|n| n.inode).collect();
+        // Tuples that change without conntrack (a tc/XDP program's
+        // rewrite, a tunnel's encapsulation) are learnt only where
+        // something on the node can change them.
+        let learn_rewrites = crate::node::bpf_progs::packet_programs_loaded()
+            || crate::node::link::tunnel_drivers_loaded();
+        log::debug!("learn rewrites and encapsulations: {learn_rewrites}");
         // One parse for the object's load and the programs' (loader::load).
         let aya_btf = aya::Btf::parse_file(&vmlinux, aya::Endianness::default())
             .map_err(SessionError::ProgramBtf)?;
@@ -192,7 +203,7 @@ impl Session {
             &aya_btf,
             opts.ring_bytes,
             opts.debug_bpf,
-            crate::node::bpf_progs::packet_programs_loaded(),
+            learn_rewrites,
         )?;
         let bpf_log = if opts.debug_bpf {
             Some(aya_log::EbpfLogger::init(&mut ebpf).map_err(SessionError::BpfLog)?)
@@ -318,14 +329,23 @@ impl Session {
 
     /// Hand every record waiting now to `each` (below the wake-up
     /// threshold the kernel does not wake us).
-    pub fn drain(&mut self, each: &mut dyn FnMut(&[u8])) {
+    /// Hand at most [`DRAIN_MAX`] records to `each`, and say whether more
+    /// are waiting: a flood of followed packets (a storm, or a guest whose
+    /// reader is slower than its programs) must not keep the event loop in
+    /// here, where no stop signal or tick is seen (a 5.10 guest's tracer
+    /// was still draining 150 s after its stop).
+    pub fn drain(&mut self, each: &mut dyn FnMut(&[u8])) -> bool {
         if let Some(l) = self.bpf_log.as_mut() {
             l.flush();
         }
         let rb = self.ring.get_mut();
-        while let Some(item) = rb.next() {
+        for _ in 0..DRAIN_MAX {
+            let Some(item) = rb.next() else {
+                return false;
+            };
             each(&item);
         }
+        true
     }
 
     /// Every [`MAINTAIN_EVERY`]: hook interfaces that appeared, and attach
@@ -402,18 +422,27 @@ impl Session {
     }
 
     /// Detach everything now, and say how long it took.
-    pub fn finish(self) -> Teardown {
+    /// Detach everything, then hand the records still in the ring to
+    /// `each` (nothing adds to it once the programs are gone).
+    pub fn finish(self, each: &mut dyn FnMut(&[u8])) -> Teardown {
         let started = Instant::now();
         let counters = self.counters();
         let Session {
-            mut tc, ring, ebpf, ..
+            mut tc,
+            mut ring,
+            ebpf,
+            ..
         } = self;
         let tc_mode = tc.mode();
         let tc_interfaces = tc.attached_count();
         let errors = tc.detach_all();
         drop(tc);
-        drop(ring);
         drop(ebpf);
+        let rb = ring.get_mut();
+        while let Some(item) = rb.next() {
+            each(&item);
+        }
+        drop(ring);
         Teardown {
             counters,
             tc_mode,

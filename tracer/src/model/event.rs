@@ -206,6 +206,12 @@ pub fn proto_name(p: u8) -> String {
         6 => "tcp".into(),
         17 => "udp".into(),
         58 => "icmpv6".into(),
+        // The outer packets of the tunnels a flow is followed into
+        // (tracer_common::tunnel), and SCTP's ports.
+        4 => "ipip".into(),
+        41 => "ipv6".into(),
+        47 => "gre".into(),
+        132 => "sctp".into(),
         0 => "any".into(),
         n => n.to_string(),
     }

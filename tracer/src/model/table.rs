@@ -994,10 +994,15 @@ impl FlowTable {
             // key was translated by something else (e.g. a BPF program).
             // Not an ICMP error about it (recordings made before the
             // kernel side stopped following those by conntrack).
+            // Nor the packet wrapped in a tunnel (its outer tuple: the
+            // kernel side follows it into the tunnel).
+            let outer = tracer_common::tunnel::is_tunnel(seen.proto, seen.dport)
+                && !tracer_common::tunnel::is_tunnel(f.key.proto, f.key.dport);
             if parsed
                 && dir == Dir::Request
                 && seen != f.key
                 && seen.proto == f.key.proto
+                && !outer
                 && f.translated.is_none()
             {
                 f.translated = Some(seen);

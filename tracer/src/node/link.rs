@@ -98,6 +98,10 @@ pub struct VethPeer {
 /// when there is no default, all-zeros, entry either) and its neighbours
 /// (`ip neigh show dev DEV`: the MAC each inner next hop resolves to;
 /// flannel and Calico add them as permanent entries, one per remote node).
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "the device's flags as IFLA_VXLAN_* gives them: each is a fact"
+)]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VxlanConf {
     /// IFLA_VXLAN_ID.
@@ -114,6 +118,20 @@ pub struct VxlanConf {
     /// Learning of remote MACs from received frames (IFLA_VXLAN_LEARNING).
     #[serde(default)]
     pub learning: bool,
+    /// The Group Policy extension (IFLA_VXLAN_GBP, `ip link ... gbp`):
+    /// its frames carry a policy id in header bits a device without it
+    /// refuses (vxlan_rcv(): VXLAN_INVALID_HDR).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gbp: bool,
+    /// The Generic Protocol Extension (IFLA_VXLAN_GPE, `gpe`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gpe: bool,
+    /// Metadata mode (IFLA_VXLAN_COLLECT_METADATA, `external`: Cilium's
+    /// cilium_vxlan, Calico eBPF's): no VNI or remote of its own, it sends
+    /// only what carries a tunnel key (a BPF program's
+    /// bpf_skb_set_tunnel_key(), a route's `encap ip`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub external: bool,
     #[serde(default)]
     pub fdb: Vec<FdbEntry>,
     #[serde(default)]
@@ -172,6 +190,28 @@ pub struct BridgePort {
 
 /// BR_STATE_FORWARDING (include/uapi/linux/if_bridge.h).
 pub const BR_STATE_FORWARDING: u8 = 3;
+
+/// The kernel's tunnel drivers (their module names, /sys/module/NAME,
+/// present once loaded, and for a built-in one with parameters).
+const TUNNEL_DRIVERS: &[&str] = &[
+    "vxlan",
+    "geneve",
+    "ipip",
+    "ip_gre",
+    "sit",
+    "ip6_tunnel",
+    "ip6_gre",
+    "wireguard",
+    "fou",
+];
+
+/// Is a tunnel driver loaded on the node (read once at start)? Only then
+/// can a followed packet be wrapped in a tunnel's outer headers, which
+/// tracer's skb programs then follow (tracer-ebpf LEARN_REWRITES).
+pub fn tunnel_drivers_loaded() -> bool {
+    let sys = crate::node::hostroot::get().join("/sys/module");
+    TUNNEL_DRIVERS.iter().any(|m| sys.join(m).exists())
+}
 
 /// A bridge's STP state name.
 pub fn stp_state_name(state: u8) -> &'static str {
@@ -576,6 +616,12 @@ fn link_info(info: &[u8], l: &mut LinkConf) {
             remote: ip(2, 16),
             local: ip(4, 17),
             learning: flag(data, 7).is_some_and(|v| v != 0),
+            // IFLA_VXLAN_GBP (23) and _GPE (27) are flags (present or
+            // not), _COLLECT_METADATA (25) a u8 (include/uapi/linux/
+            // if_link.h).
+            gbp: attr(data, 23).is_some(),
+            gpe: attr(data, 27).is_some(),
+            external: flag(data, 25).is_some_and(|v| v != 0),
             fdb: Vec::new(),
             neighbours: Vec::new(),
         });
@@ -611,7 +657,8 @@ mod tests {
     }
 
     /// A VXLAN device's IFLA_LINKINFO (VNI 42, remote 192.0.2.9, port
-    /// 4789 in network order, learning off), as the kernel nests it.
+    /// 4789 in network order, learning off, GBP on, metadata mode off),
+    /// as the kernel nests it.
     #[test]
     fn reads_vxlan_settings() {
         use crate::node::netlink::put_attr;
@@ -621,6 +668,8 @@ mod tests {
         put_attr(&mut data, 4, &[0, 0, 0, 0]);
         put_attr(&mut data, 7, &[0]);
         put_attr(&mut data, 15, &4789u16.to_be_bytes());
+        put_attr(&mut data, 23, &[]);
+        put_attr(&mut data, 25, &[0]);
         let mut info = Vec::new();
         put_attr(&mut info, IFLA_INFO_KIND, b"vxlan\0");
         put_attr(&mut info, IFLA_INFO_DATA | 0x8000, &data);
@@ -634,6 +683,9 @@ mod tests {
                 remote: Some(IpAddr::from([192, 0, 2, 9])),
                 local: None,
                 learning: false,
+                gbp: true,
+                gpe: false,
+                external: false,
                 fdb: Vec::new(),
                 neighbours: Vec::new(),
             })

@@ -416,6 +416,21 @@ async fn run(mut opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunErro
     Ok(())
 }
 
+/// Detach the session, and ingest what the programs wrote before they
+/// went (a flood's tail that the last bounded drain left).
+fn detach(
+    session: Session,
+    pipeline: &mut Pipeline,
+    rec: &mut Option<Recorder>,
+) -> crate::kernel::session::Teardown {
+    session.finish(&mut |b| {
+        if let Some(r) = rec.as_mut() {
+            r.ring(b);
+        }
+        pipeline.ingest(b);
+    })
+}
+
 /// `--ready-file`: created (with our PID) once every probe is attached,
 /// as a new file (O_EXCL, never through a symbolic link): ours, so
 /// removed when the run ends, on every path, unless the path names
@@ -466,6 +481,12 @@ impl Live<'_> {
             }
             pipeline.ingest(b);
         });
+        self.after_drain();
+    }
+
+    /// What the records just read give the rest: captured packets to the
+    /// sink, DNAT'd destinations to nftrace, MACs to the VIP watch.
+    fn after_drain(&mut self) {
         let captured = self.pipeline.take_captured();
         if !captured.is_empty() {
             self.sink.packets(captured);
@@ -607,7 +628,8 @@ impl Live<'_> {
             ..
         } = self;
         let probes = session.plan().to_vec();
-        let teardown = session.finish();
+        let (mut pipeline, mut rec) = (pipeline, rec);
+        let teardown = detach(session, &mut pipeline, &mut rec);
         for e in &teardown.errors {
             diag::warn(&format!("detach: {e}"));
         }

@@ -150,6 +150,12 @@ pub enum Evidence {
     /// A VXLAN device had nowhere to send the frame, or the far side's
     /// device was not the one it was sent to (verdict/tunnel.rs).
     TunnelWillNotSend(crate::verdict::tunnel::TunnelRefusal),
+    /// The receiving kernel has no handler for the packet's IP protocol
+    /// (verdict/no_protocol.rs).
+    ProtocolUnhandled(crate::verdict::no_protocol::ProtocolUnhandled),
+    /// The flow went into a tunnel (VXLAN, IPIP, ...) and, if seen, came
+    /// out of it: its outer packet was followed (verdict/tunnel.rs).
+    Encapsulated(crate::verdict::tunnel::Encapsulation),
     /// A device sysctl made the kernel drop the packet
     /// (verdict/sysctl.rs).
     SysctlRefused(crate::verdict::sysctl::SysctlRefusal),
@@ -715,16 +721,17 @@ impl fmt::Display for Evidence {
         use Evidence::{
             BpfPath, BpfProgramDrop, BpfRewrite, BridgeWillNotForward, CgroupProgramDrop,
             ChecksumBad, ClientHandshake, ConntrackKept, CountedInKernel, DestinationAnswered,
-            DropReasonInferred, EndpointUnanswered, EventsLost, Forwarded, ForwardedBack,
-            ForwardingDisabled, FragmentsLost, FuncHookUnavailable, FunctionHook, HooksUnavailable,
-            HopsNotKept, HostUnreachableInferred, IcmpSent, IpvsHooksSilent, IpvsLocalAddress,
-            IpvsNoDestination, IpvsNoService, IpvsScheduled, IpvsService, KubeClusterIpUnallocated,
-            KubeNoLocalEndpoints, KubeServiceNoEndpoints, KubeServiceRouted, KubeSourceRangesDrop,
-            LaterDrop, ListensElsewhere, LocalAddressTransmitted, LocalDestination, LocalRoute,
-            MapInsertsFailed, MtuExceeded, NatSourceMismatch, NeighbourState, NetworkPolicyDrop,
-            NfChainVerdict, NfHookDrop, NfHookInferred, NfRuleMoved, NfRuleTraced, NoListener,
-            NoLocalEndpointsRuleMoved, NoReply, NoReplyLeft, NoRouteBack, OtherHostsSubnet,
-            OwnerChanged, PacketDropped, PacketTooBig, PacketsSeen, PreNatRoute, QdiscDropped,
+            DropReasonInferred, Encapsulated, EndpointUnanswered, EventsLost, Forwarded,
+            ForwardedBack, ForwardingDisabled, FragmentsLost, FuncHookUnavailable, FunctionHook,
+            HooksUnavailable, HopsNotKept, HostUnreachableInferred, IcmpSent, IpvsHooksSilent,
+            IpvsLocalAddress, IpvsNoDestination, IpvsNoService, IpvsScheduled, IpvsService,
+            KubeClusterIpUnallocated, KubeNoLocalEndpoints, KubeServiceNoEndpoints,
+            KubeServiceRouted, KubeSourceRangesDrop, LaterDrop, ListensElsewhere,
+            LocalAddressTransmitted, LocalDestination, LocalRoute, MapInsertsFailed, MtuExceeded,
+            NatSourceMismatch, NeighbourState, NetworkPolicyDrop, NfChainVerdict, NfHookDrop,
+            NfHookInferred, NfRuleMoved, NfRuleTraced, NoListener, NoLocalEndpointsRuleMoved,
+            NoReply, NoReplyLeft, NoRouteBack, OtherHostsSubnet, OwnerChanged, PacketDropped,
+            PacketTooBig, PacketsSeen, PreNatRoute, ProtocolUnhandled, QdiscDropped,
             RepliesCameBack, RequestDropped, RouteRefused, RoutingLoop, RpFilterMismatch,
             ServerSocketState, SeveralMacs, SocketBufferFull, SocketConsumed, SocketQueued,
             SocketRead, SocketRewrite, SourceRefused, SysctlRefused, TcFilter, TcRedirect,
@@ -793,6 +800,8 @@ impl fmt::Display for Evidence {
             TcFilter { dev, filter } => write!(f, "on {dev} ingress: {filter}"),
             BridgeWillNotForward(r) => fmt::Display::fmt(r, f),
             TunnelWillNotSend(r) => fmt::Display::fmt(r, f),
+            Encapsulated(e) => fmt::Display::fmt(e, f),
+            ProtocolUnhandled(u) => fmt::Display::fmt(u, f),
             SysctlRefused(r) if r.other_end_of.is_some() => fmt::Display::fmt(r, f),
             VethOtherEnd(r) => fmt::Display::fmt(r, f),
             SysctlRefused(r) => write!(f, "{}", r.said()),
@@ -1823,6 +1832,25 @@ mod tests {
                 vtep: None,
                 dev_mac: None,
                 sender_netns: None,
+                far_netns: None,
+                far_devices: Vec::new(),
+                gbp: false,
+                gpe: false,
+                external: false,
+            }),
+            ProtocolUnhandled(crate::verdict::no_protocol::ProtocolUnhandled {
+                proto: 132,
+                name: s("SCTP"),
+                module: Some(s("sctp")),
+                netns: s("pod"),
+            }),
+            Encapsulated(crate::verdict::tunnel::Encapsulation {
+                tunnel: s("VXLAN"),
+                dev: s("vxlan.calico"),
+                netns: s("node1"),
+                outer: s("udp 10.0.0.1:41234 -> 10.0.0.2:4789"),
+                out_netns: Some(s("node2")),
+                out_dev: Some(s("vxlan.calico")),
             }),
             PreNatRoute {
                 dst: a,

@@ -29,6 +29,7 @@ pub fn all() -> impl Iterator<Item = &'static Explains> {
         super::bpf_drop::EXPLAINS,
         super::bridge::EXPLAINS,
         super::tunnel::EXPLAINS,
+        super::no_protocol::EXPLAINS,
         super::sysctl::EXPLAINS,
         super::veth::EXPLAINS,
         super::ct_state::EXPLAINS,

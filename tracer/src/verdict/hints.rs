@@ -23,6 +23,7 @@ pub struct Hint {
 const CAUSES: &[&[Hint]] = &[
     super::bridge::HINTS,
     super::tunnel::HINTS,
+    super::no_protocol::HINTS,
     super::sysctl::HINTS,
     super::veth::HINTS,
     super::sock_lb::HINTS,

@@ -12,6 +12,7 @@ pub mod explains;
 pub mod fragments;
 pub mod hints;
 pub mod kube;
+pub mod no_protocol;
 pub mod node_facts;
 pub mod qdisc_drop;
 pub mod reason;
@@ -469,6 +470,9 @@ pub fn evaluate(flow: &Flow, env: &dyn Env, c: &Completeness) -> Verdict {
         v.add(e);
     }
     if let Some(e) = bpf_path::path(flow, env) {
+        v.add(e);
+    }
+    if let Some(e) = tunnel::encapsulation(flow) {
         v.add(e);
     }
     if let Some((prefix, e)) = ct_state::kept(flow, &v, env) {

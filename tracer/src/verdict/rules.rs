@@ -593,6 +593,18 @@ pub const EXPLAINS: &[super::explains::Explains] = &[
     },
 ];
 
+/// A NO_SOCKET drop's `where`: the site, and what listens on the port
+/// instead ([`no_listener`]).
+fn no_socket_where(drop: &Hop, func: &str, env: &dyn Env, evidence: &mut Vec<Evidence>) -> String {
+    match no_listener(drop, env) {
+        Some((ev, said)) => {
+            evidence.push(ev);
+            format!("{func} in netns {}: {said}", drop.netns)
+        }
+        None => format!("{func} in netns {}", drop.netns),
+    }
+}
+
 /// The packet was dropped (skb:kfree_skb with a reason) before any delivery.
 pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     let drop = flow.hops.iter().find(|h| h.hook == Hook::Drop)?;
@@ -631,13 +643,11 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             }
             forwarding_where(drop, func, family, &mut evidence)
         }
-        DropReason::NoSocket => match no_listener(drop, env) {
-            Some((ev, said)) => {
-                evidence.push(ev);
-                format!("{func} in netns {}: {said}", drop.netns)
-            }
-            None => format!("{func} in netns {}", drop.netns),
-        },
+        // Not the outer packet of a tunnel: its port is the tunnel's
+        // (verdict/tunnel.rs, through device_cause).
+        DropReason::NoSocket if !super::tunnel::is_outer(flow, drop) => {
+            no_socket_where(drop, func, env, &mut evidence)
+        }
         DropReason::IpRpfilter => rp_filter_where(flow, drop, env, &fn_part, &mut evidence),
         DropReason::PktTooBig => too_big_where(flow, drop, env, &mut evidence),
         DropReason::NetfilterDrop if let Some(ct) = conntrack_clash(flow, drop, env) => {
@@ -740,6 +750,7 @@ fn device_cause(
         .or_else(|| super::qdisc_drop::judge(flow, drop, reason, func, env))
         .or_else(|| super::xfrm_policy::judge(drop, reason, func, env))
         .or_else(|| super::fragments::judge(flow, drop, reason, func, env))
+        .or_else(|| super::no_protocol::judge(drop, reason, func))
 }
 
 /// The device a neighbour failure happened on explains it, or its other

@@ -21,6 +21,19 @@
 //! - **Where**: `vxlan flannel.1 in netns node1 (VNI 1, port 8472): no
 //!   FDB entry for 0a:58:0a:cf:02:00 (the MAC of 10.207.2.0, the next hop)
 //!   and no default remote ...`.
+//! - **Far side** (the outer packet followed into the tunnel: tracer-ebpf
+//!   filter.rs classify_matched, tracer_common::tunnel): a drop of the
+//!   outer packet where it arrived: VXLAN_VNI_NOT_FOUND (no device of the
+//!   sender's VNI on its port there), VXLAN_INVALID_HDR (header flags,
+//!   GBP or GPE, the receiver was not configured for), LOCAL_MAC (the
+//!   frame's source MAC is the receiving device's own), NO_SOCKET for
+//!   the outer UDP (no VXLAN device on that port). Facts: the links of
+//!   the sender's namespace (its device, found on the flow's last hop
+//!   before the outer tuple) and of the receiver's.
+//! - TUNNEL_TXINFO in vxlan_xmit: a device in metadata mode (`external`)
+//!   was routed a packet that carries no tunnel key.
+//! - [`encapsulation`] is evidence on any verdict of a flow that entered a
+//!   tunnel: where, as what outer tuple, and where it came out.
 //! - **Rules**: `rules::dropped` asks [`judge`] for any drop the reason
 //!   arms before it left.
 //! - **Hint**: [`HINTS`], one row per problem.
@@ -39,6 +52,7 @@ use crate::{
     },
     node::link::{DEFAULT_FDB_MAC, LinkConf, VxlanConf},
 };
+use tracer_common::tunnel::is_tunnel;
 
 /// What stops the frame.
 #[derive(
@@ -60,9 +74,62 @@ pub enum TunnelProblem {
     /// The FDB entry for the next hop's MAC sends to an address of this
     /// namespace itself: the frame comes back and loops.
     FdbToSelf,
+    /// The far side has no VXLAN device for the sender's VNI on its port.
+    VniNotFound,
+    /// The far side's device for the VNI was not configured for a header
+    /// extension the sender uses (GBP, GPE), or the reverse.
+    FlagsMismatch,
+    /// The far side's device has the sender's MAC: it takes the frames for
+    /// its own, looped back.
+    SameMac,
+    /// Nothing listens on the far side on the UDP port the sender sends
+    /// to: no VXLAN device there uses it.
+    PortNotOpen,
+    /// A device in metadata mode was handed a packet without a tunnel key.
+    NoTunnelKey,
+}
+
+/// A VXLAN device of the far side, as the refusal names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FarDevice {
+    pub dev: String,
+    pub vni: u32,
+    pub port: u16,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gbp: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gpe: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+}
+
+impl fmt::Display for FarDevice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} (VNI {}, port {}{})",
+            self.dev,
+            self.vni,
+            port_or_default(self.port),
+            flags_said(self.gbp, self.gpe)
+        )
+    }
+}
+
+/// ", GBP" / ", GPE" / "".
+fn flags_said(gbp: bool, gpe: bool) -> &'static str {
+    match (gbp, gpe) {
+        (true, _) => ", GBP",
+        (false, true) => ", GPE",
+        _ => "",
+    }
 }
 
 /// Why a VXLAN device lost the frame: what was read from the node.
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "a device's settings as the kernel keeps them: each flag is a fact"
+)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TunnelRefusal {
     /// The VXLAN device (the sender's for `no_fdb_entry`, the receiver's
@@ -94,9 +161,33 @@ pub struct TunnelRefusal {
     pub dev_mac: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sender_netns: Option<String>,
+    /// The far side's namespace, for the far side's problems (the device
+    /// above is then the sender's), and its VXLAN devices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub far_netns: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub far_devices: Vec<FarDevice>,
+    /// The sender's header extensions (GBP, GPE), and whether it is in
+    /// metadata mode (`external`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gbp: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gpe: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub external: bool,
 }
 
 impl TunnelRefusal {
+    /// "netns N has no VXLAN device" / "netns N's VXLAN devices: a (...), b (...)".
+    fn far_said(&self) -> String {
+        let far = self.far_netns.as_deref().unwrap_or("?");
+        if self.far_devices.is_empty() {
+            return format!("netns {far} has no VXLAN device");
+        }
+        let devs: Vec<String> = self.far_devices.iter().map(ToString::to_string).collect();
+        format!("netns {far}'s VXLAN devices: {}", devs.join(", "))
+    }
+
     /// What is wrong, after `vxlan DEV in netns N (VNI v, port p): `.
     pub fn said(&self) -> String {
         let mac = self.mac.as_deref().unwrap_or("the frame's destination MAC");
@@ -125,19 +216,63 @@ impl TunnelRefusal {
                 self.sender_netns.as_deref().unwrap_or("?"),
                 self.dev_mac.as_deref().unwrap_or("?")
             ),
+            TunnelProblem::VniNotFound => format!(
+                "netns {} has no VXLAN device for VNI {} on port {} ({}), so it drops every frame of this tunnel",
+                self.far_netns.as_deref().unwrap_or("?"),
+                self.vni,
+                port_or_default(self.port),
+                self.far_said()
+            ),
+            TunnelProblem::FlagsMismatch => format!(
+                "its frames carry {} and the device for VNI {} in netns {} does not take them ({}): the receiver drops a header with flags it was not configured for",
+                match (self.gbp, self.gpe) {
+                    (true, _) => "the GBP extension (a group policy id)",
+                    (false, true) => "the GPE extension",
+                    _ => "no extension",
+                },
+                self.vni,
+                self.far_netns.as_deref().unwrap_or("?"),
+                self.far_said()
+            ),
+            TunnelProblem::SameMac => format!(
+                "its MAC {} is also the MAC of {} in netns {}, which takes the frames for its own, looped back, and drops them",
+                self.dev_mac.as_deref().unwrap_or("?"),
+                self.far_devices
+                    .first()
+                    .map_or("its VXLAN device", |d| d.dev.as_str()),
+                self.far_netns.as_deref().unwrap_or("?"),
+            ),
+            TunnelProblem::PortNotOpen => format!(
+                "it sends to UDP port {}, where nothing listens in netns {} ({})",
+                port_or_default(self.port),
+                self.far_netns.as_deref().unwrap_or("?"),
+                self.far_said()
+            ),
+            TunnelProblem::NoTunnelKey => "the device is in metadata mode (external): it sends only packets that carry a tunnel key (set by a BPF program with bpf_skb_set_tunnel_key(), or by a route's `encap`), and the kernel routed this one onto it without one".to_string(),
         }
     }
 }
 
 impl fmt::Display for TunnelRefusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.external {
+            return write!(
+                f,
+                "vxlan {} in netns {} (metadata mode, port {}): {}",
+                self.dev,
+                self.netns,
+                port_or_default(self.port),
+                self.said()
+            );
+        }
         write!(
             f,
-            "vxlan {} in netns {} (VNI {}, port {}): {}",
+            "vxlan {} in netns {} (VNI {}, port {}{}): {}",
             self.dev,
             self.netns,
             self.vni,
             port_or_default(self.port),
+            flags_said(self.gbp, self.gpe),
             self.said()
         )
     }
@@ -160,6 +295,30 @@ pub const EXPLAINS: &[super::explains::Explains] = &[
         cause: "a VXLAN device that does not learn has no neighbour entry for a remote VTEP (verdict/tunnel.rs)",
         at: "a VXLAN device",
         facts: "the VXLAN device's neighbours, FDB and learning (RTM_GETLINK, RTM_GETNEIGH)",
+    },
+    super::explains::Explains {
+        reasons: &[DropReason::VxlanVniNotFound],
+        cause: "the far side has no VXLAN device for the sender's VNI on its port (verdict/tunnel.rs)",
+        at: "vxlan_rcv, the outer packet followed from the sender's VXLAN device",
+        facts: "the sender's and the receiver's VXLAN devices: VNI, port (RTM_GETLINK)",
+    },
+    super::explains::Explains {
+        reasons: &[DropReason::VxlanInvalidHdr],
+        cause: "the sender's VXLAN header extension (GBP, GPE) is not the receiver's (verdict/tunnel.rs)",
+        at: "vxlan_rcv, the outer packet followed from the sender's VXLAN device",
+        facts: "the sender's and the receiver's VXLAN devices: VNI, port, GBP, GPE (RTM_GETLINK)",
+    },
+    super::explains::Explains {
+        reasons: &[DropReason::LocalMac],
+        cause: "the receiving VXLAN device has the sender device's MAC (verdict/tunnel.rs)",
+        at: "vxlan_rcv, the outer packet followed from the sender's VXLAN device",
+        facts: "both VXLAN devices' MACs (RTM_GETLINK)",
+    },
+    super::explains::Explains {
+        reasons: &[DropReason::TunnelTxinfo],
+        cause: "a VXLAN device in metadata mode was routed a packet without a tunnel key (verdict/tunnel.rs)",
+        at: "vxlan_xmit on a device in metadata mode (external)",
+        facts: "the device's metadata mode (IFLA_VXLAN_COLLECT_METADATA)",
     },
     super::explains::Explains {
         reasons: &[DropReason::Otherhost],
@@ -208,14 +367,23 @@ pub fn judge(
 ) -> Option<(String, Evidence)> {
     let r = if let Some(r) = fdb_to_self(flow, drop, env) {
         r
+    } else if vxlan_xmit_func(func) && *reason == DropReason::TunnelTxinfo {
+        no_tunnel_key(drop, env)?
     } else if vxlan_xmit_func(func) {
         no_fdb_entry(flow, drop, env)?
     } else if *reason == DropReason::Otherhost {
         mac_mismatch(flow, drop, env)?
     } else {
-        return None;
+        far_side(flow, drop, reason, func, env)?
     };
-    Some((r.to_string(), Evidence::TunnelWillNotSend(r)))
+    // The far side's drop opens with its own site; the refusal names the
+    // sender's device.
+    let at = if r.far_netns.is_some() {
+        format!("{} in netns {}: {r}", super::rules::site(func), drop.netns)
+    } else {
+        r.to_string()
+    };
+    Some((at, Evidence::TunnelWillNotSend(r)))
 }
 
 /// The sending device has no entry for the next hop's MAC and no default.
@@ -314,7 +482,193 @@ fn refusal(drop: &Hop, v: &VxlanConf) -> TunnelRefusal {
         vtep: None,
         dev_mac: None,
         sender_netns: None,
+        far_netns: None,
+        far_devices: Vec::new(),
+        gbp: v.gbp,
+        gpe: v.gpe,
+        external: v.external,
     }
+}
+
+/// A device in metadata mode handed a packet with no tunnel key
+/// (vxlan_xmit(): TUNNEL_TXINFO).
+fn no_tunnel_key(drop: &Hop, env: &dyn Env) -> Option<TunnelRefusal> {
+    let (_, v) = vxlan_dev(env.links(drop.netns_inode), &drop.dev)?;
+    v.external.then(|| TunnelRefusal {
+        problem: TunnelProblem::NoTunnelKey,
+        ..refusal(drop, v)
+    })
+}
+
+/// Is this hop's packet the flow's, wrapped in a tunnel (its tuple an
+/// outer one, the flow's own not)?
+pub fn is_outer(flow: &Flow, h: &Hop) -> bool {
+    is_tunnel(h.tuple.proto, h.tuple.dport) && !is_tunnel(flow.key.proto, flow.key.dport)
+}
+
+/// The hop that took the flow into its tunnel: the last request hop
+/// before the first outer one, in that hop's namespace (the tunnel
+/// device's xmit), and that first outer hop.
+fn entered(flow: &Flow) -> Option<(&Hop, &Hop)> {
+    let first = flow.hops.iter().position(|h| is_outer(flow, h))?;
+    let outer = &flow.hops[first];
+    let inner = flow.hops[..first]
+        .iter()
+        .rev()
+        .find(|h| h.dir == Dir::Request && !h.dev.is_empty() && h.is_egress())?;
+    Some((inner, outer))
+}
+
+/// The far side's drop of the outer packet, with the sender's device and
+/// the receiver's devices read.
+fn far_side(
+    flow: &Flow,
+    drop: &Hop,
+    reason: &DropReason,
+    func: &str,
+    env: &dyn Env,
+) -> Option<TunnelRefusal> {
+    if !is_outer(flow, drop) {
+        return None;
+    }
+    let (sent, outer) = entered(flow)?;
+    let (dev, v) = vxlan_dev(env.links(sent.netns_inode), &sent.dev)?;
+    let far: Vec<FarDevice> = env
+        .links(drop.netns_inode)
+        .iter()
+        .filter_map(|l| {
+            let fv = l.vxlan.as_ref()?;
+            Some(FarDevice {
+                dev: l.dev.clone(),
+                vni: fv.vni,
+                port: fv.port,
+                gbp: fv.gbp,
+                gpe: fv.gpe,
+                mac: l.mac.clone(),
+            })
+        })
+        .collect();
+    let port = port_or_default(v.port);
+    let same_tunnel = |d: &&FarDevice| port_or_default(d.port) == port && d.vni == v.vni;
+    let f = func.split('.').next().unwrap_or(func);
+    let problem = match reason {
+        DropReason::VxlanVniNotFound => TunnelProblem::VniNotFound,
+        DropReason::VxlanInvalidHdr => TunnelProblem::FlagsMismatch,
+        DropReason::LocalMac => TunnelProblem::SameMac,
+        DropReason::NoSocket if outer.tuple.proto == 17 => TunnelProblem::PortNotOpen,
+        // Kernels before VXLAN's drop reasons (6.13): vxlan_rcv's drops
+        // are NOT_SPECIFIED; the facts tell which.
+        DropReason::NotSpecified if f == "vxlan_rcv" => match far.iter().find(same_tunnel) {
+            None => TunnelProblem::VniNotFound,
+            Some(d) if (d.gbp, d.gpe) != (v.gbp, v.gpe) => TunnelProblem::FlagsMismatch,
+            Some(d) if d.mac.is_some() && d.mac == dev.mac => TunnelProblem::SameMac,
+            Some(_) => return None,
+        },
+        _ => return None,
+    };
+    // Each problem only where the facts show it.
+    let shown = match problem {
+        TunnelProblem::VniNotFound => !far.iter().any(|d| same_tunnel(&d)),
+        TunnelProblem::FlagsMismatch => far
+            .iter()
+            .find(same_tunnel)
+            .is_some_and(|d| (d.gbp, d.gpe) != (v.gbp, v.gpe)),
+        TunnelProblem::SameMac => far.iter().any(|d| {
+            d.mac.is_some()
+                && d.mac.as_deref().map(str::to_ascii_lowercase)
+                    == dev.mac.as_deref().map(str::to_ascii_lowercase)
+        }),
+        TunnelProblem::PortNotOpen => !far.iter().any(|d| port_or_default(d.port) == port),
+        _ => false,
+    };
+    if !shown {
+        return None;
+    }
+    let far = match problem {
+        TunnelProblem::FlagsMismatch => far.into_iter().filter(|d| same_tunnel(&d)).collect(),
+        TunnelProblem::SameMac => far
+            .into_iter()
+            .filter(|d| {
+                d.mac.as_deref().map(str::to_ascii_lowercase)
+                    == dev.mac.as_deref().map(str::to_ascii_lowercase)
+            })
+            .collect(),
+        _ => far,
+    };
+    Some(TunnelRefusal {
+        dev: dev.dev.clone(),
+        netns: sent.netns.to_string(),
+        problem,
+        dev_mac: dev.mac.clone(),
+        far_netns: Some(drop.netns.to_string()),
+        far_devices: far,
+        ..refusal(sent, v)
+    })
+}
+
+/// How a flow went into a tunnel and came out of it (evidence on any
+/// verdict): the device it was sent into, the outer packet, and where
+/// the inner packet was seen again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Encapsulation {
+    /// `VXLAN`, `Geneve`, `WireGuard`, `IPIP`, `SIT`, `GRE`.
+    pub tunnel: String,
+    /// The device the inner packet was last sent by, and its namespace.
+    pub dev: String,
+    pub netns: String,
+    /// The outer packet: `udp 10.0.0.1:41234 -> 10.0.0.2:4789`.
+    pub outer: String,
+    /// Where the inner packet came out again, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_netns: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_dev: Option<String>,
+}
+
+impl fmt::Display for Encapsulation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "sent into a {} tunnel by {} in netns {} as {}",
+            self.tunnel, self.dev, self.netns, self.outer
+        )?;
+        match (&self.out_netns, &self.out_dev) {
+            (Some(n), Some(d)) => write!(f, "; decapsulated in netns {n} (out of {d})"),
+            (Some(n), None) => write!(f, "; decapsulated in netns {n}"),
+            _ => write!(f, "; not seen decapsulated"),
+        }
+    }
+}
+
+/// The tunnel a tuple's outer protocol and port name.
+fn tunnel_name(proto: u8, dport: u16) -> &'static str {
+    match (proto, dport) {
+        (17, 6081) => "Geneve",
+        (17, 51820 | 51871) => "WireGuard",
+        (17, _) => "VXLAN",
+        (4, _) => "IPIP",
+        (41, _) => "SIT",
+        _ => "GRE",
+    }
+}
+
+/// A flow that entered a tunnel, as evidence (any verdict).
+pub fn encapsulation(flow: &Flow) -> Option<Evidence> {
+    let (sent, outer) = entered(flow)?;
+    let first = flow.hops.iter().position(|h| std::ptr::eq(h, outer))?;
+    let out = flow.hops[first..]
+        .iter()
+        .skip_while(|h| is_outer(flow, h))
+        .find(|h| h.dir == Dir::Request && h.netns_inode != sent.netns_inode);
+    let t = &outer.tuple;
+    Some(Evidence::Encapsulated(Encapsulation {
+        tunnel: tunnel_name(t.proto, t.dport).into(),
+        dev: sent.dev.to_string(),
+        netns: sent.netns.to_string(),
+        outer: t.to_string(),
+        out_netns: out.map(|h| h.netns.to_string()),
+        out_dev: out.map(|h| h.dev.to_string()).filter(|d| !d.is_empty()),
+    }))
 }
 
 /// OTHERHOST on a VXLAN device: the namespace that sent the flow into a
@@ -352,15 +706,15 @@ fn mac_mismatch(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<TunnelRefusal>
 }
 
 /// The namespaces, beyond the drop's, whose links [`judge`] reads for
-/// this flow: for OTHERHOST, those the request passed before it (the
-/// sender's tunnel device and neighbours). The facts reader
+/// this flow: for OTHERHOST, and for a drop of the outer packet on the
+/// far side, those the request passed before it (the sender's tunnel
+/// device and neighbours). The facts reader
 /// (run/facts.rs) reads them where it reads the drop's.
 pub fn links_wanted(flow: &Flow) -> Vec<u32> {
-    let Some(drop) = flow
-        .hops
-        .iter()
-        .find(|h| matches!(&h.data, HopData::Drop(d) if d.reason == DropReason::Otherhost))
-    else {
+    let Some(drop) = flow.hops.iter().find(|h| {
+        matches!(&h.data, HopData::Drop(d) if d.reason == DropReason::Otherhost)
+            || matches!(h.data, HopData::Drop(_)) && is_outer(flow, h)
+    }) else {
         return Vec::new();
     };
     let mut v: Vec<u32> = flow
@@ -396,6 +750,31 @@ pub const HINTS: &[Hint] = &[
         Kind::Dropped,
         |e| is(e, TunnelProblem::NoNeighbour),
         "A VXLAN device that does not learn and has no default remote cannot resolve a remote VTEP's address by ARP: the CNI agent programs one permanent neighbour entry (and one FDB entry) per remote node, and this one is missing or failed. Calico's Felix (vxlan.calico) and flanneld (flannel.1) write them from the nodes' tunnel addresses and MACs: check the agent's logs on this node (a \"Deleting ARP entry\" for a live node) and restart it to rewrite them; `ip neigh show dev DEV` and `bridge fdb show dev DEV` list what is there.",
+    ),
+    Hint::when(
+        Kind::Dropped,
+        |e| is(e, TunnelProblem::VniNotFound),
+        "The nodes' VXLAN devices disagree on the VNI (or the port): the receiver has no device for the sender's VNI on that port and drops every frame. A CNI setting that differs between nodes does this (Calico's FELIX_VXLANVNI or FELIX_VXLANPORT env on some nodes over the FelixConfiguration, a VNI kept from a flannel migration, flannel's Backend.VNI changed on some nodes only): make every node's setting the same and restart the agent; `ip -d link show DEV` on each node shows `vxlan id N ... dstport P`.",
+    ),
+    Hint::when(
+        Kind::Dropped,
+        |e| is(e, TunnelProblem::FlagsMismatch),
+        "The two nodes' VXLAN devices do not agree on a header extension: a device with GBP (group policy, `ip link ... gbp`) marks its frames with a policy id a device without it refuses (and a GPE device's header likewise). Create the devices the same way on every node (the CNI's setting for the extension, or a mixed version of its agent during an upgrade); `ip -d link show DEV` shows `gbp`/`gpe`.",
+    ),
+    Hint::when(
+        Kind::Dropped,
+        |e| is(e, TunnelProblem::SameMac),
+        "Two nodes' VXLAN devices have the same MAC, so each takes the other's frames for its own looped back and drops them: nodes cloned from one image keep a MAC written in a config (systemd's MACAddressPolicy=persistent derives it from /etc/machine-id, which the clones share), or an agent copied one node's MAC. Give each node its own machine-id (`systemd-machine-id-setup` after emptying /etc/machine-id) or MAC and re-create the device (restart the CNI agent); `ip link show DEV` on each node shows it.",
+    ),
+    Hint::when(
+        Kind::Dropped,
+        |e| is(e, TunnelProblem::PortNotOpen),
+        "The sender's VXLAN device sends to a UDP port no VXLAN device listens on at the far side: the nodes disagree on the port (flannel's Backend.Port, Calico's vxlanPort or FELIX_VXLANPORT, Cilium's tunnel-port), so the far side answers port unreachable. Set the same port on every node and restart the agent; `ip -d link show DEV` shows `dstport`.",
+    ),
+    Hint::when(
+        Kind::Dropped,
+        |e| is(e, TunnelProblem::NoTunnelKey),
+        "A VXLAN device in metadata mode (Cilium's cilium_vxlan, Calico eBPF's) has no remote of its own: only the dataplane's BPF program, which sets the tunnel key per packet, can send through it. This packet was routed onto it by the kernel instead (a route to the pod CIDR via the tunnel device with no BPF program on the path, or the agent down): check the dataplane's programs on the pod's device (`bpftool net`, `cilium status`) and the routes that point at the device.",
     ),
     Hint::when(
         Kind::Dropped,

@@ -314,6 +314,41 @@ fn recorded_in_node_state(name: &str) -> (&'static str, fn(&Flow) -> bool) {
             "blind_more_trap_fragments_arrive_no_listener-6.18.rec",
             |f| to(f, "10.142.2.2:53"),
         ),
+        other => recorded_in_overlays(other),
+    }
+}
+
+/// The overlay and protocol scenes (tests/src/blind_ovl.rs,
+/// blind_proto.rs; blind_node.rs's and blind_scenes.rs's VXLAN scenes
+/// recorded with the tunnel followed).
+fn recorded_in_overlays(name: &str) -> (&'static str, fn(&Flow) -> bool) {
+    match name {
+        "blind_node_vxlan_vni_mismatch" => ("blind_node_vxlan_vni_mismatch-6.18.rec", |f| {
+            to(f, "10.152.2.2:8080")
+        }),
+        "blind_vxlan_wrong_vni" => ("blind_vxlan_wrong_vni-6.18.rec", |f| {
+            to(f, "10.208.2.2:8080")
+        }),
+        "blind_ovl_migration_vni_on_port" => ("blind_ovl_migration_vni_on_port-6.18.rec", |f| {
+            to(f, "10.192.132.2:8080")
+        }),
+        "blind_ovl_gbp_one_side" => ("blind_ovl_gbp_one_side-6.18.rec", |f| {
+            to(f, "10.192.102.2:8080")
+        }),
+        "blind_ovl_cloned_vtep_mac" => ("blind_ovl_cloned_vtep_mac-6.18.rec", |f| {
+            to(f, "10.192.112.2:8080")
+        }),
+        "blind_ovl_flow_device_no_key" => ("blind_ovl_flow_device_no_key-6.18.rec", |f| {
+            to(f, "10.192.122.2:8080")
+        }),
+        "blind_ovl_trap_localhost_listener" => {
+            ("blind_ovl_trap_localhost_listener-6.18.rec", |f| {
+                to(f, "10.192.142.2:8080")
+            })
+        }
+        "blind_proto_sctp_pod_no_module" => ("blind_proto_sctp_pod_no_module-6.18.rec", |f| {
+            to(f, "10.195.41.12:8082")
+        }),
         other => panic!("no recorded flow {other}"),
     }
 }
