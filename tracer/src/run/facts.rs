@@ -419,6 +419,27 @@ impl LiveEnv {
     }
 }
 
+/// Whether this flow needs route lookups in `ino` that the cache (read
+/// for another flow, or before this flow's drop) lacks: which routing is
+/// read depends on the flow, not only on the time.
+fn routing_missing(
+    cached: Option<&NetnsFacts>,
+    ino: u32,
+    no_route_in: &[u32],
+    route_queries: &[(u32, RouteQuery)],
+) -> bool {
+    let mine = |q: &&(u32, RouteQuery)| q.0 == ino;
+    (no_route_in.contains(&ino) || route_queries.iter().any(|q| mine(&q)))
+        && cached.is_some_and(|f| {
+            f.routing.as_ref().is_none_or(|r| {
+                route_queries
+                    .iter()
+                    .filter(mine)
+                    .any(|(_, q)| !r.lookups.iter().any(|l| l.query == *q))
+            })
+        })
+}
+
 /// How long an id no known namespace had waits before it is asked again.
 const NSIDS_RETRY: Duration = Duration::from_secs(5);
 
@@ -527,8 +548,10 @@ impl PreparedEnv for LiveEnv {
             // Every hop of every idle flow comes here each tick: the path
             // (a scan of /run/netns for an unknown inode) only when
             // something is to be read.
-            let links_due =
-                drops_in.contains(&ino) && (stale || cached.is_none_or(|f| f.links.is_none()));
+            let links_due = drops_in.contains(&ino)
+                && (stale
+                    || routing_missing(cached, ino, &no_route_in, &route_queries)
+                    || cached.is_none_or(|f| f.links.is_none()));
             let ct_due = ct_wanted == Some(ino) && cached.is_none_or(|f| f.conntrack.is_none());
             if !stale && !nf_due && !links_due && !ct_due {
                 continue;
@@ -554,7 +577,10 @@ impl PreparedEnv for LiveEnv {
                 facts.links = Some(links);
                 facts.bound = bound_in(p);
                 facts.listen = listen_stats_in(p);
-                facts.routing = routing_facts(p, ino, &no_route_in, &route_queries);
+                // Another flow's read, which needs no routing, leaves the
+                // routing read for this namespace's earlier drops.
+                let routing = routing_facts(p, ino, &no_route_in, &route_queries);
+                facts.routing = routing.or(facts.routing.take());
             }
             if ct_due
                 && !nf_due

@@ -550,6 +550,12 @@ fn far_side(
         .collect();
     let port = port_or_default(v.port);
     let same_tunnel = |d: &&FarDevice| port_or_default(d.port) == port && d.vni == v.vni;
+    let senders_mac = |d: &&FarDevice| {
+        d.mac
+            .as_deref()
+            .zip(dev.mac.as_deref())
+            .is_some_and(|(m, s)| m.eq_ignore_ascii_case(s))
+    };
     let f = func.split('.').next().unwrap_or(func);
     let problem = match reason {
         DropReason::VxlanVniNotFound => TunnelProblem::VniNotFound,
@@ -561,7 +567,7 @@ fn far_side(
         DropReason::NotSpecified if f == "vxlan_rcv" => match far.iter().find(same_tunnel) {
             None => TunnelProblem::VniNotFound,
             Some(d) if (d.gbp, d.gpe) != (v.gbp, v.gpe) => TunnelProblem::FlagsMismatch,
-            Some(d) if d.mac.is_some() && d.mac == dev.mac => TunnelProblem::SameMac,
+            Some(d) if senders_mac(&d) => TunnelProblem::SameMac,
             Some(_) => return None,
         },
         _ => return None,
@@ -573,11 +579,7 @@ fn far_side(
             .iter()
             .find(same_tunnel)
             .is_some_and(|d| (d.gbp, d.gpe) != (v.gbp, v.gpe)),
-        TunnelProblem::SameMac => far.iter().any(|d| {
-            d.mac.is_some()
-                && d.mac.as_deref().map(str::to_ascii_lowercase)
-                    == dev.mac.as_deref().map(str::to_ascii_lowercase)
-        }),
+        TunnelProblem::SameMac => far.iter().any(|d| senders_mac(&d)),
         TunnelProblem::PortNotOpen => !far.iter().any(|d| port_or_default(d.port) == port),
         _ => false,
     };
@@ -586,13 +588,7 @@ fn far_side(
     }
     let far = match problem {
         TunnelProblem::FlagsMismatch => far.into_iter().filter(|d| same_tunnel(&d)).collect(),
-        TunnelProblem::SameMac => far
-            .into_iter()
-            .filter(|d| {
-                d.mac.as_deref().map(str::to_ascii_lowercase)
-                    == dev.mac.as_deref().map(str::to_ascii_lowercase)
-            })
-            .collect(),
+        TunnelProblem::SameMac => far.into_iter().filter(|d| senders_mac(&d)).collect(),
         _ => far,
     };
     Some(TunnelRefusal {
