@@ -175,7 +175,8 @@ impl Session {
         let mut caps = caps_rx.recv().unwrap_or_default();
         log::debug!("kallsyms read: {:?}", started.elapsed());
         let mut plan = probes::plan(&btf, &caps);
-        probes::skip_unneeded(&mut plan, probes::NodeNeeds::read());
+        let needs = probes::NodeNeeds::read();
+        probes::skip_unneeded(&mut plan, needs);
         drop(btf);
         // Module BTF parses into many small blocks, which glibc keeps
         // resident once freed: hand them back before aya parses vmlinux BTF.
@@ -189,9 +190,10 @@ impl Session {
         // Tuples that change without conntrack (a tc/XDP program's
         // rewrite, a tunnel's encapsulation) are learnt only where
         // something on the node can change them.
-        let learn_rewrites = crate::node::bpf_progs::packet_programs_loaded()
-            || crate::node::link::tunnel_drivers_loaded();
-        log::debug!("learn rewrites and encapsulations: {learn_rewrites}");
+        log::debug!(
+            "learn rewrites and encapsulations: {}",
+            needs.learn_rewrites
+        );
         // One parse for the object's load and the programs' (loader::load).
         let aya_btf = aya::Btf::parse_file(&vmlinux, aya::Endianness::default())
             .map_err(SessionError::ProgramBtf)?;
@@ -203,7 +205,7 @@ impl Session {
             &aya_btf,
             opts.ring_bytes,
             opts.debug_bpf,
-            learn_rewrites,
+            needs.learn_rewrites,
         )?;
         let bpf_log = if opts.debug_bpf {
             Some(aya_log::EbpfLogger::init(&mut ebpf).map_err(SessionError::BpfLog)?)
@@ -327,25 +329,18 @@ impl Session {
         Ok(())
     }
 
-    /// Hand every record waiting now to `each` (below the wake-up
-    /// threshold the kernel does not wake us).
-    /// Hand at most [`DRAIN_MAX`] records to `each`, and say whether more
-    /// are waiting: a flood of followed packets (a storm, or a guest whose
-    /// reader is slower than its programs) must not keep the event loop in
-    /// here, where no stop signal or tick is seen (a 5.10 guest's tracer
-    /// was still draining 150 s after its stop).
-    pub fn drain(&mut self, each: &mut dyn FnMut(&[u8])) -> bool {
+    /// Hand the records waiting now to `each` (below the wake-up
+    /// threshold the kernel does not wake us), at most [`DRAIN_MAX`]: a
+    /// flood of followed packets (a storm, or a guest whose reader is
+    /// slower than its programs) must not keep the event loop in here,
+    /// where no stop signal or tick is seen (a 5.10 guest's tracer was
+    /// still draining 150 s after its stop). The loop comes back while the
+    /// ring stays readable.
+    pub fn drain(&mut self, each: &mut dyn FnMut(&[u8])) {
         if let Some(l) = self.bpf_log.as_mut() {
             l.flush();
         }
-        let rb = self.ring.get_mut();
-        for _ in 0..DRAIN_MAX {
-            let Some(item) = rb.next() else {
-                return false;
-            };
-            each(&item);
-        }
-        true
+        read_ring(&mut self.ring, DRAIN_MAX, each);
     }
 
     /// Every [`MAINTAIN_EVERY`]: hook interfaces that appeared, and attach
@@ -421,9 +416,9 @@ impl Session {
         Ok(seen.into_iter().map(|(k, (t, n))| (k, t, n)).collect())
     }
 
-    /// Detach everything now, and say how long it took.
-    /// Detach everything, then hand the records still in the ring to
-    /// `each` (nothing adds to it once the programs are gone).
+    /// Detach everything now, and say how long it took; then hand the
+    /// records still in the ring to `each` (nothing adds to it once the
+    /// programs are gone).
     pub fn finish(self, each: &mut dyn FnMut(&[u8])) -> Teardown {
         let started = Instant::now();
         let counters = self.counters();
@@ -438,10 +433,7 @@ impl Session {
         let errors = tc.detach_all();
         drop(tc);
         drop(ebpf);
-        let rb = ring.get_mut();
-        while let Some(item) = rb.next() {
-            each(&item);
-        }
+        read_ring(&mut ring, usize::MAX, each);
         drop(ring);
         Teardown {
             counters,
@@ -450,6 +442,17 @@ impl Session {
             detach_ms: started.elapsed().as_millis(),
             errors,
         }
+    }
+}
+
+/// Hand at most `limit` records of the ring to `each`.
+fn read_ring(ring: &mut AsyncFd<RingBuf<MapData>>, limit: usize, each: &mut dyn FnMut(&[u8])) {
+    let rb = ring.get_mut();
+    for _ in 0..limit {
+        let Some(item) = rb.next() else {
+            return;
+        };
+        each(&item);
     }
 }
 

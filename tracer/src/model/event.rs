@@ -165,6 +165,15 @@ pub struct Tuple {
 }
 
 impl Tuple {
+    /// Is this the outer packet of a tunnel carrying the flow `key` (a
+    /// tunnel's tuple, where the flow's own is not;
+    /// tracer_common::tunnel::is_tunnel)? The flow table keeps such hops
+    /// on the flow, not as its NAT; verdict/tunnel.rs judges them.
+    pub fn is_outer_of(&self, key: &Tuple) -> bool {
+        use tracer_common::tunnel::is_tunnel;
+        is_tunnel(self.proto, self.dport) && !is_tunnel(key.proto, key.dport)
+    }
+
     pub fn from_pkt(p: &PacketInfo) -> Tuple {
         Tuple {
             src: ip_from(p.family, &p.saddr),

@@ -532,11 +532,15 @@ impl FlowTable {
     /// the flow's source (DNAT keeps it): without this the error made a
     /// flow of its own, `no_reply`, that the client never sent.
     fn held_skb_flow(&self, skb: u64, ts: u64, seen: &Tuple) -> Option<u64> {
-        let (id, at) = *self.by_skb.get(&skb)?;
-        if skb == 0 || at & 1 == 1 || ts.saturating_sub(at) >= HELD_NS {
+        if skb == 0 {
             return None;
         }
-        let k = self.get(id)?.key;
+        let (id, at) = *self.by_skb.get(&skb)?;
+        if at & 1 == 1 || ts.saturating_sub(at) >= HELD_NS {
+            return None;
+        }
+        // The key only: a packed flow is not unpacked for it.
+        let (k, _) = self.flows.get(&id)?.tuples();
         (k.src == seen.src && k.sport == seen.sport && k.proto == seen.proto).then_some(id)
     }
 
@@ -996,8 +1000,7 @@ impl FlowTable {
             // kernel side stopped following those by conntrack).
             // Nor the packet wrapped in a tunnel (its outer tuple: the
             // kernel side follows it into the tunnel).
-            let outer = tracer_common::tunnel::is_tunnel(seen.proto, seen.dport)
-                && !tracer_common::tunnel::is_tunnel(f.key.proto, f.key.dport);
+            let outer = seen.is_outer_of(&f.key);
             if parsed
                 && dir == Dir::Request
                 && seen != f.key

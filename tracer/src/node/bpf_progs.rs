@@ -215,32 +215,40 @@ pub fn under(path: &str, at: &str) -> bool {
     at == "/" || path == at || path.starts_with(&format!("{}/", at.trim_end_matches('/')))
 }
 
-/// Is any cgroup socket-address program (BPF_PROG_TYPE_CGROUP_SOCK_ADDR:
-/// connect, sendmsg, recvmsg, bind, getpeername hooks) loaded on the
-/// node? One walk of the loaded programs (BPF_PROG_GET_NEXT_ID).
-pub fn sock_addr_programs_loaded() -> bool {
-    aya::programs::loaded_programs()
-        .flatten()
+/// The kinds of programs of others loaded on the node that decide which
+/// of tracer's hooks and code a run needs (read once at start).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadedKinds {
+    /// A cgroup socket-address program (BPF_PROG_TYPE_CGROUP_SOCK_ADDR:
+    /// connect, sendmsg, recvmsg, bind, getpeername hooks).
+    pub sock_addr: bool,
+    /// A tc (cls or act) or XDP program: only such a program can rewrite a
+    /// packet's tuple without conntrack knowing, which tracer's skb
+    /// programs then learn. tracer's own `tracer_*` programs (not loaded
+    /// yet at start, or another tracer's) are not counted.
+    pub packet: bool,
+}
+
+/// [`LoadedKinds`], from one walk of the loaded programs
+/// (BPF_PROG_GET_NEXT_ID): a node with Cilium has hundreds.
+pub fn loaded_kinds() -> LoadedKinds {
+    let mut k = LoadedKinds::default();
+    for p in aya::programs::loaded_programs().flatten() {
         // enum bpf_prog_type (include/uapi/linux/bpf.h).
-        .any(|p| p.program_type() as u32 == BPF_PROG_TYPE_CGROUP_SOCK_ADDR)
+        match p.program_type() as u32 {
+            BPF_PROG_TYPE_CGROUP_SOCK_ADDR => k.sock_addr = true,
+            BPF_PROG_TYPE_SCHED_CLS | BPF_PROG_TYPE_SCHED_ACT | BPF_PROG_TYPE_XDP
+                if !p.name_as_str().is_some_and(|n| n.starts_with("tracer_")) =>
+            {
+                k.packet = true;
+            }
+            _ => {}
+        }
+    }
+    k
 }
 
 const BPF_PROG_TYPE_CGROUP_SOCK_ADDR: u32 = 18;
-
-/// Whether a tc (cls or act) or XDP program of others is loaded on the
-/// node: only such a program can rewrite a packet's tuple without
-/// conntrack knowing, which tracer's skb programs then learn (read once at
-/// start; tracer's own `tracer_*` programs are not loaded yet, nor
-/// counted).
-pub fn packet_programs_loaded() -> bool {
-    aya::programs::loaded_programs().flatten().any(|p| {
-        matches!(
-            p.program_type() as u32,
-            BPF_PROG_TYPE_SCHED_CLS | BPF_PROG_TYPE_SCHED_ACT | BPF_PROG_TYPE_XDP
-        ) && !p.name_as_str().is_some_and(|n| n.starts_with("tracer_"))
-    })
-}
-
 const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
 const BPF_PROG_TYPE_SCHED_ACT: u32 = 4;
 const BPF_PROG_TYPE_XDP: u32 = 6;

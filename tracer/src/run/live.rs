@@ -481,12 +481,6 @@ impl Live<'_> {
             }
             pipeline.ingest(b);
         });
-        self.after_drain();
-    }
-
-    /// What the records just read give the rest: captured packets to the
-    /// sink, DNAT'd destinations to nftrace, MACs to the VIP watch.
-    fn after_drain(&mut self) {
         let captured = self.pipeline.take_captured();
         if !captured.is_empty() {
             self.sink.packets(captured);
@@ -617,8 +611,8 @@ impl Live<'_> {
             traced_to - (self.started.elapsed().as_nanos() as i64 - ready_ms as i64 * 1_000_000);
         let Live {
             session,
-            pipeline,
-            rec,
+            mut pipeline,
+            mut rec,
             mut env,
             sink,
             base,
@@ -628,7 +622,6 @@ impl Live<'_> {
             ..
         } = self;
         let probes = session.plan().to_vec();
-        let (mut pipeline, mut rec) = (pipeline, rec);
         let teardown = detach(session, &mut pipeline, &mut rec);
         for e in &teardown.errors {
             diag::warn(&format!("detach: {e}"));

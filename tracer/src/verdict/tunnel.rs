@@ -52,7 +52,6 @@ use crate::{
     },
     node::link::{DEFAULT_FDB_MAC, LinkConf, VxlanConf},
 };
-use tracer_common::tunnel::is_tunnel;
 
 /// What stops the frame.
 #[derive(
@@ -503,7 +502,7 @@ fn no_tunnel_key(drop: &Hop, env: &dyn Env) -> Option<TunnelRefusal> {
 /// Is this hop's packet the flow's, wrapped in a tunnel (its tuple an
 /// outer one, the flow's own not)?
 pub fn is_outer(flow: &Flow, h: &Hop) -> bool {
-    is_tunnel(h.tuple.proto, h.tuple.dport) && !is_tunnel(flow.key.proto, flow.key.dport)
+    h.tuple.is_outer_of(&flow.key)
 }
 
 /// The hop that took the flow into its tunnel: the last request hop

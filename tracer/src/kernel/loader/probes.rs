@@ -617,10 +617,7 @@ pub fn backend_summary(plan: &[ProbeStatus]) -> String {
         n("tp_btf"),
         none
     );
-    let unneeded = plan.iter().filter(|p| p.not_needed.is_some()).count();
-    if unneeded > 0 {
-        s += &format!(", {unneeded} not needed");
-    }
+    s += &not_needed_said(plan);
     let left: Vec<&str> = plan
         .iter()
         .filter(|p| p.left_to_tc)
@@ -667,14 +664,22 @@ pub struct NodeNeeds {
     pub sock_addr: bool,
     /// Some namespace has an IPVS virtual service (kube-proxy's IPVS mode).
     pub ipvs: bool,
+    /// A tc/XDP program of others or a tunnel driver is loaded: a followed
+    /// packet's tuple can change without conntrack (rewritten, or wrapped
+    /// in a tunnel), which the skb programs then learn (LEARN_REWRITES in
+    /// tracer-ebpf; not a hook of the plan).
+    pub learn_rewrites: bool,
 }
 
 impl NodeNeeds {
-    /// Read from the node (bpf_progs, ipvs).
+    /// Read from the node (bpf_progs, ipvs, link): one walk of the loaded
+    /// programs.
     pub fn read() -> NodeNeeds {
+        let progs = crate::node::bpf_progs::loaded_kinds();
         NodeNeeds {
-            sock_addr: crate::node::bpf_progs::sock_addr_programs_loaded(),
+            sock_addr: progs.sock_addr,
             ipvs: crate::node::ipvs::services_anywhere(),
+            learn_rewrites: progs.packet || crate::node::link::tunnel_drivers_loaded(),
         }
     }
 }
@@ -738,17 +743,22 @@ pub fn tc_failed(plan: &mut [ProbeStatus]) -> Vec<String> {
 pub fn backend_summary_planned(plan: &[ProbeStatus]) -> String {
     let n = |b: &str| plan.iter().filter(|p| p.backend == b).count();
     let unneeded = plan.iter().filter(|p| p.not_needed.is_some()).count();
-    let mut s = format!(
-        "{} fentry, {} kprobe, {} tp_btf, {} unavailable",
+    format!(
+        "{} fentry, {} kprobe, {} tp_btf, {} unavailable{}",
         n("fentry"),
         n("kprobe"),
         n("tp_btf"),
-        n("none") - unneeded
-    );
-    if unneeded > 0 {
-        s += &format!(", {unneeded} not needed");
+        n("none") - unneeded,
+        not_needed_said(plan)
+    )
+}
+
+/// ", N not needed" for the hooks [`skip_unneeded`] left out, or nothing.
+fn not_needed_said(plan: &[ProbeStatus]) -> String {
+    match plan.iter().filter(|p| p.not_needed.is_some()).count() {
+        0 => String::new(),
+        n => format!(", {n} not needed"),
     }
-    s
 }
 
 /// Backends allowed for `hook` by TRACER_BACKENDS (default: all): a comma
@@ -973,6 +983,7 @@ mod tests {
         let needs = |ipvs| NodeNeeds {
             sock_addr: true,
             ipvs,
+            learn_rewrites: false,
         };
         let mut with = planned.clone();
         skip_unneeded(&mut with, needs(true));
@@ -1007,6 +1018,7 @@ mod tests {
             NodeNeeds {
                 sock_addr: true,
                 ipvs: true,
+                learn_rewrites: false,
             },
         );
         let st = p.iter().find(|s| s.hook == "sock_addr").unwrap();
@@ -1025,6 +1037,7 @@ mod tests {
             NodeNeeds {
                 sock_addr: false,
                 ipvs: true,
+                learn_rewrites: false,
             },
         );
         let st = p.iter().find(|s| s.hook == "sock_addr").unwrap();
