@@ -859,7 +859,9 @@ fn more_node_state_is_named() {
 /// projectcalico/calico#3543), GBP on one side only
 /// (flannel-io/flannel#562), both devices with one MAC (cloned machines,
 /// flannel-io/flannel#1155), a metadata-mode device handed a packet
-/// with no tunnel key (projectcalico/calico PR #10680). The trap (the
+/// with no tunnel key (projectcalico/calico PR #10680), a device on a
+/// port of its own that the far node's does not listen on
+/// (projectcalico/calico#10692's FELIX_VXLANPORT). The trap (the
 /// server on localhost, kubernetes/website#7281) does not blame the
 /// tunnel.
 #[test]
@@ -894,6 +896,11 @@ fn overlay_tunnels_are_followed_to_the_far_side() {
             "blind_ovl_flow_device_no_key",
             "TUNNEL_TXINFO",
             "(metadata mode, port 4789)",
+        ),
+        (
+            "blind_vxlan_wrong_port",
+            "NO_SOCKET",
+            "it sends to UDP port 4799, where nothing listens in netns",
         ),
     ] {
         if !cause_named(name, 8080, reason, where_has, "tunnel_will_not_send") {

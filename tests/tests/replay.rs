@@ -123,6 +123,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
         "VXLAN_VNI_NOT_FOUND",
     ),
     ("blind_vxlan_wrong_vni", "dropped", "VXLAN_VNI_NOT_FOUND"),
+    ("blind_vxlan_wrong_port", "dropped", "NO_SOCKET"),
     (
         "blind_ovl_migration_vni_on_port",
         "dropped",

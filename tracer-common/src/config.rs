@@ -32,6 +32,10 @@ pub struct FilterConfig {
     /// A DNS port besides 53 (`--dns-port`, e.g. 5353), 0 for none: its
     /// UDP packets carry their DNS id (`PacketInfo::dns_id`) too.
     pub dns_port: u16,
+    /// UDP ports of the node's VXLAN devices beyond
+    /// [`crate::tunnel::TUNNEL_UDP_PORTS`] (a device made with `dstport
+    /// 4799`), 0 for none: their packets are a tunnel's outer ones too.
+    pub tunnel_ports: [u16; 2],
 }
 
 impl FilterConfig {
@@ -46,6 +50,7 @@ impl FilterConfig {
             port: 0,
             snaplen: 0,
             dns_port: 0,
+            tunnel_ports: [0; 2],
         }
     }
 }

@@ -13,8 +13,8 @@ pub const TUNNEL_IP_PROTOS: [u8; 3] = [4, 41, 47];
 
 /// Is a packet of `proto` to `dport` a tunnel's outer packet: one of the
 /// IP protocols that carry IP, or UDP to an overlay's port? A VXLAN
-/// device on another port is not recognised (its frames are then not
-/// followed into the tunnel).
+/// device on another port is recognised by [`is_tunnel_or`], given the
+/// node's ports (`FilterConfig::tunnel_ports`).
 #[expect(
     clippy::inline_always,
     reason = "called from the kernel programs, where every call is inlined"
@@ -33,6 +33,18 @@ pub fn is_tunnel(proto: u8, dport: u16) -> bool {
     }
 }
 
+/// [`is_tunnel`], or UDP to one of `extra` (the node's VXLAN devices'
+/// own ports; 0 is none).
+#[expect(
+    clippy::inline_always,
+    reason = "called from the kernel programs, where every call is inlined"
+)]
+#[inline(always)]
+pub fn is_tunnel_or(proto: u8, dport: u16, extra: [u16; 2]) -> bool {
+    is_tunnel(proto, dport)
+        || (proto == 17 && dport != 0 && (dport == extra[0] || dport == extra[1]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +54,8 @@ mod tests {
         assert!(is_tunnel(17, 4789) && is_tunnel(17, 8472) && is_tunnel(17, 51871));
         assert!(is_tunnel(4, 0) && is_tunnel(47, 0) && is_tunnel(41, 0));
         assert!(!is_tunnel(17, 53) && !is_tunnel(6, 4789) && !is_tunnel(1, 0));
+        assert!(is_tunnel_or(17, 4799, [4799, 0]) && is_tunnel_or(17, 8472, [0, 0]));
+        assert!(!is_tunnel_or(17, 4799, [0, 0]) && !is_tunnel_or(6, 4799, [4799, 0]));
+        assert!(!is_tunnel_or(17, 0, [0, 0]));
     }
 }

@@ -281,12 +281,14 @@ pub fn classify_matched(skb: u64, pkt: &PacketInfo, d: u8) -> (u8, bool) {
 }
 
 /// 1 when `learn` (LEARN_REWRITES) and the packet is a tunnel's outer one
-/// ([`tracer_common::tunnel::is_tunnel`]), else 0: a BPF-to-BPF call, so
+/// ([`tracer_common::tunnel::is_tunnel_or`], with the node's own VXLAN
+/// ports), else 0: a BPF-to-BPF call, so
 /// that its compares stay out of the callers' code (see
 /// classify_matched).
 #[inline(never)]
 fn encapsulated(learn: u8, proto: u8, dport: u16) -> u8 {
-    (learn != 0 && tracer_common::tunnel::is_tunnel(proto, dport)) as u8
+    (learn != 0 && tracer_common::tunnel::is_tunnel_or(proto, dport, crate::filter().tunnel_ports))
+        as u8
 }
 
 /// Is `port` a DNS port: 53, or the one `--dns-port` added?

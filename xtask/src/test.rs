@@ -9,6 +9,7 @@
 
 use std::{
     process::{Command, ExitCode},
+    thread,
     time::Instant,
 };
 
@@ -217,6 +218,8 @@ pub(crate) fn run(a: TestArgs) -> ExitCode {
         });
     }
     fmt(&mut t);
+    let run_vm = !a.unit_only && !a.no_vm && t.wanted("vm");
+    let fetching = run_vm.then(crate::vm::prefetch);
     let built = !a.unit_only && release(&mut t);
     // The guests boot now and run in the background, niced, while clippy,
     // the unit tests, the rest of the release artifacts (aarch64, images),
@@ -225,7 +228,12 @@ pub(crate) fn run(a: TestArgs) -> ExitCode {
     // its guests take the CPU the host's work leaves (the compiler's
     // serial phases left a core idle for part of clippy and the unit
     // build).
-    let guests = (!a.unit_only && !a.no_vm && t.wanted("vm")).then(|| start_matrix(&a));
+    if let Some(Ok(Err(e))) = fetching.map(thread::JoinHandle::join) {
+        eprintln!(
+            "kernel matrix: fetching its kernels in the background failed ({e:#}); trying again"
+        );
+    }
+    let guests = run_vm.then(|| start_matrix(&a));
     clippy(&mut t);
     unit(&mut t);
     if !a.unit_only {

@@ -521,6 +521,12 @@ fn script(
     // resolves module functions and types once, at start).
     s += "for m in veth dummy bridge br_netfilter nf_conntrack nf_tables nft_compat ip_tables iptable_filter iptable_nat ip_vs ip_vs_rr; do modprobe -q $m || echo \"modprobe $m failed\"; done\n";
     s += "uname -r; $TRACER_BIN --version\n";
+    // `TRACER_VM_VERIFIED=1`: the verifier's work per program on this
+    // kernel (one start of `follow`, its debug log), to compare builds;
+    // off in CI, where it would cost a start per guest.
+    if std::env::var_os("TRACER_VM_VERIFIED").is_some() && suites.contains(&"incidents") {
+        s += "RUST_LOG=tracer=debug $TRACER_BIN follow 10.9.9.9:80 --duration 1 2>&1 | grep -E 'verified|ready|parsed|resolved|read:|created|loaded:|attached|started' | sed 's/^/verified: /'\n";
+    }
     // What tracer makes of the kernel, once per kernel (by its guest with
     // the incidents): a doctor is a full plan with trial loads, seconds of
     // CPU under emulation.
@@ -785,6 +791,36 @@ impl Running {
     }
 }
 
+/// Kernel `name` of [`KERNELS`], fetched, unpacked and depmod'ed (cached
+/// under [`CACHE`]); returns (dir, version).
+fn fetch(name: &str) -> Result<(PathBuf, String)> {
+    let (_, pattern, suite) = KERNELS
+        .iter()
+        .find(|(k, _, _)| *k == name)
+        .expect("a kernel of the matrix");
+    let apt = match suite {
+        Some(s) => suite_apt(s)?,
+        None => Vec::new(),
+    };
+    kernel(&apt, pattern)
+}
+
+/// The matrix's tools and kernels, fetched in the background while the
+/// release build runs: on a fresh machine the qemu packages and three
+/// kernel packages are downloaded and unpacked, which [`prepare`] would
+/// otherwise do after the build, between it and the first guest's boot.
+/// [`prepare`] finds them in the cache (it fetches again whatever this
+/// could not, and reports the error then).
+pub(crate) fn prefetch() -> thread::JoinHandle<Result<()>> {
+    thread::spawn(|| {
+        ensure_tools()?;
+        for (name, _, _) in KERNELS {
+            fetch(name)?;
+        }
+        Ok(())
+    })
+}
+
 /// Everything the guests need, built and written before the first boots:
 /// the release binaries and test executables, the static binary, the
 /// kernels and their initramfs, each guest's script. Nothing is built
@@ -819,15 +855,7 @@ pub(crate) fn prepare(a: &VmArgs) -> Result<Prepared> {
         let (dir, version, initrd) = if let Some(k) = kernels.get(name) {
             Clone::clone(k)
         } else {
-            let (_, pattern, suite) = KERNELS
-                .iter()
-                .find(|(k, _, _)| k == name)
-                .expect("a kernel of the matrix");
-            let apt = match suite {
-                Some(s) => suite_apt(s)?,
-                None => Vec::new(),
-            };
-            let (dir, version) = kernel(&apt, pattern)?;
+            let (dir, version) = fetch(name)?;
             let initrd = initramfs(&dir, &version)?;
             let k = (dir, version, initrd);
             kernels.insert(*name, k.clone());

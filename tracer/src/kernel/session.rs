@@ -84,6 +84,10 @@ pub struct SessionOptions {
 pub struct StartReport {
     /// Problems worth a warning line (tc errors, ...).
     pub warnings: Vec<String>,
+    /// The node's VXLAN ports beyond the overlay ports every tracer knows,
+    /// which the skb programs follow packets into
+    /// (`FilterConfig::tunnel_ports`).
+    pub tunnel_ports: [u16; 2],
 }
 
 pub struct Session {
@@ -144,6 +148,45 @@ const MAINTAIN_EVERY: Duration = Duration::from_millis(500);
 /// while the ring stays readable).
 const DRAIN_MAX: usize = 16_384;
 
+/// What the kernel programs match and read ([`tracer_common::FilterConfig`]).
+fn filter_config(opts: &SessionOptions, needs: probes::NodeNeeds) -> tracer_common::FilterConfig {
+    let mut filter = opts.target.filter(!opts.netns.is_empty());
+    filter.snaplen = opts.snaplen;
+    filter.dns_port = opts.dns_port.unwrap_or(0);
+    // Tunnels are followed only where packets are learnt (LEARN_REWRITES).
+    if needs.learn_rewrites {
+        filter.tunnel_ports = tunnel_ports(opts);
+    }
+    filter
+}
+
+/// The node's VXLAN devices' ports beyond the overlay ports every
+/// tracer knows, read where a tunnel driver is loaded: in tracer's own
+/// namespace, the traced ones and the named ones (at most
+/// [`TUNNEL_PORT_NETNS_MAX`] of those: a dump each).
+fn tunnel_ports(opts: &SessionOptions) -> [u16; 2] {
+    let mut out = [0; 2];
+    if !crate::node::link::tunnel_drivers_loaded() {
+        return out;
+    }
+    let mut paths: Vec<PathBuf> = opts.netns.iter().map(|n| n.path.clone()).collect();
+    for (_, p) in crate::node::netns::named() {
+        if paths.len() >= TUNNEL_PORT_NETNS_MAX {
+            break;
+        }
+        if !paths.contains(&p) {
+            paths.push(p);
+        }
+    }
+    let ports = crate::node::link::extra_tunnel_ports::<2>(&paths);
+    log::debug!("tunnel ports beyond the overlays' own: {ports:?}");
+    out[..ports.len()].copy_from_slice(&ports);
+    out
+}
+
+/// Namespaces read for VXLAN ports at start ([`tunnel_ports`]).
+const TUNNEL_PORT_NETNS_MAX: usize = 256;
+
 impl Session {
     /// Parse BTF, load and attach every program, put tc on the interfaces
     /// in scope. Errors after the first attachment detach what was made
@@ -183,9 +226,7 @@ impl Session {
         trim_heap();
         log::debug!("names ready: {:?}", started.elapsed());
 
-        let mut filter = opts.target.filter(!opts.netns.is_empty());
-        filter.snaplen = opts.snaplen;
-        filter.dns_port = opts.dns_port.unwrap_or(0);
+        let filter = filter_config(opts, needs);
         let inodes: Vec<u32> = opts.netns.iter().map(|n| n.inode).collect();
         // Tuples that change without conntrack (a tc/XDP program's
         // rewrite, a tunnel's encapsulation) are learnt only where
@@ -294,7 +335,10 @@ impl Session {
             bpf_log,
         };
         log::debug!("session started: {:?}", started.elapsed());
-        let report = StartReport { warnings };
+        let report = StartReport {
+            warnings,
+            tunnel_ports: filter.tunnel_ports,
+        };
         Ok((session, names, report))
     }
 

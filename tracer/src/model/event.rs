@@ -170,8 +170,14 @@ impl Tuple {
     /// tracer_common::tunnel::is_tunnel)? The flow table keeps such hops
     /// on the flow, not as its NAT; verdict/tunnel.rs judges them.
     pub fn is_outer_of(&self, key: &Tuple) -> bool {
-        use tracer_common::tunnel::is_tunnel;
-        is_tunnel(self.proto, self.dport) && !is_tunnel(key.proto, key.dport)
+        self.is_outer_with(key, [0; 2])
+    }
+
+    /// [`Tuple::is_outer_of`], UDP to one of `ports` (a VXLAN device's own
+    /// port: `FilterConfig::tunnel_ports`) counting as a tunnel's too.
+    pub fn is_outer_with(&self, key: &Tuple, ports: [u16; 2]) -> bool {
+        use tracer_common::tunnel::is_tunnel_or;
+        is_tunnel_or(self.proto, self.dport, ports) && !is_tunnel_or(key.proto, key.dport, ports)
     }
 
     pub fn from_pkt(p: &PacketInfo) -> Tuple {

@@ -43,6 +43,10 @@ pub struct Flow {
     /// both tuples) or `bpf` (rewritten with no conntrack entry: a tc/XDP
     /// program, e.g. a kube-proxy replacement).
     pub nat_by: Option<NatBy>,
+    /// The UDP port of its tunnel when that is not an overlay port every
+    /// tracer knows (a VXLAN device's own `dstport`; the flow table's
+    /// `tunnel_ports`), 0 otherwise: [`Flow::is_outer`].
+    pub outer_port: u16,
     pub hops: Vec<Hop>,
     pub hops_truncated: u32,
     pub packets: u32,
@@ -66,6 +70,11 @@ pub struct Flow {
 }
 
 impl Flow {
+    /// Is `t` this flow's packet wrapped in a tunnel (its outer tuple)?
+    pub fn is_outer(&self, t: &Tuple) -> bool {
+        t.is_outer_with(&self.key, [self.outer_port, 0])
+    }
+
     /// A copy without its hops and DNS (a query's own flow starts so).
     pub(crate) fn clone_meta(&self) -> Flow {
         Flow {
@@ -73,6 +82,7 @@ impl Flow {
             key: self.key,
             translated: self.translated,
             nat_by: self.nat_by,
+            outer_port: self.outer_port,
             hops: Vec::new(),
             hops_truncated: self.hops_truncated,
             packets: self.packets,

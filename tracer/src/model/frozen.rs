@@ -205,6 +205,7 @@ impl Codec {
             Some(NatBy::Bpf) => 3,
             Some(NatBy::Socket) => 4,
         });
+        put(&mut w, u64::from(f.outer_port));
         for v in [f.hops_truncated, f.packets, f.replies, f.counted] {
             put(&mut w, v as u64);
         }
@@ -436,6 +437,7 @@ impl Codec {
             4 => Some(NatBy::Socket),
             _ => None,
         };
+        let outer_port = r.get() as u16;
         let hops_truncated = r.get() as u32;
         let packets = r.get() as u32;
         let replies = r.get() as u32;
@@ -535,6 +537,7 @@ impl Codec {
             key,
             translated,
             nat_by,
+            outer_port,
             hops,
             hops_truncated,
             packets,
@@ -1036,6 +1039,7 @@ mod tests {
                 key,
                 translated: Some(tr),
                 nat_by: Some(NatBy::Bpf),
+                outer_port: 4799,
                 hops_truncated: 3,
                 packets: 9,
                 replies: 4,

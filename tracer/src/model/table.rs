@@ -155,6 +155,10 @@ pub struct FlowTable {
     pub dns_malformed: u64,
     /// A DNS port read besides 53 (`--dns-port`), 0 for none.
     pub dns_port: u16,
+    /// The node's VXLAN ports beyond the overlay ports every tracer knows
+    /// (`FilterConfig::tunnel_ports`, the recording's header): UDP to them
+    /// is a tunnel's outer packet.
+    pub tunnel_ports: [u16; 2],
     /// Neighbour events for the target, flow or not.
     pub neigh_log: Vec<Hop>,
     /// Translated request tuples whose destination is not the key's (DNAT
@@ -373,6 +377,7 @@ impl FlowTable {
             key,
             translated: None,
             nat_by: None,
+            outer_port: 0,
             hops: Vec::new(),
             hops_truncated: 0,
             packets: 0,
@@ -987,6 +992,7 @@ impl FlowTable {
         let pending = !self.pending_fib.is_empty();
         let mut dnat = None;
         let mut rewritten = None;
+        let tunnel_ports = self.tunnel_ports;
         if let Some(f) = self.get_mut(id) {
             if is_packet_hook(hook) {
                 f.packets += 1;
@@ -1000,7 +1006,10 @@ impl FlowTable {
             // kernel side stopped following those by conntrack).
             // Nor the packet wrapped in a tunnel (its outer tuple: the
             // kernel side follows it into the tunnel).
-            let outer = seen.is_outer_of(&f.key);
+            let outer = seen.is_outer_with(&f.key, tunnel_ports);
+            if outer && !seen.is_outer_of(&f.key) {
+                f.outer_port = seen.dport;
+            }
             if parsed
                 && dir == Dir::Request
                 && seen != f.key

@@ -5,7 +5,10 @@
 //! (/proc/sys/net/ipv{4,6}/conf/DEV/..., which show the namespace of the
 //! reading thread).
 
-use std::{net::IpAddr, path::Path};
+use std::{
+    net::IpAddr,
+    path::{Path, PathBuf},
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -211,6 +214,39 @@ const TUNNEL_DRIVERS: &[&str] = &[
 pub fn tunnel_drivers_loaded() -> bool {
     let sys = crate::node::hostroot::get().join("/sys/module");
     TUNNEL_DRIVERS.iter().any(|m| sys.join(m).exists())
+}
+
+/// The UDP ports of the VXLAN devices in this thread's namespace and in
+/// `netns` (one link dump each), beyond the overlay ports every tracer
+/// knows ([`tracer_common::tunnel::TUNNEL_UDP_PORTS`]), at most `N`:
+/// where the skb programs follow a packet into a VXLAN device made with
+/// another `dstport` (`FilterConfig::tunnel_ports`). Read at start, only
+/// when a tunnel driver is loaded.
+pub fn extra_tunnel_ports<const N: usize>(netns: &[PathBuf]) -> Vec<u16> {
+    let mut ports = Vec::new();
+    let mut take = || {
+        each_link(&mut |_, attrs| {
+            let mut l = LinkConf::default();
+            if let Some(info) = super::netlink::attr(attrs, IFLA_LINKINFO) {
+                link_info(info, &mut l);
+            }
+            // Port 0: the kernel's default, 8472 (vxlan_newlink()).
+            let Some(port) = l.vxlan.map(|v| v.port).filter(|p| *p != 0) else {
+                return;
+            };
+            if !tracer_common::tunnel::TUNNEL_UDP_PORTS.contains(&port) && !ports.contains(&port) {
+                ports.push(port);
+            }
+        })
+    };
+    take();
+    for path in netns {
+        if let Ok(_g) = crate::node::netns::NetnsGuard::enter(path) {
+            take();
+        }
+    }
+    ports.truncate(N);
+    ports
 }
 
 /// A bridge's STP state name.

@@ -149,7 +149,12 @@ fn completeness_base(plan: &[probes::ProbeStatus]) -> Completeness {
     }
 }
 
-fn header(opts: &FollowOptions, names: &Names, ktime_to_unix_ns: i64) -> Header {
+fn header(
+    opts: &FollowOptions,
+    names: &Names,
+    ktime_to_unix_ns: i64,
+    tunnel_ports: [u16; 2],
+) -> Header {
     Header {
         tracer_version: env!("CARGO_PKG_VERSION").to_string(),
         kernel: nix::sys::utsname::uname()
@@ -162,6 +167,7 @@ fn header(opts: &FollowOptions, names: &Names, ktime_to_unix_ns: i64) -> Header 
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),
         dns_port: opts.session.dns_port,
+        tunnel_ports: tunnel_ports.into_iter().filter(|p| *p != 0).collect(),
         ktime_to_unix_ns: Some(ktime_to_unix_ns),
         reasons: Some(Reasons {
             drop: names.drop_reasons.clone().into_iter().collect(),
@@ -177,13 +183,14 @@ fn recorder(
     to: Option<RecordTo>,
     names: &Names,
     ktime_to_unix_ns: i64,
+    tunnel_ports: [u16; 2],
 ) -> Option<Recorder> {
     let to = to?;
     names.kallsyms.record();
     Some(Recorder::new(
         &to.path,
         to.file,
-        &header(opts, names, ktime_to_unix_ns),
+        &header(opts, names, ktime_to_unix_ns, tunnel_ports),
     ))
 }
 
@@ -193,6 +200,7 @@ fn stamp_and_record(
     opts: &FollowOptions,
     to: Option<RecordTo>,
     names: &Names,
+    tunnel_ports: [u16; 2],
     sink: &mut dyn Sink,
 ) -> (WallClock, Option<Recorder>) {
     let wall = wall_clock();
@@ -200,7 +208,10 @@ fn stamp_and_record(
         node: opts.node.clone(),
         clock: wall,
     });
-    (wall, recorder(opts, to, names, wall.ktime_to_unix_ns))
+    (
+        wall,
+        recorder(opts, to, names, wall.ktime_to_unix_ns, tunnel_ports),
+    )
 }
 
 /// Where netfilter rules are named by tracing, said once.
@@ -306,7 +317,7 @@ async fn run(mut opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunErro
         .plan()
         .iter()
         .any(|p| p.hook == "icmp_send" && p.missing());
-    let (wall, rec) = stamp_and_record(&opts, record_to, &names, sink);
+    let (wall, rec) = stamp_and_record(&opts, record_to, &names, start.tunnel_ports, sink);
     let target = opts.session.target;
     let mut vip = VipWatch::new(watched_netns(&opts.session.netns));
     vip.start(&|a| target.contains(a));
@@ -346,8 +357,9 @@ async fn run(mut opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunErro
         diag::warn(w);
     }
     sink.probe_errors(session.plan());
-    let mut pipeline =
-        Pipeline::new(target, names, opts.max_flows).with_dns_port(opts.session.dns_port);
+    let mut pipeline = Pipeline::new(target, names, opts.max_flows)
+        .with_dns_port(opts.session.dns_port)
+        .with_tunnel_ports(start.tunnel_ports);
     if sink.wants_packets() {
         pipeline.capture_packets(wall.ktime_to_unix_ns);
     }

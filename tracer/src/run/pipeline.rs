@@ -85,6 +85,14 @@ impl Pipeline {
         self
     }
 
+    /// UDP to these ports is a tunnel's outer packet too (the node's VXLAN
+    /// devices' own ports: `FilterConfig::tunnel_ports`).
+    #[must_use]
+    pub fn with_tunnel_ports(mut self, ports: [u16; 2]) -> Pipeline {
+        self.flows.tunnel_ports = ports;
+        self
+    }
+
     /// Keep each captured packet's bytes, with its flow, for
     /// [`Pipeline::take_captured`]; `ktime_to_unix_ns` (wall clock minus
     /// ktime) dates them.

@@ -106,6 +106,10 @@ pub struct Header {
     /// `--dns-port`: a DNS port read besides 53 (absent before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns_port: Option<u16>,
+    /// The node's VXLAN ports beyond the overlay ports every tracer knows,
+    /// which the kernel side followed packets into (absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tunnel_ports: Vec<u16>,
     /// Wall clock minus the records' clock (bpf_ktime_get_ns(),
     /// CLOCK_MONOTONIC), ns: a record's `ts_ns` plus this is ns since the
     /// epoch (`--pcap`). Absent in recordings of tracers before it.
@@ -116,6 +120,15 @@ pub struct Header {
     /// recordings of tracers before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasons: Option<Reasons>,
+}
+
+/// A header's tunnel ports as the flow table takes them (the first two).
+pub fn tunnel_ports(ports: &[u16]) -> [u16; 2] {
+    let mut out = [0; 2];
+    for (o, p) in out.iter_mut().zip(ports) {
+        *o = *p;
+    }
+    out
 }
 
 /// The kernel's reason names (the trailer has them too).
@@ -704,6 +717,7 @@ mod tests {
             max_flows: 10,
             started_unix_ms: 1,
             dns_port: Some(5353),
+            tunnel_ports: vec![4799],
             ktime_to_unix_ns: Some(-5),
             reasons: None,
         };

@@ -502,7 +502,7 @@ fn no_tunnel_key(drop: &Hop, env: &dyn Env) -> Option<TunnelRefusal> {
 /// Is this hop's packet the flow's, wrapped in a tunnel (its tuple an
 /// outer one, the flow's own not)?
 pub fn is_outer(flow: &Flow, h: &Hop) -> bool {
-    h.tuple.is_outer_of(&flow.key)
+    flow.is_outer(&h.tuple)
 }
 
 /// The hop that took the flow into its tunnel: the last request hop

@@ -329,6 +329,9 @@ fn recorded_in_overlays(name: &str) -> (&'static str, fn(&Flow) -> bool) {
         "blind_vxlan_wrong_vni" => ("blind_vxlan_wrong_vni-6.18.rec", |f| {
             to(f, "10.208.2.2:8080")
         }),
+        "blind_vxlan_wrong_port" => ("blind_vxlan_wrong_port-6.18.rec", |f| {
+            to(f, "10.209.2.2:8080")
+        }),
         "blind_ovl_migration_vni_on_port" => ("blind_ovl_migration_vni_on_port-6.18.rec", |f| {
             to(f, "10.192.132.2:8080")
         }),

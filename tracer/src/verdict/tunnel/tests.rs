@@ -256,6 +256,35 @@ fn a_vni_the_far_side_lacks_is_named() {
     assert!(refusals(&verdict_of(&f, &env)).is_empty());
 }
 
+/// node1's device sends to UDP 4799 (FELIX_VXLANPORT on some nodes,
+/// projectcalico/calico#10692), node2's listens on 4789: the kernel side
+/// followed the packet into a tunnel on a port of the node's own (the
+/// recording's header), and the far side's NO_SOCKET names both ports.
+/// Near misses: node2's device on 4799 (the facts no longer show it);
+/// the flow's tunnel port unknown (a recording without the node's
+/// ports): the outer packet's drop is not the tunnel's.
+#[test]
+fn a_vxlan_port_the_far_side_does_not_listen_on_is_named() {
+    let (f, mut env) = load("blind_vxlan_wrong_port");
+    assert_eq!(f.outer_port, 4799, "the flow's tunnel port");
+    let v = verdict_of(&f, &env);
+    assert_eq!(v.reason, DropReason::NoSocket, "{v:?}");
+    let r = refusals(&v);
+    assert_eq!(r.len(), 1, "{v:?}");
+    assert_eq!(
+        (r[0].problem, r[0].port, r[0].far_devices[0].port),
+        (TunnelProblem::PortNotOpen, 4799, 4789)
+    );
+    assert!(v.hint.contains("FELIX_VXLANPORT"), "{}", v.hint);
+    let mut unknown = f.clone();
+    unknown.outer_port = 0;
+    assert!(refusals(&verdict_of(&unknown, &env)).is_empty());
+    set_far_vxlan(&mut env, &f, "flannel.1", |l| {
+        l.vxlan.as_mut().unwrap().port = 4799;
+    });
+    assert!(refusals(&verdict_of(&f, &env)).is_empty());
+}
+
 /// After a half-done flannel-to-Calico migration
 /// (projectcalico/calico#3543), node1's flannel.1 (VNI 1, port 8472)
 /// sends to node2's vxlan.calico on the same port with VNI 4096.
