@@ -214,6 +214,15 @@ impl TracerRun {
         cmd.args(["follow", target, "-o", format, "--ready-file"])
             .arg(&ready)
             .args(extra)
+            // No CPU budget unless the test sets one: what tracer leaves
+            // out over it (packet bytes, nftrace) would make verdicts
+            // depend on how fast the machine runs (the guests emulate).
+            .args(
+                (!extra.contains(&"--max-cpu"))
+                    .then_some(["--max-cpu", "0"])
+                    .into_iter()
+                    .flatten(),
+            )
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

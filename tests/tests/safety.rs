@@ -141,6 +141,81 @@ fn lost_events_are_counted_and_mark_verdicts_incomplete() {
     }
 }
 
+/// tracer's own CPU budget (`--max-cpu`, issue 31): a spray of short
+/// flows (10,000 a second, a busy DNS server's clients) takes tracer far
+/// past 10% of one CPU. It leaves out packet bytes first (said on stderr,
+/// with its usage; in the summary's `cpu.shed`), then more, and once the
+/// spray is over and it is under half the budget for 5 s, takes back what
+/// it left out last. The flows are still judged: delivered, answered.
+#[test]
+fn over_its_cpu_budget_tracer_leaves_out_detail_and_takes_it_back() {
+    if !require_privileges("over_its_cpu_budget_tracer_leaves_out_detail_and_takes_it_back") {
+        return;
+    }
+    let nss = scenarios::routed(231).unwrap();
+    let echo = nss[2]
+        .spawn(&[
+            netprobe_bin().to_str().unwrap(),
+            "udp-echo",
+            "10.231.2.2:5300",
+            "--for",
+            "40",
+        ])
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let run = TracerRun::start(
+        "10.231.2.2:5300",
+        &[
+            "--max-cpu",
+            "10",
+            "--netns",
+            &nss[0].name,
+            "--netns",
+            &nss[2].name,
+        ],
+    )
+    .unwrap();
+    let said = probe(
+        &nss[0],
+        &[
+            "udp-spray",
+            "10.231.2.2:5300",
+            "--src",
+            "10.231.1.2",
+            "--count",
+            "30000",
+            "--pps",
+            "10000",
+        ],
+    );
+    // Quiet: each step back waits 5 s under half the budget.
+    std::thread::sleep(Duration::from_secs(14));
+    let out = run.stop().unwrap();
+    drop(echo);
+    assert!(said.contains("sent 30000 flows"), "{said}");
+    let cpu = &out.summary().unwrap()["cpu"];
+    assert_eq!(cpu["max_percent"], 10.0, "{cpu}");
+    assert!(cpu["peak_percent"].as_f64().unwrap() > 10.0, "{cpu}");
+    let shed = cpu["shed"].as_array().unwrap();
+    assert!(!shed.is_empty(), "{cpu}");
+    assert_eq!(shed[0]["what"], "packet_bytes", "{cpu}");
+    assert!(shed[0]["percent"].as_f64().unwrap() > 10.0, "{cpu}");
+    assert!(shed.iter().any(|s| s["to_ms"].is_u64()), "{cpu}");
+    assert!(
+        out.stderr.contains("over its CPU budget (")
+            && out.stderr.contains("--max-cpu 10): packet bytes left out"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("under its CPU budget again"),
+        "{}",
+        out.stderr
+    );
+    let s = out.summary().unwrap();
+    assert!(s["verdicts"]["delivered"].as_u64().unwrap_or(0) > 0, "{s}");
+}
+
 fn vm_hwm_kib(pid: i32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()

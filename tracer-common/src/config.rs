@@ -290,6 +290,18 @@ pub fn addr_fold(saddr: &[u8; 16], daddr: &[u8; 16]) -> u32 {
         ^ w(daddr, 12)
 }
 
+/// What the programs leave out while tracer is over its CPU budget
+/// (`--max-cpu`): bits of the one-element `SHED` array, which userspace
+/// writes while the programs run.
+pub mod shed {
+    /// No packet bytes (kind BYTES records; `--snaplen 0`).
+    pub const BYTES: u32 = 1;
+    /// No record of a route lookup that found its route (a failed one is
+    /// still recorded): three or more per packet sent from an unconnected
+    /// socket, before the packet exists.
+    pub const ROUTES: u32 = 2;
+}
+
 /// Indexes into the per-CPU `STATS` counter array.
 pub mod stat {
     /// Events written to the ring buffer.
@@ -304,6 +316,9 @@ pub mod stat {
     pub const FLOWKEY_FAIL: u32 = 4;
     /// Tracked skb addresses found reused by an unrelated packet.
     pub const STALE: u32 = 5;
+    /// Packets counted instead of recorded (agg): while it stays the same
+    /// the `AGG` map holds nothing new, and userspace does not walk it.
+    pub const COUNTED: u32 = 6;
     pub const COUNT: u32 = 8;
 }
 

@@ -5,7 +5,7 @@
 //! hash lookup and an increment.
 
 use aya_ebpf::helpers::bpf_jiffies64;
-use tracer_common::{AGG_BUDGET, AGG_REFRESH_JIFFIES, AggKey, AggVal, Hook, PacketInfo};
+use tracer_common::{AGG_BUDGET, AGG_REFRESH_JIFFIES, AggKey, AggVal, Hook, PacketInfo, stat};
 
 use crate::{
     kread::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP},
@@ -62,6 +62,7 @@ pub fn counted(k: &AggKey) -> bool {
     if now < h.until && same_key(&h.key, k) {
         h.pending += 1;
         forget_last(k);
+        crate::maps::bump(stat::COUNTED);
         return true;
     }
     let Some(v) = AGG.get_ptr_mut(k) else {
@@ -86,6 +87,7 @@ pub fn counted(k: &AggKey) -> bool {
     h.until = v.last_full + AGG_REFRESH_JIFFIES;
     h.pending = 0;
     forget_last(k);
+    crate::maps::bump(stat::COUNTED);
     true
 }
 

@@ -273,7 +273,7 @@ pub fn handoff_flags(reply: bool, track: bool, budgeted: bool) -> u64 {
 #[inline(always)]
 pub fn packet_bytes(hook: Hook, skb: u64, ev: &PacketEvent) {
     let snap = crate::filter().snaplen as u32;
-    if snap == 0 {
+    if snap == 0 || crate::maps::shed() & tracer_common::shed::BYTES != 0 {
         return;
     }
     let o = offsets();

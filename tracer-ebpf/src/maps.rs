@@ -141,6 +141,18 @@ pub fn scratch_at(idx: u32) -> Option<&'static mut Scratch> {
 #[map]
 pub static NETNS: HashMap<u32, u8> = HashMap::with_max_entries(1024, 0);
 
+/// What to leave out while tracer is over its CPU budget
+/// (`tracer_common::shed` bits), written by userspace at run time.
+#[map]
+pub static SHED: Array<u32> = Array::with_max_entries(1, 0);
+
+/// The `SHED` bits now (0 when unreadable): a lookup, read only on the
+/// followed path.
+#[inline(always)]
+pub fn shed() -> u32 {
+    SHED.get(0).copied().unwrap_or(0)
+}
+
 /// Per-CPU counters, indexed by `tracer_common::stat`.
 #[map]
 pub static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(stat::COUNT, 0);

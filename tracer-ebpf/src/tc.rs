@@ -321,7 +321,11 @@ const LOAD_MAX: usize = 1023;
 /// offset where a running sum would give it 2^10 paths of constants).
 #[inline(always)]
 fn packet_bytes(ctx: &TcContext, hook: Hook, ev: &tracer_common::PacketEvent) {
-    let snap = crate::filter().snaplen as u32;
+    let snap = if crate::maps::shed() & tracer_common::shed::BYTES == 0 {
+        crate::filter().snaplen as u32
+    } else {
+        0
+    };
     let want = ctx.len().saturating_sub(EthHdr::LEN as u32).min(snap) as usize;
     if want == 0 {
         return;

@@ -202,6 +202,10 @@ fn try_fib(table: u32, flp: u64, nhc: u64, err: i32) -> Option<()> {
     pkt.reply = (dir == DIR_REPLY) as u8;
     // Budgeted per table and nexthop: a forwarded flow looks its route up
     // for every packet.
+    // Over the CPU budget, a lookup that found its route is left out.
+    if err == 0 && crate::maps::shed() & tracer_common::shed::ROUTES != 0 {
+        return None;
+    }
     agg::key(k, pkt, pkt.reply, Hook::FibLookup, nhc, table);
     if agg::counted(k) {
         return None;
@@ -257,11 +261,17 @@ fn try_fib6(net: u64, res: u64, table: u64, flp: u64) -> Option<()> {
     pkt.reply = (dir == DIR_REPLY) as u8;
     let nh: u64 = read(res, o.f6res_nh).unwrap_or(0);
     let tb_id: u32 = read(table, o.tb6_id).unwrap_or(0);
+    let rtype: u8 = read(res, o.f6res_type).unwrap_or(0);
+    // Over the CPU budget, a lookup that found its route is left out (as
+    // in try_fib; the failures are the route types below).
+    if nh != 0 && !matches!(rtype, 6..=8) && crate::maps::shed() & tracer_common::shed::ROUTES != 0
+    {
+        return None;
+    }
     agg::key(k, pkt, pkt.reply, Hook::FibLookup, nh, tb_id);
     if agg::counted(k) {
         return None;
     }
-    let rtype: u8 = read(res, o.f6res_type).unwrap_or(0);
     let mut r = Slot::<FibEvent>::new()?;
     let ev = r.ev();
     set_header(&mut ev.hdr, kind::FIB, Hook::FibLookup, 0);

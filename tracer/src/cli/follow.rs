@@ -90,6 +90,14 @@ pub struct FollowArgs {
     /// Default: the hostname.
     #[arg(long, value_name = "NAME", value_parser = parse_node)]
     pub node: Option<String>,
+    /// tracer's own CPU budget, percent of one CPU (its user and system
+    /// time over 2 s): past it, tracer leaves out packet bytes, then
+    /// nftrace, then the records of route lookups that found their route,
+    /// says so on stderr and in the summary, and takes them back once
+    /// under half the budget for 5 s. Traffic is never touched. 0: no
+    /// budget (measured only).
+    #[arg(long, value_name = "PERCENT", default_value_t = crate::run::budget::DEFAULT_MAX_CPU, value_parser = parse_max_cpu)]
+    pub max_cpu: f64,
     #[command(flatten)]
     pub pcap: PcapArgs,
 }
@@ -99,6 +107,15 @@ fn parse_max_flows(s: &str) -> Result<usize, String> {
         Ok(n) if n > 0 => Ok(n),
         _ => Err(format!(
             "bad flow count '{s}': a number of flows of at least 1"
+        )),
+    }
+}
+
+fn parse_max_cpu(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if p.is_finite() && (0.0..=100.0).contains(&p) => Ok(p),
+        _ => Err(format!(
+            "bad CPU budget '{s}': a percent of one CPU from 0 (none) to 100"
         )),
     }
 }
@@ -240,6 +257,7 @@ pub fn run(args: FollowArgs) -> Result<ExitCode> {
         record,
         nftrace: !args.no_nftrace,
         node: node_name(args.node),
+        max_cpu: args.max_cpu,
     };
     let mut sink = super::sink(args.output, &args.pcap, overwrite)?;
     follow(opts, sink.as_mut())?;

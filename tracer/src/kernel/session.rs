@@ -409,6 +409,21 @@ impl Session {
         Some(warnings)
     }
 
+    /// What the programs leave out from now on (`tracer_common::shed`
+    /// bits, the `SHED` array): over the CPU budget (run/budget.rs).
+    pub fn set_shed(&mut self, bits: u32) -> Result<(), SessionError> {
+        let map = self.ebpf.map_mut("SHED").ok_or(SessionError::Map {
+            map: "SHED",
+            err: aya::maps::MapError::InvalidName {
+                name: "SHED".into(),
+            },
+        })?;
+        let mut arr = aya::maps::Array::<&mut aya::maps::MapData, u32>::try_from(map)
+            .map_err(|err| SessionError::Map { map: "SHED", err })?;
+        arr.set(0, bits, 0)
+            .map_err(|err| SessionError::Map { map: "SHED", err })
+    }
+
     /// The kernel-side counters summed over CPUs.
     pub fn counters(&self) -> Counters {
         counters(&self.ebpf)

@@ -47,6 +47,7 @@ const NFT_MSG_GETTABLE: u16 = 1;
 const NFT_MSG_DELTABLE: u16 = 2;
 const NFT_MSG_NEWCHAIN: u16 = 3;
 const NFT_MSG_NEWRULE: u16 = 6;
+const NFT_MSG_DELRULE: u16 = 8;
 const NFT_MSG_TRACE: u16 = 17;
 const NFNLGRP_NFTRACE: u32 = 9;
 const NFT_TABLE_F_OWNER: u32 = 2;
@@ -203,6 +204,10 @@ pub struct NfTrace {
     also: std::collections::HashSet<(IpAddr, Option<u16>, Option<u8>)>,
     /// The target's family, the endpoint set's (NAT keeps the family).
     v6: bool,
+    /// What the rules trace ([`NfTrace::pause`] adds them again).
+    target: Followed,
+    /// The rules are out of the chains ([`NfTrace::pause`]).
+    paused: bool,
 }
 
 /// At most this many endpoints are traced besides the target (elements
@@ -238,6 +243,8 @@ impl NfTrace {
             netns: Vec::new(),
             also: std::collections::HashSet::new(),
             v6: target.addr.is_ipv6(),
+            target: *target,
+            paused: false,
         };
         let mut failed = Vec::new();
         let mut seen = std::collections::HashSet::new();
@@ -301,6 +308,41 @@ impl NfTrace {
             }
         }
         true
+    }
+
+    /// Stop tracing (`true`, over the CPU budget: the rules taken out of
+    /// the table's chains) or trace again (the rules added back, the
+    /// endpoints' too); the table, its chains and its endpoint set stay.
+    /// (A table's flags cannot make it dormant here: since Linux 6.9
+    /// nf_tables_updtable() refuses any flag change of a table with an
+    /// owner.) The namespaces where the kernel refused, with its errno.
+    pub fn pause(&mut self, paused: bool) -> Vec<(String, i32)> {
+        if paused == self.paused {
+            return Vec::new();
+        }
+        self.paused = paused;
+        let batch = if paused {
+            CHAINS
+                .iter()
+                .map(|(chain, _)| flush_chain(&self.table, chain))
+                .collect()
+        } else {
+            let mut v = rule_messages(&self.table, &self.target);
+            if !self.also.is_empty() {
+                let v6 = self.v6;
+                v.extend(rules_per_chain_and_side(&self.table, |side| {
+                    endpoint_rule(v6, side)
+                }));
+            }
+            v
+        };
+        let mut failed = Vec::new();
+        for n in &self.netns {
+            if let Err(e) = netlink::nft_batch(&n.ctl, &batch) {
+                failed.push((n.label.clone(), e));
+            }
+        }
+        failed
     }
 
     /// The namespaces traced, by label.
@@ -736,6 +778,15 @@ const NFPROTO_INET: u8 = 1;
 /// to `to` and on their replies (from `to`).
 fn rule_messages(name: &str, to: &Followed) -> Vec<(u16, u16, Vec<u8>)> {
     rules_per_chain_and_side(name, |side| trace_rule(to, side))
+}
+
+/// NFT_MSG_DELRULE of every rule of `chain` in table `name` (no handle:
+/// nft_delrule_by_chain()).
+fn flush_chain(name: &str, chain: &str) -> (u16, u16, Vec<u8>) {
+    let mut m = nfgen(NFPROTO_INET);
+    put_attr(&mut m, 1, &nul(name)); // NFTA_RULE_TABLE
+    put_attr(&mut m, 2, &nul(chain)); // NFTA_RULE_CHAIN
+    ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_DELRULE, 0, m)
 }
 
 /// NFT_MSG_NEWRULE appending, to each base chain of table `name`, the

@@ -2,6 +2,7 @@
 //! flows and the summary (text or JSON lines on stdout); [`diag`] writes
 //! the one-line progress, warning and error messages on stderr.
 
+pub mod cpu;
 pub mod diag;
 pub mod doctor;
 pub mod files;

@@ -78,6 +78,11 @@ pub struct Summary {
     /// that could hide it, the traced namespaces).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nothing_seen: Option<NothingSeen>,
+    /// tracer's own CPU while following, against `--max-cpu`, and what
+    /// it left out over that budget (absent in replays and in recordings
+    /// of tracers before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<super::cpu::CpuSummary>,
 }
 
 /// The node's wall clock against the kernel programs' clock
@@ -174,6 +179,10 @@ impl Summary {
         if !self.dns.is_empty() {
             let d: Vec<String> = self.dns.iter().map(|(k, n)| format!("{k}={n}")).collect();
             out.push_str(&format!("\ndns: {}", d.join(" ")));
+        }
+        if let Some(c) = &self.cpu {
+            out.push('\n');
+            out.push_str(&c.text(self.duration_ms));
         }
         if self.lost_events > 0 {
             out.push_str(
@@ -278,6 +287,7 @@ mod tests {
             vip: VipSummary::default(),
             replay: None,
             pcap: None,
+            cpu: None,
         }
     }
 

@@ -136,6 +136,15 @@ impl LiveEnv {
         self.nftrace.as_ref()
     }
 
+    /// nftrace stopped (over the CPU budget) or on again; where the kernel
+    /// refused, with its errno. Nothing when nftrace is off.
+    pub fn nftrace_pause(&mut self, paused: bool) -> Vec<(String, i32)> {
+        self.nftrace
+            .as_mut()
+            .map(|t| t.pause(paused))
+            .unwrap_or_default()
+    }
+
     /// Read the trace events waiting (every drain: the kernel drops what
     /// does not fit in the socket).
     pub fn poll_nftrace(&mut self) {

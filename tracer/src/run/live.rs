@@ -18,9 +18,12 @@ use crate::{
         vip::VipWatch,
     },
     output::{
-        NodeStamp, Sink, Summary, WallClock, diag,
+        NodeStamp, Sink, Summary, WallClock,
+        cpu::Shed,
+        diag,
         summary::{MacSeen, TcSummary, VipSummary},
     },
+    run::budget::{Budget, Step, kernel_bits, own_cpu_secs},
     run::facts::{LiveEnv, nf_baseline, watched_netns},
     run::pipeline::Pipeline,
     run::record::{Header, Reasons, RecordError, RecordedVerdict, Recorder, Trailer},
@@ -72,6 +75,9 @@ pub struct FollowOptions {
     pub nftrace: bool,
     /// The node's name in the output (`--node`, default the hostname).
     pub node: String,
+    /// tracer's own CPU budget, percent of one CPU; 0 for none
+    /// (run/budget.rs).
+    pub max_cpu: f64,
 }
 
 /// How many flows are judged between two ring reads while printing
@@ -250,6 +256,12 @@ struct Live<'a> {
     clock: WallClock,
     /// The recording's write error was said (once is enough).
     rec_failure_said: bool,
+    /// The kernel's count of counted packets when the `AGG` map was last
+    /// walked ([`Live::poll_counted`]).
+    counted_walked: Option<u64>,
+    /// tracer's own CPU against `--max-cpu`, sampled every tick (from
+    /// ready on).
+    budget: Budget,
 }
 
 /// The signals that end a run: SIGINT, SIGTERM, and SIGHUP and SIGPIPE
@@ -374,6 +386,8 @@ async fn run(mut opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunErro
         started,
         clock: wall,
         rec_failure_said: false,
+        counted_walked: None,
+        budget: Budget::new(opts.max_cpu),
     };
     let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
     let mut tick = tokio::time::interval(Duration::from_millis(250));
@@ -511,8 +525,48 @@ impl Live<'_> {
         }
     }
 
-    /// Fold the kernel's counted totals into the flows (and the recording).
-    fn poll_counted(&mut self) {
+    /// Leave out, or take back, what the CPU budget says (run/budget.rs);
+    /// said on stderr.
+    fn budget_step(&mut self, step: Step) {
+        let shed = self.budget.shed();
+        if let Err(e) = self.session.set_shed(kernel_bits(shed)) {
+            diag::warn(&format!("CPU budget: {e}"));
+        }
+        let (what, pct) = match step {
+            Step::Shed(w, p) | Step::Restore(w, p) => (w, p),
+        };
+        if what == Shed::Nftrace {
+            for (ns, errno) in self.env.nftrace_pause(shed.contains(&Shed::Nftrace)) {
+                diag::warn(&format!(
+                    "CPU budget: nftrace in netns {ns}: {}",
+                    std::io::Error::from_raw_os_error(errno)
+                ));
+            }
+        }
+        let max = self.budget.summary().max_percent.unwrap_or(0.0);
+        match step {
+            Step::Shed(..) => diag::warn(&format!(
+                "over its CPU budget ({pct:.1}% of one CPU over the last 2 s, --max-cpu {max}): {} left out",
+                what.said()
+            )),
+            Step::Restore(..) => diag::info(&format!(
+                "under its CPU budget again ({pct:.1}% of one CPU, --max-cpu {max}): {} back",
+                what.said()
+            )),
+        }
+    }
+
+    /// Fold the kernel's counted totals into the flows (and the recording),
+    /// when the kernel counted a packet since the last walk of its map
+    /// (`counted`: stat::COUNTED now; None walks it anyway). With many
+    /// short flows, each within its budget of records, nothing is counted
+    /// and the walk (two syscalls per key, up to 16,384 keys) was most of
+    /// tracer's own CPU.
+    fn poll_counted(&mut self, counted: Option<u64>) {
+        if counted.is_some() && counted == self.counted_walked {
+            return;
+        }
+        self.counted_walked = counted;
         let pipeline = &self.pipeline;
         match self.session.counted_totals(&|k| pipeline.counted_knows(k)) {
             Ok(totals) => {
@@ -540,6 +594,9 @@ impl Live<'_> {
     /// it said its addresses changed); every 500 ms new interfaces
     /// and the counted packets; then the flows that settled.
     fn tick(&mut self) {
+        if let Some(step) = self.budget.sample(self.since_start_ms(), own_cpu_secs()) {
+            self.budget_step(step);
+        }
         let t = self.since_start_ms();
         let target = *self.pipeline.target();
         self.env.vip.poll(&|a| target.contains(a), t);
@@ -547,7 +604,7 @@ impl Live<'_> {
             for w in &warnings {
                 diag::warn(w);
             }
-            self.poll_counted();
+            self.poll_counted(Some(self.session.counters().counted));
             // Packing frees each quiet flow's hops, in blocks spread over
             // the heap among live data; glibc returns whole free pages only
             // when asked.
@@ -617,7 +674,7 @@ impl Live<'_> {
         self.env.vip.poll(&|a| target.contains(a), t);
         // Packets counted in the kernel since the last poll (the maps go
         // with the programs).
-        self.poll_counted();
+        self.poll_counted(None);
         let traced_to = unix_now_ns();
         let traced_from =
             traced_to - (self.started.elapsed().as_nanos() as i64 - ready_ms as i64 * 1_000_000);
@@ -631,6 +688,7 @@ impl Live<'_> {
             started,
             clock,
             rec_failure_said,
+            budget,
             ..
         } = self;
         let probes = session.plan().to_vec();
@@ -702,6 +760,7 @@ impl Live<'_> {
             }),
             traced_from_unix_ns: Some(traced_from),
             traced_to_unix_ns: Some(traced_to),
+            cpu: Some(budget.summary()),
             nothing_seen: (tally.flows == 0).then(|| {
                 crate::node::unseen::read(
                     &|a, port| followed.contains(a) && followed.port.is_none_or(|p| p == port),

@@ -2,6 +2,7 @@
 //! ([`record`]), the live run on the node ([`live`], with its node facts in
 //! [`facts`]) and the replay of a recording ([`replay`]).
 
+pub mod budget;
 pub mod facts;
 pub mod live;
 pub mod pipeline;

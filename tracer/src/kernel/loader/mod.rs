@@ -570,6 +570,8 @@ pub struct Counters {
     pub filtered: u64,
     pub flowkey_fail: u64,
     pub stale: u64,
+    /// Packets counted instead of recorded (stat::COUNTED).
+    pub counted: u64,
 }
 
 pub fn counters(ebpf: &Ebpf) -> Counters {
@@ -587,6 +589,7 @@ pub fn counters(ebpf: &Ebpf) -> Counters {
         filtered: sum(stat::FILTERED),
         flowkey_fail: sum(stat::FLOWKEY_FAIL),
         stale: sum(stat::STALE),
+        counted: sum(stat::COUNTED),
     }
 }
 

@@ -446,6 +446,9 @@ table ip filter {
     let nine_dropped = |d: &[TraceDrop]| d.iter().any(|d| d.tuple.dst == nine.addr);
     let drops = traced_drops(&mut t, ino, nine_dropped);
     assert!(nine_dropped(&drops), "{drops:?}");
+    pause_takes_the_rules_out_and_back(&mut t, &|| {
+        sh(&format!("nft list table inet {}", table_name()))
+    });
     drop(t);
     // This process's table (another tracer may run beside the tests).
     let (tables, ours) = (
@@ -453,4 +456,21 @@ table ip filter {
         format!("table inet {}", table_name()),
     );
     assert!(!tables.lines().any(|l| l.trim() == ours), "{tables}");
+}
+
+/// Over the CPU budget the rules leave the chains (nothing traced), then
+/// come back, the endpoints' too; twice the same is once.
+fn pause_takes_the_rules_out_and_back(t: &mut NfTrace, listed: &dyn Fn() -> String) {
+    let rules = |l: &str| l.lines().filter(|l| l.contains("nftrace set 1")).count();
+    let before = rules(&listed());
+    assert!(before >= 4, "{}", listed());
+    let failed = t.pause(true);
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(rules(&listed()), 0, "{}", listed());
+    assert!(t.pause(true).is_empty());
+    let failed = t.pause(false);
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(rules(&listed()), before, "{}", listed());
+    assert!(t.pause(false).is_empty());
+    assert_eq!(rules(&listed()), before, "{}", listed());
 }
