@@ -170,8 +170,14 @@ fn mounts() {
 }
 
 pub(crate) fn ensure() -> Result<()> {
-    apt()?;
-    rust()?;
+    // The toolchains download while apt installs (both mostly wait on the
+    // network and the disk on a new machine); bpf-linker needs both.
+    let toolchains = std::thread::spawn(rust);
+    let packages = apt();
+    toolchains
+        .join()
+        .map_err(|_| anyhow::anyhow!("setup: the toolchain thread panicked"))??;
+    packages?;
     bpf_linker()?;
     mounts();
     Ok(())

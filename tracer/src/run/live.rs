@@ -693,6 +693,11 @@ impl Live<'_> {
         } = self;
         let probes = session.plan().to_vec();
         let teardown = detach(session, &mut pipeline, &mut rec);
+        // The tail's captured bytes go to the pcap with the rest.
+        let captured = pipeline.take_captured();
+        if !captured.is_empty() {
+            sink.packets(captured);
+        }
         for e in &teardown.errors {
             diag::warn(&format!("detach: {e}"));
         }
