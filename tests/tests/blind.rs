@@ -933,7 +933,8 @@ fn overlay_tunnels_are_followed_to_the_far_side() {
 /// (tests/src/blind_proto.rs, written blind): SCTP to a pod on a node
 /// without SCTP (kubernetes/test-infra#22314), through a Service to such
 /// a pod (kubernetes/test-infra#34860), Calico IPIP to a node without
-/// the ipip module, followed on its address (projectcalico/calico#3507).
+/// the ipip module, followed on its address (projectcalico/calico#3507):
+/// its protocol unreachables are evidence on its flow, not a flow.
 /// The trap (VXLAN handled, dropped by Calico's cali-INPUT rule,
 /// projectcalico/calico#6752) names the rule.
 #[test]
@@ -968,6 +969,13 @@ fn unhandled_protocols_are_named() {
         tracer_tests::verdict_said(f, "where").contains("its module ipip is not loaded"),
         "{dump}"
     );
+    // The protocol unreachables back are evidence on the IPIP flow (the
+    // kernel sent them for its packets), not a flow of their own.
+    assert!(
+        tracer_tests::evidence_kinds(f).contains(&"icmp_sent"),
+        "{dump}"
+    );
+    assert_eq!(out.final_flows().len(), 1, "{dump}");
     let Some((out, _)) =
         tracer_tests::trace_scenario_out("blind_proto_trap_vxlan_dropped_by_firewall", &[])
     else {

@@ -11,6 +11,7 @@ pub mod flow;
 pub mod frozen;
 pub mod funcs;
 pub mod hop;
+pub mod icmp_error;
 pub mod inferred;
 pub mod intern;
 pub mod names;

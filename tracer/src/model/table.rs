@@ -159,6 +159,9 @@ pub struct FlowTable {
     /// (`FilterConfig::tunnel_ports`, the recording's header): UDP to them
     /// is a tunnel's outer packet.
     pub tunnel_ports: [u16; 2],
+    /// ICMP errors filed under the flow they are about
+    /// (`fold_icmp_error`): (skb, when), the newest at the back.
+    folded_errors: VecDeque<(u64, u64)>,
     /// Neighbour events for the target, flow or not.
     pub neigh_log: Vec<Hop>,
     /// Translated request tuples whose destination is not the key's (DNAT
@@ -170,6 +173,9 @@ pub struct FlowTable {
 /// skb addresses remembered for `skb_flow`: at the ring buffer's ~300k
 /// records/s, the last ~100 ms of them (NAT happens within microseconds).
 const MAX_SKBS: usize = 32768;
+/// ICMP errors remembered as folded into their flows (their skbs).
+const FOLDED_ERRORS_MAX: usize = 64;
+
 /// Flows a route lookup without ports is matched against, most recently
 /// active first (`find_fib_flow`).
 const RECENT_FLOWS: usize = 1024;
@@ -549,12 +555,69 @@ impl FlowTable {
         (k.src == seen.src && k.sport == seen.sport && k.proto == seen.proto).then_some(id)
     }
 
+    /// The flow an ICMP error is about, when `id` is the error's own new
+    /// flow (an ICMP flow holding only this skb's hops: its first bytes
+    /// come right after its first record) and `data` quotes a packet of
+    /// another, non-ICMP, flow of the table (model/icmp_error.rs). Without
+    /// a conntrack entry relating it (a node without conntrack, a protocol
+    /// it does not track) the error came as a flow of its own, `delivered
+    /// reply_seen`, that the client never sent (issue 29: an IPIP node's
+    /// protocol unreachable).
+    fn icmp_error_owner(&self, id: u64, skb: u64, data: &[u8]) -> Option<u64> {
+        let Some(Slot::Live(f)) = self.flows.get(&id) else {
+            return None;
+        };
+        if !matches!(f.key.proto, 1 | 58) || f.hops.iter().any(|h| h.skb != skb) {
+            return None;
+        }
+        let q = crate::model::icmp_error::quoted(data)?;
+        let owner = self.lookup(&q).or_else(|| self.lookup(&q.reversed()))?;
+        if owner == id {
+            return None;
+        }
+        // Only where the owner saw the kernel send it (`icmp_send`): an
+        // error from a node not traced is the only trace of its cause (a
+        // router's fragmentation needed) and stays a flow of its own.
+        let o = self.get(owner)?;
+        (!matches!(o.key.proto, 1 | 58) && o.hops.iter().any(|h| h.hook == Hook::IcmpSend))
+            .then_some(owner)
+    }
+
+    /// Drop ICMP error flow `id`: its owner holds the error as the hop
+    /// that sent it (`icmp_send`, with its type and code). The error's
+    /// later hops (its way back to the client) are left out by their skb
+    /// ([`FlowTable::icmp_folded`]), not filed as the owner's replies,
+    /// which would say it was answered.
+    fn fold_icmp_error(&mut self, id: u64, owner: u64, skb: u64, ts: u64) {
+        log::debug!("flow {id}: an ICMP error about flow {owner}, which sent it");
+        self.remove(id);
+        self.by_skb.remove(&skb);
+        self.folded_errors.push_back((skb, ts));
+        if self.folded_errors.len() > FOLDED_ERRORS_MAX {
+            self.folded_errors.pop_front();
+        }
+    }
+
+    /// Is `skb` an ICMP error folded into the flow it is about, seen less
+    /// than [`STALE_NS`] before `ts`?
+    fn icmp_folded(&self, skb: u64, ts: u64) -> bool {
+        skb != 0
+            && self
+                .folded_errors
+                .iter()
+                .any(|(s, at)| *s == skb && ts.saturating_sub(*at) < STALE_NS)
+    }
+
     /// The first bytes of a followed packet (a kind BYTES record, which
     /// comes right after the packet's own record): the DNS message in
     /// them, if it is to or from port 53, joins the flow of that skb.
     /// Returns that flow (what `--pcap` files the packet under).
     pub fn ingest_bytes(&mut self, skb: u64, ts_ns: u64, data: &[u8]) -> Option<u64> {
         let id = self.skb_flow(skb, ts_ns, None)?;
+        if let Some(owner) = self.icmp_error_owner(id, skb, data) {
+            self.fold_icmp_error(id, owner, skb, ts_ns);
+            return Some(owner);
+        }
         let m = match crate::model::dns::from_packet(data, self.dns_port) {
             None => return Some(id),
             Some(Ok(m)) => m,
@@ -863,6 +926,8 @@ impl FlowTable {
             // skb_defer_free_flush() after its flow was evicted): alone it
             // would open a flow with no packet in it, judged "no reply".
             None if hook == Hook::Consume => return None,
+            // An ICMP error folded into the flow it is about: its way back.
+            None if self.icmp_folded(p.hdr.skb, p.hdr.ts_ns) => return None,
             None => {
                 let key = ct_orig.unwrap_or(match dir {
                     Dir::Request => seen,
@@ -1229,6 +1294,64 @@ pub(crate) mod tests {
         let f = t.get(a).unwrap();
         assert_eq!((f.packets, f.replies, f.hops.len()), (2, 1, 2));
         assert_eq!(f.key.dport, 80);
+    }
+
+    /// An IPIP packet dropped by a node without the ipip module, which
+    /// answers protocol unreachable (projectcalico/calico#3507), with no
+    /// conntrack to relate the error: the error is not a flow of its own
+    /// once its bytes quote the flow's packet, and the rest of its way is
+    /// left out. Near misses: an error whose cause no traced hook saw
+    /// sent (no `icmp_send` on the flow) and an echo reply stay flows.
+    #[test]
+    fn an_icmp_error_about_a_flow_that_sent_it_is_not_a_flow() {
+        use crate::model::icmp_error::tests::v4_error;
+        let (a, b) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+        let error = v4_error(3, b, a, 4, (a, 0), (b, 0));
+        let icmp_back = |ty: u8| {
+            let mut p = v4(b, 0, a, 0, 1);
+            p.reply = 1;
+            p.icmp_type = ty;
+            p
+        };
+        for sent_by_kernel in [true, false] {
+            let mut t = FlowTable::new(10);
+            let mut n = Names::default();
+            let ipip = v4(a, 0, b, 0, 4);
+            let f = t.ingest(&pkt(Hook::Xmit, 1, 10, ipip), &mut n).unwrap();
+            if sent_by_kernel {
+                let mut ev = pkt(Hook::IcmpSend, 1, 15, ipip);
+                if let Event::Packet(p) = &mut ev {
+                    p.reason = (3 << 8) | 2;
+                }
+                assert_eq!(t.ingest(&ev, &mut n), Some(f));
+            }
+            let e = t
+                .ingest(&pkt(Hook::Xmit, 2, 20, icmp_back(3)), &mut n)
+                .unwrap();
+            assert_ne!(e, f);
+            let filed = t.ingest_bytes(2, 21, &error);
+            let later = t.ingest(&pkt(Hook::NetifReceive, 2, 30, icmp_back(3)), &mut n);
+            if sent_by_kernel {
+                assert_eq!(filed, Some(f));
+                assert_eq!(later, None);
+                assert_eq!(t.len(), 1);
+                let flow = t.get(f).unwrap();
+                assert_eq!((flow.packets, flow.replies, flow.hops.len()), (1, 0, 2));
+            } else {
+                assert_eq!((filed, later), (Some(e), Some(e)));
+                assert_eq!(t.len(), 2);
+            }
+        }
+        // An echo reply quotes nothing.
+        let mut t = FlowTable::new(10);
+        let mut n = Names::default();
+        t.ingest(&pkt(Hook::Xmit, 1, 10, v4(a, 0, b, 0, 4)), &mut n);
+        let e = t
+            .ingest(&pkt(Hook::Xmit, 2, 20, icmp_back(0)), &mut n)
+            .unwrap();
+        let mut echo = error.clone();
+        echo[20] = 0;
+        assert_eq!(t.ingest_bytes(2, 21, &echo), Some(e));
     }
 
     #[test]
