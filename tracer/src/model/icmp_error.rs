@@ -34,14 +34,7 @@ fn quoted_v4(d: &[u8]) -> Option<Tuple> {
     let proto = *q.get(9)?;
     let src: [u8; 4] = q.get(12..16)?.try_into().ok()?;
     let dst: [u8; 4] = q.get(16..20)?.try_into().ok()?;
-    let (sport, dport) = ports(proto, q.get(qihl..));
-    Some(Tuple {
-        src: IpAddr::from(src),
-        sport,
-        dst: IpAddr::from(dst),
-        dport,
-        proto,
-    })
+    Some(tuple(src.into(), dst.into(), proto, q.get(qihl..)))
 }
 
 fn quoted_v6(d: &[u8]) -> Option<Tuple> {
@@ -57,24 +50,25 @@ fn quoted_v6(d: &[u8]) -> Option<Tuple> {
     let proto = *q.get(6)?;
     let src: [u8; 16] = q.get(8..24)?.try_into().ok()?;
     let dst: [u8; 16] = q.get(24..40)?.try_into().ok()?;
-    let (sport, dport) = ports(proto, q.get(40..));
-    Some(Tuple {
-        src: IpAddr::from(src),
-        sport,
-        dst: IpAddr::from(dst),
-        dport,
-        proto,
-    })
+    Some(tuple(src.into(), dst.into(), proto, q.get(40..)))
 }
 
-/// TCP, UDP and SCTP ports lead their headers; other protocols have none.
-fn ports(proto: u8, l4: Option<&[u8]>) -> (u16, u16) {
-    match (proto, l4) {
+/// The quoted packet's tuple; TCP, UDP and SCTP ports lead `l4`, other
+/// protocols have none.
+fn tuple(src: IpAddr, dst: IpAddr, proto: u8, l4: Option<&[u8]>) -> Tuple {
+    let (sport, dport) = match (proto, l4) {
         (6 | 17 | 132, Some(p)) if p.len() >= 4 => (
             u16::from_be_bytes([p[0], p[1]]),
             u16::from_be_bytes([p[2], p[3]]),
         ),
         _ => (0, 0),
+    };
+    Tuple {
+        src,
+        sport,
+        dst,
+        dport,
+        proto,
     }
 }
 
@@ -106,6 +100,18 @@ pub(crate) mod tests {
         d
     }
 
+    /// (src, dst, proto, sport, dport) of the quoted packet.
+    fn said(d: &[u8]) -> (String, String, u8, u16, u16) {
+        let t = quoted(d).expect("an ICMP error");
+        (
+            t.src.to_string(),
+            t.dst.to_string(),
+            t.proto,
+            t.sport,
+            t.dport,
+        )
+    }
+
     #[test]
     fn the_quoted_packet_is_read_from_v4_errors() {
         let d = v4_error(
@@ -116,17 +122,7 @@ pub(crate) mod tests {
             ([10, 0, 0, 1], 0),
             ([10, 0, 0, 2], 0),
         );
-        let t = quoted(&d).unwrap();
-        assert_eq!(
-            (
-                t.src.to_string(),
-                t.dst.to_string(),
-                t.proto,
-                t.sport,
-                t.dport
-            ),
-            ("10.0.0.1".into(), "10.0.0.2".into(), 4, 0, 0)
-        );
+        assert_eq!(said(&d), ("10.0.0.1".into(), "10.0.0.2".into(), 4, 0, 0));
         let d = v4_error(
             3,
             [10, 0, 0, 2],
@@ -135,8 +131,10 @@ pub(crate) mod tests {
             ([10, 0, 0, 1], 40000),
             ([10, 0, 0, 2], 53),
         );
-        let t = quoted(&d).unwrap();
-        assert_eq!((t.proto, t.sport, t.dport), (17, 40000, 53));
+        assert_eq!(
+            said(&d),
+            ("10.0.0.1".into(), "10.0.0.2".into(), 17, 40000, 53)
+        );
         // An echo reply (type 0) quotes nothing; a cut error is not read.
         let mut echo = d.clone();
         echo[20] = 0;
@@ -159,17 +157,7 @@ pub(crate) mod tests {
         q.extend(5353u16.to_be_bytes());
         q.extend(53u16.to_be_bytes());
         d.extend(q);
-        let t = quoted(&d).unwrap();
-        assert_eq!(
-            (
-                t.src.to_string(),
-                t.dst.to_string(),
-                t.proto,
-                t.sport,
-                t.dport
-            ),
-            ("fd00::1".into(), "fd00::2".into(), 17, 5353, 53)
-        );
+        assert_eq!(said(&d), ("fd00::1".into(), "fd00::2".into(), 17, 5353, 53));
         d[40] = 128; // echo request
         assert_eq!(quoted(&d), None);
     }

@@ -184,6 +184,18 @@ mod tests {
         (steps, c)
     }
 
+    /// What the steps left out (`shed`) or took back; a step of the other
+    /// kind fails the test.
+    fn kinds(steps: &[Step], shed: bool) -> Vec<Shed> {
+        steps
+            .iter()
+            .map(|s| match (s, shed) {
+                (Step::Shed(w, _), true) | (Step::Restore(w, _), false) => *w,
+                _ => panic!("{s:?}"),
+            })
+            .collect()
+    }
+
     #[test]
     fn over_budget_sheds_in_order_one_step_a_window_and_restores_in_reverse() {
         let mut b = Budget::new(5.0);
@@ -191,29 +203,15 @@ mod tests {
         assert!(s.is_empty(), "{s:?}");
         // 20% for 7 s: a step a window, all three.
         let (s, c) = run(&mut b, 1000, c, 7000, 20.0);
-        let shed: Vec<Shed> = s
-            .iter()
-            .map(|s| match s {
-                Step::Shed(w, _) => *w,
-                Step::Restore(..) => panic!("{s:?}"),
-            })
-            .collect();
-        assert_eq!(shed, Shed::VARIANTS.to_vec());
+        assert_eq!(kinds(&s, true), Shed::VARIANTS.to_vec());
         assert_eq!(b.shed().len(), 3);
         // Between half and the whole budget: nothing changes.
         let (s, c) = run(&mut b, 8000, c, 8000, 4.0);
         assert!(s.is_empty(), "{s:?}");
         // Quiet: one step back every 5 s, the last left out first back.
         let (s, _) = run(&mut b, 16000, c, 16000, 0.5);
-        let back: Vec<Shed> = s
-            .iter()
-            .map(|s| match s {
-                Step::Restore(w, _) => *w,
-                Step::Shed(..) => panic!("{s:?}"),
-            })
-            .collect();
         assert_eq!(
-            back,
+            kinds(&s, false),
             vec![Shed::RouteLookups, Shed::Nftrace, Shed::PacketBytes]
         );
         let sum = b.summary();

@@ -443,18 +443,25 @@ async fn run(mut opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunErro
 }
 
 /// Detach the session, and ingest what the programs wrote before they
-/// went (a flood's tail that the last bounded drain left).
+/// went (a flood's tail that the last bounded drain left); its captured
+/// bytes go to the pcap with the rest.
 fn detach(
     session: Session,
     pipeline: &mut Pipeline,
     rec: &mut Option<Recorder>,
+    sink: &mut dyn Sink,
 ) -> crate::kernel::session::Teardown {
-    session.finish(&mut |b| {
+    let teardown = session.finish(&mut |b| {
         if let Some(r) = rec.as_mut() {
             r.ring(b);
         }
         pipeline.ingest(b);
-    })
+    });
+    let captured = pipeline.take_captured();
+    if !captured.is_empty() {
+        sink.packets(captured);
+    }
+    teardown
 }
 
 /// `--ready-file`: created (with our PID) once every probe is attached,
@@ -692,12 +699,7 @@ impl Live<'_> {
             ..
         } = self;
         let probes = session.plan().to_vec();
-        let teardown = detach(session, &mut pipeline, &mut rec);
-        // The tail's captured bytes go to the pcap with the rest.
-        let captured = pipeline.take_captured();
-        if !captured.is_empty() {
-            sink.packets(captured);
-        }
+        let teardown = detach(session, &mut pipeline, &mut rec, sink);
         for e in &teardown.errors {
             diag::warn(&format!("detach: {e}"));
         }
