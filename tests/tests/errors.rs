@@ -59,6 +59,16 @@ fn bad_inputs_are_one_clear_error() {
             "bad duration",
         ),
         (
+            &["follow", "10.0.0.1", "--max-cpu", "150"],
+            2,
+            "bad CPU budget '150'",
+        ),
+        (
+            &["follow", "10.0.0.1", "--max-cpu", "NaN"],
+            2,
+            "bad CPU budget 'NaN'",
+        ),
+        (
             &["follow", "10.0.0.1", "--duration", "0s"],
             2,
             "out of range",
