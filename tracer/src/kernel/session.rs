@@ -153,22 +153,18 @@ fn filter_config(opts: &SessionOptions, needs: probes::NodeNeeds) -> tracer_comm
     let mut filter = opts.target.filter(!opts.netns.is_empty());
     filter.snaplen = opts.snaplen;
     filter.dns_port = opts.dns_port.unwrap_or(0);
-    // Tunnels are followed only where packets are learnt (LEARN_REWRITES).
-    if needs.learn_rewrites {
+    // Where a tunnel driver is loaded (LEARN_REWRITES is then on too).
+    if needs.tunnel_drivers {
         filter.tunnel_ports = tunnel_ports(opts);
     }
     filter
 }
 
 /// The node's VXLAN devices' ports beyond the overlay ports every
-/// tracer knows, read where a tunnel driver is loaded: in tracer's own
-/// namespace, the traced ones and the named ones (at most
-/// [`TUNNEL_PORT_NETNS_MAX`] of those: a dump each).
+/// tracer knows: in tracer's own namespace, the traced ones and the named
+/// ones (at most [`TUNNEL_PORT_NETNS_MAX`] of those: a dump each).
 fn tunnel_ports(opts: &SessionOptions) -> [u16; 2] {
     let mut out = [0; 2];
-    if !crate::node::link::tunnel_drivers_loaded() {
-        return out;
-    }
     let mut paths: Vec<PathBuf> = opts.netns.iter().map(|n| n.path.clone()).collect();
     for (_, p) in crate::node::netns::named() {
         if paths.len() >= TUNNEL_PORT_NETNS_MAX {
@@ -233,7 +229,7 @@ impl Session {
         // something on the node can change them.
         log::debug!(
             "learn rewrites and encapsulations: {}",
-            needs.learn_rewrites
+            needs.learn_rewrites()
         );
         // One parse for the object's load and the programs' (loader::load).
         let aya_btf = aya::Btf::parse_file(&vmlinux, aya::Endianness::default())
@@ -246,7 +242,7 @@ impl Session {
             &aya_btf,
             opts.ring_bytes,
             opts.debug_bpf,
-            needs.learn_rewrites,
+            needs.learn_rewrites(),
         )?;
         let bpf_log = if opts.debug_bpf {
             Some(aya_log::EbpfLogger::init(&mut ebpf).map_err(SessionError::BpfLog)?)

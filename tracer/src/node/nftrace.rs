@@ -329,10 +329,7 @@ impl NfTrace {
         } else {
             let mut v = rule_messages(&self.table, &self.target);
             if !self.also.is_empty() {
-                let v6 = self.v6;
-                v.extend(rules_per_chain_and_side(&self.table, |side| {
-                    endpoint_rule(v6, side)
-                }));
+                v.extend(endpoint_rules(&self.table, self.v6));
             }
             v
         };
@@ -693,10 +690,14 @@ fn table_messages(name: &str, target: &Followed, flags: u32) -> Vec<(u16, u16, V
 /// for the lookups only once the target was translated somewhere.
 fn endpoint_messages(name: &str, v6: bool) -> Vec<(u16, u16, Vec<u8>)> {
     let mut v = vec![endpoint_set(name, v6)];
-    v.extend(rules_per_chain_and_side(name, |side| {
-        endpoint_rule(v6, side)
-    }));
+    v.extend(endpoint_rules(name, v6));
     v
+}
+
+/// The rules that look the endpoint set up, in each base chain and for
+/// each side.
+fn endpoint_rules(name: &str, v6: bool) -> Vec<(u16, u16, Vec<u8>)> {
+    rules_per_chain_and_side(name, |side| endpoint_rule(v6, side))
 }
 
 /// The set of endpoints traced besides the target (DNAT destinations,

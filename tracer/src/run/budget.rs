@@ -62,6 +62,11 @@ impl Budget {
         }
     }
 
+    /// The budget, percent of one CPU (None: `--max-cpu 0`).
+    pub fn max(&self) -> Option<f64> {
+        self.max
+    }
+
     /// What is left out now.
     pub fn shed(&self) -> &'static [Shed] {
         &Shed::VARIANTS[..self.level]

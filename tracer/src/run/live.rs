@@ -371,7 +371,7 @@ async fn run(mut opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunErro
     sink.probe_errors(session.plan());
     let mut pipeline = Pipeline::new(target, names, opts.max_flows)
         .with_dns_port(opts.session.dns_port)
-        .with_tunnel_ports(start.tunnel_ports);
+        .with_tunnel_ports(&start.tunnel_ports);
     if sink.wants_packets() {
         pipeline.capture_packets(wall.ktime_to_unix_ns);
     }
@@ -550,7 +550,7 @@ impl Live<'_> {
                 ));
             }
         }
-        let max = self.budget.summary().max_percent.unwrap_or(0.0);
+        let max = self.budget.max().unwrap_or(0.0);
         match step {
             Step::Shed(..) => diag::warn(&format!(
                 "over its CPU budget ({pct:.1}% of one CPU over the last 2 s, --max-cpu {max}): {} left out",
@@ -601,10 +601,10 @@ impl Live<'_> {
     /// it said its addresses changed); every 500 ms new interfaces
     /// and the counted packets; then the flows that settled.
     fn tick(&mut self) {
-        if let Some(step) = self.budget.sample(self.since_start_ms(), own_cpu_secs()) {
+        let t = self.since_start_ms();
+        if let Some(step) = self.budget.sample(t, own_cpu_secs()) {
             self.budget_step(step);
         }
-        let t = self.since_start_ms();
         let target = *self.pipeline.target();
         self.env.vip.poll(&|a| target.contains(a), t);
         if let Some(warnings) = self.session.maintain() {

@@ -86,10 +86,13 @@ impl Pipeline {
     }
 
     /// UDP to these ports is a tunnel's outer packet too (the node's VXLAN
-    /// devices' own ports: `FilterConfig::tunnel_ports`).
+    /// devices' own ports: `FilterConfig::tunnel_ports`, or a recording's
+    /// header; the first two, 0 for none).
     #[must_use]
-    pub fn with_tunnel_ports(mut self, ports: [u16; 2]) -> Pipeline {
-        self.flows.tunnel_ports = ports;
+    pub fn with_tunnel_ports(mut self, ports: &[u16]) -> Pipeline {
+        for (o, p) in self.flows.tunnel_ports.iter_mut().zip(ports) {
+            *o = *p;
+        }
         self
     }
 

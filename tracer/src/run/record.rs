@@ -122,15 +122,6 @@ pub struct Header {
     pub reasons: Option<Reasons>,
 }
 
-/// A header's tunnel ports as the flow table takes them (the first two).
-pub fn tunnel_ports(ports: &[u16]) -> [u16; 2] {
-    let mut out = [0; 2];
-    for (o, p) in out.iter_mut().zip(ports) {
-        *o = *p;
-    }
-    out
-}
-
 /// The kernel's reason names (the trailer has them too).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Reasons {

@@ -233,7 +233,7 @@ fn replay_frames(path: &Path, sink: &mut dyn Sink) -> Result<Replaying, ReplayEr
     };
     let mut pipeline = Pipeline::new(target, names, header.max_flows)
         .with_dns_port(header.dns_port)
-        .with_tunnel_ports(crate::run::record::tunnel_ports(&header.tunnel_ports));
+        .with_tunnel_ports(&header.tunnel_ports);
     if sink.wants_packets() {
         pipeline.capture_packets(ktime_to_unix_ns(&header, &frames));
     }

@@ -645,7 +645,7 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         }
         // Not the outer packet of a tunnel: its port is the tunnel's
         // (verdict/tunnel.rs, through device_cause).
-        DropReason::NoSocket if !super::tunnel::is_outer(flow, drop) => {
+        DropReason::NoSocket if !flow.is_outer(&drop.tuple) => {
             no_socket_where(drop, func, env, &mut evidence)
         }
         DropReason::IpRpfilter => rp_filter_where(flow, drop, env, &fn_part, &mut evidence),

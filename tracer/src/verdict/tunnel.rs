@@ -499,17 +499,11 @@ fn no_tunnel_key(drop: &Hop, env: &dyn Env) -> Option<TunnelRefusal> {
     })
 }
 
-/// Is this hop's packet the flow's, wrapped in a tunnel (its tuple an
-/// outer one, the flow's own not)?
-pub fn is_outer(flow: &Flow, h: &Hop) -> bool {
-    flow.is_outer(&h.tuple)
-}
-
 /// The hop that took the flow into its tunnel: the last request hop
 /// before the first outer one, in that hop's namespace (the tunnel
 /// device's xmit), and that first outer hop.
 fn entered(flow: &Flow) -> Option<(&Hop, &Hop)> {
-    let first = flow.hops.iter().position(|h| is_outer(flow, h))?;
+    let first = flow.hops.iter().position(|h| flow.is_outer(&h.tuple))?;
     let outer = &flow.hops[first];
     let inner = flow.hops[..first]
         .iter()
@@ -527,7 +521,7 @@ fn far_side(
     func: &str,
     env: &dyn Env,
 ) -> Option<TunnelRefusal> {
-    if !is_outer(flow, drop) {
+    if !flow.is_outer(&drop.tuple) {
         return None;
     }
     let (sent, outer) = entered(flow)?;
@@ -653,7 +647,7 @@ pub fn encapsulation(flow: &Flow) -> Option<Evidence> {
     let first = flow.hops.iter().position(|h| std::ptr::eq(h, outer))?;
     let out = flow.hops[first..]
         .iter()
-        .skip_while(|h| is_outer(flow, h))
+        .skip_while(|h| flow.is_outer(&h.tuple))
         .find(|h| h.dir == Dir::Request && h.netns_inode != sent.netns_inode);
     let t = &outer.tuple;
     Some(Evidence::Encapsulated(Encapsulation {
@@ -708,7 +702,7 @@ fn mac_mismatch(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<TunnelRefusal>
 pub fn links_wanted(flow: &Flow) -> Vec<u32> {
     let Some(drop) = flow.hops.iter().find(|h| {
         matches!(&h.data, HopData::Drop(d) if d.reason == DropReason::Otherhost)
-            || matches!(h.data, HopData::Drop(_)) && is_outer(flow, h)
+            || matches!(h.data, HopData::Drop(_)) && flow.is_outer(&h.tuple)
     }) else {
         return Vec::new();
     };

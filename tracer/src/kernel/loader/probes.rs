@@ -657,6 +657,10 @@ pub fn leave_to_tc(plan: &mut [ProbeStatus]) {
 
 /// What this node has that some hooks need, read once at start
 /// ([`skip_unneeded`]).
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "what the node has, each read apart: each is a fact"
+)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NodeNeeds {
     /// A cgroup socket-address program is loaded (connect4/6, sendmsg4/6,
@@ -664,11 +668,11 @@ pub struct NodeNeeds {
     pub sock_addr: bool,
     /// Some namespace has an IPVS virtual service (kube-proxy's IPVS mode).
     pub ipvs: bool,
-    /// A tc/XDP program of others or a tunnel driver is loaded: a followed
-    /// packet's tuple can change without conntrack (rewritten, or wrapped
-    /// in a tunnel), which the skb programs then learn (LEARN_REWRITES in
-    /// tracer-ebpf; not a hook of the plan).
-    pub learn_rewrites: bool,
+    /// A tc or XDP program of others is loaded (bpf_progs.rs).
+    pub packet_programs: bool,
+    /// A tunnel driver is loaded (node/link.rs): the node's own VXLAN
+    /// ports are read for the skb programs (session.rs tunnel_ports).
+    pub tunnel_drivers: bool,
 }
 
 impl NodeNeeds {
@@ -679,8 +683,17 @@ impl NodeNeeds {
         NodeNeeds {
             sock_addr: progs.sock_addr,
             ipvs: crate::node::ipvs::services_anywhere(),
-            learn_rewrites: progs.packet || crate::node::link::tunnel_drivers_loaded(),
+            packet_programs: progs.packet,
+            tunnel_drivers: crate::node::link::tunnel_drivers_loaded(),
         }
+    }
+
+    /// A followed packet's tuple can change without conntrack (rewritten
+    /// by a tc/XDP program, or wrapped in a tunnel), which the skb
+    /// programs then learn (LEARN_REWRITES in tracer-ebpf; not a hook of
+    /// the plan).
+    pub fn learn_rewrites(self) -> bool {
+        self.packet_programs || self.tunnel_drivers
     }
 }
 
@@ -983,7 +996,8 @@ mod tests {
         let needs = |ipvs| NodeNeeds {
             sock_addr: true,
             ipvs,
-            learn_rewrites: false,
+            packet_programs: false,
+            tunnel_drivers: false,
         };
         let mut with = planned.clone();
         skip_unneeded(&mut with, needs(true));
@@ -1018,7 +1032,8 @@ mod tests {
             NodeNeeds {
                 sock_addr: true,
                 ipvs: true,
-                learn_rewrites: false,
+                packet_programs: false,
+                tunnel_drivers: false,
             },
         );
         let st = p.iter().find(|s| s.hook == "sock_addr").unwrap();
@@ -1037,7 +1052,8 @@ mod tests {
             NodeNeeds {
                 sock_addr: false,
                 ipvs: true,
-                learn_rewrites: false,
+                packet_programs: false,
+                tunnel_drivers: false,
             },
         );
         let st = p.iter().find(|s| s.hook == "sock_addr").unwrap();
