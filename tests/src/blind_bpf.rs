@@ -18,7 +18,8 @@
 //! go with their devices, with the namespaces. `scenarios::build` falls
 //! back to [`build`] (through `blind_scenes::build`, `blind_l2::build`,
 //! `blind_tunnel::build`, `blind_sysctl::build`, `blind_sock::build` and
-//! `blind_ct::build`), which falls back to [`crate::blind_veth::build`].
+//! `blind_ct::build`), which falls back to [`crate::blind_xdp::build`]
+//! (then [`crate::blind_veth::build`]).
 
 use std::{os::fd::RawFd, path::PathBuf};
 
@@ -47,7 +48,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "blind_bpf_xdp_lb_remote_backend" => xdp_lb_remote_backend(),
         "blind_bpf_stale_calico_filter" => stale_calico_filter(),
         "blind_bpf_hostport_lost_refused" => hostport_lost_refused(),
-        _ => return crate::blind_veth::build(name),
+        _ => return crate::blind_xdp::build(name),
     })
 }
 
@@ -55,19 +56,19 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
 const BPF_MAP_CREATE: i64 = 0;
 const BPF_MAP_TYPE_PROG_ARRAY: u32 = 3;
 pub(crate) const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
-const BPF_PROG_TYPE_XDP: u32 = 6;
+pub(crate) const BPF_PROG_TYPE_XDP: u32 = 6;
 const BPF_FUNC_TAIL_CALL: i32 = 12;
 /// TC_ACT_OK (TCX_PASS for tcx): what Cilium's CTX_ACT_OK is.
 const TC_OK: i32 = 0;
 /// TC_ACT_SHOT (TCX_DROP).
 const TC_SHOT: i32 = 2;
 const XDP_DROP: i32 = 1;
-const XDP_PASS: i32 = 2;
+pub(crate) const XDP_PASS: i32 = 2;
 
 /// Where a program finds the packet: __sk_buff.data and .data_end (tc),
 /// xdp_md.data and .data_end (XDP).
 #[derive(Clone, Copy)]
-enum Hook {
+pub(crate) enum Hook {
     Tc,
     Xdp,
 }
@@ -76,7 +77,7 @@ enum Hook {
 /// 0x61 u32, 0x69 u16, 0x71 u8) bytes at `off` from the frame's start
 /// are (`equal`) or are not (`!equal`) `val`, as a little-endian load of
 /// the network-order bytes reads them.
-struct Field {
+pub(crate) struct Field {
     size: u8,
     off: i16,
     val: i32,
@@ -88,7 +89,7 @@ const U16: u8 = 0x69;
 const U8: u8 = 0x71;
 
 /// Ethertype IPv4 (0x0800 in network order).
-const IS_IPV4: Field = Field {
+pub(crate) const IS_IPV4: Field = Field {
     size: U16,
     off: 12,
     val: 0x0008,
@@ -96,7 +97,7 @@ const IS_IPV4: Field = Field {
 };
 
 /// The IPv4 protocol is `proto` (6 TCP, 17 UDP).
-fn proto(proto: i32) -> Field {
+pub(crate) fn proto(proto: i32) -> Field {
     Field {
         size: U8,
         off: 14 + 9,
@@ -106,7 +107,7 @@ fn proto(proto: i32) -> Field {
 }
 
 /// The IPv4 source (`src`) or destination address is (`equal`) `a`.
-fn addr(src: bool, a: std::net::Ipv4Addr, equal: bool) -> Field {
+pub(crate) fn addr(src: bool, a: std::net::Ipv4Addr, equal: bool) -> Field {
     Field {
         size: U32,
         off: if src { 14 + 12 } else { 14 + 16 },
@@ -117,7 +118,7 @@ fn addr(src: bool, a: std::net::Ipv4Addr, equal: bool) -> Field {
 
 /// The L4 source (`src`) or destination port is `port` (a 20-byte IPv4
 /// header, as the scenes' packets have).
-fn port(src: bool, port: u16) -> Field {
+pub(crate) fn port(src: bool, port: u16) -> Field {
     Field {
         size: U16,
         off: if src { 34 } else { 36 },
@@ -129,7 +130,7 @@ fn port(src: bool, port: u16) -> Field {
 /// A program that returns `hit` for a frame of at least `len` bytes whose
 /// fields all pass their tests, else `miss`: direct packet access after
 /// one bounds check, then a load and a 32-bit compare per field.
-fn matcher(hook: Hook, len: i32, fields: &[Field], hit: i32, miss: i32) -> Vec<u8> {
+pub(crate) fn matcher(hook: Hook, len: i32, fields: &[Field], hit: i32, miss: i32) -> Vec<u8> {
     let (data, end) = match hook {
         Hook::Tc => (76, 80),
         Hook::Xdp => (0, 4),
@@ -243,7 +244,7 @@ pub(crate) fn tcx(
 
 /// The pinned XDP program `pin` on `dev` of `n`, in generic mode (what
 /// works on a veth here).
-fn xdp_generic(n: &Netns, dev: &str, pin: &str) -> Result<()> {
+pub(crate) fn xdp_generic(n: &Netns, dev: &str, pin: &str) -> Result<()> {
     crate::bpfdrop::xdp_generic_pinned(&n.path(), dev, pin)
 }
 

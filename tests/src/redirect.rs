@@ -60,7 +60,9 @@ pub(crate) fn load(
     name: &str,
 ) -> Result<RawFd> {
     let license = CString::new("GPL").unwrap();
-    let mut log = vec![0u8; 4096];
+    // Room for the whole log of a program with helper calls (a 4 KiB
+    // log made the load of blind_xdp's xdp_router fail).
+    let mut log = vec![0u8; 1 << 20];
     let mut attr = [0u8; 128];
     attr[0..4].copy_from_slice(&prog_type.to_le_bytes());
     attr[4..8].copy_from_slice(&((prog.len() / 8) as u32).to_le_bytes());
