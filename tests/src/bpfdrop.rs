@@ -40,30 +40,71 @@ pub const UDP: u8 = 17;
 /// Drop IPv4 packets of `proto` to destination port `port` (a 20-byte IP
 /// header assumed: the tests' packets have no options), pass the rest.
 fn port_dropper(hook: Hook, proto: u8, port: u16) -> Vec<u8> {
-    let (data, end, drop, pass) = match hook {
-        Hook::Tc => (76, 80, 2, -1),
-        Hook::Xdp => (0, 4, 1, 2),
+    let drop = match hook {
+        Hook::Tc => 2,
+        Hook::Xdp => 1,
+    };
+    port_program(hook, proto, port, &[insn(0xb7, 0, 0, 0, drop)])
+}
+
+/// What an XDP program of [`Dropper::xdp`] does with the packets it
+/// matches (enum xdp_action).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum XdpVerdict {
+    /// XDP_ABORTED: the program's error exit.
+    Aborted,
+    /// XDP_TX: back out the device it came in on, unchanged.
+    Tx,
+    /// bpf_redirect(ifindex, 0): XDP_REDIRECT to that device of the
+    /// program's namespace.
+    Redirect(u32),
+}
+
+/// A program that runs `hit` (which leaves its return value in r0) for
+/// IPv4 packets of `proto` to destination port `port`, and passes the
+/// rest.
+fn port_program(hook: Hook, proto: u8, port: u16, hit: &[[u8; 8]]) -> Vec<u8> {
+    let (data, end, pass) = match hook {
+        Hook::Tc => (76, 80, -1),
+        Hook::Xdp => (0, 4, 2),
     };
     // A little-endian u16 load of the port's two network-order bytes.
     let port_le = i32::from(port.swap_bytes());
-    [
-        insn(0x61, 2, 1, data, 0),             // r2 = data
-        insn(0x61, 3, 1, end, 0),              // r3 = data_end
-        insn(0xbf, 4, 2, 0, 0),                // r4 = r2
-        insn(0x07, 4, 0, 0, 38),               // r4 += 14 + 20 + 4 (through the ports)
-        insn(0x2d, 4, 3, 8, 0),                // if r4 > r3 goto pass
-        insn(0x69, 5, 2, 12, 0),               // r5 = *(u16 *)(r2 + 12): EtherType
-        insn(0x55, 5, 0, 6, 0x0008),           // if r5 != htons(ETH_P_IP) goto pass
-        insn(0x71, 5, 2, 23, 0),               // r5 = *(u8 *)(r2 + 23): protocol
-        insn(0x55, 5, 0, 4, i32::from(proto)), // if r5 != proto goto pass
-        insn(0x69, 5, 2, 36, 0),               // r5 = *(u16 *)(r2 + 36): dest port
-        insn(0x55, 5, 0, 2, port_le),          // if r5 != port goto pass
-        insn(0xb7, 0, 0, 0, drop),             // r0 = drop
-        insn(0x95, 0, 0, 0, 0),                // exit
-        insn(0xb7, 0, 0, 0, pass),             // pass: r0 = pass
-        insn(0x95, 0, 0, 0, 0),                // exit
-    ]
-    .concat()
+    // The jumps to `pass` skip the hit's instructions and its exit.
+    let skip = hit.len() as i16 + 1;
+    let mut p = vec![
+        insn(0x61, 2, 1, data, 0),                    // r2 = data
+        insn(0x61, 3, 1, end, 0),                     // r3 = data_end
+        insn(0xbf, 4, 2, 0, 0),                       // r4 = r2
+        insn(0x07, 4, 0, 0, 38),                      // r4 += 14 + 20 + 4 (through the ports)
+        insn(0x2d, 4, 3, 6 + skip, 0),                // if r4 > r3 goto pass
+        insn(0x69, 5, 2, 12, 0),                      // r5 = *(u16 *)(r2 + 12): EtherType
+        insn(0x55, 5, 0, 4 + skip, 0x0008),           // if r5 != htons(ETH_P_IP) goto pass
+        insn(0x71, 5, 2, 23, 0),                      // r5 = *(u8 *)(r2 + 23): protocol
+        insn(0x55, 5, 0, 2 + skip, i32::from(proto)), // if r5 != proto goto pass
+        insn(0x69, 5, 2, 36, 0),                      // r5 = *(u16 *)(r2 + 36): dest port
+        insn(0x55, 5, 0, skip, port_le),              // if r5 != port goto pass
+    ];
+    p.extend_from_slice(hit);
+    p.extend([
+        insn(0x95, 0, 0, 0, 0),    // exit
+        insn(0xb7, 0, 0, 0, pass), // pass: r0 = pass
+        insn(0x95, 0, 0, 0, 0),    // exit
+    ]);
+    p.concat()
+}
+
+/// The instructions of an XDP program's matched packets for `v`.
+fn xdp_hit(v: XdpVerdict) -> Vec<[u8; 8]> {
+    match v {
+        XdpVerdict::Aborted => vec![insn(0xb7, 0, 0, 0, 0)],
+        XdpVerdict::Tx => vec![insn(0xb7, 0, 0, 0, 3)],
+        XdpVerdict::Redirect(ifindex) => vec![
+            insn(0xb7, 1, 0, 0, ifindex as i32), // r1 = ifindex
+            insn(0xb7, 2, 0, 0, 0),              // r2 = 0 (flags)
+            insn(0x85, 0, 0, 0, 23),             // call bpf_redirect
+        ],
+    }
 }
 
 /// How a dropper is attached.
@@ -111,6 +152,31 @@ impl Dropper {
             ns: ns.path(),
             dev: dev.into(),
             attach,
+            pin: None,
+            link: None,
+        };
+        let done = d.attach(fd, ns);
+        unsafe { libc::close(fd) };
+        done?;
+        Ok(d)
+    }
+
+    /// Attach a generic XDP program named `name` that does `v` with IPv4
+    /// `proto` to `port` on `dev` of `ns`, and passes the rest.
+    pub fn xdp(
+        ns: &Netns,
+        dev: &str,
+        name: &str,
+        proto: u8,
+        port: u16,
+        v: XdpVerdict,
+    ) -> Result<Dropper> {
+        let prog = port_program(Hook::Xdp, proto, port, &xdp_hit(v));
+        let fd = load(BPF_PROG_TYPE_XDP, 0, &prog, name)?;
+        let mut d = Dropper {
+            ns: ns.path(),
+            dev: dev.into(),
+            attach: Attach::XdpGeneric,
             pin: None,
             link: None,
         };

@@ -10,7 +10,7 @@
 use anyhow::Result;
 
 use crate::{
-    bpfdrop::{Attach, Dropper, TCP, UDP, tcx_supported},
+    bpfdrop::{Attach, Dropper, TCP, UDP, XdpVerdict, tcx_supported},
     scenarios::{Scenario, listen, routed, serve, simple, strings, tcp_connect},
 };
 
@@ -21,6 +21,8 @@ pub const DATAPLANE: &[&str] = &[
     "dp_tc_passes_closed_port",
     "incident3_lrp",
     "dp_tc_service_dnat",
+    "dp_xdp_redirect_down",
+    "dp_xdp_tx_back",
 ];
 
 pub fn build(name: &str) -> Option<Result<Scenario>> {
@@ -31,6 +33,8 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "dp_tc_passes_closed_port" => tc_passes_closed_port(),
         "incident3_lrp" => incident3_lrp(),
         "dp_tc_service_dnat" => tc_service_dnat(),
+        "dp_xdp_redirect_down" => xdp_redirect_down(),
+        "dp_xdp_tx_back" => xdp_tx_back(),
         _ => return None,
     })
 }
@@ -98,6 +102,58 @@ fn xdp_drop() -> Result<Scenario> {
         nss,
         "10.194.2.2:53".into(),
         strings(&["udp-send", "10.194.2.2:53", "--timeout-ms", &t]),
+    );
+    sc.servers.push(srv);
+    sc.droppers.push(d);
+    Ok(sc)
+}
+
+/// An XDP program (generic) on the node's device toward the client
+/// redirects UDP to port 53 to a device that is down (r2, a second link
+/// to the server, set down): the kernel refuses the redirect (ENETDOWN,
+/// xdp_ok_fwd_dev()) and drops the packet.
+fn xdp_redirect_down() -> Result<Scenario> {
+    let nss = routed(180)?;
+    crate::netns::veth(&nss[1], "r2", &nss[2], "s1")?;
+    nss[1].ip(&["link", "set", "r2", "down"])?;
+    let r2 = crate::bpfdrop::ifindex(&nss[1], "r2")?;
+    let srv = serve(&nss[2], "udp-echo", "10.180.2.2:53", 15)?;
+    let d = Dropper::xdp(
+        &nss[1],
+        "r0",
+        "xdp_lb_redir",
+        UDP,
+        53,
+        XdpVerdict::Redirect(r2),
+    )?;
+    let t = crate::scaled_arg(1000);
+    let mut sc = simple(
+        "dp_xdp_redirect_down",
+        "an XDP program (generic) on the node's device toward the client redirects its UDP to 10.180.2.2:53 to r2, a device that is down",
+        nss,
+        "10.180.2.2:53".into(),
+        strings(&["udp-send", "10.180.2.2:53", "--timeout-ms", &t]),
+    );
+    sc.servers.push(srv);
+    sc.droppers.push(d);
+    Ok(sc)
+}
+
+/// An XDP program (generic) on the node's device toward the client sends
+/// UDP to port 53 back out that device unchanged (XDP_TX, as a responder
+/// that forgot to swap the addresses): the client receives its own frame,
+/// addressed to the node's MAC, and drops it (OTHERHOST).
+fn xdp_tx_back() -> Result<Scenario> {
+    let nss = routed(181)?;
+    let srv = serve(&nss[2], "udp-echo", "10.181.2.2:53", 15)?;
+    let d = Dropper::xdp(&nss[1], "r0", "xdp_responder", UDP, 53, XdpVerdict::Tx)?;
+    let t = crate::scaled_arg(1000);
+    let mut sc = simple(
+        "dp_xdp_tx_back",
+        "an XDP program (generic) on the node's device toward the client sends its UDP to 10.181.2.2:53 back out that device (XDP_TX) unchanged",
+        nss,
+        "10.181.2.2:53".into(),
+        strings(&["udp-send", "10.181.2.2:53", "--timeout-ms", &t]),
     );
     sc.servers.push(srv);
     sc.droppers.push(d);

@@ -228,6 +228,74 @@ fn bpf_program_drops_name_the_program() {
     }
 }
 
+/// XDP programs' actions (tests/src/blind_xdp.rs, written blind): an
+/// XDP_TX that left the MACs as they were, bounced back into the bridge
+/// (xdp-project/xdp-tutorial#286); a device-map miss that returned
+/// XDP_ABORTED (xdp-tutorial#167); a redirect the target's MTU refused
+/// (after cilium/cilium#3204). The program and what it returned are named.
+#[test]
+fn xdp_actions_name_the_program_and_what_it_did() {
+    for (name, dport, said, kind) in [
+        (
+            "blind_xdp_tx_mac_unswapped",
+            65535,
+            "XDP program xdp_fwd_prog (id ",
+            "xdp_moved",
+        ),
+        (
+            "blind_xdp_devmap_miss_aborted",
+            9100,
+            "returned XDP_ABORTED",
+            "xdp_action",
+        ),
+        (
+            "blind_xdp_redirect_mtu",
+            8125,
+            "returned XDP_REDIRECT to lxc0, which failed: EMSGSIZE",
+            "xdp_action",
+        ),
+    ] {
+        let Some((f, dump)) = judged(name, dport) else {
+            return;
+        };
+        assert_eq!(
+            tracer_tests::verdict_said(&f, "kind"),
+            "dropped",
+            "{name}: {dump}"
+        );
+        let w = tracer_tests::verdict_said(&f, "where");
+        assert!(w.contains(said), "{name}: {dump}");
+        assert!(
+            tracer_tests::evidence_kinds(&f).contains(&kind),
+            "{name}: {dump}"
+        );
+    }
+}
+
+/// The trap (facebookincubator/katran#184): the XDP load balancer passes
+/// port 80 and nothing listens there; the refusal is named, XDP is not
+/// blamed.
+#[test]
+fn an_xdp_program_that_passed_is_not_blamed() {
+    let Some((f, dump)) = judged("blind_xdp_trap_pass_refused", 80) else {
+        return;
+    };
+    let kinds = tracer_tests::evidence_kinds(&f);
+    assert!(
+        !kinds.contains(&"xdp_action") && !kinds.contains(&"xdp_moved"),
+        "{dump}"
+    );
+    assert!(
+        tracer_tests::verdict_said(&f, "reason") == "NO_SOCKET"
+            || tracer_tests::verdict_said(&f, "kind") == "refused",
+        "{dump}"
+    );
+    assert!(
+        !tracer_tests::verdict_said(&f, "where").contains("XDP"),
+        "{dump}"
+    );
+}
+
 /// DNS answers dropped at the client pod's veth (cilium/cilium#21391):
 /// the query was delivered, the answer never came back; dropped, by the
 /// program, not delivered.

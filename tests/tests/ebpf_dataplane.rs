@@ -442,3 +442,61 @@ fn tc_service_dnat_is_followed_and_the_program_named() {
         assert!(sites.contains(&("reply", "r1", "rewrote")), "{dump}");
     }
 }
+
+/// A redirect the kernel refused (an XDP program's target is down): the
+/// program, its target and the kernel's error, from the xdp tracepoints.
+#[test]
+fn a_refused_xdp_redirect_names_its_target_and_error() {
+    let Some((f, dump)) = tracer_tests::trace_scenario("dp_xdp_redirect_down", 53) else {
+        return;
+    };
+    assert_eq!(tracer_tests::verdict_said(&f, "kind"), "dropped", "{dump}");
+    let w = tracer_tests::verdict_said(&f, "where");
+    assert!(
+        w.contains("XDP of r0")
+            && w.contains("XDP program xdp_lb_redir (id ")
+            && w.contains("returned XDP_REDIRECT to r2, which failed: ENETDOWN"),
+        "{dump}"
+    );
+    assert!(
+        tracer_tests::evidence_kinds(&f).contains(&"xdp_action"),
+        "{dump}"
+    );
+    assert!(
+        tracer_tests::verdict_said(&f, "hint").contains("ENETDOWN"),
+        "{dump}"
+    );
+}
+
+/// XDP_TX of an unchanged frame: the client gets its own packet back,
+/// addressed to the node's MAC, and drops it; the verdict says which
+/// program sent it back (no tracepoint fires for a successful XDP_TX: the
+/// hops show it).
+#[test]
+fn a_packet_xdp_sent_back_names_the_program() {
+    let Some((f, dump)) = tracer_tests::trace_scenario("dp_xdp_tx_back", 53) else {
+        return;
+    };
+    assert_eq!(tracer_tests::verdict_said(&f, "kind"), "dropped", "{dump}");
+    // A kernel before 5.17 gives no reason (the drop's `reason_from`).
+    let no_reason = f["hops"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|h| h["fields"]["reason_from"].is_string());
+    let reason = tracer_tests::verdict_said(&f, "reason");
+    assert!(
+        reason == "OTHERHOST" || no_reason && reason == "NOT_SPECIFIED",
+        "{dump}"
+    );
+    let w = tracer_tests::verdict_said(&f, "where");
+    assert!(
+        w.contains("XDP program xdp_responder (id ")
+            && w.contains("had sent it back out r0 (XDP_TX), unchanged"),
+        "{dump}"
+    );
+    assert!(
+        tracer_tests::evidence_kinds(&f).contains(&"xdp_moved"),
+        "{dump}"
+    );
+}

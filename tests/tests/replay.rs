@@ -124,6 +124,12 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ),
     ("blind_vxlan_wrong_vni", "dropped", "VXLAN_VNI_NOT_FOUND"),
     ("blind_vxlan_wrong_port", "dropped", "NO_SOCKET"),
+    ("dp_xdp_redirect_down", "dropped", "XDP"),
+    ("dp_xdp_tx_back", "dropped", "OTHERHOST"),
+    ("blind_xdp_tx_mac_unswapped", "dropped", "NOT_SPECIFIED"),
+    ("blind_xdp_devmap_miss_aborted", "dropped", "NOT_SPECIFIED"),
+    ("blind_xdp_redirect_mtu", "dropped", "XDP"),
+    ("blind_xdp_trap_pass_refused", "dropped", "NO_SOCKET"),
     (
         "blind_ovl_migration_vni_on_port",
         "dropped",

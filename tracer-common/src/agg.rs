@@ -57,7 +57,7 @@ pub struct AggVal {
 }
 
 /// Slots of the per-CPU `AGG_HOT` array: one per [`crate::Hook`] number.
-pub const AGG_HOT_SLOTS: u32 = 19;
+pub const AGG_HOT_SLOTS: u32 = 20;
 
 /// One slot of `AGG_HOT`: the key this CPU last counted at that hook, and
 /// its packets not yet moved to `AGG`. A bulk flow's next packet at the

@@ -163,6 +163,13 @@ pub struct KernelOffsets {
     pub fdt_fd: u32,
     pub file_private_data: u32,
     pub socket_sk: u32,
+    // An XDP program's id: bpf_prog.aux, bpf_prog_aux.id.
+    pub prog_aux: u32,
+    pub prog_aux_id: u32,
+    /// Arguments of the xdp_redirect tracepoints: 7 (dev, xdp, tgt, err,
+    /// map_type, map_id, index; Linux >= 5.17) or 6 (dev, xdp, tgt, err,
+    /// map, index: 5.10); 0 when absent.
+    pub tp_xdp_redirect_arity: u32,
 }
 
 impl KernelOffsets {
@@ -245,6 +252,9 @@ impl KernelOffsets {
             fdt_fd: OFFSET_NONE,
             file_private_data: OFFSET_NONE,
             socket_sk: OFFSET_NONE,
+            prog_aux: OFFSET_NONE,
+            prog_aux_id: OFFSET_NONE,
+            tp_xdp_redirect_arity: 0,
         }
     }
 }
@@ -353,14 +363,15 @@ mod tests {
 
     #[test]
     fn offsets_layout() {
-        // 77 u32 fields, no implicit padding.
-        assert_eq!(size_of::<KernelOffsets>(), 77 * 4);
+        // 80 u32 fields, no implicit padding.
+        assert_eq!(size_of::<KernelOffsets>(), 80 * 4);
         assert_eq!(offset_of!(KernelOffsets, skb_len), 0);
         assert_eq!(offset_of!(KernelOffsets, tp_consume_has_location), 62 * 4);
         assert_eq!(offset_of!(KernelOffsets, xt_table_name), 69 * 4);
         assert_eq!(offset_of!(KernelOffsets, has_func_ip), 70 * 4);
         assert_eq!(offset_of!(KernelOffsets, skb_tail), 71 * 4);
         assert_eq!(offset_of!(KernelOffsets, socket_sk), 76 * 4);
+        assert_eq!(offset_of!(KernelOffsets, tp_xdp_redirect_arity), 79 * 4);
         assert_eq!(KernelOffsets::none().skb_head, OFFSET_NONE);
     }
 

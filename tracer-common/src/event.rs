@@ -71,10 +71,13 @@ pub enum Hook {
     /// (syscall tracepoints, claimed at the socket's first packet): see
     /// [`SockAddrEvent`].
     SockAddr = 18,
+    /// An XDP program's action (XDP_TX, XDP_REDIRECT, XDP_ABORTED) on a
+    /// followed packet: a `func::XDP` record (the xdp tracepoints).
+    Xdp = 19,
 }
 
 impl Hook {
-    pub const ALL: [Hook; 18] = [
+    pub const ALL: [Hook; 19] = [
         Hook::TcIngress,
         Hook::TcEgress,
         Hook::NetifReceive,
@@ -93,6 +96,7 @@ impl Hook {
         Hook::SockQueue,
         Hook::Func,
         Hook::SockAddr,
+        Hook::Xdp,
     ];
 
     pub fn from_u8(v: u8) -> Option<Hook> {
@@ -370,13 +374,23 @@ pub mod func {
     pub const IPVS_XMIT: u8 = 11;
     /// tcp_v4_send_reset(sk, skb, ...): a RST in answer to skb.
     pub const TCP_RESET: u8 = 12;
-    pub const COUNT: u8 = 13;
+    /// An XDP program's action on a followed packet, from the tracepoints
+    /// xdp:xdp_redirect, xdp:xdp_redirect_err and xdp:xdp_exception
+    /// (include/trace/events/xdp.h): `arg` is [action (XDP_ABORTED 0,
+    /// XDP_TX 3, XDP_REDIRECT 4, ...), the redirect's target ifindex (0
+    /// when not known)], `ret` the redirect's error (0 on success),
+    /// `location` the program's id (struct bpf_prog_aux.id), and the
+    /// header's device the one the program ran on.
+    pub const XDP: u8 = 13;
+    pub const COUNT: u8 = 14;
 }
 
 /// Which backend produced a function event.
 pub mod backend {
     pub const FENTRY: u8 = 1;
     pub const KPROBE: u8 = 2;
+    /// A tracepoint (tp_btf) that carries a function-like record (func::XDP).
+    pub const TRACEPOINT: u8 = 3;
 }
 
 /// A kernel function seen for a followed skb (kind FUNC, hook Func).

@@ -159,6 +159,7 @@ pub fn remember(skb: u64, netns: u32, ifindex: u32, ev: &PacketEvent) {
             (*p).sport = ev.pkt.sport;
             (*p).dport = ev.pkt.dport;
             (*p).dir = 1 + ev.pkt.reply;
+            (*p).hook = ev.hdr.hook;
         }
     }
 }

@@ -53,7 +53,14 @@ pub enum Decide {
 /// Parse `skb`, decide, and fill a zeroed record's header and packet.
 /// Returns false when the skb is not followed (or its netns is not).
 #[inline(always)]
-fn fill(ev: &mut FuncEvent, f: u8, backend: u8, skb: u64, location: u64, how: Decide) -> bool {
+pub(crate) fn fill(
+    ev: &mut FuncEvent,
+    f: u8,
+    backend: u8,
+    skb: u64,
+    location: u64,
+    how: Decide,
+) -> bool {
     if how != Decide::Match && crate::filter::is_tracked(skb) == 0 {
         return false;
     }
@@ -112,7 +119,7 @@ impl Extra {
 /// This CPU's `FUNC_SCRATCH` slot for function `f`, zeroed: where
 /// [`enter`] and [`call`] build their record.
 #[inline(always)]
-fn zeroed_slot(f: u8) -> Option<&'static mut FuncEvent> {
+pub(crate) fn zeroed_slot(f: u8) -> Option<&'static mut FuncEvent> {
     let ev = FUNC_SCRATCH.get_ptr_mut(f as u32)?;
     // SAFETY: this CPU's slot for `f` (maps::FUNC_SCRATCH); zeroes are a
     // valid FuncEvent.

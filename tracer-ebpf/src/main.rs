@@ -25,6 +25,7 @@ mod maps;
 mod sockaddr;
 mod tc;
 mod tracepoint;
+mod xdp;
 mod zero;
 
 use tracer_common::{FilterConfig, KernelOffsets};

@@ -171,7 +171,10 @@ pub struct LastCtx {
     pub sport: u16,
     pub dport: u16,
     pub dir: u8,
-    pub _pad: [u8; 3],
+    /// The hook (tracer_common::Hook) that saw it: xdp.rs takes only a
+    /// netif_receive_skb's, the one that fires right before generic XDP.
+    pub hook: u8,
+    pub _pad: [u8; 2],
 }
 
 #[map]

@@ -62,7 +62,14 @@ const KERNELS: &[(&str, &str, Option<&str>)] = &[
 /// suite and the `--netns` sweep, which compares against the verdicts the
 /// others reached (cleanup/safety/soak stay on the host: the soak alone is
 /// minutes natively, hours under TCG).
-const SUITES: &[&str] = &["incidents", "follow", "ipvs", "backends", "netns_scope"];
+const SUITES: &[&str] = &[
+    "incidents",
+    "follow",
+    "ipvs",
+    "backends",
+    "netns_scope",
+    "ebpf_dataplane",
+];
 
 /// The guests of the matrix, longest first (measured under load, session
 /// 19, before the part split), each a kernel and the suites it runs, in
@@ -81,9 +88,15 @@ const GUESTS: &[(&str, &[&str])] = &[
     ("6.1", &["incidents", "follow:swept", "netns_scope"]),
     ("6.12", &["incidents", "follow:swept", "netns_scope"]),
     ("5.10", &["follow:apart", "incidents"]),
-    ("6.1", &["follow:apart", "ipvs", "backends"]),
-    ("6.12", &["follow:apart", "ipvs", "backends"]),
-    ("5.10", &["follow:swept", "backends"]),
+    (
+        "6.1",
+        &["follow:apart", "ipvs", "backends", "ebpf_dataplane:xdp"],
+    ),
+    (
+        "6.12",
+        &["follow:apart", "ipvs", "backends", "ebpf_dataplane:xdp"],
+    ),
+    ("5.10", &["follow:swept", "backends", "ebpf_dataplane:xdp"]),
 ];
 
 /// The `follow` tests whose scenarios the `--netns` sweep does not take
@@ -124,12 +137,17 @@ fn suite_part(spec: &str) -> (&str, Option<&str>) {
 
 /// The tests of a part (`apart`/`swept` of `follow`), among `listed` (the
 /// suite's tests) that contain `filter`.
+/// Any other part is a name filter of its own (`ebpf_dataplane:xdp`: the
+/// tests whose name contains `xdp`).
 fn part_tests<'a>(listed: &'a [String], part: &str, filter: Option<&str>) -> Vec<&'a str> {
     listed
         .iter()
         .map(String::as_str)
         .filter(|n| filter.is_none_or(|f| n.contains(f)))
-        .filter(|n| FOLLOW_APART.contains(n) == (part == "apart"))
+        .filter(|n| match part {
+            "apart" | "swept" => FOLLOW_APART.contains(n) == (part == "apart"),
+            named => n.contains(named),
+        })
         .collect()
 }
 

@@ -28,7 +28,7 @@ use crate::{
     model::flow::{Flow, NatBy},
     model::hop::{
         DropData, FibData, FuncBackend, FuncData, Hop, HopData, NeighData, NeighEvent, Nud,
-        ReasonFrom, SockAddrData, SockCall, SockData, TcpState,
+        ReasonFrom, SockAddrData, SockCall, SockData, TcpState, XdpAction, XdpData,
     },
     model::intern::Name,
 };
@@ -401,26 +401,13 @@ impl Codec {
                 put_str(w, &a.comm);
                 put(w, a.cgroup_id);
             }
-            HopData::Neigh(n) => {
-                w.push(10);
-                put_ip(w, &n.addr);
-                w.push(n.state.0);
-                match n.new_state {
-                    Some(s) => {
-                        w.push(1);
-                        w.push(s.0);
-                    }
-                    None => w.push(0),
-                }
-                w.push(n.event as u8);
-                match &n.lladdr {
-                    Some(l) => {
-                        w.push(1);
-                        put_str(w, l);
-                    }
-                    None => w.push(0),
-                }
-                put_signed(w, n.err as i64);
+            HopData::Neigh(n) => put_neigh(w, n),
+            HopData::Xdp(x) => {
+                w.push(12);
+                w.push(x.action as u8);
+                put(w, u64::from(x.prog_id));
+                put(w, u64::from(x.to_ifindex));
+                put_signed(w, i64::from(x.err));
             }
         }
     }
@@ -662,22 +649,54 @@ impl Codec {
                     cgroup_id: r.get(),
                 }))
             }
-            _ => {
-                let addr = r.ip();
-                let state = Nud(r.byte());
-                let new_state = (r.byte() == 1).then(|| Nud(r.byte()));
-                let event = NeighEvent::from_repr(r.byte()).unwrap_or(NeighEvent::Created);
-                let lladdr = (r.byte() == 1).then(|| r.string());
-                HopData::Neigh(Box::new(NeighData {
-                    addr,
-                    state,
-                    new_state,
-                    lladdr,
-                    err: r.signed() as i32,
-                    event,
-                }))
-            }
+            12 => HopData::Xdp(Box::new(XdpData {
+                action: XdpAction::from_repr(r.byte()).unwrap_or(XdpAction::Invalid),
+                prog_id: r.get() as u32,
+                to_ifindex: r.get() as u32,
+                err: r.signed() as i32,
+            })),
+            _ => HopData::Neigh(Box::new(neigh_of(r))),
         }
+    }
+}
+
+/// A neighbour hop's data, after its tag 10.
+fn put_neigh(w: &mut Vec<u8>, n: &NeighData) {
+    w.push(10);
+    put_ip(w, &n.addr);
+    w.push(n.state.0);
+    match n.new_state {
+        Some(s) => {
+            w.push(1);
+            w.push(s.0);
+        }
+        None => w.push(0),
+    }
+    w.push(n.event as u8);
+    match &n.lladdr {
+        Some(l) => {
+            w.push(1);
+            put_str(w, l);
+        }
+        None => w.push(0),
+    }
+    put_signed(w, n.err as i64);
+}
+
+/// What [`put_neigh`] wrote.
+fn neigh_of(r: &mut Reader) -> NeighData {
+    let addr = r.ip();
+    let state = Nud(r.byte());
+    let new_state = (r.byte() == 1).then(|| Nud(r.byte()));
+    let event = NeighEvent::from_repr(r.byte()).unwrap_or(NeighEvent::Created);
+    let lladdr = (r.byte() == 1).then(|| r.string());
+    NeighData {
+        addr,
+        state,
+        new_state,
+        lladdr,
+        err: r.signed() as i32,
+        event,
     }
 }
 
@@ -1026,6 +1045,19 @@ mod tests {
                         lladdr: None,
                         err: 0,
                         event: NeighEvent::Timer,
+                    })),
+                ),
+                hop(
+                    270,
+                    Hook::Xdp,
+                    Dir::Request,
+                    key,
+                    4,
+                    HopData::Xdp(Box::new(XdpData {
+                        action: XdpAction::XdpRedirect,
+                        prog_id: 87_000,
+                        to_ifindex: 9,
+                        err: -90,
                     })),
                 ),
             ];

@@ -4,7 +4,7 @@ use tracer_common::{FuncEvent, Hook, func};
 
 use crate::{
     model::event::cname,
-    model::hop::{FuncBackend, FuncData, HopData, icmp_desc},
+    model::hop::{FuncBackend, FuncData, HopData, XdpAction, XdpData, icmp_desc},
     model::names::Names,
 };
 
@@ -24,6 +24,7 @@ pub fn func_name(f: u8) -> &'static str {
         func::IPVS_SCHEDULE => "ip_vs_schedule",
         func::IPVS_XMIT => "ip_vs_xmit",
         func::TCP_RESET => "tcp_v4_send_reset",
+        func::XDP => "do_xdp_generic",
         _ => "?",
     }
 }
@@ -93,6 +94,19 @@ pub fn hop_data(e: &FuncEvent, names: &mut Names) -> (Hook, HopData) {
                 icmp_code: code,
                 desc: names.intern(&icmp_desc(e.pkt.family == 6, ty, code)),
             },
+        );
+    }
+    if e.func == func::XDP {
+        // The xdp tracepoints (tracer-ebpf xdp.rs): the program's id rides
+        // in `location`.
+        return (
+            Hook::Xdp,
+            HopData::Xdp(Box::new(XdpData {
+                action: XdpAction::of(e.arg[0]),
+                prog_id: e.location as u32,
+                to_ifindex: e.arg[1],
+                err: e.ret as i32,
+            })),
         );
     }
     if e.func == func::TCP_RESET {

@@ -342,6 +342,10 @@ pub enum HopData {
     /// cgroup sock_addr program rewrote before any packet existed; the
     /// hop's tuple is the packet as it left.
     SockAddr(Box<SockAddrData>),
+    /// An XDP program's action on the packet (the xdp tracepoints:
+    /// redirects, failed redirects, XDP_ABORTED, a refused XDP_TX); the
+    /// hop's device is the one the program ran on.
+    Xdp(Box<XdpData>),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -434,6 +438,117 @@ pub struct NeighData {
     pub lladdr: Option<String>,
     pub err: i32,
     pub event: NeighEvent,
+}
+
+/// enum xdp_action (include/uapi/linux/bpf.h), as an XDP program returns
+/// it.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+    strum::FromRepr,
+    strum::IntoStaticStr,
+)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[strum(serialize_all = "SCREAMING_SNAKE_CASE")]
+#[repr(u8)]
+pub enum XdpAction {
+    XdpAborted = 0,
+    XdpDrop = 1,
+    XdpPass = 2,
+    XdpTx = 3,
+    XdpRedirect = 4,
+    /// A number the kernel does not know either (bpf_warn_invalid_xdp_action():
+    /// the packet is dropped).
+    Invalid = 255,
+}
+
+impl XdpAction {
+    pub fn of(code: u32) -> XdpAction {
+        u8::try_from(code)
+            .ok()
+            .and_then(XdpAction::from_repr)
+            .unwrap_or(XdpAction::Invalid)
+    }
+}
+
+impl std::fmt::Display for XdpAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.into())
+    }
+}
+
+/// What an XDP program did to the packet, as the xdp tracepoints tell it
+/// (tracer_common::func::XDP).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct XdpData {
+    pub action: XdpAction,
+    /// The program's id (bpftool prog show id N); its name is a node fact
+    /// (the device's XDP program), resolved when judged.
+    pub prog_id: u32,
+    /// A redirect's target device (its ifindex in the hop's namespace), 0
+    /// when not a device or not known.
+    #[serde(default, skip_serializing_if = "num_traits_zero::u32")]
+    pub to_ifindex: u32,
+    /// A redirect's error (negative errno: -ENETDOWN the target is down,
+    /// -EMSGSIZE the packet is larger than its MTU, -EINVAL no such
+    /// device, ...), 0 when it succeeded.
+    #[serde(default, skip_serializing_if = "num_traits_zero::i32")]
+    pub err: i32,
+}
+
+/// serde's `skip_serializing_if` for zero numbers (it passes a reference).
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+mod num_traits_zero {
+    pub(super) fn u32(v: &u32) -> bool {
+        *v == 0
+    }
+
+    pub(super) fn i32(v: &i32) -> bool {
+        *v == 0
+    }
+}
+
+impl XdpData {
+    /// A failed redirect's error, with what it means there
+    /// (xdp_do_generic_redirect(), xdp_ok_fwd_dev(), dev_map_generic_redirect()).
+    pub fn error(&self) -> String {
+        match -self.err {
+            22 => "EINVAL (no device with that ifindex in this namespace)".into(),
+            100 => "ENETDOWN (the target device is down)".into(),
+            90 => "EMSGSIZE (the packet is larger than the target's MTU)".into(),
+            95 => "EOPNOTSUPP (the target does not take redirected packets)".into(),
+            n => format!("errno {n}"),
+        }
+    }
+
+    /// One line: `XDP program id 7: XDP_REDIRECT to ifindex 4 failed:
+    /// ENETDOWN`.
+    pub fn describe(&self, to_dev: Option<&str>) -> String {
+        let to = match (to_dev, self.to_ifindex) {
+            (Some(d), _) => format!(" to {d}"),
+            (None, 0) => String::new(),
+            (None, i) => format!(" to ifindex {i}"),
+        };
+        let what = match self.action {
+            XdpAction::XdpRedirect if self.err != 0 => {
+                format!("XDP_REDIRECT{to}, which failed: {}", self.error())
+            }
+            XdpAction::XdpRedirect => format!("XDP_REDIRECT{to}"),
+            XdpAction::XdpTx => "XDP_TX, which the device did not take (dropped)".into(),
+            XdpAction::Invalid => "an action the kernel does not know (dropped)".into(),
+            a => format!("{a} (dropped)"),
+        };
+        format!("XDP program id {}: {what}", self.prog_id)
+    }
 }
 
 /// The socket call a [`SockAddrData`] saw (tracer_common::sockcall).
@@ -596,6 +711,7 @@ impl Hop {
             HopData::SockRecv => "read by a local socket (recvmsg)".into(),
             HopData::SockQueue => "queued to a local socket (sk_data_ready)".into(),
             HopData::Func(f) => format!("{} [{}]", f.detail, f.backend),
+            HopData::Xdp(x) => x.describe(None),
             HopData::SockAddr(a) => {
                 let asked = std::net::SocketAddr::new(a.asked, a.asked_port);
                 format!(

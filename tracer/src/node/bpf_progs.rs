@@ -227,6 +227,9 @@ pub struct LoadedKinds {
     /// programs then learn. tracer's own `tracer_*` programs (not loaded
     /// yet at start, or another tracer's) are not counted.
     pub packet: bool,
+    /// An XDP program of others: only then can the xdp tracepoints fire
+    /// for a followed packet (tracer has no XDP program of its own).
+    pub xdp: bool,
 }
 
 /// [`LoadedKinds`], from one walk of the loaded programs
@@ -237,10 +240,11 @@ pub fn loaded_kinds() -> LoadedKinds {
         // enum bpf_prog_type (include/uapi/linux/bpf.h).
         match p.program_type() as u32 {
             BPF_PROG_TYPE_CGROUP_SOCK_ADDR => k.sock_addr = true,
-            BPF_PROG_TYPE_SCHED_CLS | BPF_PROG_TYPE_SCHED_ACT | BPF_PROG_TYPE_XDP
+            t @ (BPF_PROG_TYPE_SCHED_CLS | BPF_PROG_TYPE_SCHED_ACT | BPF_PROG_TYPE_XDP)
                 if !p.name_as_str().is_some_and(|n| n.starts_with("tracer_")) =>
             {
                 k.packet = true;
+                k.xdp |= t == BPF_PROG_TYPE_XDP;
             }
             _ => {}
         }

@@ -31,7 +31,7 @@ use crate::model::drop_reason::DropReason;
 use crate::{
     model::{
         flow::Flow,
-        hop::{Dir, Hop, HopData, TcpState},
+        hop::{Dir, Hop, HopData, TcpState, XdpData},
         names::func_of,
     },
     node::bpf_progs::AttachedProgram,
@@ -141,25 +141,52 @@ impl BpfHook {
 /// inferred when the kernel gave none.
 pub struct Judged {
     pub where_: String,
-    pub evidence: Evidence,
+    /// [`Evidence::BpfProgramDrop`], and [`Evidence::XdpAction`] when the
+    /// xdp tracepoints told what the program returned.
+    pub evidence: Vec<Evidence>,
     /// `TC_INGRESS`/`TC_EGRESS` for a drop the kernel gave no reason for
     /// (before 5.17) at a function a tc program's drop lands in, with a
     /// program attached at that hook.
     pub inferred: Option<DropReason>,
 }
 
+/// The XDP action the xdp tracepoints recorded for the dropped packet on
+/// the drop's device, before the drop (tracer-ebpf xdp.rs).
+pub fn xdp_action<'a>(flow: &'a Flow, drop: &Hop) -> Option<&'a XdpData> {
+    flow.hops
+        .iter()
+        .take_while(|h| h.ts_ns <= drop.ts_ns)
+        .filter(|h| {
+            h.skb == drop.skb && h.ifindex == drop.ifindex && h.netns_inode == drop.netns_inode
+        })
+        .filter_map(|h| match &h.data {
+            HopData::Xdp(x) => Some(&**x),
+            _ => None,
+        })
+        .last()
+}
+
 /// The drop's `where` and evidence when its signals point at a tc or XDP
-/// hook; None otherwise (the other rules judge it). `inferred`: the kernel
-/// gave no reason (`reason` was inferred from the site, or is unknown).
+/// hook; None otherwise (the other rules judge it). Where the kernel gave
+/// no reason (it was inferred from the site, or is unknown), a program
+/// at the site is what makes it this cause; what the XDP program
+/// returned is told when the xdp tracepoints recorded it
+/// ([`xdp_action`]).
 pub fn judge(
+    flow: &Flow,
     drop: &Hop,
     reason: &DropReason,
     func: &str,
-    inferred: bool,
     env: &dyn Env,
 ) -> Option<Judged> {
+    let inferred = matches!(&drop.data, HopData::Drop(d) if !d.reason_from.is_kernel());
+    let xdp = xdp_action(flow, drop);
     let (hook, from_site) = match BpfHook::of(reason, func) {
         Some(h) => (h, false),
+        // The xdp tracepoints saw the program not pass it, on this device,
+        // right before: the drop is XDP's, wherever generic XDP is inlined
+        // (into __netif_receive_skb_core() on Debian's 5.10).
+        None if xdp.is_some() => (BpfHook::Xdp, inferred),
         None if inferred => (BpfHook::of_site(func)?, true),
         None => return None,
     };
@@ -187,13 +214,45 @@ pub fn judge(
             named(many, ", ")
         ),
     };
+    let action = xdp.filter(|_| hook == BpfHook::Xdp).map(|x| {
+        let to_dev = (x.to_ifindex != 0)
+            .then(|| {
+                env.links(drop.netns_inode)
+                    .iter()
+                    .find(|l| l.ifindex == x.to_ifindex)
+                    .map(|l| l.dev.clone())
+            })
+            .flatten();
+        Evidence::XdpAction {
+            dev: dev.to_string(),
+            netns: drop.netns.to_string(),
+            program: programs.iter().find(|p| p.id == x.prog_id).cloned(),
+            action: x.clone(),
+            to_dev,
+        }
+    });
+    // The program that returned it, and what, when the tracepoint said.
+    let by = match &action {
+        Some(a @ Evidence::XdpAction { .. }) => {
+            let said = a.to_string();
+            match said.split_once(" returned ") {
+                Some((who, what)) => format!(
+                    "{} returned {what}",
+                    who.split(" on ").next().unwrap_or(who)
+                ),
+                None => said,
+            }
+        }
+        _ => by,
+    };
     let where_ = format!("{} of {dev} in netns {}: {by}", hook.label(), drop.netns);
-    let evidence = Evidence::BpfProgramDrop {
+    let mut evidence = vec![Evidence::BpfProgramDrop {
         hook: hook.label().to_string(),
         dev: dev.to_string(),
         netns: drop.netns.to_string(),
         programs,
-    };
+    }];
+    evidence.extend(action);
     Some(Judged {
         where_,
         evidence,
@@ -225,7 +284,7 @@ pub fn reply_dropped_by_program(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         return None;
     }
     let func = func_of(&dd.location);
-    let j = judge(drop, &dd.reason, func, !dd.reason_from.is_kernel(), env)?;
+    let j = judge(flow, drop, &dd.reason, func, env)?;
     let mut v = rules::verdict(
         Kind::Dropped,
         j.inferred.clone().unwrap_or_else(|| dd.reason.clone()),
@@ -242,7 +301,7 @@ pub fn reply_dropped_by_program(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         v.reason_inferred = true;
         v.add(inferred_at(func, r));
     }
-    v.add(j.evidence);
+    v.add_all(j.evidence);
     v.add_all(rules::delivered_and_side_evidence(flow));
     Some(v)
 }

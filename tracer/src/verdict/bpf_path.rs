@@ -25,7 +25,7 @@ use super::{Env, Evidence, bpf_drop::BpfHook};
 use crate::{
     model::{
         flow::Flow,
-        hop::{Dir, Hop, HopData},
+        hop::{Dir, Hop, HopData, XdpAction, XdpData},
         names::func_of,
     },
     node::bpf_progs::AttachedProgram,
@@ -53,8 +53,11 @@ pub enum Outcome {
     /// It went on with other addresses or ports.
     Rewrote,
     /// It was next seen leaving another device, without the IP stack
-    /// between (bpf_redirect(), bpf_redirect_peer()).
+    /// between (bpf_redirect(), bpf_redirect_peer(); an XDP_REDIRECT).
     Redirected,
+    /// An XDP program sent it back out the device it came in on (XDP_TX):
+    /// it was next seen arriving where it had come from.
+    SentBack,
     /// It was dropped at this hook.
     Dropped,
     /// It was not seen again.
@@ -74,6 +77,10 @@ pub struct ProgramSite {
     /// The device it was next seen on, when redirected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to_dev: Option<String>,
+    /// What the XDP program returned, as the xdp tracepoints told it (a
+    /// redirect and its target or error, XDP_ABORTED, a refused XDP_TX).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xdp: Option<XdpData>,
 }
 
 /// The sites of a flow, in the order its packets met them.
@@ -84,9 +91,19 @@ pub struct BpfPath {
 
 impl fmt::Display for ProgramSite {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let did = match (self.outcome, &self.to_dev) {
-            (Outcome::Redirected, Some(d)) => format!("redirected it to {d}"),
-            (o, _) => {
+        let did = match (self.outcome, &self.to_dev, &self.xdp) {
+            (Outcome::Redirected | Outcome::Dropped, to, Some(x)) => {
+                let line = x.describe(to.as_deref());
+                // "XDP program id 7: XDP_REDIRECT to eth1": the program is
+                // named before the parenthesis.
+                line.split_once(": ")
+                    .map_or(line.clone(), |(_, a)| a.to_string())
+            }
+            (Outcome::Redirected, Some(d), None) => format!("redirected it to {d}"),
+            (Outcome::SentBack, _, _) => {
+                "XDP_TX: sent it back out the device it came in on".to_string()
+            }
+            (o, _, _) => {
                 let s: &'static str = o.into();
                 s.replace('_', " ")
             }
@@ -163,13 +180,23 @@ fn outcome_before(hops: &[Hop], k: usize) -> Outcome {
 /// did.
 fn outcome(hops: &[Hop], k: usize, hook: BpfHook) -> (Outcome, Option<String>) {
     let h = &hops[k];
-    let Some(next) = hops[k + 1..].iter().find(|n| n.skb == h.skb && whole(n)) else {
+    let Some(next) = hops[k + 1..]
+        .iter()
+        .find(|n| n.skb == h.skb && whole(n) && n.hook != Hook::Xdp)
+    else {
         return (Outcome::LastSeen, None);
     };
     if let HopData::Drop(d) = &next.data
         && BpfHook::of(&d.reason, func_of(&d.location)) == Some(hook)
     {
         return (Outcome::Dropped, None);
+    }
+    // Sent on by XDP first (a rewrite it made on the way is evidence of
+    // its own, bpf_nat.rs).
+    if hook == BpfHook::Xdp
+        && let Some(o) = xdp_move(hops, k)
+    {
+        return (o, None);
     }
     if *next.tuple != *h.tuple {
         return (Outcome::Rewrote, None);
@@ -195,6 +222,65 @@ fn outcome(hops: &[Hop], k: usize, hook: BpfHook) -> (Outcome, Option<String>) {
         return (Outcome::Redirected, Some(next.dev.to_string()));
     }
     (Outcome::Passed, None)
+}
+
+/// How generic XDP moved the packet of `hops[k]` (its netif_receive_skb)
+/// elsewhere, as its next sighting shows: received on another device
+/// right after, with neither tc ingress nor a transmit between. Generic
+/// XDP handed it to a device (generic_xdp_tx(), which fires no
+/// tracepoint) and that device's other end received it: back where it
+/// came from (the veth peer that sent it) is XDP_TX; elsewhere, a
+/// redirect. None when the next sighting is not such.
+pub(super) fn xdp_move(hops: &[Hop], k: usize) -> Option<Outcome> {
+    let h = &hops[k];
+    if h.hook != Hook::NetifReceive {
+        return None;
+    }
+    let seen = |n: &Hop| n.skb == h.skb && whole(n) && n.hook != Hook::Xdp;
+    let next = hops[k + 1..].iter().find(|n| seen(n))?;
+    if next.hook != Hook::NetifReceive || (next.dev == h.dev && next.netns_inode == h.netns_inode) {
+        return None;
+    }
+    let came_from = hops[..k].iter().rev().find(|p| seen(p));
+    let back = came_from.is_some_and(|p| {
+        p.hook == Hook::Xmit && p.dev == next.dev && p.netns_inode == next.netns_inode
+    });
+    Some(if back {
+        Outcome::SentBack
+    } else {
+        Outcome::Redirected
+    })
+}
+
+/// The XDP program's action on the packet of `hops[k]` (its
+/// netif_receive_skb), as the xdp tracepoints recorded it right after, on
+/// the same device; and the redirect's target device by name.
+pub(super) fn xdp_action(
+    hops: &[Hop],
+    k: usize,
+    env: &dyn Env,
+) -> Option<(XdpData, Option<String>)> {
+    let h = &hops[k];
+    let x = hops[k + 1..]
+        .iter()
+        .take_while(|n| n.skb != h.skb || n.hook == Hook::Xdp || !whole(n))
+        .find_map(|n| match &n.data {
+            HopData::Xdp(x)
+                if n.skb == h.skb && n.ifindex == h.ifindex && n.netns_inode == h.netns_inode =>
+            {
+                Some(x)
+            }
+            _ => None,
+        })?;
+    let to = (x.to_ifindex != 0)
+        .then(|| {
+            env.links(h.netns_inode)
+                .iter()
+                .find(|l| l.ifindex == x.to_ifindex)
+                .map(|l| l.dev.clone())
+        })
+        .flatten();
+    Some(((**x).clone(), to))
 }
 
 /// The flow's sites with programs of others; None when it met none.
@@ -224,12 +310,17 @@ pub fn path(flow: &Flow, env: &dyn Env) -> Option<Evidence> {
             if programs.is_empty() {
                 continue;
             }
-            let (outcome, to_dev) = if drop_site == Some(hook) {
-                (Outcome::Dropped, None)
-            } else if is_after {
-                outcome(&flow.hops, k, hook)
-            } else {
-                (outcome_before(&flow.hops, k), None)
+            let xdp = (hook == BpfHook::Xdp && h.hook == Hook::NetifReceive)
+                .then(|| xdp_action(&flow.hops, k, env))
+                .flatten();
+            let (outcome, to_dev) = match &xdp {
+                Some((x, to)) if x.action == XdpAction::XdpRedirect && x.err == 0 => {
+                    (Outcome::Redirected, to.clone())
+                }
+                Some((_, to)) => (Outcome::Dropped, to.clone()),
+                None if drop_site == Some(hook) => (Outcome::Dropped, None),
+                None if is_after => outcome(&flow.hops, k, hook),
+                None => (outcome_before(&flow.hops, k), None),
             };
             sites.push(ProgramSite {
                 dir: h.dir,
@@ -239,6 +330,7 @@ pub fn path(flow: &Flow, env: &dyn Env) -> Option<Evidence> {
                 programs,
                 outcome,
                 to_dev,
+                xdp: xdp.map(|(x, _)| x),
             });
         }
     }

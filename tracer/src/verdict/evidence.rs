@@ -144,6 +144,26 @@ pub enum Evidence {
         netns: String,
         programs: Vec<crate::node::bpf_progs::AttachedProgram>,
     },
+    /// What a device's XDP program returned for the packet when it did not
+    /// pass it on, as the xdp tracepoints told it: a redirect that failed
+    /// (its target and the kernel's error), XDP_ABORTED, an action the
+    /// kernel does not know, an XDP_TX the device did not take
+    /// (verdict/bpf_drop.rs).
+    XdpAction {
+        dev: String,
+        netns: String,
+        /// The program with the id the tracepoint gave, among the device's
+        /// XDP programs (None: not attached there when the node was read).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        program: Option<crate::node::bpf_progs::AttachedProgram>,
+        action: crate::model::hop::XdpData,
+        /// A redirect's target device, by name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to_dev: Option<String>,
+    },
+    /// An XDP program sent the packet back out its device (XDP_TX) or to
+    /// another (XDP_REDIRECT) before it died (verdict/xdp_moved.rs).
+    XdpMoved(crate::verdict::xdp_moved::XdpMove),
     /// A Linux bridge will not forward the frame: a setting of one of its
     /// ports or its own (verdict/bridge.rs).
     BridgeWillNotForward(crate::verdict::bridge::BridgeRefusal),
@@ -735,7 +755,7 @@ impl fmt::Display for Evidence {
             RepliesCameBack, RequestDropped, RouteRefused, RoutingLoop, RpFilterMismatch,
             ServerSocketState, SeveralMacs, SocketBufferFull, SocketConsumed, SocketQueued,
             SocketRead, SocketRewrite, SourceRefused, SysctlRefused, TcFilter, TcRedirect,
-            TcpResetSent, TunnelWillNotSend, VethOtherEnd, XfrmRefused,
+            TcpResetSent, TunnelWillNotSend, VethOtherEnd, XdpAction, XdpMoved, XfrmRefused,
         };
         let or = |s: &str, dflt: &'static str| -> String {
             if s.is_empty() {
@@ -815,7 +835,30 @@ impl fmt::Display for Evidence {
             SocketRewrite(r) => fmt::Display::fmt(r, f),
             BpfRewrite(r) => fmt::Display::fmt(r, f),
             BpfPath(p) => fmt::Display::fmt(p, f),
+            XdpMoved(m) => fmt::Display::fmt(m, f),
             ConntrackKept(k) => fmt::Display::fmt(k, f),
+            XdpAction {
+                dev,
+                netns,
+                program,
+                action,
+                to_dev,
+            } => {
+                let line = action.describe(to_dev.as_deref());
+                let what = line.split_once(": ").map_or(line.as_str(), |(_, a)| a);
+                match program {
+                    Some(p) => write!(
+                        f,
+                        "{} on {dev} in netns {netns} returned {what}",
+                        crate::verdict::bpf_drop::program(p)
+                    ),
+                    None => write!(
+                        f,
+                        "XDP program id {} on {dev} in netns {netns} returned {what}",
+                        action.prog_id
+                    ),
+                }
+            }
             BpfProgramDrop {
                 hook,
                 dev,
@@ -1589,6 +1632,33 @@ mod tests {
                 dev: s("lxc0"),
                 filter: s("tc BPF program x (id 1)"),
             },
+            XdpAction {
+                dev: s("eth0"),
+                netns: s("node"),
+                program: Some(crate::node::bpf_progs::AttachedProgram {
+                    id: 7,
+                    name: s("xdp_lb"),
+                    hook: s("xdp"),
+                    at: s("eth0 (generic)"),
+                }),
+                action: crate::model::hop::XdpData {
+                    action: crate::model::hop::XdpAction::XdpRedirect,
+                    prog_id: 7,
+                    to_ifindex: 9,
+                    err: -100,
+                },
+                to_dev: Some(s("lxc9")),
+            },
+            XdpMoved(crate::verdict::xdp_moved::XdpMove {
+                dev: s("eth0"),
+                netns: s("vm"),
+                programs: Vec::new(),
+                action: crate::model::hop::XdpAction::XdpTx,
+                to_dev: None,
+                seen_dev: s("p-vm"),
+                seen_netns: s("host"),
+                unchanged: false,
+            }),
             BpfProgramDrop {
                 hook: s("tc ingress"),
                 dev: s("lxc0"),
@@ -1649,6 +1719,7 @@ mod tests {
                     }],
                     outcome: crate::verdict::bpf_path::Outcome::Redirected,
                     to_dev: Some(s("lxc1")),
+                    xdp: None,
                 }],
             }),
             ConntrackKept(crate::verdict::ct_state::ConntrackKept {

@@ -21,6 +21,7 @@ pub struct Hint {
 /// The causes' own rows (each in its cause's module), asked before
 /// [`HINTS`].
 const CAUSES: &[&[Hint]] = &[
+    super::xdp_moved::HINTS,
     super::bridge::HINTS,
     super::tunnel::HINTS,
     super::no_protocol::HINTS,
@@ -113,6 +114,12 @@ pub const HINTS: &[Hint] = &[
         found(Found::IpvsNoDestination),
         &[],
         "The node's IPVS virtual service for this Service has no usable real server: with externalTrafficPolicy: Local kube-proxy gives it only this node's endpoints, and there are none. Route or advertise the LB IP only to nodes with a local endpoint (MetalLB/BGP: announce from endpoint nodes), or use externalTrafficPolicy: Cluster. `ipvsadm -Ln` on the node shows the empty service.",
+    ),
+    row(
+        Some(Kind::Dropped),
+        None,
+        &[E::XdpAction],
+        "The device's XDP program did not pass the packet, and the kernel dropped it: the evidence names the program and what it returned. A failed XDP_REDIRECT names its target and the kernel's error: ENETDOWN, the target is down (bring it up, or fix the entry of the program's device map); EMSGSIZE, the packet is larger than the target's MTU; EINVAL, no device has that ifindex in this namespace (a pod's veth recreated after the program's map was filled: the dataplane agent must refill it, or restart). XDP_ABORTED is the program's own error exit: a redirect through a device map whose key has no entry (bpf_redirect_map() with flags 0 returns XDP_ABORTED on a miss: fill the map, or pass XDP_PASS as the flags' fallback), or a failed bounds check or helper call (`bpftool prog tracelog`, the dataplane's logs); an XDP_TX the device did not take is a full or stopped TX queue. `bpftool prog show id N` and `ip -d link show DEV` show the program and its mode.",
     ),
     row(
         Some(Kind::Dropped),

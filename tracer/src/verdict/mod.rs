@@ -24,6 +24,7 @@ pub mod source_addr;
 pub mod sysctl;
 pub mod tunnel;
 pub mod veth;
+pub mod xdp_moved;
 pub mod xfrm_policy;
 
 pub use evidence::{Endpoint, Evidence, EvidenceKind, Item};

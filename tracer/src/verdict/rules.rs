@@ -693,15 +693,13 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
             evidence.push(ev);
             at
         }
-        _ if let Some(j) =
-            super::bpf_drop::judge(drop, &reason, func, !dd.reason_from.is_kernel(), env) =>
-        {
+        _ if let Some(j) = super::bpf_drop::judge(flow, drop, &reason, func, env) => {
             if let Some(r) = j.inferred {
                 reason = r.clone();
                 inferred_here = true;
                 evidence.push(super::bpf_drop::inferred_at(func, r));
             }
-            evidence.push(j.evidence);
+            evidence.extend(j.evidence);
             j.where_
         }
         _ if let Some((ev, said)) = route_refused(flow, drop, env, false) => {
@@ -711,6 +709,7 @@ pub fn dropped(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         _ if func.is_empty() => format!("kfree_skb in netns {}", drop.netns),
         _ => format!("{func} in netns {}", drop.netns),
     };
+    let where_ = super::xdp_moved::told(flow, drop, env, where_, &mut evidence);
     let mut v = verdict(
         Kind::Dropped,
         reason.clone(),

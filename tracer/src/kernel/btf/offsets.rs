@@ -40,12 +40,15 @@ pub const NAMES: &[&str] = &[
     "fdtable",
     "file",
     "socket",
+    "bpf_prog",
+    "bpf_prog_aux",
     "bpf_func_id",
     "skb_drop_reason",
     "sk_rst_reason",
     "btf_trace_tcp_send_reset",
     "btf_trace_kfree_skb",
     "btf_trace_consume_skb",
+    "btf_trace_xdp_redirect",
 ];
 
 /// Fields without which no packet can be followed.
@@ -155,6 +158,9 @@ pub fn resolve(btf: &Btf) -> Result<Resolved, BtfError> {
         fdt_fd: get("fdtable", "fd"),
         file_private_data: get("file", "private_data"),
         socket_sk: get("socket", "sk"),
+        prog_aux: get("bpf_prog", "aux"),
+        prog_aux_id: get("bpf_prog_aux", "id"),
+        tp_xdp_redirect_arity: 0,
     };
     // Module types are absent while their module is not loaded: that is
     // the hook's reported gap (`module X not loaded`), not a missing field.
@@ -174,11 +180,7 @@ pub fn resolve(btf: &Btf) -> Result<Resolved, BtfError> {
     if btf.member_offset("sock", "__sk_common").ok() != Some(0) {
         missing.push("sock.__sk_common at offset 0".into());
     }
-    // tcp_send_reset gained `enum sk_rst_reason reason` in 6.10;
-    // kfree_skb gained `reason` in 5.17.
-    o.tp_reset_has_reason = (btf.tracepoint_arity("tcp_send_reset").unwrap_or(0) >= 3) as u32;
-    o.tp_kfree_has_reason = (btf.tracepoint_arity("kfree_skb").unwrap_or(0) >= 3) as u32;
-    o.tp_consume_has_location = (btf.tracepoint_arity("consume_skb").unwrap_or(0) >= 2) as u32;
+    tracepoint_shapes(btf, &mut o);
     // bpf_get_func_ip() came in 5.15 (kprobes and fentry alike): the
     // function hooks name their function's address only with it.
     o.has_func_ip = btf
@@ -189,6 +191,19 @@ pub fn resolve(btf: &Btf) -> Result<Resolved, BtfError> {
         offsets: o,
         missing,
     })
+}
+
+/// The tracepoints whose arguments changed across kernels: which shape
+/// this one has.
+fn tracepoint_shapes(btf: &Btf, o: &mut KernelOffsets) {
+    // tcp_send_reset gained `enum sk_rst_reason reason` in 6.10;
+    // kfree_skb gained `reason` in 5.17.
+    o.tp_reset_has_reason = (btf.tracepoint_arity("tcp_send_reset").unwrap_or(0) >= 3) as u32;
+    o.tp_kfree_has_reason = (btf.tracepoint_arity("kfree_skb").unwrap_or(0) >= 3) as u32;
+    o.tp_consume_has_location = (btf.tracepoint_arity("consume_skb").unwrap_or(0) >= 2) as u32;
+    // xdp_redirect's `const struct bpf_map *map` became map_type and
+    // map_id in 5.17 (one more argument).
+    o.tp_xdp_redirect_arity = btf.tracepoint_arity("xdp_redirect").unwrap_or(0) as u32;
 }
 
 /// Enum value -> name with the prefix stripped (`SKB_DROP_REASON_NO_SOCKET`

@@ -239,6 +239,27 @@ pub const REGISTRY: &[ProbeSpec] = &[
         false,
         "packets sent to a failed neighbour",
     ),
+    tp(
+        "xdp_redirect",
+        "xdp_redirect",
+        "tracer_xdp_redirect",
+        false,
+        "XDP redirects of followed packets (the program and its target)",
+    ),
+    tp(
+        "xdp_redirect_err",
+        "xdp_redirect_err",
+        "tracer_xdp_redirect_err",
+        false,
+        "failed XDP redirects (the program, its target and the error)",
+    ),
+    tp(
+        "xdp_exception",
+        "xdp_exception",
+        "tracer_xdp_exception",
+        false,
+        "XDP_ABORTED and refused XDP_TX (the program)",
+    ),
     // ---- function hooks: what tracepoints cannot see ----
     ProbeSpec {
         hook: "nf_verdict",
@@ -670,6 +691,9 @@ pub struct NodeNeeds {
     pub ipvs: bool,
     /// A tc or XDP program of others is loaded (bpf_progs.rs).
     pub packet_programs: bool,
+    /// An XDP program of others is loaded: the xdp tracepoints can tell
+    /// what it did to a followed packet.
+    pub xdp_programs: bool,
     /// A tunnel driver is loaded (node/link.rs): the node's own VXLAN
     /// ports are read for the skb programs (session.rs tunnel_ports).
     pub tunnel_drivers: bool,
@@ -684,6 +708,7 @@ impl NodeNeeds {
             sock_addr: progs.sock_addr,
             ipvs: crate::node::ipvs::services_anywhere(),
             packet_programs: progs.packet,
+            xdp_programs: progs.xdp,
             tunnel_drivers: crate::node::link::tunnel_drivers_loaded(),
         }
     }
@@ -735,7 +760,18 @@ pub fn skip_unneeded(plan: &mut [ProbeStatus], needs: NodeNeeds) {
             );
         }
     }
+    if !needs.xdp_programs {
+        for hook in XDP_HOOKS {
+            skip(
+                hook,
+                "no XDP program is loaded on this node: no XDP action to see",
+            );
+        }
+    }
 }
+
+/// The hooks of XDP programs' actions ([`skip_unneeded`]).
+pub const XDP_HOOKS: &[&str] = &["xdp_redirect", "xdp_redirect_err", "xdp_exception"];
 
 /// The hooks of the IPVS module ([`skip_unneeded`]).
 pub const IPVS_HOOKS: &[&str] = &["ipvs_conn", "ipvs_schedule", "ipvs_xmit"];
@@ -996,7 +1032,8 @@ mod tests {
         let needs = |ipvs| NodeNeeds {
             sock_addr: true,
             ipvs,
-            packet_programs: false,
+            packet_programs: true,
+            xdp_programs: true,
             tunnel_drivers: false,
         };
         let mut with = planned.clone();
@@ -1033,6 +1070,7 @@ mod tests {
                 sock_addr: true,
                 ipvs: true,
                 packet_programs: false,
+                xdp_programs: false,
                 tunnel_drivers: false,
             },
         );
@@ -1053,6 +1091,7 @@ mod tests {
                 sock_addr: false,
                 ipvs: true,
                 packet_programs: false,
+                xdp_programs: false,
                 tunnel_drivers: false,
             },
         );

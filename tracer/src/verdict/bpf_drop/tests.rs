@@ -225,3 +225,63 @@ fn without_drop_reasons_a_program_on_the_hook_makes_it_tc_ingress() {
     assert_eq!(v.reason, DropReason::UnhandledProto);
     assert!(!v.has(EvidenceKind::BpfProgramDrop));
 }
+
+/// The xdp tracepoints' record of what the program returned: a redirect
+/// the kernel refused (its target down, dp_xdp_redirect_down; over its
+/// MTU, the blind scene after cilium/cilium#3204) and XDP_ABORTED (a
+/// device-map miss, the blind scene of xdp-project/xdp-tutorial#167).
+#[test]
+fn an_xdp_action_names_what_the_program_returned() {
+    for (name, prog_name, said) in [
+        (
+            "dp_xdp_redirect_down",
+            "xdp_lb_redir",
+            "returned XDP_REDIRECT to r2, which failed: ENETDOWN",
+        ),
+        (
+            "blind_xdp_redirect_mtu",
+            "xdp_redirect_fu",
+            "returned XDP_REDIRECT to lxc0, which failed: EMSGSIZE",
+        ),
+        (
+            "blind_xdp_devmap_miss_aborted",
+            "xdp_router",
+            "returned XDP_ABORTED (dropped)",
+        ),
+    ] {
+        let (f, mut env) = load(name);
+        let v = verdict_of(&f, &env);
+        assert_eq!(v.kind, Kind::Dropped, "{name}");
+        assert!(
+            v.where_.contains(&format!("XDP program {prog_name} (id ")) && v.where_.contains(said),
+            "{name}: {}",
+            v.where_
+        );
+        assert!(v.has(EvidenceKind::XdpAction), "{name}");
+        assert!(v.hint.contains("XDP_ABORTED"), "{name}: {}", v.hint);
+        // Near miss: the tracepoint's record is of another device (an
+        // ifindex of another namespace): the drop is the program's, what
+        // it returned is not claimed.
+        let mut g = f.clone();
+        for h in &mut g.hops {
+            if matches!(h.data, HopData::Xdp(_)) {
+                h.ifindex += 100;
+            }
+        }
+        let v = verdict_of(&g, &env);
+        assert!(!v.has(EvidenceKind::XdpAction), "{name}: {}", v.where_);
+        assert!(
+            v.where_
+                .contains(&format!("dropped by XDP program {prog_name}")),
+            "{name}: {}",
+            v.where_
+        );
+        // Near miss: the program detached before the node was read: the
+        // action is told by its id.
+        for progs in env.dev_programs.values_mut() {
+            progs.clear();
+        }
+        let v = verdict_of(&f, &env);
+        assert!(v.where_.contains("XDP program id "), "{name}: {}", v.where_);
+    }
+}

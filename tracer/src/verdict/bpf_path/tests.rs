@@ -150,10 +150,46 @@ fn sites_read_as_a_path() {
             }],
             outcome: Outcome::Redirected,
             to_dev: Some("lxc1".into()),
+            xdp: None,
         }],
     };
     assert_eq!(
         p.to_string(),
         "BPF programs on the path: request at tc ingress of lxc0 in netns node: tcx BPF program cil_from_contai (id 42) (redirected it to lxc1)"
     );
+}
+
+/// XDP's sites: XDP_TX read from the hops (generic_xdp_tx() fires no
+/// tracepoint: the packet is next received where it came from), and a
+/// refused redirect from the xdp tracepoint's record, with its target.
+#[test]
+fn xdp_sites_say_what_the_program_did() {
+    let (f, env) = load("dp_xdp_tx_back");
+    let v = judge(&f, &env);
+    let s = facts(&v)
+        .find_map(|e| match e {
+            Evidence::BpfPath(p) => p.sites.first().cloned(),
+            _ => None,
+        })
+        .expect("a site");
+    assert_eq!(
+        (s.hook.as_str(), s.dev.as_str(), s.outcome),
+        ("XDP", "r0", Outcome::SentBack)
+    );
+    assert!(
+        s.to_string()
+            .ends_with("(XDP_TX: sent it back out the device it came in on)"),
+        "{s}"
+    );
+    let (f, env) = load("dp_xdp_redirect_down");
+    let v = judge(&f, &env);
+    let s = facts(&v)
+        .find_map(|e| match e {
+            Evidence::BpfPath(p) => p.sites.first().cloned(),
+            _ => None,
+        })
+        .expect("a site");
+    assert_eq!(s.outcome, Outcome::Dropped);
+    assert_eq!(s.to_dev.as_deref(), Some("r2"));
+    assert_eq!(s.xdp.map(|x| x.err), Some(-100));
 }

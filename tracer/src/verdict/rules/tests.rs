@@ -352,6 +352,20 @@ fn recorded_in_overlays(name: &str) -> (&'static str, fn(&Flow) -> bool) {
         "blind_proto_sctp_pod_no_module" => ("blind_proto_sctp_pod_no_module-6.18.rec", |f| {
             to(f, "10.195.41.12:8082")
         }),
+        "dp_xdp_redirect_down" => ("dp_xdp_redirect_down-6.18.rec", |f| to(f, "10.180.2.2:53")),
+        "dp_xdp_tx_back" => ("dp_xdp_tx_back-6.18.rec", |f| to(f, "10.181.2.2:53")),
+        "blind_xdp_tx_mac_unswapped" => ("blind_xdp_tx_mac_unswapped-6.18.rec", |f| {
+            to(f, "10.170.100.1:65535")
+        }),
+        "blind_xdp_devmap_miss_aborted" => ("blind_xdp_devmap_miss_aborted-6.18.rec", |f| {
+            to(f, "10.171.102.2:9100")
+        }),
+        "blind_xdp_redirect_mtu" => ("blind_xdp_redirect_mtu-6.18.rec", |f| {
+            to(f, "10.172.102.2:8125")
+        }),
+        "blind_xdp_trap_pass_refused" => ("blind_xdp_trap_pass_refused-6.18.rec", |f| {
+            to(f, "10.173.200.1:80")
+        }),
         other => panic!("no recorded flow {other}"),
     }
 }
