@@ -26,36 +26,83 @@ fn le(a: std::net::Ipv4Addr) -> i32 {
     i32::from_le_bytes(a.octets())
 }
 
-/// A cgroup (below the cgroup2 mount) whose sockets' connect() to `vip`
-/// goes to `backend` instead, by a connect4 program named `name`.
+/// The socket call a [`SockLb`] program rewrites.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Call {
+    /// connect(2): a connect4/connect6 program (TCP and connected UDP).
+    Connect,
+    /// sendto/sendmsg/sendmmsg(2) of UDP with an address: a
+    /// sendmsg4/sendmsg6 program.
+    Sendmsg,
+}
+
+/// A cgroup (below the cgroup2 mount) whose sockets' `call` to `vip`
+/// goes to `backend` instead, by a program named `name` (connect4,
+/// connect6, sendmsg4 or sendmsg6, by the call and the family).
 pub struct SockLb {
     pub cgroup: PathBuf,
     fd: RawFd,
 }
 
+/// enum bpf_attach_type (include/uapi/linux/bpf.h).
+const BPF_CGROUP_INET6_CONNECT: u32 = 11;
+const BPF_CGROUP_UDP4_SENDMSG: u32 = 14;
+const BPF_CGROUP_UDP6_SENDMSG: u32 = 15;
+
+/// A program that sets a struct bpf_sock_addr's address and port to
+/// `backend`'s when its address is `vip`'s: user_ip4 at 4, user_ip6 at 8
+/// (four words), user_port at 24, all in network order.
+fn rewriter(vip: std::net::SocketAddr, backend: std::net::SocketAddr) -> Vec<u8> {
+    let words = |a: std::net::IpAddr| -> Vec<i32> {
+        match a {
+            std::net::IpAddr::V4(a) => vec![le(a)],
+            std::net::IpAddr::V6(a) => a
+                .octets()
+                .chunks(4)
+                .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        }
+    };
+    let (vw, bw) = (words(vip.ip()), words(backend.ip()));
+    let base: i16 = if vip.is_ipv4() { 4 } else { 8 };
+    let n = vw.len() as i16;
+    let mut p = Vec::new();
+    for (i, w) in vw.iter().enumerate() {
+        let i = i as i16;
+        p.push(insn(0x61, 2, 1, base + 4 * i, 0)); // r2 = ctx->user_ip[i]
+        // if w2 != vip[i] goto out (after the rest of the compares, the
+        // stores and the port's two).
+        p.push(insn(0x56, 2, 0, 2 * (n - 1 - i) + 2 * n + 2, *w));
+    }
+    for (i, w) in bw.iter().enumerate() {
+        let i = i as i16;
+        p.push(insn(0xb4, 3, 0, 0, *w)); // w3 = backend[i]
+        p.push(insn(0x63, 1, 3, base + 4 * i, 0)); // ctx->user_ip[i] = r3
+    }
+    p.push(insn(0xb4, 3, 0, 0, i32::from(backend.port().to_be()))); // w3 = port
+    p.push(insn(0x63, 1, 3, 24, 0)); // ctx->user_port = r3
+    p.push(insn(0xb7, 0, 0, 0, 1)); // out: r0 = 1 (allow)
+    p.push(insn(0x95, 0, 0, 0, 0));
+    p.concat()
+}
+
 impl SockLb {
     pub fn install(
-        vip: std::net::SocketAddrV4,
-        backend: std::net::SocketAddrV4,
+        vip: std::net::SocketAddr,
+        backend: std::net::SocketAddr,
         name: &str,
+        call: Call,
     ) -> Result<SockLb> {
-        let prog: Vec<u8> = [
-            // struct bpf_sock_addr: user_ip4 at 4, user_port at 24 (both
-            // network order).
-            insn(0x61, 2, 1, 4, 0),                 // r2 = ctx->user_ip4
-            insn(0x56, 2, 0, 4, le(*vip.ip())),     // if w2 != vip goto +4
-            insn(0xb4, 3, 0, 0, le(*backend.ip())), // w3 = backend
-            insn(0x63, 1, 3, 4, 0),                 // ctx->user_ip4 = r3
-            insn(0xb4, 3, 0, 0, i32::from(backend.port().to_be())), // w3 = port
-            insn(0x63, 1, 3, 24, 0),                // ctx->user_port = r3
-            insn(0xb7, 0, 0, 0, 1),                 // r0 = 1: allow
-            insn(0x95, 0, 0, 0, 0),
-        ]
-        .concat();
+        let attach = match (call, vip.is_ipv4()) {
+            (Call::Connect, true) => BPF_CGROUP_INET4_CONNECT,
+            (Call::Connect, false) => BPF_CGROUP_INET6_CONNECT,
+            (Call::Sendmsg, true) => BPF_CGROUP_UDP4_SENDMSG,
+            (Call::Sendmsg, false) => BPF_CGROUP_UDP6_SENDMSG,
+        };
         let fd = load(
             BPF_PROG_TYPE_CGROUP_SOCK_ADDR,
-            BPF_CGROUP_INET4_CONNECT,
-            &prog,
+            attach,
+            &rewriter(vip, backend),
             name,
         )?;
         let root = cgroup2_root().context("no cgroup2 mount")?;
@@ -66,8 +113,8 @@ impl SockLb {
         let mut attr = [0u8; 16];
         attr[0..4].copy_from_slice(&(std::os::fd::AsRawFd::as_raw_fd(&dir) as u32).to_le_bytes());
         attr[4..8].copy_from_slice(&(fd as u32).to_le_bytes());
-        attr[8..12].copy_from_slice(&BPF_CGROUP_INET4_CONNECT.to_le_bytes());
-        bpf(BPF_PROG_ATTACH, &mut attr).context("BPF_PROG_ATTACH connect4")?;
+        attr[8..12].copy_from_slice(&attach.to_le_bytes());
+        bpf(BPF_PROG_ATTACH, &mut attr).context("BPF_PROG_ATTACH sock_addr")?;
         Ok(lb)
     }
 

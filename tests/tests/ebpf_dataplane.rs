@@ -15,7 +15,7 @@ use serde_json::Value;
 use tracer_tests::{
     netns::{Netns, unique_prefix, veth},
     require_privileges, scaled_arg,
-    sockprog::{SockLb, Xdp},
+    sockprog::{Call, SockLb, Xdp},
     tracer::{TracerRun, netprobe_bin},
 };
 
@@ -60,6 +60,7 @@ fn scene() -> Scene {
         "10.236.9.9:80".parse().unwrap(),
         "10.236.0.2:8080".parse().unwrap(),
         "test_sock4_conn",
+        Call::Connect,
     )
     .expect("connect4 program");
     Scene {
@@ -155,6 +156,142 @@ fn socket_lb_rewrite_is_followed_to_the_backend() {
         "{}",
         out.dump()
     );
+}
+
+/// IPv6: a connect6 program sends the Service [fd00:236:9::9]:80 to the
+/// backend [fd00:236::2]:8080; the connection is followed from the
+/// connect() as IPv4's is.
+#[test]
+fn socket_lb_rewrite_of_ipv6_is_followed_to_the_backend() {
+    if !require_privileges("socket_lb_rewrite_of_ipv6_is_followed_to_the_backend") {
+        return;
+    }
+    let (c, s) = pair();
+    c.ip(&["addr", "add", "fd00:236::1/64", "dev", "c0", "nodad"])
+        .unwrap();
+    s.ip(&["addr", "add", "fd00:236::2/64", "dev", "s0", "nodad"])
+        .unwrap();
+    let probe = netprobe_bin();
+    let _srv = s
+        .spawn(&[
+            probe.to_str().unwrap(),
+            "tcp-listen",
+            "[fd00:236::2]:8080",
+            "--for",
+            "30",
+        ])
+        .expect("server");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let lb = SockLb::install(
+        "[fd00:236:9::9]:80".parse().unwrap(),
+        "[fd00:236::2]:8080".parse().unwrap(),
+        "test_sock6_conn",
+        Call::Connect,
+    )
+    .expect("connect6 program");
+    let run = TracerRun::start(
+        "[fd00:236:9::9]:80",
+        &["--netns", &c.name, "--netns", &s.name],
+    )
+    .expect("start tracer");
+    let t = scaled_arg(2000);
+    let seen = lb
+        .exec(
+            &c,
+            &[
+                probe.to_str().unwrap(),
+                "tcp-connect",
+                "[fd00:236:9::9]:80",
+                "--timeout-ms",
+                &t,
+            ],
+        )
+        .expect("client");
+    let out = run.stop().expect("stop");
+    let client = String::from_utf8_lossy(&seen.stdout);
+    assert!(
+        client.starts_with("connected"),
+        "the rewritten connection failed: {client} {}",
+        String::from_utf8_lossy(&seen.stderr)
+    );
+    let f = out.flow_to(80);
+    assert_eq!(f["original"]["dst"], "fd00:236:9::9", "{}", out.dump());
+    assert_eq!(f["translated"]["dst"], "fd00:236::2", "{}", out.dump());
+    assert_eq!(f["translated"]["dport"], 8080, "{}", out.dump());
+    assert_eq!(f["nat_by"], "socket", "{}", out.dump());
+    assert_eq!(f["hops"][0]["hook"], "sock_addr", "{}", out.dump());
+    assert_eq!(f["verdict"]["kind"], "delivered", "{}", out.dump());
+    let rewrite = tracer_tests::evidence_of(f, "socket_rewrite");
+    assert!(
+        names(&rewrite["programs"]).contains(&("test_sock6_conn", "connect6")),
+        "{}",
+        out.dump()
+    );
+}
+
+/// A datagram sent by sendmmsg(2) (a batch, as resolvers send their
+/// queries) that a sendmsg4 program sends to a backend: parked from the
+/// batch's first message, followed under the backend's tuple, the call
+/// named.
+#[test]
+fn a_sendmmsg_datagram_a_socket_program_rewrote_is_followed() {
+    if !require_privileges("a_sendmmsg_datagram_a_socket_program_rewrote_is_followed") {
+        return;
+    }
+    let (c, s) = pair();
+    let probe = netprobe_bin();
+    let _srv = s
+        .spawn(&[
+            probe.to_str().unwrap(),
+            "udp-echo",
+            "10.236.0.2:5353",
+            "--for",
+            "30",
+        ])
+        .expect("server");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let lb = SockLb::install(
+        "10.236.9.10:53".parse().unwrap(),
+        "10.236.0.2:5353".parse().unwrap(),
+        "test_sock4_send",
+        Call::Sendmsg,
+    )
+    .expect("sendmsg4 program");
+    let run = TracerRun::start("10.236.9.10:53", &["--netns", &c.name, "--netns", &s.name])
+        .expect("start tracer");
+    let t = scaled_arg(2000);
+    let seen = lb
+        .exec(
+            &c,
+            &[
+                probe.to_str().unwrap(),
+                "udp-send",
+                "10.236.9.10:53",
+                "--sendmmsg",
+                "--timeout-ms",
+                &t,
+            ],
+        )
+        .expect("client");
+    let out = run.stop().expect("stop");
+    let client = String::from_utf8_lossy(&seen.stdout);
+    assert!(
+        client.starts_with("reply"),
+        "the rewritten datagram got no answer: {client} {}",
+        String::from_utf8_lossy(&seen.stderr)
+    );
+    let f = out.flow_to(53);
+    assert_eq!(f["translated"]["dst"], "10.236.0.2", "{}", out.dump());
+    assert_eq!(f["nat_by"], "socket", "{}", out.dump());
+    assert_eq!(f["hops"][0]["hook"], "sock_addr", "{}", out.dump());
+    let rewrite = tracer_tests::evidence_of(f, "socket_rewrite");
+    assert_eq!(rewrite["call"], "sendmmsg", "{}", out.dump());
+    assert!(
+        names(&rewrite["programs"]).contains(&("test_sock4_send", "sendmsg4")),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(f["verdict"]["kind"], "delivered", "{}", out.dump());
 }
 
 /// A Service address nothing sent to while socket and XDP programs are

@@ -290,6 +290,10 @@ pub mod sockcall {
     pub const SENDTO: u8 = 2;
     /// sendmsg(2) with msg_name: sendmsg4/sendmsg6.
     pub const SENDMSG: u8 = 3;
+    /// sendmmsg(2): its first message's msg_name (sendmsg4/sendmsg6 run
+    /// for each message, __sys_sendmmsg()); the later messages' addresses
+    /// are not read.
+    pub const SENDMMSG: u8 = 4;
 }
 
 /// A socket asked for `asked` (connect, sendto or sendmsg to the target)

@@ -86,6 +86,25 @@ pub fn tracer_sys_sendmsg(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// sys_enter_sendmmsg(int fd, struct mmsghdr __user *mmsg, unsigned int
+/// vlen, unsigned int flags): the first message's msg_hdr.msg_name (the
+/// first member of struct mmsghdr, whose first is struct user_msghdr's
+/// msg_name); a batch to several destinations is parked for its first.
+#[tracepoint(category = "syscalls", name = "sys_enter_sendmmsg")]
+pub fn tracer_sys_sendmmsg(ctx: TracePointContext) -> u32 {
+    if crate::empty_programs() {
+        return 0;
+    }
+    let fd: u64 = unsafe { ctx.read_at(16) }.unwrap_or(0);
+    let mmsg: u64 = unsafe { ctx.read_at(24) }.unwrap_or(0);
+    if mmsg == 0 {
+        return 0;
+    }
+    let name: u64 = unsafe { bpf_probe_read_user(mmsg as *const u64) }.unwrap_or(0);
+    let _ = park(fd, name, sockcall::SENDMMSG);
+    0
+}
+
 /// struct sockaddr_in / sockaddr_in6 (include/uapi/linux/in.h, in6.h):
 /// family (host order) at 0, port (network order) at 2, the IPv4 address
 /// at 4, the IPv6 one at 8.

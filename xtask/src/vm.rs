@@ -903,7 +903,19 @@ pub(crate) fn prepare(a: &VmArgs) -> Result<Prepared> {
         } else {
             (*name).to_string()
         };
-        let sc = run_dir.join(format!("{}.sh", label.replace([':', '+'], "-")));
+        // A file name the guest's kernel command line and shell take as
+        // is (a part's `|` would end the command).
+        let file: String = label
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_') {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        let sc = run_dir.join(format!("{file}.sh"));
         fs::write(&sc, script(name, &bins, suites, a.filter.as_deref()))?;
         jobs.push_back((label, dir, version, initrd, sc));
     }

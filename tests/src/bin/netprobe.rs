@@ -176,6 +176,10 @@ enum Mode {
         /// Send from this local address (a fixed source port: one flow).
         #[arg(long)]
         bind: Option<SocketAddr>,
+        /// Send each datagram by sendmmsg(2), a batch of one with the
+        /// address in its msg_name (as resolvers batch their queries).
+        #[arg(long)]
+        sendmmsg: bool,
     },
     /// Delete every IPv4 entry of the conntrack table of the namespace it
     /// runs in, as `conntrack -F` does (ctnetlink IPCTNL_MSG_CT_DELETE
@@ -373,6 +377,7 @@ fn main() -> Result<()> {
             count,
             size,
             bind,
+            sendmmsg,
         } => {
             let local = bind.unwrap_or_else(|| {
                 if addr.is_ipv4() {
@@ -388,7 +393,11 @@ fn main() -> Result<()> {
                 if size > msg.len() {
                     msg.resize(size, b'.');
                 }
-                sock.send_to(&msg, addr)?;
+                if sendmmsg {
+                    send_mmsg(&sock, &msg, addr)?;
+                } else {
+                    sock.send_to(&msg, addr)?;
+                }
                 let mut buf = [0u8; 512];
                 match sock.recv_from(&mut buf) {
                     Ok((n, from)) => println!("reply {n} bytes from {from}"),
@@ -398,6 +407,55 @@ fn main() -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `msg` to `addr` on `sock` by sendmmsg(2): one message, its address in
+/// msg_name.
+fn send_mmsg(sock: &UdpSocket, msg: &[u8], addr: SocketAddr) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: zeroed sockaddr_storage is valid; it is filled as the
+    // family's struct below, within its size.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_in fits in sockaddr_storage.
+            unsafe { std::ptr::write((&raw mut ss).cast::<libc::sockaddr_in>(), sin) };
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            // SAFETY: a zeroed sockaddr_in6 is valid.
+            let mut sin6: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = a.port().to_be();
+            sin6.sin6_addr.s6_addr = a.ip().octets();
+            // SAFETY: sockaddr_in6 fits in sockaddr_storage.
+            unsafe { std::ptr::write((&raw mut ss).cast::<libc::sockaddr_in6>(), sin6) };
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    let mut iov = libc::iovec {
+        iov_base: msg.as_ptr() as *mut libc::c_void,
+        iov_len: msg.len(),
+    };
+    // SAFETY: a zeroed mmsghdr is valid; its pointers are set to live
+    // locals below.
+    let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+    m.msg_hdr.msg_name = (&raw mut ss).cast();
+    m.msg_hdr.msg_namelen = len as libc::socklen_t;
+    m.msg_hdr.msg_iov = &raw mut iov;
+    m.msg_hdr.msg_iovlen = 1;
+    // SAFETY: one valid mmsghdr whose name and iovec outlive the call.
+    let r = unsafe { libc::sendmmsg(sock.as_raw_fd(), &raw mut m, 1, 0) };
+    anyhow::ensure!(r == 1, "sendmmsg: {}", std::io::Error::last_os_error());
+    Ok(())
 }
 
 /// FNV-1a, 64 bit: enough to tell two byte streams apart.

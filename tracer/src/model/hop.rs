@@ -571,6 +571,8 @@ pub enum SockCall {
     Connect = 1,
     Sendto = 2,
     Sendmsg = 3,
+    /// The first message of a sendmmsg(2) batch.
+    Sendmmsg = 4,
 }
 
 impl std::fmt::Display for SockCall {

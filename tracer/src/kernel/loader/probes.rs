@@ -99,6 +99,7 @@ const SOCK_CALLS: &[(&str, &str, &str)] = &[
     ("syscalls", "sys_enter_connect", "tracer_sys_connect"),
     ("syscalls", "sys_enter_sendto", "tracer_sys_sendto"),
     ("syscalls", "sys_enter_sendmsg", "tracer_sys_sendmsg"),
+    ("syscalls", "sys_enter_sendmmsg", "tracer_sys_sendmmsg"),
 ];
 
 pub const REGISTRY: &[ProbeSpec] = &[
@@ -1116,7 +1117,8 @@ mod tests {
                 tp.tracepoint.unwrap().1,
                 "tracer_sys_connect",
                 "tracer_sys_sendto",
-                "tracer_sys_sendmsg"
+                "tracer_sys_sendmsg",
+                "tracer_sys_sendmmsg"
             ]
         );
     }
