@@ -147,18 +147,14 @@ impl Dropper {
             Attach::XdpGeneric => (Hook::Xdp, BPF_PROG_TYPE_XDP),
             _ => (Hook::Tc, BPF_PROG_TYPE_SCHED_CLS),
         };
-        let fd = load(prog_type, 0, &port_dropper(hook, proto, port), name)?;
-        let mut d = Dropper {
-            ns: ns.path(),
-            dev: dev.into(),
+        Dropper::with_program(
+            ns,
+            dev,
             attach,
-            pin: None,
-            link: None,
-        };
-        let done = d.attach(fd, ns);
-        unsafe { libc::close(fd) };
-        done?;
-        Ok(d)
+            prog_type,
+            &port_dropper(hook, proto, port),
+            name,
+        )
     }
 
     /// Attach a generic XDP program named `name` that does `v` with IPv4
@@ -172,11 +168,24 @@ impl Dropper {
         v: XdpVerdict,
     ) -> Result<Dropper> {
         let prog = port_program(Hook::Xdp, proto, port, &xdp_hit(v));
-        let fd = load(BPF_PROG_TYPE_XDP, 0, &prog, name)?;
+        Dropper::with_program(ns, dev, Attach::XdpGeneric, BPF_PROG_TYPE_XDP, &prog, name)
+    }
+
+    /// Load `prog` as `prog_type` named `name` and attach it to `dev` of
+    /// `ns` as `attach` says.
+    fn with_program(
+        ns: &Netns,
+        dev: &str,
+        attach: Attach,
+        prog_type: u32,
+        prog: &[u8],
+        name: &str,
+    ) -> Result<Dropper> {
+        let fd = load(prog_type, 0, prog, name)?;
         let mut d = Dropper {
             ns: ns.path(),
             dev: dev.into(),
-            attach: Attach::XdpGeneric,
+            attach,
             pin: None,
             link: None,
         };

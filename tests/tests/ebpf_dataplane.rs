@@ -158,6 +158,40 @@ fn socket_lb_rewrite_is_followed_to_the_backend() {
     );
 }
 
+/// A server in `s` (netprobe `server`), a `call` program named `name`
+/// sending `vip` to `backend`, and tracer following `vip` while the client
+/// (netprobe `client`) runs from the program's cgroup in `c`: tracer's
+/// output and what the client printed.
+fn rewritten(
+    (c, s): (&Netns, &Netns),
+    server: &[&str],
+    (vip, backend): (&str, &str),
+    (name, call): (&str, Call),
+    client: &[&str],
+) -> (tracer_tests::tracer::TracerOutput, String) {
+    let probe = netprobe_bin();
+    let p = probe.to_str().unwrap();
+    let _srv = s
+        .spawn(&[&[p][..], server, &["--for", "30"]].concat())
+        .expect("server");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let lb = SockLb::install(vip.parse().unwrap(), backend.parse().unwrap(), name, call)
+        .expect("sock_addr program");
+    let run =
+        TracerRun::start(vip, &["--netns", &c.name, "--netns", &s.name]).expect("start tracer");
+    let t = scaled_arg(2000);
+    let seen = lb
+        .exec(c, &[&[p][..], client, &["--timeout-ms", &t]].concat())
+        .expect("client");
+    let out = run.stop().expect("stop");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&seen.stdout),
+        String::from_utf8_lossy(&seen.stderr)
+    );
+    (out, said)
+}
+
 /// IPv6: a connect6 program sends the Service [fd00:236:9::9]:80 to the
 /// backend [fd00:236::2]:8080; the connection is followed from the
 /// connect() as IPv4's is.
@@ -171,48 +205,16 @@ fn socket_lb_rewrite_of_ipv6_is_followed_to_the_backend() {
         .unwrap();
     s.ip(&["addr", "add", "fd00:236::2/64", "dev", "s0", "nodad"])
         .unwrap();
-    let probe = netprobe_bin();
-    let _srv = s
-        .spawn(&[
-            probe.to_str().unwrap(),
-            "tcp-listen",
-            "[fd00:236::2]:8080",
-            "--for",
-            "30",
-        ])
-        .expect("server");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let lb = SockLb::install(
-        "[fd00:236:9::9]:80".parse().unwrap(),
-        "[fd00:236::2]:8080".parse().unwrap(),
-        "test_sock6_conn",
-        Call::Connect,
-    )
-    .expect("connect6 program");
-    let run = TracerRun::start(
-        "[fd00:236:9::9]:80",
-        &["--netns", &c.name, "--netns", &s.name],
-    )
-    .expect("start tracer");
-    let t = scaled_arg(2000);
-    let seen = lb
-        .exec(
-            &c,
-            &[
-                probe.to_str().unwrap(),
-                "tcp-connect",
-                "[fd00:236:9::9]:80",
-                "--timeout-ms",
-                &t,
-            ],
-        )
-        .expect("client");
-    let out = run.stop().expect("stop");
-    let client = String::from_utf8_lossy(&seen.stdout);
+    let (out, client) = rewritten(
+        (&c, &s),
+        &["tcp-listen", "[fd00:236::2]:8080"],
+        ("[fd00:236:9::9]:80", "[fd00:236::2]:8080"),
+        ("test_sock6_conn", Call::Connect),
+        &["tcp-connect", "[fd00:236:9::9]:80"],
+    );
     assert!(
         client.starts_with("connected"),
-        "the rewritten connection failed: {client} {}",
-        String::from_utf8_lossy(&seen.stderr)
+        "the rewritten connection failed: {client}"
     );
     let f = out.flow_to(80);
     assert_eq!(f["original"]["dst"], "fd00:236:9::9", "{}", out.dump());
@@ -239,46 +241,16 @@ fn a_sendmmsg_datagram_a_socket_program_rewrote_is_followed() {
         return;
     }
     let (c, s) = pair();
-    let probe = netprobe_bin();
-    let _srv = s
-        .spawn(&[
-            probe.to_str().unwrap(),
-            "udp-echo",
-            "10.236.0.2:5353",
-            "--for",
-            "30",
-        ])
-        .expect("server");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let lb = SockLb::install(
-        "10.236.9.10:53".parse().unwrap(),
-        "10.236.0.2:5353".parse().unwrap(),
-        "test_sock4_send",
-        Call::Sendmsg,
-    )
-    .expect("sendmsg4 program");
-    let run = TracerRun::start("10.236.9.10:53", &["--netns", &c.name, "--netns", &s.name])
-        .expect("start tracer");
-    let t = scaled_arg(2000);
-    let seen = lb
-        .exec(
-            &c,
-            &[
-                probe.to_str().unwrap(),
-                "udp-send",
-                "10.236.9.10:53",
-                "--sendmmsg",
-                "--timeout-ms",
-                &t,
-            ],
-        )
-        .expect("client");
-    let out = run.stop().expect("stop");
-    let client = String::from_utf8_lossy(&seen.stdout);
+    let (out, client) = rewritten(
+        (&c, &s),
+        &["udp-echo", "10.236.0.2:5353"],
+        ("10.236.9.10:53", "10.236.0.2:5353"),
+        ("test_sock4_send", Call::Sendmsg),
+        &["udp-send", "10.236.9.10:53", "--sendmmsg"],
+    );
     assert!(
         client.starts_with("reply"),
-        "the rewritten datagram got no answer: {client} {}",
-        String::from_utf8_lossy(&seen.stderr)
+        "the rewritten datagram got no answer: {client}"
     );
     let f = out.flow_to(53);
     assert_eq!(f["translated"]["dst"], "10.236.0.2", "{}", out.dump());

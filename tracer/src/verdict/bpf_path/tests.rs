@@ -164,14 +164,17 @@ fn sites_read_as_a_path() {
 /// refused redirect from the xdp tracepoint's record, with its target.
 #[test]
 fn xdp_sites_say_what_the_program_did() {
-    let (f, env) = load("dp_xdp_tx_back");
-    let v = judge(&f, &env);
-    let s = facts(&v)
-        .find_map(|e| match e {
-            Evidence::BpfPath(p) => p.sites.first().cloned(),
-            _ => None,
-        })
-        .expect("a site");
+    let first_site = |name: &str| {
+        let (f, env) = load(name);
+        let v = judge(&f, &env);
+        facts(&v)
+            .find_map(|e| match e {
+                Evidence::BpfPath(p) => p.sites.first().cloned(),
+                _ => None,
+            })
+            .expect("a site")
+    };
+    let s = first_site("dp_xdp_tx_back");
     assert_eq!(
         (s.hook.as_str(), s.dev.as_str(), s.outcome),
         ("XDP", "r0", Outcome::SentBack)
@@ -181,14 +184,7 @@ fn xdp_sites_say_what_the_program_did() {
             .ends_with("(XDP_TX: sent it back out the device it came in on)"),
         "{s}"
     );
-    let (f, env) = load("dp_xdp_redirect_down");
-    let v = judge(&f, &env);
-    let s = facts(&v)
-        .find_map(|e| match e {
-            Evidence::BpfPath(p) => p.sites.first().cloned(),
-            _ => None,
-        })
-        .expect("a site");
+    let s = first_site("dp_xdp_redirect_down");
     assert_eq!(s.outcome, Outcome::Dropped);
     assert_eq!(s.to_dev.as_deref(), Some("r2"));
     assert_eq!(s.xdp.map(|x| x.err), Some(-100));
