@@ -493,12 +493,12 @@ pub struct XdpData {
     pub prog_id: u32,
     /// A redirect's target device (its ifindex in the hop's namespace), 0
     /// when not a device or not known.
-    #[serde(default, skip_serializing_if = "num_traits_zero::u32")]
+    #[serde(default, skip_serializing_if = "zero::u32")]
     pub to_ifindex: u32,
     /// A redirect's error (negative errno: -ENETDOWN the target is down,
     /// -EMSGSIZE the packet is larger than its MTU, -EINVAL no such
     /// device, ...), 0 when it succeeded.
-    #[serde(default, skip_serializing_if = "num_traits_zero::i32")]
+    #[serde(default, skip_serializing_if = "zero::i32")]
     pub err: i32,
 }
 
@@ -507,7 +507,7 @@ pub struct XdpData {
     clippy::trivially_copy_pass_by_ref,
     reason = "serde's skip_serializing_if passes a reference"
 )]
-mod num_traits_zero {
+mod zero {
     pub(super) fn u32(v: &u32) -> bool {
         *v == 0
     }
@@ -530,15 +530,16 @@ impl XdpData {
         }
     }
 
-    /// One line: `XDP program id 7: XDP_REDIRECT to ifindex 4 failed:
-    /// ENETDOWN`.
-    pub fn describe(&self, to_dev: Option<&str>) -> String {
+    /// What the program returned and what came of it: `XDP_REDIRECT to
+    /// r2, which failed: ENETDOWN (...)` (`to_dev`: the target by name;
+    /// else by its ifindex).
+    pub fn did(&self, to_dev: Option<&str>) -> String {
         let to = match (to_dev, self.to_ifindex) {
             (Some(d), _) => format!(" to {d}"),
             (None, 0) => String::new(),
             (None, i) => format!(" to ifindex {i}"),
         };
-        let what = match self.action {
+        match self.action {
             XdpAction::XdpRedirect if self.err != 0 => {
                 format!("XDP_REDIRECT{to}, which failed: {}", self.error())
             }
@@ -546,8 +547,7 @@ impl XdpData {
             XdpAction::XdpTx => "XDP_TX, which the device did not take (dropped)".into(),
             XdpAction::Invalid => "an action the kernel does not know (dropped)".into(),
             a => format!("{a} (dropped)"),
-        };
-        format!("XDP program id {}: {what}", self.prog_id)
+        }
     }
 }
 
@@ -713,7 +713,7 @@ impl Hop {
             HopData::SockRecv => "read by a local socket (recvmsg)".into(),
             HopData::SockQueue => "queued to a local socket (sk_data_ready)".into(),
             HopData::Func(f) => format!("{} [{}]", f.detail, f.backend),
-            HopData::Xdp(x) => x.describe(None),
+            HopData::Xdp(x) => format!("XDP program id {}: {}", x.prog_id, x.did(None)),
             HopData::SockAddr(a) => {
                 let asked = std::net::SocketAddr::new(a.asked, a.asked_port);
                 format!(

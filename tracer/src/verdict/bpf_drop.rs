@@ -166,6 +166,24 @@ pub fn xdp_action<'a>(flow: &'a Flow, drop: &Hop) -> Option<&'a XdpData> {
         .last()
 }
 
+/// A redirect's target device by name, from its ifindex in `netns`.
+pub fn xdp_target(env: &dyn Env, netns: u32, x: &XdpData) -> Option<String> {
+    if x.to_ifindex == 0 {
+        return None;
+    }
+    env.links(netns)
+        .iter()
+        .find(|l| l.ifindex == x.to_ifindex)
+        .map(|l| l.dev.clone())
+}
+
+/// The XDP program of an xdp tracepoint's record: as [`program`] names
+/// it, or by the record's id when it was not attached there when the
+/// node was read.
+pub fn xdp_program(program: Option<&AttachedProgram>, id: u32) -> String {
+    program.map_or_else(|| format!("XDP program id {id}"), self::program)
+}
+
 /// The drop's `where` and evidence when its signals point at a tc or XDP
 /// hook; None otherwise (the other rules judge it). Where the kernel gave
 /// no reason (it was inferred from the site, or is unknown), a program
@@ -214,35 +232,30 @@ pub fn judge(
             named(many, ", ")
         ),
     };
-    let action = xdp.filter(|_| hook == BpfHook::Xdp).map(|x| {
-        let to_dev = (x.to_ifindex != 0)
-            .then(|| {
-                env.links(drop.netns_inode)
-                    .iter()
-                    .find(|l| l.ifindex == x.to_ifindex)
-                    .map(|l| l.dev.clone())
-            })
-            .flatten();
+    let xdp = xdp.filter(|_| hook == BpfHook::Xdp);
+    let action = xdp.map(|x| {
+        let program = programs.iter().find(|p| p.id == x.prog_id).cloned();
+        let to_dev = xdp_target(env, drop.netns_inode, x);
         Evidence::XdpAction {
             dev: dev.to_string(),
             netns: drop.netns.to_string(),
-            program: programs.iter().find(|p| p.id == x.prog_id).cloned(),
+            program,
             action: x.clone(),
             to_dev,
         }
     });
     // The program that returned it, and what, when the tracepoint said.
     let by = match &action {
-        Some(a @ Evidence::XdpAction { .. }) => {
-            let said = a.to_string();
-            match said.split_once(" returned ") {
-                Some((who, what)) => format!(
-                    "{} returned {what}",
-                    who.split(" on ").next().unwrap_or(who)
-                ),
-                None => said,
-            }
-        }
+        Some(Evidence::XdpAction {
+            program,
+            action,
+            to_dev,
+            ..
+        }) => format!(
+            "{} returned {}",
+            xdp_program(program.as_ref(), action.prog_id),
+            action.did(to_dev.as_deref())
+        ),
         _ => by,
     };
     let where_ = format!("{} of {dev} in netns {}: {by}", hook.label(), drop.netns);

@@ -92,13 +92,7 @@ pub struct BpfPath {
 impl fmt::Display for ProgramSite {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let did = match (self.outcome, &self.to_dev, &self.xdp) {
-            (Outcome::Redirected | Outcome::Dropped, to, Some(x)) => {
-                let line = x.describe(to.as_deref());
-                // "XDP program id 7: XDP_REDIRECT to eth1": the program is
-                // named before the parenthesis.
-                line.split_once(": ")
-                    .map_or(line.clone(), |(_, a)| a.to_string())
-            }
+            (Outcome::Redirected | Outcome::Dropped, to, Some(x)) => x.did(to.as_deref()),
             (Outcome::Redirected, Some(d), None) => format!("redirected it to {d}"),
             (Outcome::SentBack, _, _) => {
                 "XDP_TX: sent it back out the device it came in on".to_string()
@@ -176,14 +170,22 @@ fn outcome_before(hops: &[Hop], k: usize) -> Outcome {
     }
 }
 
+/// A hop that saw `h`'s skb itself: its whole tuple, not an XDP
+/// program's record about it.
+fn sighting(h: &Hop, n: &Hop) -> bool {
+    n.skb == h.skb && whole(n) && n.hook != Hook::Xdp
+}
+
+/// Where the packet of `hops[k]` was seen next.
+pub(super) fn next_sighting(hops: &[Hop], k: usize) -> Option<&Hop> {
+    hops[k + 1..].iter().find(|n| sighting(&hops[k], n))
+}
+
 /// What the hops after `hops[k]` (a site's hop) say the site's programs
 /// did.
 fn outcome(hops: &[Hop], k: usize, hook: BpfHook) -> (Outcome, Option<String>) {
     let h = &hops[k];
-    let Some(next) = hops[k + 1..]
-        .iter()
-        .find(|n| n.skb == h.skb && whole(n) && n.hook != Hook::Xdp)
-    else {
+    let Some(next) = next_sighting(hops, k) else {
         return (Outcome::LastSeen, None);
     };
     if let HopData::Drop(d) = &next.data
@@ -236,12 +238,11 @@ pub(super) fn xdp_move(hops: &[Hop], k: usize) -> Option<Outcome> {
     if h.hook != Hook::NetifReceive {
         return None;
     }
-    let seen = |n: &Hop| n.skb == h.skb && whole(n) && n.hook != Hook::Xdp;
-    let next = hops[k + 1..].iter().find(|n| seen(n))?;
+    let next = next_sighting(hops, k)?;
     if next.hook != Hook::NetifReceive || (next.dev == h.dev && next.netns_inode == h.netns_inode) {
         return None;
     }
-    let came_from = hops[..k].iter().rev().find(|p| seen(p));
+    let came_from = hops[..k].iter().rev().find(|p| sighting(h, p));
     let back = came_from.is_some_and(|p| {
         p.hook == Hook::Xmit && p.dev == next.dev && p.netns_inode == next.netns_inode
     });
@@ -272,14 +273,7 @@ pub(super) fn xdp_action(
             }
             _ => None,
         })?;
-    let to = (x.to_ifindex != 0)
-        .then(|| {
-            env.links(h.netns_inode)
-                .iter()
-                .find(|l| l.ifindex == x.to_ifindex)
-                .map(|l| l.dev.clone())
-        })
-        .flatten();
+    let to = super::bpf_drop::xdp_target(env, h.netns_inode, x);
     Some(((**x).clone(), to))
 }
 

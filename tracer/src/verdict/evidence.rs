@@ -843,22 +843,12 @@ impl fmt::Display for Evidence {
                 program,
                 action,
                 to_dev,
-            } => {
-                let line = action.describe(to_dev.as_deref());
-                let what = line.split_once(": ").map_or(line.as_str(), |(_, a)| a);
-                match program {
-                    Some(p) => write!(
-                        f,
-                        "{} on {dev} in netns {netns} returned {what}",
-                        crate::verdict::bpf_drop::program(p)
-                    ),
-                    None => write!(
-                        f,
-                        "XDP program id {} on {dev} in netns {netns} returned {what}",
-                        action.prog_id
-                    ),
-                }
-            }
+            } => write!(
+                f,
+                "{} on {dev} in netns {netns} returned {}",
+                crate::verdict::bpf_drop::xdp_program(program.as_ref(), action.prog_id),
+                action.did(to_dev.as_deref())
+            ),
             BpfProgramDrop {
                 hook,
                 dev,

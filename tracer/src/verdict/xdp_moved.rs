@@ -27,13 +27,13 @@ use serde::{Deserialize, Serialize};
 use super::{
     Env, Evidence, Kind,
     bpf_drop::BpfHook,
-    bpf_path::{Outcome, xdp_action, xdp_move},
+    bpf_path::{Outcome, next_sighting, xdp_action, xdp_move},
     hints::Hint,
 };
 use crate::{
     model::{
         flow::Flow,
-        hop::{Hop, HopData, XdpAction},
+        hop::{Hop, XdpAction},
     },
     node::bpf_progs::AttachedProgram,
 };
@@ -108,9 +108,8 @@ pub fn judge(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<(String, Evidence
         }
     })?;
     let h = &hops[k];
-    let next = hops[(k + 1)..=end]
-        .iter()
-        .find(|n| n.skb == h.skb && n.hook != Hook::Xdp && !matches!(n.data, HopData::Fib(_)))?;
+    // The drop itself at the latest: a sighting of the same skb.
+    let next = next_sighting(hops, k)?;
     let m = XdpMove {
         dev: h.dev.to_string(),
         netns: h.netns.to_string(),
