@@ -34,6 +34,7 @@ pub mod redirect;
 pub mod replay;
 pub mod scenarios;
 pub mod sockprog;
+pub mod svcscale;
 pub mod tracer;
 pub mod verdict_log;
 

@@ -69,6 +69,18 @@ pub fn tracer_command() -> Command {
 }
 
 /// The netprobe helper built next to this test binary.
+/// A `/proc/PID/status` line's value in KiB (`VmHWM:`, `VmRSS:`).
+pub fn status_kib(pid: i32, key: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with(key))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 pub fn netprobe_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("NETPROBE_BIN") {
         return p.into();

@@ -1,6 +1,7 @@
 //! `cargo xtask bench`: the userspace pipeline bench, the netns traffic
-//! benchmark (iperf3, tracer vs tcpdump) and the node-scale case (N pods on
-//! a bridge); the traffic and node-scale figures replace their sections of
+//! benchmark (iperf3, tracer vs tcpdump), the node-scale case (N pods on
+//! a bridge) and the cluster-scale case (kube-proxy's rules for N
+//! Services); the traffic and node-scale figures replace their sections of
 //! BENCHMARKS.md.
 
 use std::process::{Command, ExitCode};
@@ -27,6 +28,11 @@ pub(crate) struct BenchArgs {
     /// alone.
     #[arg(long)]
     kernel_cost_only: bool,
+    /// Only the cluster-scale case (kube-proxy's rules for 20 and 5,000
+    /// Services, both modes, 100,000 conntrack entries: ready time and
+    /// RSS), replacing its section alone.
+    #[arg(long)]
+    services_only: bool,
 }
 
 pub(crate) fn run(a: BenchArgs) -> Result<ExitCode> {
@@ -36,7 +42,7 @@ pub(crate) fn run(a: BenchArgs) -> Result<ExitCode> {
     crate::setup::ensure()?;
     crate::build::release()?;
     let r = root();
-    if !a.pods_only && !a.kernel_cost_only {
+    if !a.pods_only && !a.kernel_cost_only && !a.services_only {
         sh(Command::new("cargo")
             .current_dir(&r)
             .args(["bench", "-p", "tracer", "--bench", "pipeline"]))?;
@@ -57,6 +63,9 @@ pub(crate) fn run(a: BenchArgs) -> Result<ExitCode> {
     }
     if a.kernel_cost_only {
         bench.arg("--kernel-cost-only");
+    }
+    if a.services_only {
+        bench.arg("--services-only");
     }
     sh(bench.arg("--write").arg(r.join("BENCHMARKS.md")))?;
     Ok(ExitCode::SUCCESS)

@@ -89,9 +89,13 @@ const SUITES: &[&str] = &[
 /// (whose verifier refuses what 6.18's takes): where the queues have
 /// room. Rehearsal 22 (session 29) had them in every kernel's second
 /// guest: 160-200 s a guest under load, and the matrix 2,140 s.
+/// The `--netns` sweep runs on 6.1 (and the host's 6.18) only: 373-389 s
+/// a guest under load on 6.1 and 6.12 (rehearsal 23), the longest test of
+/// the matrix, which put CI over its 40 minutes (2,505 s, stop 44); 6.12
+/// lies between the two kernels that run it.
 const GUESTS: &[(&str, &[&str])] = &[
     ("6.1", &["incidents", "follow:swept", "netns_scope"]),
-    ("6.12", &["incidents", "follow:swept", "netns_scope"]),
+    ("6.12", &["incidents", "follow:swept"]),
     ("5.10", &["follow:apart", "incidents"]),
     (
         "6.1",
@@ -543,7 +547,15 @@ fn script(
             .iter()
             .any(|s| matches!(*s, "follow" | "follow:swept"))
     {
-        s += "echo '!!!!! SKIPPED (5.10, wall time) the netns_scope suite (every_scenario_is_judged_the_same_with_netns_scope): it runs on 6.1, 6.12 and the host !!!!!'\n";
+        let on: Vec<&str> = GUESTS
+            .iter()
+            .filter(|(_, s)| s.contains(&"netns_scope"))
+            .map(|(k, _)| *k)
+            .collect();
+        s += &format!(
+            "echo '!!!!! SKIPPED ({kernel}, wall time) the netns_scope suite (every_scenario_is_judged_the_same_with_netns_scope): it runs on {} and the host !!!!!'\n",
+            on.join(", ")
+        );
     }
     s += &format!("cd {}/tests\n", root().display());
     // The modules a kube-proxy node has loaded, before tracer starts (it

@@ -23,8 +23,8 @@ use tracer_tests::{
     kcost,
     netns::{Child, Netns, unique_prefix, veth},
     pods::{Node, Pods, tracer_hooked},
-    require_privileges,
-    tracer::{Keep, TracerRun},
+    require_privileges, svcscale,
+    tracer::{Keep, TracerRun, status_kib},
 };
 
 #[derive(Parser)]
@@ -58,6 +58,110 @@ struct Args {
     /// alone with --write).
     #[arg(long)]
     kernel_cost_only: bool,
+    /// Service counts of the cluster-scale case (comma-separated); empty
+    /// skips it.
+    #[arg(long, default_value = "20,5000", value_delimiter = ',')]
+    services: Vec<usize>,
+    /// Conntrack entries of its loaded case.
+    #[arg(long, default_value_t = 100_000)]
+    conntrack: u32,
+    /// Only the cluster-scale case (replaces its section alone with
+    /// --write).
+    #[arg(long)]
+    services_only: bool,
+}
+
+/// The cluster-scale section (issue 31 item 3): ready time and RSS of
+/// `follow` on a node with kube-proxy's rules for few and many Services,
+/// in both modes, with and without a full conntrack table, against the
+/// smallest case of the same mode.
+fn services_section(counts: &[usize], conntrack: u32, reps: usize) -> Result<String> {
+    let mut md = format!(
+        "<!-- services:begin -->\n## Cluster scale: kube-proxy's rules for N Services\n\n\
+         A node namespace holding kube-proxy's rules for N ClusterIP Services (`tests/src/svcscale.rs`: iptables mode as \
+         iptables-nft loads it, half the Services with two endpoints; nftables mode, a `service-ips` map element and chains \
+         per Service), the last Service without endpoints; `tracer follow` of that Service with `--netns`, a client connecting \
+         three times: each run checks the verdict (`dropped`) names kube-proxy's rule that rejected it. With conntrack: {conntrack} entries \
+         (unreplied UDP flows) made before tracer starts. {reps} runs per case, median [min-max]; ratios of medians to the \
+         first row of the same mode. Ready (wall): from spawning tracer to its ready file. Made by `tracer-bench --services-only` \
+         (in `cargo xtask bench`).\n\n\
+         | mode | Services | rules or map elements | conntrack entries | ready ms (wall) | ready ms (tracer) | x ready | start RSS MiB | peak RSS MiB | x peak | verdict |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n"
+    );
+    let stat = |v: Vec<f64>| -> Option<(f64, f64, f64)> {
+        if v.is_empty() {
+            return None;
+        }
+        let mut v = v;
+        let m = median(&mut v);
+        Some((m, v[0], v[v.len() - 1]))
+    };
+    let show = |s: Option<(f64, f64, f64)>, prec: usize| {
+        s.map_or("-".into(), |(m, lo, hi)| {
+            format!("{m:.prec$} [{lo:.prec$}-{hi:.prec$}]")
+        })
+    };
+    for mode in [svcscale::Mode::Iptables, svcscale::Mode::Nftables] {
+        let mut first: Option<(f64, f64)> = None;
+        for &n in counts {
+            let node = svcscale::Node::new(mode, n)?;
+            for ct in [0, conntrack] {
+                if ct > 0 && n != *counts.last().unwrap_or(&n) {
+                    continue;
+                }
+                let entries = node.fill_conntrack(ct)?;
+                let mut runs = Vec::new();
+                for _ in 0..reps {
+                    let r = svcscale::run(&node)?;
+                    eprintln!(
+                        "services {} {n} ct {entries}: ready {:.0} ms (tracer {:?}), start {:?} KiB, peak {:?} KiB: {} at {}",
+                        mode.name(),
+                        r.wall_ready_ms,
+                        r.ready_ms,
+                        r.start_hwm_kib,
+                        r.peak_kib,
+                        r.verdict,
+                        r.where_
+                    );
+                    runs.push(r);
+                }
+                let mib = |k: Option<u64>| k.map(|k| k as f64 / 1024.0);
+                let wall = stat(runs.iter().map(|r| r.wall_ready_ms).collect());
+                let peak = stat(runs.iter().filter_map(|r| mib(r.peak_kib)).collect());
+                let base = *first.get_or_insert((
+                    wall.map_or(f64::NAN, |w| w.0),
+                    peak.map_or(f64::NAN, |p| p.0),
+                ));
+                let ratio = |s: Option<(f64, f64, f64)>, b: f64| {
+                    s.map_or("-".into(), |(m, _, _)| format!("{:.2}", m / b))
+                };
+                md += &format!(
+                    "| {} | {n} | {} | {entries} | {} | {} | {} | {} | {} | {} | {} |\n",
+                    mode.name(),
+                    node.size,
+                    show(wall, 0),
+                    show(
+                        stat(
+                            runs.iter()
+                                .filter_map(|r| r.ready_ms.map(|x| x as f64))
+                                .collect()
+                        ),
+                        0
+                    ),
+                    ratio(wall, base.0),
+                    show(
+                        stat(runs.iter().filter_map(|r| mib(r.start_hwm_kib)).collect()),
+                        1
+                    ),
+                    show(peak, 1),
+                    ratio(peak, base.1),
+                    runs.first().map_or("-", |r| r.verdict.as_str()),
+                );
+            }
+        }
+    }
+    md += "\n<!-- services:end -->\n";
+    Ok(md)
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -399,17 +503,6 @@ fn bench_pair() -> Result<(Netns, Netns, Child)> {
     Ok((a, b, server))
 }
 
-fn status_kib(pid: i32, key: &str) -> Option<u64> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()?
-        .lines()
-        .find(|l| l.starts_with(key))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
 /// The memory case: `flows` short UDP flows (a datagram to 10.240.0.2:53
 /// and its echo, each from its own source port, from two client
 /// addresses) at `rate` flows/s, with tracer following them all
@@ -706,6 +799,21 @@ fn median(v: &mut [f64]) -> f64 {
 fn main() -> Result<()> {
     let args = Args::parse();
     if !require_privileges("tracer-bench") {
+        return Ok(());
+    }
+    if !args.services.is_empty() && !args.kernel_cost_only && !args.pods_only {
+        let md = services_section(&args.services, args.conntrack, args.pods_reps)?;
+        println!("{md}");
+        if let Some(path) = &args.write {
+            replace_section(
+                path,
+                "<!-- services:begin -->",
+                "<!-- services:end -->",
+                &md,
+            )?;
+        }
+    }
+    if args.services_only {
         return Ok(());
     }
     if !args.pods.is_empty() && !args.kernel_cost_only {

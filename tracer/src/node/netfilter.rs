@@ -174,23 +174,17 @@ fn save_comment(rule: &str) -> Option<String> {
 /// counters: nf_tables by netlink, legacy tables by iptables-legacy-save
 /// where there are any.
 pub fn snapshot(netns_path: &Path) -> Vec<NfRule> {
-    snapshot_and_nft(netns_path).0
-}
-
-/// `snapshot`, plus every nf_tables rule of the dump it was made from
-/// (nftrace names traced drops among them: one GETRULE dump serves both).
-pub fn snapshot_and_nft(netns_path: &Path) -> (Vec<NfRule>, Vec<nftables::NftRule>) {
     let Ok(_in) = crate::node::netns::NetnsGuard::enter(netns_path) else {
-        return (Vec::new(), Vec::new());
+        return Vec::new();
     };
-    let nft = nftables::rules().unwrap_or_default();
-    let mut rules: Vec<NfRule> = nft.iter().cloned().filter_map(NfRule::from_nft).collect();
+    let nft = nftables::drop_rules().unwrap_or_default();
+    let mut rules: Vec<NfRule> = nft.into_iter().filter_map(NfRule::from_nft).collect();
     for ((names, tool), family) in LEGACY_HELPERS.into_iter().zip(["ip", "ip6"]) {
         if legacy_tables(names) {
             rules.extend(legacy_save(tool, family, netns_path));
         }
     }
-    (rules, nft)
+    rules
 }
 
 /// The helpers tracer may run, each for a namespace whose
@@ -240,12 +234,16 @@ fn legacy_save(tool: &'static str, family: &str, netns_path: &Path) -> Vec<NfRul
 /// Rules whose counter moved since `before` (all rules with packets when
 /// there is no baseline), most packets first.
 pub fn moved(before: Option<&[NfRule]>, now: &[NfRule]) -> Vec<(NfRule, u64)> {
+    // By key: a node's rejects (one per Service without endpoints) are
+    // thousands where clusters are large.
+    let mut by_key = std::collections::HashMap::new();
+    for x in before.unwrap_or_default() {
+        by_key.entry(x.key()).or_insert(x.packets);
+    }
     let mut v: Vec<(NfRule, u64)> = now
         .iter()
         .filter_map(|r| {
-            let base = before
-                .and_then(|b| b.iter().find(|x| x.key() == r.key()))
-                .map_or(0, |x| x.packets);
+            let base = by_key.get(&r.key()).copied().unwrap_or(0);
             let d = r.packets.saturating_sub(base);
             (d > 0).then(|| (r.clone(), d))
         })

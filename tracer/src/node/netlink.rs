@@ -76,7 +76,20 @@ fn walk(mut msgs: &[u8], each: &mut dyn FnMut(u16, &[u8])) -> Option<Batch> {
 /// Receive until NLMSG_DONE or an ack/error: Ok, or the errno of an error
 /// reply (or EIO for a failed receive or a malformed message).
 fn receive(sock: &OwnedFd, each: &mut dyn FnMut(u16, &[u8])) -> Result<(), i32> {
-    let mut buf = vec![0u8; 64 * 1024];
+    receive_into(sock, &mut vec![0u8; RECV_BUF], each)
+}
+
+/// The receive buffer: the kernel fills a dump's datagrams up to the
+/// largest buffer a recvmsg(2) offered, capped at 32 KiB
+/// (netlink_recvmsg(), max_recvmsg_len), so twice that is never short.
+const RECV_BUF: usize = 64 * 1024;
+
+/// `receive`, into `buf`.
+fn receive_into(
+    sock: &OwnedFd,
+    buf: &mut [u8],
+    each: &mut dyn FnMut(u16, &[u8]),
+) -> Result<(), i32> {
     loop {
         // SAFETY: receiving into a buffer we own, of its length.
         let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
@@ -103,9 +116,36 @@ pub fn dump(
     body: &[u8],
     each: &mut dyn FnMut(u16, &[u8]),
 ) -> Option<()> {
-    let sock = socket(protocol, 0)?;
-    send(&sock, msg_type, libc::NLM_F_DUMP as u16, body)?;
-    receive(&sock, each).ok()
+    Dumps::new(protocol)?.dump(msg_type, body, each)
+}
+
+/// One socket and buffer for many dumps in a row (nf_tables rules chain by
+/// chain): a socket runs one dump at a time, and the next may start once
+/// the last has sent NLMSG_DONE.
+pub struct Dumps {
+    sock: OwnedFd,
+    buf: Vec<u8>,
+}
+
+impl Dumps {
+    /// A `protocol` socket of this thread's namespace.
+    pub fn new(protocol: i32) -> Option<Self> {
+        Some(Self {
+            sock: socket(protocol, 0)?,
+            buf: vec![0u8; RECV_BUF],
+        })
+    }
+
+    /// One dump, as [`dump`].
+    pub fn dump(
+        &mut self,
+        msg_type: u16,
+        body: &[u8],
+        each: &mut dyn FnMut(u16, &[u8]),
+    ) -> Option<()> {
+        send(&self.sock, msg_type, libc::NLM_F_DUMP as u16, body)?;
+        receive_into(&self.sock, &mut self.buf, each).ok()
+    }
 }
 
 /// Send one request (a delete, say) and wait for its ack: Ok, or the

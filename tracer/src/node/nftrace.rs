@@ -388,7 +388,7 @@ impl NfTrace {
     /// `rules` (its nf_tables rules, dumped by the caller); the verdict
     /// maps the packets went through are read in it now. Empty when it is
     /// not traced or nothing dropped there.
-    pub fn resolved(&self, ino: u32, rules: &[NftRule]) -> Vec<NfTraced> {
+    pub fn resolved(&self, ino: u32) -> Vec<NfTraced> {
         let Some((path, drops, _)) = self.drops(ino) else {
             return Vec::new();
         };
@@ -398,7 +398,9 @@ impl NfTrace {
         let Ok(_in) = NetnsGuard::enter(path) else {
             return Vec::new();
         };
-        resolve(&drops, rules)
+        resolve(&drops, &mut |family, table, chain| {
+            nftables::chain_rules(family, table, chain).unwrap_or_default()
+        })
     }
 }
 
@@ -1045,20 +1047,35 @@ fn trace_rule(target: &Followed, side: Side) -> Vec<u8> {
     e.0
 }
 
+/// The rules of one chain, by (family, table, chain): read only for the
+/// chains a traced packet passed.
+pub type ChainRules<'a> = dyn FnMut(u8, &str, &str) -> Vec<NftRule> + 'a;
+
 /// Name the rules of `drops` (traced in this thread's namespace, which
 /// the caller entered): the rule text and comment by handle, and the
-/// verdict-map element that sent the packet on.
-pub fn resolve(drops: &[TraceDrop], rules: &[NftRule]) -> Vec<NfTraced> {
+/// verdict-map element that sent the packet on. `chain_rules` is asked
+/// once per chain.
+pub fn resolve(drops: &[TraceDrop], chain_rules: &mut ChainRules<'_>) -> Vec<NfTraced> {
     let mut elems: HashMap<(u8, String, String), Vec<SetElem>> = HashMap::new();
+    let mut chains: HashMap<(u8, String, String), Vec<NftRule>> = HashMap::new();
+    for d in drops {
+        let passed = d.via.iter().map(|j| (&j.table, &j.chain));
+        for (table, chain) in passed.chain([(&d.table, &d.chain)]) {
+            chains
+                .entry((d.family, table.clone(), chain.clone()))
+                .or_insert_with(|| chain_rules(d.family, table, chain));
+        }
+    }
     let hooks = nftables::base_chain_hooks();
     drops
         .iter()
         .map(|d| {
             let family = nftables::family_name(d.family);
             let find = |table: &str, chain: &str, handle: u64| {
-                rules.iter().find(|r| {
-                    r.family == family && r.table == table && r.chain == chain && r.handle == handle
-                })
+                chains
+                    .get(&(d.family, table.to_string(), chain.to_string()))?
+                    .iter()
+                    .find(|r| r.family == family && r.handle == handle)
             };
             let rule = (!d.policy)
                 .then(|| find(&d.table, &d.chain, d.handle))

@@ -602,13 +602,13 @@ impl PreparedEnv for LiveEnv {
                 && let Some(p) = &path
                 && let Some(facts) = self.cache.get_mut(&ino)
             {
-                let (now, nft) = netfilter::snapshot_and_nft(p);
+                let now = netfilter::snapshot(p);
                 let moved = netfilter::moved(self.nf_baseline.get(&ino).map(Vec::as_slice), &now);
                 facts.nf = Some((Instant::now(), moved));
                 facts.nf_read_to = facts.nf_read_to.max(last);
                 if let Some(t) = &mut self.nftrace {
                     t.poll();
-                    facts.traced = t.resolved(ino, &nft);
+                    facts.traced = t.resolved(ino);
                 }
                 facts.conntrack = conntrack_in(p);
             }
@@ -786,13 +786,14 @@ pub fn nf_baseline(extra: Vec<PathBuf>) -> HashMap<u32, Vec<NfRule>> {
     let mut paths = extra;
     paths.push("/proc/self/ns/net".into());
     paths.extend(crate::node::netns::named().into_iter().map(|(_, p)| p));
-    paths
-        .into_iter()
-        .filter_map(|p| {
-            Some((
-                crate::node::netns::netns_inode(&p)?,
-                netfilter::snapshot(&p),
-            ))
-        })
-        .collect()
+    let mut out = HashMap::new();
+    for p in paths {
+        // A traced namespace is also named: read once.
+        if let Some(ino) = crate::node::netns::netns_inode(&p)
+            && !out.contains_key(&ino)
+        {
+            out.insert(ino, netfilter::snapshot(&p));
+        }
+    }
+    out
 }

@@ -256,6 +256,23 @@ fn rule_fields() {
     assert_eq!(find("udp dport 53").family, "ip6");
 }
 
+/// The quick look at a message (the baseline's filter, which renders
+/// only what it keeps) agrees with the rendered verdict, rule by rule:
+/// drops, rejects (nft's and iptables-nft's xt REJECT), and the jumps,
+/// gotos, accepts, NATs and counters that are neither.
+#[test]
+fn may_drop_agrees_with_the_rendered_verdict() {
+    let mut seen = [0; 2];
+    for (text, hex) in CAPTURED {
+        let m = bytes(hex);
+        let r = parse(&m).unwrap();
+        let drops = matches!(r.verdict.as_deref(), Some("drop" | "reject"));
+        assert_eq!(may_drop(&m), drops, "{text}: {:?}", r.verdict);
+        seen[usize::from(drops)] += 1;
+    }
+    assert!(seen[0] >= 3 && seen[1] >= 3, "{seen:?}");
+}
+
 /// Cut short or scribbled over, a message never panics the parser, and
 /// what it yields is a rule or nothing.
 #[test]
@@ -264,6 +281,7 @@ fn truncated_and_corrupt_messages_do_not_panic() {
         let m = bytes(hex);
         for n in 0..m.len() {
             let _ = parse(&m[..n]);
+            let _ = may_drop(&m[..n]);
         }
         assert!(parse(&m[..10]).is_none());
         for i in (NLMSG_HDRLEN..m.len()).step_by(3) {
@@ -271,6 +289,7 @@ fn truncated_and_corrupt_messages_do_not_panic() {
                 let mut c = m.clone();
                 c[i] = v;
                 let _ = parse(&c);
+                let _ = may_drop(&c);
             }
         }
     }
@@ -410,5 +429,20 @@ fn rules_made_by_nft_render_as_nft_lists_them() {
     for r in &ours {
         assert_eq!(Some(&r.text), expected.get(&r.handle), "{r:?}");
     }
+    // The baseline's dump: the same rules, those that drop or reject.
+    let dropping = {
+        let _in = crate::node::netns::NetnsGuard::enter(std::path::Path::new(&format!(
+            "/run/netns/{}",
+            ns.0
+        )))
+        .unwrap();
+        drop_rules().unwrap()
+    };
+    let want: Vec<_> = ours
+        .iter()
+        .filter(|r| matches!(r.verdict.as_deref(), Some("drop" | "reject")))
+        .collect();
+    assert!(!want.is_empty() && want.len() < ours.len());
+    assert_eq!(dropping.iter().collect::<Vec<_>>(), want);
     drop(ns);
 }

@@ -163,7 +163,7 @@ fn resolving_names_rule_reject_and_policy() {
         text: text.into(),
         dst: Default::default(),
     };
-    let rules = vec![rule(
+    let rules = [rule(
         "svc",
         9,
         "tcp dport 80 reject comment \"no way\"",
@@ -179,7 +179,26 @@ fn resolving_names_rule_reject_and_policy() {
         verdict: "drop".into(),
         via: vec![],
     };
-    let r = resolve(&[drop("svc", 9, false), drop("input", 0, true)], &rules);
+    let mut asked = Vec::new();
+    let r = resolve(
+        &[drop("svc", 9, false), drop("input", 0, true)],
+        &mut |f, t, c| {
+            asked.push((f, t.to_string(), c.to_string()));
+            rules
+                .iter()
+                .filter(|r| r.table == t && r.chain == c)
+                .cloned()
+                .collect()
+        },
+    );
+    // Each chain a drop passed, once.
+    assert_eq!(
+        asked,
+        [
+            (1, "filter".into(), "svc".into()),
+            (1, "filter".into(), "input".into())
+        ]
+    );
     assert_eq!(r[0].verdict, "reject");
     assert_eq!(r[0].rule, "tcp dport 80 reject comment \"no way\"");
     assert_eq!(r[0].comment.as_deref(), Some("no way"));
@@ -401,7 +420,9 @@ table ip filter {
     );
     let resolved = {
         let _in = NetnsGuard::enter(&path).unwrap();
-        resolve(&drops, &nftables::rules().unwrap())
+        resolve(&drops, &mut |f, t, c| {
+            nftables::chain_rules(f, t, c).unwrap()
+        })
     };
     let by_port = |p: u16| {
         resolved
