@@ -262,3 +262,36 @@ fn tc_service_dnat() -> Result<Scenario> {
     sc.scratch.push(pins);
     Ok(sc)
 }
+
+/// [`xdp_redirect_down`] with its XDP program loaded only when asked
+/// ([`LateXdp::load`]): for a tracer that started before it, as before a
+/// Cilium agent that starts or restarts.
+pub struct LateXdp {
+    pub nss: Vec<crate::netns::Netns>,
+    _srv: crate::netns::Child,
+    r2: u32,
+}
+
+impl LateXdp {
+    /// The namespaces of `routed(b)`, r2 down, a UDP echo on 10.B.2.2:53.
+    pub fn new(b: u8) -> Result<LateXdp> {
+        let nss = routed(b)?;
+        crate::netns::veth(&nss[1], "r2", &nss[2], "s1")?;
+        nss[1].ip(&["link", "set", "r2", "down"])?;
+        let r2 = crate::bpfdrop::ifindex(&nss[1], "r2")?;
+        let srv = serve(&nss[2], "udp-echo", &format!("10.{b}.2.2:53"), 30)?;
+        Ok(LateXdp { nss, _srv: srv, r2 })
+    }
+
+    /// The program on r0 that redirects UDP to port 53 to r2.
+    pub fn load(&self) -> Result<Dropper> {
+        Dropper::xdp(
+            &self.nss[1],
+            "r0",
+            "xdp_lb_redir",
+            UDP,
+            53,
+            XdpVerdict::Redirect(self.r2),
+        )
+    }
+}

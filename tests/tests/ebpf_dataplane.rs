@@ -44,6 +44,17 @@ struct Scene {
 }
 
 fn scene() -> Scene {
+    let (c, s, srv) = pair_serving();
+    Scene {
+        lb: connect4(),
+        _srv: srv,
+        s,
+        c,
+    }
+}
+
+/// The pair and the server.
+fn pair_serving() -> (Netns, Netns, tracer_tests::netns::Child) {
     let (c, s) = pair();
     let probe = netprobe_bin();
     let srv = s
@@ -56,19 +67,18 @@ fn scene() -> Scene {
         ])
         .expect("server");
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let lb = SockLb::install(
+    (c, s, srv)
+}
+
+/// The connect4 program sending 10.236.9.9:80 to the server.
+fn connect4() -> SockLb {
+    SockLb::install(
         "10.236.9.9:80".parse().unwrap(),
         "10.236.0.2:8080".parse().unwrap(),
         "test_sock4_conn",
         Call::Connect,
     )
-    .expect("connect4 program");
-    Scene {
-        lb,
-        _srv: srv,
-        s,
-        c,
-    }
+    .expect("connect4 program")
 }
 
 /// The client's connect() to the "ClusterIP", from the program's cgroup.
@@ -153,6 +163,46 @@ fn socket_lb_rewrite_is_followed_to_the_backend() {
     let cg = cgroup_name(&lb);
     assert!(
         rewrite["cgroup"].as_str().is_some_and(|a| a.ends_with(&cg)),
+        "{}",
+        out.dump()
+    );
+}
+
+/// A socket program loaded after tracer started (no cgroup
+/// socket-address program was loaded then, so its hooks were left out):
+/// they are attached once it is, said on stderr, and the rewritten
+/// connection is followed as when the program was there first.
+#[test]
+fn a_socket_program_loaded_after_the_start_is_followed() {
+    if !require_privileges("a_socket_program_loaded_after_the_start_is_followed") {
+        return;
+    }
+    let (c, s, _srv) = pair_serving();
+    let run = TracerRun::start("10.236.9.9:80", &["--netns", &c.name, "--netns", &s.name])
+        .expect("start tracer");
+    let lb = connect4();
+    // The node is asked every 2 s (kernel/session.rs NEEDS_EVERY).
+    std::thread::sleep(tracer_tests::scaled_ms(3000));
+    let seen = connect(&lb, &c);
+    let out = run.stop().expect("stop");
+    assert!(
+        String::from_utf8_lossy(&seen.stdout).starts_with("connected"),
+        "the rewritten connection failed"
+    );
+    assert!(
+        out.stderr.contains(
+            "a cgroup socket-address program was loaded on this node after the start: attaching sock_addr"
+        ),
+        "(a socket-address program of others loaded before the test would make this fail) {}",
+        out.dump()
+    );
+    let f = out.flow_to(80);
+    assert_eq!(f["translated"]["dst"], "10.236.0.2", "{}", out.dump());
+    assert_eq!(f["nat_by"], "socket", "{}", out.dump());
+    assert_eq!(f["verdict"]["kind"], "delivered", "{}", out.dump());
+    assert!(
+        names(&tracer_tests::evidence_of(f, "socket_rewrite")["programs"])
+            .contains(&("test_sock4_conn", "connect4")),
         "{}",
         out.dump()
     );
@@ -574,6 +624,50 @@ fn a_refused_xdp_redirect_names_its_target_and_error() {
     assert!(
         tracer_tests::verdict_said(&f, "hint").contains("ENETDOWN"),
         "{dump}"
+    );
+}
+
+/// An XDP program loaded after tracer started (a Cilium agent that
+/// starts, or restarts, after it): the node is asked again while tracing,
+/// the xdp hooks are attached then and said on stderr, and the refused
+/// redirect is named as when the program was there first; with `--netns`,
+/// where tc covers the devices and netif_receive is taken back from it.
+#[test]
+fn an_xdp_program_loaded_after_the_start_is_seen() {
+    if !require_privileges("an_xdp_program_loaded_after_the_start_is_seen") {
+        return;
+    }
+    let late = tracer_tests::dataplane_scenes::LateXdp::new(182).expect("namespaces");
+    let mut args = Vec::new();
+    for n in &late.nss {
+        args.extend(["--netns", n.name.as_str()]);
+    }
+    let run = TracerRun::start("10.182.2.2:53", &args).expect("start tracer");
+    let _xdp = late.load().expect("XDP program");
+    // The node is asked every 2 s (kernel/session.rs NEEDS_EVERY).
+    std::thread::sleep(tracer_tests::scaled_ms(3000));
+    let probe = netprobe_bin();
+    late.nss[0].exec_status(&[
+        probe.to_str().expect("path"),
+        "udp-send",
+        "10.182.2.2:53",
+        "--timeout-ms",
+        &scaled_arg(1000),
+    ]);
+    let out = run.stop().expect("stop tracer");
+    assert!(
+        out.stderr
+            .contains("an XDP program was loaded on this node after the start: attaching"),
+        "(an XDP program of others loaded before the test would make this fail) {}",
+        out.dump()
+    );
+    let f = out.flow_to(53);
+    let w = tracer_tests::verdict_said(f, "where");
+    assert!(
+        w.contains("XDP program xdp_lb_redir (id ")
+            && w.contains("returned XDP_REDIRECT to r2, which failed: ENETDOWN"),
+        "{}",
+        out.dump()
     );
 }
 

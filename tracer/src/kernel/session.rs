@@ -99,6 +99,9 @@ pub struct Session {
     plan: Vec<probes::ProbeStatus>,
     caps: probes::KernelCaps,
     last_sync: Instant,
+    /// When the loaded programs were last asked whether a hook left out
+    /// at start is needed now ([`Session::attach_needed`]).
+    needs_asked: Instant,
     /// The kernel programs' debug log (`--debug-bpf`).
     bpf_log: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
 }
@@ -142,6 +145,11 @@ pub struct Teardown {
 /// the limit of issue 16's "hooked within a second"). tcx mode has its
 /// attacher thread's own 200 ms listing.
 const MAINTAIN_EVERY: Duration = Duration::from_millis(500);
+
+/// How often the loaded programs are asked whether a hook left out at
+/// start is needed now ([`Session::attach_needed`]): one walk of the
+/// node's BPF programs (four bpf(2) calls each).
+const NEEDS_EVERY: Duration = Duration::from_secs(2);
 
 /// The most records one [`Session::drain`] hands over before it returns
 /// to the event loop (a few ms of work; the loop drains again at once
@@ -244,18 +252,14 @@ impl Session {
             opts.debug_bpf,
             needs.learn_rewrites(),
         )?;
-        let bpf_log = if opts.debug_bpf {
-            Some(aya_log::EbpfLogger::init(&mut ebpf).map_err(SessionError::BpfLog)?)
-        } else {
-            None
-        };
+        let bpf_log = bpf_logger(&mut ebpf, opts.debug_bpf)?;
         // tc on every interface of every traced namespace sees what the
         // device tracepoints would (probes::TC_COVERED); without --netns it
         // is on the host's interfaces only, and the tracepoints cover the
         // pods. Decided before the load: a hook left to tc is loaded only
         // if tc fails somewhere (give_back_to_tracepoints).
         if !opts.netns.is_empty() && opts.iface.is_empty() && !opts.device_tracepoints {
-            probes::leave_to_tc(&mut plan);
+            probes::leave_to_tc(&mut plan, needs);
         }
         log::debug!("maps created: {:?}", started.elapsed());
         loader::load_programs(&mut ebpf, &mut plan, &mut caps, &aya_btf)?;
@@ -328,6 +332,7 @@ impl Session {
             plan,
             caps,
             last_sync: Instant::now(),
+            needs_asked: Instant::now(),
             bpf_log,
         };
         log::debug!("session started: {:?}", started.elapsed());
@@ -403,6 +408,44 @@ impl Session {
             &crate::kernel::btf::vmlinux_path(),
         ));
         Some(warnings)
+    }
+
+    /// Every [`NEEDS_EVERY`] while a hook is parked (left out at start as
+    /// not needed): a dataplane that loaded an XDP or cgroup
+    /// socket-address program since gets the hooks that see what it does
+    /// (a Cilium agent that starts, or restarts, after tracer). Some when
+    /// hooks were attached: what was found and the hooks, and the errors
+    /// of those that failed.
+    pub fn attach_needed(&mut self) -> Option<(String, Vec<String>)> {
+        if self.needs_asked.elapsed() < NEEDS_EVERY || !probes::any_parked(&self.plan) {
+            return None;
+        }
+        self.needs_asked = Instant::now();
+        let needs = probes::NodeNeeds::programs();
+        let hooks = probes::now_needed(&mut self.plan, needs);
+        if hooks.is_empty() {
+            return None;
+        }
+        let what = match (needs.xdp_programs, needs.sock_addr) {
+            (true, true) => "XDP and cgroup socket-address programs were",
+            (true, false) => "an XDP program was",
+            _ => "a cgroup socket-address program was",
+        };
+        let said = format!(
+            "{what} loaded on this node after the start: attaching {}",
+            hooks.join(", ")
+        );
+        let errors = match aya::Btf::parse_file(
+            crate::kernel::btf::vmlinux_path(),
+            aya::Endianness::default(),
+        ) {
+            Ok(btf) => {
+                loader::attach_left(&mut self.ebpf, &mut self.plan, &self.caps, &hooks, &btf)
+            }
+            Err(e) => vec![format!("cannot attach {}: BTF: {e}", hooks.join(", "))],
+        };
+        trim_heap();
+        Some((said, errors))
     }
 
     /// What the programs leave out from now on (`tracer_common::shed`
@@ -531,6 +574,16 @@ fn tc_prog_ids(ebpf: &aya::Ebpf) -> Vec<u32> {
             Some(p.info().ok()?.id())
         })
         .collect()
+}
+
+/// The kernel programs' debug log, with `--debug-bpf`.
+fn bpf_logger(
+    ebpf: &mut aya::Ebpf,
+    debug: bool,
+) -> Result<Option<aya_log::EbpfLogger<&'static dyn log::Log>>, SessionError> {
+    debug
+        .then(|| aya_log::EbpfLogger::init(ebpf).map_err(SessionError::BpfLog))
+        .transpose()
 }
 
 /// When tc failed on an interface, the device tracepoints left to it are

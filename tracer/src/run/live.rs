@@ -607,6 +607,12 @@ impl Live<'_> {
         }
         let target = *self.pipeline.target();
         self.env.vip.poll(&|a| target.contains(a), t);
+        if let Some((said, errors)) = self.session.attach_needed() {
+            diag::note(&said);
+            for e in &errors {
+                diag::warn(e);
+            }
+        }
         if let Some(warnings) = self.session.maintain() {
             for w in &warnings {
                 diag::warn(w);

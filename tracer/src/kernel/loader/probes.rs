@@ -557,6 +557,10 @@ pub struct ProbeStatus {
     /// Candidates still to try, best first (after `backend`).
     #[serde(skip)]
     pub remaining: Vec<Backend>,
+    /// A hook left out as not needed keeps its candidates here, best
+    /// first, for when the node comes to need it ([`now_needed`]).
+    #[serde(skip)]
+    pub parked: Vec<Backend>,
 }
 
 impl ProbeStatus {
@@ -668,10 +672,16 @@ pub fn backend_summary(plan: &[ProbeStatus]) -> String {
 pub const TC_COVERED: &[&str] = &["netif_receive", "xmit"];
 
 /// Leave the [`TC_COVERED`] hooks to tc: they stay loaded (so that they can
-/// be attached later, see [`tc_failed`]) but are not attached.
-pub fn leave_to_tc(plan: &mut [ProbeStatus]) {
+/// be attached later, see [`tc_failed`]) but are not attached. Not
+/// netif_receive where XDP programs are loaded: generic XDP runs between
+/// its tracepoint and tc ingress, and the xdp tracepoints' programs take
+/// their packet from it (tracer-ebpf xdp.rs).
+pub fn leave_to_tc(plan: &mut [ProbeStatus], needs: NodeNeeds) {
     for st in plan.iter_mut() {
-        if TC_COVERED.contains(&st.hook.as_str()) && st.backend() != Backend::None {
+        if TC_COVERED.contains(&st.hook.as_str())
+            && st.backend() != Backend::None
+            && !(needs.xdp_programs && st.hook == "netif_receive")
+        {
             st.left_to_tc = true;
         }
     }
@@ -701,6 +711,19 @@ pub struct NodeNeeds {
 }
 
 impl NodeNeeds {
+    /// What the loaded programs say alone (one walk of them, no
+    /// namespace entered): what [`now_needed`] is asked with while
+    /// tracing.
+    pub fn programs() -> NodeNeeds {
+        let progs = crate::node::bpf_progs::loaded_kinds();
+        NodeNeeds {
+            sock_addr: progs.sock_addr,
+            packet_programs: progs.packet,
+            xdp_programs: progs.xdp,
+            ..NodeNeeds::default()
+        }
+    }
+
     /// Read from the node (bpf_progs, ipvs, link): one walk of the loaded
     /// programs.
     pub fn read() -> NodeNeeds {
@@ -723,10 +746,11 @@ impl NodeNeeds {
     }
 }
 
-/// Leave out the hooks nothing on this node needs. Checked once at start:
-/// a dataplane that loads its programs, or IPVS services that appear,
-/// later are not seen (`tracer doctor` and the start report say which
-/// hooks were left out, and why).
+/// Leave out the hooks nothing on this node needs, their candidates
+/// parked: a dataplane that loads its programs later gets them then
+/// ([`now_needed`], asked while tracing); IPVS services that appear later
+/// are not seen (`tracer doctor` and the start report say which hooks
+/// were left out, and why).
 /// - `sock_addr` when no cgroup socket-address program (connect4/6,
 ///   sendmsg4/6, ...) is loaded, so nothing can rewrite a socket call. Its
 ///   syscall tracepoints would put every syscall of every task on the
@@ -742,15 +766,18 @@ impl NodeNeeds {
 pub fn skip_unneeded(plan: &mut [ProbeStatus], needs: NodeNeeds) {
     let mut skip = |hook: &str, why: &str| {
         for st in plan.iter_mut().filter(|s| s.hook == hook) {
+            st.parked = std::iter::once(st.backend())
+                .chain(st.remaining.drain(..))
+                .filter(|b| *b != Backend::None)
+                .collect();
             st.backend = Backend::None.name().into();
-            st.remaining.clear();
             st.not_needed = Some(why.into());
         }
     };
     if !needs.sock_addr {
         skip(
             "sock_addr",
-            "no cgroup socket-address program is loaded on this node: nothing rewrites socket calls",
+            "no cgroup socket-address program is loaded on this node: nothing rewrites socket calls (attached once one is)",
         );
     }
     if !needs.ipvs {
@@ -765,10 +792,48 @@ pub fn skip_unneeded(plan: &mut [ProbeStatus], needs: NodeNeeds) {
         for hook in XDP_HOOKS {
             skip(
                 hook,
-                "no XDP program is loaded on this node: no XDP action to see",
+                "no XDP program is loaded on this node: no XDP action to see (attached once one is)",
             );
         }
     }
+}
+
+/// The hooks left out at start that `needs` (what the node has now)
+/// calls for, their candidates back; and netif_receive, left to tc, once
+/// XDP programs are loaded ([`leave_to_tc`]). Returns the hooks to load
+/// and attach now.
+pub fn now_needed(plan: &mut [ProbeStatus], needs: NodeNeeds) -> Vec<String> {
+    let wanted = |hook: &str| match hook {
+        "sock_addr" => needs.sock_addr,
+        h if XDP_HOOKS.contains(&h) => needs.xdp_programs,
+        h if IPVS_HOOKS.contains(&h) => needs.ipvs,
+        _ => false,
+    };
+    let mut now = Vec::new();
+    for st in plan.iter_mut() {
+        if st.not_needed.is_some() && !st.parked.is_empty() && wanted(&st.hook) {
+            let mut parked = std::mem::take(&mut st.parked).into_iter();
+            if let Some(first) = parked.next() {
+                st.set(first);
+            }
+            st.remaining = parked.collect();
+            st.not_needed = None;
+            now.push(st.hook.clone());
+        } else if needs.xdp_programs && st.left_to_tc && st.hook == "netif_receive" {
+            st.left_to_tc = false;
+            now.push(st.hook.clone());
+        }
+    }
+    now
+}
+
+/// Whether a hook left out at start could still be wanted by what the
+/// loaded programs say ([`NodeNeeds::programs`], [`now_needed`]): only
+/// then is the node asked again.
+pub fn any_parked(plan: &[ProbeStatus]) -> bool {
+    plan.iter().any(|st| {
+        !st.parked.is_empty() && (st.hook == "sock_addr" || XDP_HOOKS.contains(&st.hook.as_str()))
+    })
 }
 
 /// The hooks of XDP programs' actions ([`skip_unneeded`]).
@@ -943,6 +1008,7 @@ pub fn plan(btf: &Btf, caps: &KernelCaps) -> Vec<ProbeStatus> {
                 core: s.core,
                 feeds: s.feeds.into(),
                 remaining: vec![],
+                parked: vec![],
             };
             if skip.iter().any(|x| x == s.hook) {
                 st.error = Some("disabled by TRACER_SKIP_HOOKS".into());
@@ -1057,6 +1123,77 @@ mod tests {
         );
     }
 
+    /// Hooks left out at start come back with their plan when the node
+    /// loads what needs them: XDP programs bring the xdp hooks and take
+    /// netif_receive back from tc (generic XDP runs between the two); a
+    /// cgroup socket-address program brings `sock_addr`. Nothing comes
+    /// back for what is still absent, and IPVS is not asked for while
+    /// tracing.
+    #[test]
+    fn parked_hooks_come_back_when_the_node_needs_them() {
+        // The xdp tracepoints are not in the sample BTF: this kernel's.
+        let Ok(btf) = Btf::from_sys() else {
+            eprintln!("!!!!! SKIPPED: no /sys/kernel/btf/vmlinux here !!!!!");
+            return;
+        };
+        let planned = plan(&btf, &caps());
+        assert!(
+            planned
+                .iter()
+                .filter(|s| XDP_HOOKS.contains(&s.hook.as_str()))
+                .all(|s| s.backend() != Backend::None),
+            "{planned:?}"
+        );
+        let mut p = planned.clone();
+        skip_unneeded(&mut p, NodeNeeds::default());
+        leave_to_tc(&mut p, NodeNeeds::default());
+        assert!(any_parked(&p));
+        assert!(now_needed(&mut p, NodeNeeds::default()).is_empty());
+        let xdp = NodeNeeds {
+            xdp_programs: true,
+            packet_programs: true,
+            ..NodeNeeds::default()
+        };
+        let mut back = now_needed(&mut p, xdp);
+        back.sort();
+        let mut want: Vec<&str> = XDP_HOOKS.to_vec();
+        want.push("netif_receive");
+        want.sort_unstable();
+        assert_eq!(back, want);
+        for h in XDP_HOOKS {
+            let (was, now) = (
+                planned.iter().find(|s| s.hook == *h).unwrap(),
+                p.iter().find(|s| s.hook == *h).unwrap(),
+            );
+            assert_eq!(
+                (&now.backend, &now.remaining),
+                (&was.backend, &was.remaining)
+            );
+            assert!(now.not_needed.is_none() && now.parked.is_empty() && now.missing());
+        }
+        let rx = p.iter().find(|s| s.hook == "netif_receive").unwrap();
+        assert!(!rx.left_to_tc);
+        // Asked again, nothing more; sock_addr is still parked.
+        assert!(now_needed(&mut p, xdp).is_empty());
+        assert!(any_parked(&p));
+        let sock = NodeNeeds {
+            sock_addr: true,
+            ..NodeNeeds::default()
+        };
+        assert_eq!(now_needed(&mut p, sock), ["sock_addr"]);
+        // Only IPVS is left parked: not asked for while tracing.
+        assert!(!any_parked(&p));
+        assert!(
+            p.iter()
+                .any(|s| IPVS_HOOKS.contains(&s.hook.as_str()) && !s.parked.is_empty())
+        );
+        // With XDP programs at start, netif_receive is not left to tc.
+        let mut q = planned.clone();
+        leave_to_tc(&mut q, xdp);
+        assert!(q.iter().all(|s| s.hook != "netif_receive" || !s.left_to_tc));
+        assert!(q.iter().any(|s| s.hook == "xmit" && s.left_to_tc));
+    }
+
     /// With no cgroup socket-address program loaded, `sock_addr` is left
     /// out on purpose (no program of it loaded, not a gap); with one it
     /// keeps its plan, the syscall programs riding with its tp_btf one.
@@ -1127,7 +1264,7 @@ mod tests {
     fn device_hooks_left_to_tc_are_not_gaps_until_tc_fails() {
         let btf = Btf::parse(&crate::kernel::btf::fixture::sample_btf()).unwrap();
         let mut p = plan(&btf, &KernelCaps::default());
-        leave_to_tc(&mut p);
+        leave_to_tc(&mut p, NodeNeeds::default());
         let left: Vec<&str> = p
             .iter()
             .filter(|s| s.left_to_tc)
@@ -1146,7 +1283,7 @@ mod tests {
         for s in q.iter_mut().filter(|s| s.hook == "xmit") {
             s.backend = Backend::None.name().into();
         }
-        leave_to_tc(&mut q);
+        leave_to_tc(&mut q, NodeNeeds::default());
         assert!(q.iter().any(|s| s.hook == "xmit" && s.missing()));
         // tc failed somewhere: both come back, once.
         assert_eq!(tc_failed(&mut p), ["netif_receive", "xmit"]);
