@@ -59,6 +59,7 @@ pub(crate) fn load(
     prog: &[u8],
     name: &str,
 ) -> Result<RawFd> {
+    raise_memlock();
     let license = CString::new("GPL").unwrap();
     // Room for the whole log of a program with helper calls (a 4 KiB
     // log made the load of blind_xdp's xdp_router fail).
@@ -80,6 +81,23 @@ pub(crate) fn load(
             "BPF_PROG_LOAD: {e}: {}",
             String::from_utf8_lossy(&log).trim_end_matches('\0')
         ),
+    }
+}
+
+/// No RLIMIT_MEMLOCK for this process's loads: before Linux 5.11 a
+/// program's memory is charged to its user's locked memory
+/// (bpf_prog_charge_memlock() in kernel/bpf/syscall.c, user->locked_vm),
+/// which every process of that user shares, so a load after a running
+/// tracer's (root's) maps failed with EPERM on 5.10 under the default
+/// 8 MiB limit. What aya does for tracer (with_raised_rlimit_retry()).
+fn raise_memlock() {
+    let unlimited = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: setrlimit with a valid rlimit; failing leaves the limit.
+    unsafe {
+        libc::setrlimit(libc::RLIMIT_MEMLOCK, &raw const unlimited);
     }
 }
 

@@ -997,6 +997,39 @@ fn overlay_tunnels_are_followed_to_the_far_side() {
     );
 }
 
+/// The far node's firewall rejects the overlay's port (the honest trap
+/// of the tunnel class, flannel-io/flannel#2055, kubernetes/website#13789):
+/// nftrace traces the VXLAN packets that carry the followed flow by their
+/// inner headers, so the rule that rejected the outer packet is named,
+/// with the firewall-between-nodes hint; the tunnel is not blamed.
+#[test]
+fn a_firewall_rejecting_the_overlay_port_is_named_by_its_rule() {
+    let Some((f, dump)) = judged("blind_tun_firewalld_vxlan_port", 8080) else {
+        return;
+    };
+    assert_eq!(
+        tracer_tests::verdict_said(&f, "reason"),
+        "NETFILTER_DROP",
+        "{dump}"
+    );
+    let w = tracer_tests::verdict_said(&f, "where");
+    assert!(
+        w.contains(
+            "rule `reject with icmpx admin-prohibited` (table inet firewalld, chain filter_INPUT"
+        ) && w.contains("named by nftrace"),
+        "{dump}"
+    );
+    assert!(
+        tracer_tests::verdict_said(&f, "hint").contains("UDP 8472"),
+        "{dump}"
+    );
+    let kinds = tracer_tests::evidence_kinds(&f);
+    assert!(
+        kinds.contains(&"encapsulated") && !kinds.contains(&"tunnel_will_not_send"),
+        "{dump}"
+    );
+}
+
 /// IP protocols the receiving kernel has no handler for
 /// (tests/src/blind_proto.rs, written blind): SCTP to a pod on a node
 /// without SCTP (kubernetes/test-infra#22314), through a Service to such

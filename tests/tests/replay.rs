@@ -218,6 +218,11 @@ const EXPECTED: &[(&str, &str, &str)] = &[
         "NETFILTER_DROP",
     ),
     (
+        "blind_tun_firewalld_vxlan_port",
+        "dropped",
+        "NETFILTER_DROP",
+    ),
+    (
         "blind_more_dns_fragments_stateless_acl",
         "dropped",
         "FRAG_REASM_TIMEOUT",

@@ -216,6 +216,14 @@ pub fn tunnel_drivers_loaded() -> bool {
     TUNNEL_DRIVERS.iter().any(|m| sys.join(m).exists())
 }
 
+/// Whether the VXLAN driver is loaded (nftrace traces into VXLAN only
+/// then: node/nftrace.rs).
+pub fn vxlan_loaded() -> bool {
+    crate::node::hostroot::get()
+        .join("/sys/module/vxlan")
+        .exists()
+}
+
 /// The UDP ports of the VXLAN devices in this thread's namespace and in
 /// `netns` (one link dump each), beyond the overlay ports every tracer
 /// knows ([`tracer_common::tunnel::TUNNEL_UDP_PORTS`]), at most `N`:

@@ -40,6 +40,10 @@ pub struct Followed {
     pub prefix: u8,
     pub port: Option<u16>,
     pub l4proto: Option<u8>,
+    /// Also inside VXLAN on its usual ports ([`VXLAN_PORTS`]): where a
+    /// tunnel driver is loaded, a firewall between the nodes that drops
+    /// the outer packets is named by its rule.
+    pub vxlan: bool,
 }
 
 const NFT_MSG_NEWTABLE: u16 = 0;
@@ -293,7 +297,7 @@ impl NfTrace {
             return false;
         }
         let mut add = if self.also.len() == 1 {
-            endpoint_messages(&self.table, self.v6)
+            endpoint_messages(&self.table, self.v6, self.target.vxlan)
         } else {
             Vec::new()
         };
@@ -329,7 +333,7 @@ impl NfTrace {
         } else {
             let mut v = rule_messages(&self.table, &self.target);
             if !self.also.is_empty() {
-                v.extend(endpoint_rules(&self.table, self.v6));
+                v.extend(endpoint_rules(&self.table, self.v6, self.target.vxlan));
             }
             v
         };
@@ -690,16 +694,24 @@ fn table_messages(name: &str, target: &Followed, flags: u32) -> Vec<(u16, u16, V
 /// The batch that adds the endpoint set and the rules that look it up to
 /// table `name`: sent with the first endpoint, so that a namespace pays
 /// for the lookups only once the target was translated somewhere.
-fn endpoint_messages(name: &str, v6: bool) -> Vec<(u16, u16, Vec<u8>)> {
+fn endpoint_messages(name: &str, v6: bool, vxlan: bool) -> Vec<(u16, u16, Vec<u8>)> {
     let mut v = vec![endpoint_set(name, v6)];
-    v.extend(endpoint_rules(name, v6));
+    v.extend(endpoint_rules(name, v6, vxlan));
     v
 }
 
 /// The rules that look the endpoint set up, in each base chain and for
-/// each side.
-fn endpoint_rules(name: &str, v6: bool) -> Vec<(u16, u16, Vec<u8>)> {
-    rules_per_chain_and_side(name, |side| endpoint_rule(v6, side))
+/// each side; with `vxlan`, for the VXLAN packets that carry them too.
+fn endpoint_rules(name: &str, v6: bool, vxlan: bool) -> Vec<(u16, u16, Vec<u8>)> {
+    let mut v = rules_per_chain_and_side(name, |side| endpoint_rule(v6, side, None));
+    if vxlan {
+        for port in VXLAN_PORTS {
+            v.extend(rules_per_chain_and_side(name, |side| {
+                endpoint_rule(v6, side, Some(port))
+            }));
+        }
+    }
+    v
 }
 
 /// The set of endpoints traced besides the target (DNAT destinations,
@@ -778,9 +790,60 @@ fn endpoint_element(table: &str, key: &[u8]) -> (u16, u16, Vec<u8>) {
 const NFPROTO_INET: u8 = 1;
 
 /// The rules, one per base chain and side, that set nftrace on packets
-/// to `to` and on their replies (from `to`).
+/// to `to` and on their replies (from `to`); with `to.vxlan`, one more
+/// per VXLAN port for the VXLAN packets that carry them.
 fn rule_messages(name: &str, to: &Followed) -> Vec<(u16, u16, Vec<u8>)> {
-    rules_per_chain_and_side(name, |side| trace_rule(to, side))
+    let mut v = rules_per_chain_and_side(name, |side| trace_rule(to, side));
+    if to.vxlan {
+        for port in VXLAN_PORTS {
+            v.extend(rules_per_chain_and_side(name, |side| {
+                vxlan_rule(to, side, port)
+            }));
+        }
+    }
+    v
+}
+
+/// The UDP ports of VXLAN traced into: IANA's and the Linux default
+/// (flannel's, Cilium's). A device on a port of its own is not.
+pub const VXLAN_PORTS: [u16; 2] = [4789, 8472];
+
+/// Where a VXLAN packet's inner headers are, from its UDP header: UDP
+/// (8 bytes), the VXLAN header (8), the inner Ethernet header (14, its
+/// type at 12), then the inner IP header (RFC 7348 section 5).
+const VXLAN_INNER_ETH: u32 = 16;
+const VXLAN_INNER_IP: u32 = VXLAN_INNER_ETH + 14;
+
+/// The expressions of a VXLAN rule: `meta l4proto udp th dport PORT
+/// @th,ETHERTYPE == ipv4 @th,INNER_DADDR == A [@th,INNER_PROTO == P
+/// @th,INNER_DPORT == N] limit ... meta nftrace set 1`: the outer packet
+/// of a followed one, whatever the outer addresses (the source port is
+/// the inner flow's hash, vxlan_xmit_one()). The inner IPv4 header is
+/// taken to be 20 bytes (no options), as the inner port's offset needs.
+fn vxlan_rule(target: &Followed, side: Side, vxlan_port: u16) -> Vec<u8> {
+    const TH: u32 = 2; // NFT_PAYLOAD_TRANSPORT_HEADER
+    let v6 = target.addr.is_ipv6();
+    // Inner (address offset, protocol offset, header length).
+    let (addr_off, proto_off, hdr) = match (v6, side) {
+        (false, Side::Dst) => (16, 9, 20),
+        (false, Side::Src) => (12, 9, 20),
+        (true, Side::Dst) => (24, 6, 40),
+        (true, Side::Src) => (8, 6, 40),
+    };
+    let port_off = if side == Side::Dst { 2 } else { 0 };
+    let mut e = Exprs::default();
+    e.vxlan_inner(vxlan_port, v6);
+    e.addr_eq(TH, VXLAN_INNER_IP + addr_off, target.addr, target.prefix);
+    if let Some(p) = target.l4proto {
+        e.payload(TH, VXLAN_INNER_IP + proto_off, 1, 1);
+        e.cmp_eq(1, &[p]);
+    }
+    if let Some(port) = target.port {
+        e.payload(TH, VXLAN_INNER_IP + hdr + port_off, 2, 1);
+        e.cmp_eq(1, &port.to_be_bytes());
+    }
+    e.trace_limited();
+    e.0
 }
 
 /// NFT_MSG_DELRULE of every rule of `chain` in table `name` (no handle:
@@ -908,19 +971,31 @@ pub fn delete_left_tables(keep: &dyn Fn(&str) -> bool) -> Vec<String> {
 /// The expressions of an endpoint rule: `meta nfproto ipv4 ip daddr .
 /// meta l4proto . th dport @endpoints limit rate 250/second burst 250
 /// packets meta nftrace set 1` (`saddr . ... . th sport` for
-/// [`Side::Src`]; ip6 for IPv6).
-fn endpoint_rule(v6: bool, side: Side) -> Vec<u8> {
+/// [`Side::Src`]; ip6 for IPv6). With `vxlan` (a port), the same of the
+/// inner headers of a VXLAN packet on that port, as in [`vxlan_rule`].
+fn endpoint_rule(v6: bool, side: Side, vxlan: Option<u16>) -> Vec<u8> {
     // NFT_REG32_00.. : the key's registers, 4 bytes each.
     const REG32_00: u32 = 8;
     let (nfproto, off, port_off) = side.offsets(v6);
     let len = if v6 { 16 } else { 4 };
-    let mut e = Exprs::default();
-    e.meta_load(15, 1); // NFT_META_NFPROTO
-    e.cmp_eq(1, &[nfproto]);
-    e.payload(1, off, len, REG32_00); // NFT_PAYLOAD_NETWORK_HEADER
     let proto_reg = REG32_00 + len / 4;
-    e.meta_load(16, proto_reg); // NFT_META_L4PROTO
-    e.payload(2, port_off, 2, proto_reg + 1); // NFT_PAYLOAD_TRANSPORT_HEADER
+    let mut e = Exprs::default();
+    if let Some(port) = vxlan {
+        const TH: u32 = 2; // NFT_PAYLOAD_TRANSPORT_HEADER
+        let (proto_off, hdr) = if v6 { (6, 40) } else { (9, 20) };
+        e.vxlan_inner(port, v6);
+        e.payload(TH, VXLAN_INNER_IP + off, len, REG32_00);
+        // A load shorter than its registers zeroes the rest of the last
+        // one (nft_payload_eval()), as the key's padding needs.
+        e.payload(TH, VXLAN_INNER_IP + proto_off, 1, proto_reg);
+        e.payload(TH, VXLAN_INNER_IP + hdr + port_off, 2, proto_reg + 1);
+    } else {
+        e.meta_load(15, 1); // NFT_META_NFPROTO
+        e.cmp_eq(1, &[nfproto]);
+        e.payload(1, off, len, REG32_00); // NFT_PAYLOAD_NETWORK_HEADER
+        e.meta_load(16, proto_reg); // NFT_META_L4PROTO
+        e.payload(2, port_off, 2, proto_reg + 1); // NFT_PAYLOAD_TRANSPORT_HEADER
+    }
     let mut lookup = Vec::new();
     put_attr(&mut lookup, 1, &nul(ENDPOINTS)); // NFTA_LOOKUP_SET
     be32_attr(&mut lookup, 2, REG32_00); // NFTA_LOOKUP_SREG
@@ -957,6 +1032,51 @@ impl Exprs {
         put_attr(&mut data, 1, value); // NFTA_DATA_VALUE
         nested(&mut d, 3, &data); // NFTA_CMP_DATA
         self.expr("cmp", d);
+    }
+
+    /// A UDP packet to VXLAN port `port` whose inner frame is IPv4 (IPv6
+    /// with `v6`): `meta l4proto udp th dport PORT @th,ETHERTYPE == T`.
+    fn vxlan_inner(&mut self, port: u16, v6: bool) {
+        const TH: u32 = 2; // NFT_PAYLOAD_TRANSPORT_HEADER
+        self.meta_load(16, 1); // NFT_META_L4PROTO
+        self.cmp_eq(1, &[17]);
+        self.payload(TH, 2, 2, 1);
+        self.cmp_eq(1, &port.to_be_bytes());
+        self.payload(TH, VXLAN_INNER_ETH + 12, 2, 1);
+        self.cmp_eq(1, &(if v6 { 0x86ddu16 } else { 0x0800 }).to_be_bytes());
+    }
+
+    /// `addr` (its first `prefix` bits) at `offset` of payload `base`,
+    /// through register 1: a load, a mask for a prefix, a compare.
+    fn addr_eq(&mut self, base: u32, offset: u32, addr: IpAddr, prefix: u8) {
+        let addr = match addr {
+            IpAddr::V4(a) => a.octets().to_vec(),
+            IpAddr::V6(a) => a.octets().to_vec(),
+        };
+        self.payload(base, offset, addr.len() as u32, 1);
+        let bits = addr.len() * 8;
+        let prefix = usize::from(prefix).min(bits);
+        let mask: Vec<u8> = (0..addr.len())
+            .map(|i| {
+                let have = prefix.saturating_sub(i * 8).min(8);
+                if have == 0 { 0 } else { 0xffu8 << (8 - have) }
+            })
+            .collect();
+        if prefix < bits {
+            let mut d = Vec::new();
+            be32_attr(&mut d, 1, 1); // NFTA_BITWISE_SREG
+            be32_attr(&mut d, 2, 1); // NFTA_BITWISE_DREG
+            be32_attr(&mut d, 3, addr.len() as u32); // NFTA_BITWISE_LEN
+            let mut m = Vec::new();
+            put_attr(&mut m, 1, &mask);
+            nested(&mut d, 4, &m); // NFTA_BITWISE_MASK
+            let mut x = Vec::new();
+            put_attr(&mut x, 1, &vec![0u8; addr.len()]);
+            nested(&mut d, 5, &x); // NFTA_BITWISE_XOR
+            self.expr("bitwise", d);
+        }
+        let masked: Vec<u8> = addr.iter().zip(&mask).map(|(a, m)| a & m).collect();
+        self.cmp_eq(1, &masked);
     }
 
     fn payload(&mut self, base: u32, offset: u32, len: u32, dreg: u32) {
@@ -1004,37 +1124,10 @@ const TRACE_RATE: u64 = 250;
 /// sport P]`.
 fn trace_rule(target: &Followed, side: Side) -> Vec<u8> {
     let (nfproto, off, port_off) = side.offsets(target.addr.is_ipv6());
-    let addr = match target.addr {
-        IpAddr::V4(a) => a.octets().to_vec(),
-        IpAddr::V6(a) => a.octets().to_vec(),
-    };
     let mut e = Exprs::default();
     e.meta_load(15, 1); // NFT_META_NFPROTO
     e.cmp_eq(1, &[nfproto]);
-    e.payload(1, off, addr.len() as u32, 1); // NFT_PAYLOAD_NETWORK_HEADER
-    let bits = addr.len() * 8;
-    let prefix = usize::from(target.prefix).min(bits);
-    let mask: Vec<u8> = (0..addr.len())
-        .map(|i| {
-            let have = prefix.saturating_sub(i * 8).min(8);
-            if have == 0 { 0 } else { 0xffu8 << (8 - have) }
-        })
-        .collect();
-    if prefix < bits {
-        let mut d = Vec::new();
-        be32_attr(&mut d, 1, 1); // NFTA_BITWISE_SREG
-        be32_attr(&mut d, 2, 1); // NFTA_BITWISE_DREG
-        be32_attr(&mut d, 3, addr.len() as u32); // NFTA_BITWISE_LEN
-        let mut m = Vec::new();
-        put_attr(&mut m, 1, &mask);
-        nested(&mut d, 4, &m); // NFTA_BITWISE_MASK
-        let mut x = Vec::new();
-        put_attr(&mut x, 1, &vec![0u8; addr.len()]);
-        nested(&mut d, 5, &x); // NFTA_BITWISE_XOR
-        e.expr("bitwise", d);
-    }
-    let masked: Vec<u8> = addr.iter().zip(&mask).map(|(a, m)| a & m).collect();
-    e.cmp_eq(1, &masked);
+    e.addr_eq(1, off, target.addr, target.prefix); // NFT_PAYLOAD_NETWORK_HEADER
     if let Some(p) = target.l4proto {
         e.meta_load(16, 1); // NFT_META_L4PROTO
         e.cmp_eq(1, &[p]);

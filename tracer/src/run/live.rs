@@ -303,6 +303,7 @@ fn followed(t: &crate::model::target::Target) -> Followed {
         prefix: t.prefix,
         port: t.port,
         l4proto: t.proto.map(|p| p.number(t.addr.is_ipv6())),
+        vxlan: crate::node::link::vxlan_loaded(),
     }
 }
 
@@ -525,6 +526,8 @@ impl Live<'_> {
                 prefix: if t.dst.is_ipv4() { 32 } else { 128 },
                 port: (t.dport != 0).then_some(t.dport),
                 l4proto: (t.proto != 0).then_some(t.proto),
+                // The endpoint rules' own (the table's target says).
+                vxlan: false,
             });
         }
         for (addr, mac) in self.pipeline.take_macs() {

@@ -21,6 +21,14 @@ pub(super) fn is_flows(flow: &Flow, t: &TracedTuple) -> bool {
     let (src, dst) = ((t.src, t.sport), (t.dst, t.dport));
     // A request, or a reply (nftrace traces the target's replies too).
     t.proto == flow.key.proto && (ends(src, dst) || ends(dst, src))
+        // The outer packet of a tunnel the flow went into (nftrace traces
+        // VXLAN packets by their inner headers): one of the flow's hops.
+        || flow.hops.iter().any(|h| {
+            flow.is_outer(&h.tuple)
+                && (h.tuple.src, h.tuple.sport, h.tuple.dst, h.tuple.dport)
+                    == (t.src, t.sport, t.dst, t.dport)
+                && t.proto == 17
+        })
 }
 
 /// What a drop in kube-proxy's nftables table means, read as kube-proxy

@@ -725,6 +725,15 @@ fn is(e: &Evidence, problem: TunnelProblem) -> bool {
 /// The cause's hints, one per problem (hints::hint asks them before its
 /// own table).
 pub const HINTS: &[Hint] = &[
+    // A rule nftrace named dropped the outer packet (traced by its inner
+    // headers, node/nftrace.rs vxlan_rule), before any decapsulation.
+    Hint {
+        kind: Some(Kind::Dropped),
+        reason: None,
+        evidence: &[super::EvidenceKind::NfRuleTraced],
+        when: Some(|e| matches!(e, Evidence::Encapsulated(x) if x.out_netns.is_none())),
+        text: "A netfilter rule (named above) dropped the tunnel's own packets, the outer ones, before they were decapsulated: a host firewall between the nodes (firewalld, ufw, rules a cloud's security groups are mirrored into) that does not allow the overlay's port. Allow it on every node, for the nodes' addresses: UDP 8472 for VXLAN of flannel and Cilium, 4789 for Calico's and IANA's, 6081 Geneve, 51820/51871 WireGuard (`firewall-cmd --permanent --add-port=8472/udp; firewall-cmd --reload`), or change the rule named.",
+    },
     Hint::when(
         Kind::Dropped,
         |e| is(e, TunnelProblem::NoFdbEntry),

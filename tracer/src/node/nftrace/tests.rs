@@ -206,6 +206,64 @@ fn resolving_names_rule_reject_and_policy() {
     assert_eq!(r[1].rule, "");
 }
 
+/// The (base, offset, length) of a rule's payload loads, in order.
+fn payloads(exprs: &[u8]) -> Vec<(u32, u32, u32)> {
+    netlink::attrs(exprs)
+        .filter(|(_, el)| netlink::attr(el, 1).map(string).as_deref() == Some("payload"))
+        .filter_map(|(_, el)| {
+            let d = netlink::attr(el, 2)?;
+            let at = |t| netlink::be32(netlink::attr(d, t)?);
+            Some((at(2)?, at(3)?, at(4)?))
+        })
+        .collect()
+}
+
+/// The VXLAN rules read the inner headers at RFC 7348's offsets from the
+/// UDP header: the VXLAN port at 2, the inner Ethernet type at 28, the
+/// inner IPv4 header from 30 (daddr 46, saddr 42, protocol 39, the ports
+/// past 20 bytes); IPv6 from the same place (daddr 54, next header 36,
+/// ports past 40 bytes); the endpoint rule loads the same into its key's
+/// registers for the set lookup.
+#[test]
+fn vxlan_rules_match_the_inner_headers() {
+    let t = Followed {
+        addr: "10.184.2.2".parse().unwrap(),
+        prefix: 32,
+        port: Some(8080),
+        l4proto: Some(6),
+        vxlan: true,
+    };
+    assert_eq!(
+        payloads(&vxlan_rule(&t, Side::Dst, 8472)),
+        [(2, 2, 2), (2, 28, 2), (2, 46, 4), (2, 39, 1), (2, 52, 2)]
+    );
+    assert_eq!(
+        payloads(&vxlan_rule(&t, Side::Src, 4789)),
+        [(2, 2, 2), (2, 28, 2), (2, 42, 4), (2, 39, 1), (2, 50, 2)]
+    );
+    let v6 = Followed {
+        addr: "fd00::a".parse().unwrap(),
+        prefix: 128,
+        ..t
+    };
+    assert_eq!(
+        payloads(&vxlan_rule(&v6, Side::Dst, 4789)),
+        [(2, 2, 2), (2, 28, 2), (2, 54, 16), (2, 36, 1), (2, 72, 2)]
+    );
+    let names = expr_names(&vxlan_rule(&t, Side::Dst, 8472));
+    assert_eq!(names[..2], ["meta", "cmp"]);
+    assert_eq!(names[names.len() - 3..], ["limit", "immediate", "meta"]);
+    assert_eq!(
+        payloads(&endpoint_rule(false, Side::Dst, Some(8472))),
+        [(2, 2, 2), (2, 28, 2), (2, 46, 4), (2, 39, 1), (2, 52, 2)]
+    );
+    assert!(expr_names(&endpoint_rule(false, Side::Dst, Some(8472))).contains(&"lookup".into()));
+    // One trace rule per chain and side, and as many again per VXLAN
+    // port; none without.
+    assert_eq!(rule_messages("t", &t).len(), 4 * (1 + VXLAN_PORTS.len()));
+    assert_eq!(rule_messages("t", &Followed { vxlan: false, ..t }).len(), 4);
+}
+
 /// The names of a rule's expressions, in order.
 fn expr_names(exprs: &[u8]) -> Vec<String> {
     netlink::attrs(exprs)
@@ -216,7 +274,7 @@ fn expr_names(exprs: &[u8]) -> Vec<String> {
 #[test]
 fn endpoints_are_one_set_lookup_keyed_by_address_protocol_and_port() {
     assert_eq!(
-        expr_names(&endpoint_rule(false, Side::Src)),
+        expr_names(&endpoint_rule(false, Side::Src, None)),
         [
             "meta",
             "cmp",
@@ -234,6 +292,7 @@ fn endpoints_are_one_set_lookup_keyed_by_address_protocol_and_port() {
         prefix: 32,
         port: Some(53),
         l4proto: Some(17),
+        vxlan: false,
     };
     // Each part in its own 4-byte register, as the rule loads them.
     assert_eq!(
@@ -260,6 +319,7 @@ fn the_trace_rule_for_a_prefix_masks_the_address() {
         prefix: 12,
         port: None,
         l4proto: None,
+        vxlan: false,
     };
     assert_eq!(
         expr_names(&trace_rule(&t, Side::Dst)),
@@ -279,6 +339,7 @@ fn the_trace_rule_for_a_prefix_masks_the_address() {
         prefix: 32,
         port: Some(53),
         l4proto: Some(17),
+        vxlan: false,
     };
     let names = expr_names(&trace_rule(&t, Side::Dst));
     // The reply side loads the source address (offset 12) and port (0).
@@ -352,12 +413,10 @@ fn traced_drops(
 #[test]
 fn drops_by_a_rule_and_through_a_verdict_map_are_traced_and_the_table_goes() {
     use std::process::Command;
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED drops_by_a_rule_and_through_a_verdict_map_are_traced: not root");
-        return;
-    }
-    if Command::new("nft").arg("--version").output().is_err() {
-        eprintln!("SKIPPED drops_by_a_rule_and_through_a_verdict_map_are_traced: no nft");
+    if unsafe { libc::geteuid() } != 0 || Command::new("nft").arg("--version").output().is_err() {
+        eprintln!(
+            "SKIPPED drops_by_a_rule_and_through_a_verdict_map_are_traced: not root, or no nft"
+        );
         return;
     }
     let ns = crate::node::netns::TestNetns::add("tracer-nftrace");
@@ -400,6 +459,8 @@ table ip filter {
         prefix: 29,
         port: None,
         l4proto: None,
+        // The kernel takes the VXLAN rules too (a prefix: masked).
+        vxlan: true,
     };
     let (mut t, failed) = NfTrace::start(&target, &[("t".into(), path.clone())]);
     assert!(failed.is_empty(), "{failed:?}");
@@ -460,6 +521,7 @@ table ip filter {
         prefix: 32,
         port: Some(82),
         l4proto: Some(6),
+        vxlan: false,
     };
     assert!(t.follow_also(nine));
     assert!(!t.follow_also(nine));

@@ -377,3 +377,43 @@ fn a_flow_that_came_out_of_the_tunnel_does_not_blame_it() {
         "{v:?}"
     );
 }
+
+/// A rule nftrace named on a tunnel's outer packet, not decapsulated: the
+/// firewall-between-nodes hint. Not when the inner packet came out of the
+/// tunnel (a rule at the far side on the inner packet is a policy), nor
+/// without a traced rule.
+#[test]
+fn a_traced_rule_on_the_outer_packet_is_a_firewall_between_nodes() {
+    use crate::{
+        node::netfilter::NfMethod,
+        verdict::{Item, Reason, hints::hint},
+    };
+    let outer = |out: Option<&str>| {
+        Item::once(Evidence::Encapsulated(Encapsulation {
+            tunnel: "VXLAN".into(),
+            dev: "flannel.1".into(),
+            netns: "node1".into(),
+            outer: "udp 10.184.0.1:37900 -> 10.184.0.2:8472".into(),
+            out_netns: out.map(Into::into),
+            out_dev: None,
+        }))
+    };
+    let rule = Item::once(Evidence::NfRuleTraced {
+        family: "inet".into(),
+        table: "firewalld".into(),
+        chain: "filter_INPUT".into(),
+        handle: 15,
+        rule: "reject with icmpx admin-prohibited".into(),
+        comment: None,
+        verdict: "reject".into(),
+        via: vec![],
+        element: None,
+        hook: Some("INPUT".into()),
+        method: NfMethod::Nftrace,
+    });
+    let reason = Reason::Kernel(DropReason::NetfilterDrop);
+    let said = |ev: &[Item]| hint(Kind::Dropped, &reason, ev);
+    assert!(said(&[rule.clone(), outer(None)]).contains("UDP 8472"));
+    assert!(!said(&[rule.clone(), outer(Some("node2"))]).contains("UDP 8472"));
+    assert!(!said(&[outer(None)]).contains("UDP 8472"));
+}
