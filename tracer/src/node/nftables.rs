@@ -126,23 +126,12 @@ pub fn base_chain_hooks() -> BTreeMap<(String, String, String), String> {
 /// The names of the chains of table `table` (family `family`) in this
 /// thread's namespace; empty on error or without that table.
 pub fn chain_names(family: u8, table: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let _ = dump(
-        libc::NETLINK_NETFILTER,
-        (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETCHAIN,
-        &[family, 0, 0, 0],
-        &mut |ty, msg| {
-            if ty == (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWCHAIN
-                && msg.get(NLMSG_HDRLEN) == Some(&family)
-                && let Some(a) = msg.get(NLMSG_HDRLEN + 4..)
-                && attr(a, 1).map(string).as_deref() == Some(table)
-                && let Some(name) = attr(a, 3)
-            {
-                out.push(string(name));
-            }
-        },
-    );
-    out
+    chains()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(f, t, _)| *f == family && t == table)
+        .map(|(_, _, c)| c)
+        .collect()
 }
 
 /// One NFT_MSG_NEWCHAIN message: its key and hook name, for a base chain
