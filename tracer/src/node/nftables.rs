@@ -299,12 +299,24 @@ fn if_name(i: u32) -> Option<String> {
 /// the dump by table and chain: nf_tables_dump_rules_start()); None on
 /// error, as when there is no such table.
 pub fn chain_rules(family: u8, table: &str, chain: &str) -> Option<Vec<NftRule>> {
+    chain_rules_where(family, table, chain, &|_| true)
+}
+
+/// [`chain_rules`], of the messages `keep` takes (the others are not
+/// rendered).
+pub fn chain_rules_where(
+    family: u8,
+    table: &str,
+    chain: &str,
+    keep: &dyn Fn(&[u8]) -> bool,
+) -> Option<Vec<NftRule>> {
     let mut body = vec![family, 0, 0, 0];
     put_attr(&mut body, NFTA_RULE_TABLE, &nul(table));
     put_attr(&mut body, NFTA_RULE_CHAIN, &nul(chain));
     Some(
         rule_dump(&body)?
             .iter()
+            .filter(|m| keep(m))
             .filter_map(|m| parse_rule(m, &if_name))
             .collect(),
     )
@@ -1338,6 +1350,18 @@ impl<'a> Render<'a> {
                 self.statement("reject".into());
                 self.verdict = Some("reject".into());
             }
+            // kube-proxy's KUBE-SEP-* DNAT where iptables-nft keeps the
+            // xt target: its destination, as nft's own `dnat to` reads.
+            ("target", "DNAT")
+                if let Some(to) = xt_dnat(
+                    attr(d, 2).and_then(be32).unwrap_or(0),
+                    info,
+                    self.family == NFPROTO_IPV6,
+                ) =>
+            {
+                self.statement(format!("dnat to {to}"));
+                self.verdict = Some(xname);
+            }
             // iptables-nft before 1.8.8 runs `-m tcp/udp --dport N` as the
             // xt match: struct xt_tcp/xt_udp begin with spts[2], dpts[2]
             // (host order), and their invflags has XT_TCP_INV_DSTPT
@@ -1364,6 +1388,42 @@ impl<'a> Render<'a> {
         }
         Some(())
     }
+}
+
+/// The destination of an xt DNAT target's info, by revision: 0 is
+/// struct nf_nat_ipv4_multi_range_compat (rangesize, then flags, min_ip,
+/// max_ip, min and max port), 1 and 2 struct nf_nat_range(2) (flags, then
+/// the min and max addresses of 16 bytes, the min and max port)
+/// (include/uapi/linux/netfilter/nf_nat.h); ports in network order. None
+/// without an address (NF_NAT_RANGE_MAP_IPS unset).
+fn xt_dnat(rev: u32, info: &[u8], v6: bool) -> Option<String> {
+    const MAP_IPS: u32 = 1;
+    const PROTO_SPECIFIED: u32 = 2;
+    let word = |at: usize| Some(u32::from_ne_bytes(info.get(at..at + 4)?.try_into().ok()?));
+    let port = |at: usize| Some(u16::from_be_bytes(info.get(at..at + 2)?.try_into().ok()?));
+    let (flags, addr, port) = if rev == 0 {
+        let a: [u8; 4] = info.get(8..12)?.try_into().ok()?;
+        (word(4)?, IpAddr::from(a), port(16))
+    } else {
+        let addr = if v6 {
+            let a: [u8; 16] = info.get(4..20)?.try_into().ok()?;
+            IpAddr::from(a)
+        } else {
+            let a: [u8; 4] = info.get(4..8)?.try_into().ok()?;
+            IpAddr::from(a)
+        };
+        (word(0)?, addr, port(36))
+    };
+    if flags & MAP_IPS == 0 {
+        return None;
+    }
+    Some(
+        match (port.filter(|_| flags & PROTO_SPECIFIED != 0), addr) {
+            (Some(p), IpAddr::V6(a)) => format!("[{a}]:{p}"),
+            (Some(p), a) => format!("{a}:{p}"),
+            (None, a) => a.to_string(),
+        },
+    )
 }
 
 /// NFTA_DATA_VALUE of a data attribute.

@@ -279,6 +279,37 @@ impl NfTrace {
         (t, failed)
     }
 
+    /// Trace the endpoints kube-proxy's rules send the target to (read
+    /// in each traced namespace: [`super::services::endpoints_here`])
+    /// from the start, as [`NfTrace::follow_also`] does for those a
+    /// followed packet taught: the first packet to a ClusterIP is
+    /// translated before it could teach them. How many were added.
+    pub fn follow_service_endpoints(&mut self) -> usize {
+        let t = self.target;
+        let bits = if t.addr.is_ipv4() { 32 } else { 128 };
+        if t.prefix < bits {
+            return 0;
+        }
+        let mut endpoints = Vec::new();
+        for n in &self.netns {
+            if let Ok(_in) = NetnsGuard::enter(&n.path) {
+                endpoints.extend(super::services::endpoints_here(t.addr, t.port, t.l4proto));
+            }
+        }
+        endpoints
+            .into_iter()
+            .filter(|(e, l4)| {
+                self.follow_also(Followed {
+                    addr: e.ip(),
+                    prefix: bits,
+                    port: Some(e.port()),
+                    l4proto: Some(*l4),
+                    vxlan: false,
+                })
+            })
+            .count()
+    }
+
     /// Trace packets to `to` and their replies too, in every traced
     /// namespace: an endpoint the target was translated to (DNAT), learnt
     /// from a followed packet. The packet that taught it has gone by;

@@ -20,7 +20,11 @@
 //! ipsets, uncommented per Service): a virtual service is named only when
 //! one of the above names its address and port.
 
-use std::{collections::HashSet, net::IpAddr, path::Path};
+use std::{
+    collections::HashSet,
+    net::{IpAddr, SocketAddr},
+    path::Path,
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -117,6 +121,20 @@ pub fn services_in(netns_path: &Path) -> Vec<ServiceAddr> {
     let Ok(_in) = crate::node::netns::NetnsGuard::enter(netns_path) else {
         return Vec::new();
     };
+    let mut out = nftables_mode();
+    for family in [NFPROTO_IPV4, NFPROTO_IPV6] {
+        for (table, chain) in IPTABLES_CHAINS {
+            if let Some(rules) = nftables::chain_rules(family, table, chain) {
+                out.extend(rules.iter().filter_map(from_iptables_rule));
+            }
+        }
+    }
+    dedup(out)
+}
+
+/// The Services of kube-proxy's nftables mode in this thread's
+/// namespace, with their endpoints.
+fn nftables_mode() -> Vec<ServiceAddr> {
     let mut out = Vec::new();
     for family in [NFPROTO_IPV4, NFPROTO_IPV6] {
         let mut nft = from_nftables(family, &|set| {
@@ -127,13 +145,85 @@ pub fn services_in(netns_path: &Path) -> Vec<ServiceAddr> {
             add_endpoints(&mut nft, &chains);
         }
         out.extend(nft);
-        for (table, chain) in IPTABLES_CHAINS {
-            if let Some(rules) = nftables::chain_rules(family, table, chain) {
-                out.extend(rules.iter().filter_map(from_iptables_rule));
-            }
+    }
+    out
+}
+
+/// The endpoints kube-proxy's rules in this thread's namespace send
+/// `addr` (to `port` over `proto`, where given) to now: its nftables
+/// mode's endpoint chains, or its iptables mode's KUBE-SERVICES rule for
+/// the address, the KUBE-SVC-*/KUBE-SVL-* chain it jumps to and the DNAT
+/// of each KUBE-SEP-* chain that one jumps to (pkg/proxy/iptables/
+/// proxier.go). Only the rules that name the address are rendered.
+/// nftrace traces the endpoints from the first packet: a ClusterIP's is
+/// translated before tracer could learn the endpoint from it.
+pub fn endpoints_here(addr: IpAddr, port: Option<u16>, proto: Option<u8>) -> Vec<(SocketAddr, u8)> {
+    let wanted = |p: u8, a: Option<IpAddr>, n: u16| {
+        a == Some(addr) && port.is_none_or(|q| q == n) && proto.is_none_or(|q| q == p)
+    };
+    let mut out: Vec<(SocketAddr, u8)> = nftables_mode()
+        .iter()
+        .filter(|s| wanted(s.proto, s.addr, s.port))
+        .flat_map(|s| {
+            s.endpoints
+                .iter()
+                .flatten()
+                .filter_map(move |e| Some((e.parse().ok()?, s.proto)))
+        })
+        .collect();
+    let family = if addr.is_ipv4() {
+        NFPROTO_IPV4
+    } else {
+        NFPROTO_IPV6
+    };
+    let bytes = match addr {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    };
+    let names_addr = |m: &[u8]| m.windows(bytes.len()).any(|w| w == bytes.as_slice());
+    let jumps = |r: &NftRule, prefixes: &[&str]| -> Option<String> {
+        let to = r.verdict.as_deref()?.strip_prefix("jump ")?;
+        prefixes
+            .iter()
+            .any(|p| to.starts_with(p))
+            .then(|| to.to_string())
+    };
+    let rules = |chain: &str, keep: &dyn Fn(&[u8]) -> bool| {
+        nftables::chain_rules_where(family, "nat", chain, keep).unwrap_or_default()
+    };
+    for (svc, l4) in rules("KUBE-SERVICES", &names_addr).iter().filter_map(|r| {
+        let l4 = r.dst.l4?;
+        wanted(l4, r.dst.addr, r.dst.port?).then_some(())?;
+        Some((jumps(r, &["KUBE-SVC-", "KUBE-SVL-"])?, l4))
+    }) {
+        for sep in rules(&svc, &|_| true)
+            .iter()
+            .filter_map(|r| jumps(r, &["KUBE-SEP-"]))
+        {
+            out.extend(
+                rules(&sep, &|_| true)
+                    .iter()
+                    .filter_map(|r| Some((dnat_to(&r.text)?, l4))),
+            );
         }
     }
-    dedup(out)
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The destination of a rule's `dnat to A:P` (`[A]:P` for IPv6).
+fn dnat_to(text: &str) -> Option<SocketAddr> {
+    let rest = text.split_once("dnat ")?.1;
+    let rest = rest
+        .strip_prefix("ip ")
+        .or_else(|| rest.strip_prefix("ip6 "))
+        .unwrap_or(rest);
+    rest.strip_prefix("to ")?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// The chains of kube-proxy's iptables mode whose rules name Services.
@@ -652,5 +742,93 @@ COMMIT
         );
         assert_eq!(at(6, "10.43.0.1", 80, false), None);
         assert_eq!(t.len(), 7, "{t:#?}");
+    }
+
+    #[test]
+    fn dnat_destinations_are_read_from_the_rule() {
+        assert_eq!(
+            dnat_to("meta l4proto tcp dnat to 10.244.0.2:8080"),
+            Some("10.244.0.2:8080".parse().unwrap())
+        );
+        assert_eq!(
+            dnat_to("meta l4proto tcp dnat ip6 to [fd00::2]:53"),
+            Some("[fd00::2]:53".parse().unwrap())
+        );
+        assert_eq!(dnat_to("ip saddr 10.244.0.2 jump KUBE-MARK-MASQ"), None);
+        assert_eq!(dnat_to("dnat to 10.244.0.2"), None);
+    }
+
+    /// A Service's endpoints from its rules: iptables mode's KUBE-SVC and
+    /// KUBE-SEP chains (two endpoints; another Service's left out), and
+    /// nftables mode's endpoint chains.
+    #[test]
+    fn endpoints_of_a_service_from_its_rules() {
+        use std::{io::Write, process::Command, process::Stdio};
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED endpoints_of_a_service_from_its_rules: not root");
+            return;
+        }
+        let ns = crate::node::netns::TestNetns::add("tracer-endpoints");
+        let feed = |args: &[&str], text: &str| {
+            let mut c = Command::new("ip")
+                .args(["netns", "exec", &ns.0])
+                .args(args)
+                .stdin(Stdio::piped())
+                .spawn()
+                .unwrap();
+            c.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+            assert!(c.wait().unwrap().success(), "{args:?} failed on:\n{text}");
+        };
+        feed(
+            &["iptables-restore", "-w", "--noflush"],
+            r#"*nat
+:KUBE-SERVICES - [0:0]
+:KUBE-SVC-A - [0:0]
+:KUBE-SVC-B - [0:0]
+:KUBE-SEP-A1 - [0:0]
+:KUBE-SEP-A2 - [0:0]
+:KUBE-SEP-B1 - [0:0]
+-A KUBE-SERVICES -d 10.96.0.20/32 -p tcp -m comment --comment "ns/a:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-A
+-A KUBE-SERVICES -d 10.96.0.21/32 -p tcp -m comment --comment "ns/b:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-B
+-A KUBE-SVC-A -m statistic --mode random --probability 0.5 -j KUBE-SEP-A1
+-A KUBE-SVC-A -j KUBE-SEP-A2
+-A KUBE-SVC-B -j KUBE-SEP-B1
+-A KUBE-SEP-A1 -s 10.244.1.2/32 -j MARK --set-xmark 0x4000/0x4000
+-A KUBE-SEP-A1 -p tcp -m tcp -j DNAT --to-destination 10.244.1.2:8080
+-A KUBE-SEP-A2 -p tcp -m tcp -j DNAT --to-destination 10.244.2.2:8080
+-A KUBE-SEP-B1 -p tcp -m tcp -j DNAT --to-destination 10.244.3.2:8080
+COMMIT
+"#,
+        );
+        feed(
+            &["nft", "-f", "-"],
+            r"table ip kube-proxy {
+  map service-ips {
+    type ipv4_addr . inet_proto . inet_service : verdict
+    elements = { 10.96.0.10 . udp . 53 : goto service-NWBZK7IH-kube-system/kube-dns/udp/dns }
+  }
+  chain endpoint-AAAAAAAA-kube-system/kube-dns/udp/dns__10.244.5.3/53 { }
+  chain service-NWBZK7IH-kube-system/kube-dns/udp/dns {
+    numgen random mod 1 vmap { 0 : goto endpoint-AAAAAAAA-kube-system/kube-dns/udp/dns__10.244.5.3/53 }
+  }
+}
+",
+        );
+        let _in = crate::node::netns::NetnsGuard::enter(Path::new(&format!("/run/netns/{}", ns.0)))
+            .unwrap();
+        let sa = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert_eq!(
+            endpoints_here("10.96.0.20".parse().unwrap(), Some(80), Some(6)),
+            [(sa("10.244.1.2:8080"), 6), (sa("10.244.2.2:8080"), 6)]
+        );
+        assert_eq!(
+            endpoints_here("10.96.0.20".parse().unwrap(), None, None).len(),
+            2
+        );
+        assert!(endpoints_here("10.96.0.20".parse().unwrap(), Some(81), Some(6)).is_empty());
+        assert_eq!(
+            endpoints_here("10.96.0.10".parse().unwrap(), Some(53), Some(17)),
+            [(sa("10.244.5.3:53"), 17)]
+        );
     }
 }

@@ -296,6 +296,18 @@ impl Stops {
     }
 }
 
+/// nftrace in the traced namespaces, the target's Service endpoints
+/// traced from the start too.
+fn start_nftrace(
+    followed: &Followed,
+    netns: &[(String, PathBuf)],
+) -> (NfTrace, Vec<(String, crate::node::nftrace::NfTraceError)>) {
+    let (mut t, failed) = NfTrace::start(followed, netns);
+    let n = t.follow_service_endpoints();
+    log::debug!("nftrace: {n} Service endpoints of the target traced from the start");
+    (t, failed)
+}
+
 /// The target as nftrace follows it.
 fn followed(t: &crate::model::target::Target) -> Followed {
     Followed {
@@ -320,7 +332,7 @@ async fn run(mut opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunErro
     let followed = followed(&opts.session.target);
     let nftrace = opts.nftrace;
     let baseline = std::thread::spawn(move || {
-        let trace = nftrace.then(|| NfTrace::start(&followed, &traced_netns));
+        let trace = nftrace.then(|| start_nftrace(&followed, &traced_netns));
         (nf_baseline(netns_paths), trace)
     });
 

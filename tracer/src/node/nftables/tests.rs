@@ -256,6 +256,31 @@ fn rule_fields() {
     assert_eq!(find("udp dport 53").family, "ip6");
 }
 
+/// An xt DNAT target's destination (iptables-nft keeps kube-proxy's
+/// `-j DNAT --to-destination` so): revision 0's IPv4 range, revision 2's
+/// addresses of either family; none without an address.
+#[test]
+fn xt_dnat_destinations() {
+    let mut r0 = vec![0u8; 20];
+    r0[0..4].copy_from_slice(&1u32.to_ne_bytes()); // rangesize
+    r0[4..8].copy_from_slice(&3u32.to_ne_bytes()); // MAP_IPS | PROTO_SPECIFIED
+    r0[8..12].copy_from_slice(&[10, 244, 1, 2]);
+    r0[12..16].copy_from_slice(&[10, 244, 1, 2]);
+    r0[16..18].copy_from_slice(&8080u16.to_be_bytes());
+    assert_eq!(xt_dnat(0, &r0, false).as_deref(), Some("10.244.1.2:8080"));
+    let mut r2 = vec![0u8; 42];
+    r2[0..4].copy_from_slice(&1u32.to_ne_bytes()); // MAP_IPS only
+    r2[4..8].copy_from_slice(&[10, 244, 1, 2]);
+    assert_eq!(xt_dnat(2, &r2, false).as_deref(), Some("10.244.1.2"));
+    r2[0..4].copy_from_slice(&3u32.to_ne_bytes());
+    r2[4..20].copy_from_slice(&"fd00::2".parse::<std::net::Ipv6Addr>().unwrap().octets());
+    r2[36..38].copy_from_slice(&53u16.to_be_bytes());
+    assert_eq!(xt_dnat(2, &r2, true).as_deref(), Some("[fd00::2]:53"));
+    r2[0..4].copy_from_slice(&2u32.to_ne_bytes());
+    assert_eq!(xt_dnat(2, &r2, true), None);
+    assert_eq!(xt_dnat(0, &r0[..10], false), None);
+}
+
 /// The quick look at a message (the baseline's filter, which renders
 /// only what it keeps) agrees with the rendered verdict, rule by rule:
 /// drops, rejects (nft's and iptables-nft's xt REJECT), and the jumps,
