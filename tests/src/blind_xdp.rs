@@ -15,7 +15,8 @@
 //! directory of bpffs of the scene's own (`/sys/fs/bpf/tracer-PREFIX`),
 //! removed with the scene; the XDP attachments go with their devices,
 //! with the namespaces. `blind_bpf::build` falls back to [`build`], which
-//! falls back to [`crate::blind_veth::build`].
+//! falls back to [`crate::blind_fw::build`] (then
+//! [`crate::blind_veth::build`]).
 
 use std::{net::Ipv4Addr, os::fd::RawFd};
 
@@ -45,7 +46,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "blind_xdp_devmap_miss_aborted" => devmap_miss_aborted(),
         "blind_xdp_redirect_mtu" => redirect_mtu(),
         "blind_xdp_trap_pass_refused" => trap_pass_refused(),
-        _ => return crate::blind_veth::build(name),
+        _ => return crate::blind_fw::build(name),
     })
 }
 

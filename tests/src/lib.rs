@@ -9,6 +9,7 @@
 pub mod blind_bpf;
 pub mod blind_bpfnat;
 pub mod blind_ct;
+pub mod blind_fw;
 pub mod blind_l2;
 pub mod blind_more;
 pub mod blind_node;
