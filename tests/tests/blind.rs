@@ -1030,6 +1030,55 @@ fn a_firewall_rejecting_the_overlay_port_is_named_by_its_rule() {
     );
 }
 
+/// helper-18's blind scenes of the same class (tests/src/blind_fw.rs):
+/// ufw's default deny of Calico's VXLAN port (projectcalico/calico#6208),
+/// and a ClusterIP's endpoint on the far node behind a host firewall that
+/// accepts flannel's port only from another subnet (kubernetes/kubeadm#836,
+/// flannel-io/flannel#710). The endpoint's VXLAN packets are traced from
+/// the first packet: its address comes from kube-proxy's rules. The trap
+/// (docker's FORWARD policy DROP on the decapsulated packet,
+/// kubernetes/kubernetes#40182) names the FORWARD policy and does not
+/// blame the overlay's port.
+#[test]
+fn a_firewall_between_nodes_is_named_blind() {
+    for (name, port, chain) in [
+        (
+            "blind_fw_ufw_denies_vxlan_4789",
+            8080,
+            "policy drop of chain INPUT (table ip filter",
+        ),
+        (
+            "blind_fw_service_endpoint_over_vxlan_blocked",
+            80,
+            "policy drop of chain input (table inet filter",
+        ),
+    ] {
+        let Some((f, dump)) = judged(name, port) else {
+            return;
+        };
+        assert!(
+            tracer_tests::verdict_said(&f, "where").contains(chain),
+            "{name}: {dump}"
+        );
+        assert!(
+            tracer_tests::verdict_said(&f, "hint").contains("the overlay's port"),
+            "{name}: {dump}"
+        );
+    }
+    let Some((f, dump)) = judged("blind_fw_trap_forward_policy_drop", 8080) else {
+        return;
+    };
+    assert!(
+        tracer_tests::verdict_said(&f, "where")
+            .contains("policy drop of chain FORWARD (table ip filter"),
+        "{dump}"
+    );
+    assert!(
+        !tracer_tests::verdict_said(&f, "hint").contains("the overlay's port"),
+        "{dump}"
+    );
+}
+
 /// IP protocols the receiving kernel has no handler for
 /// (tests/src/blind_proto.rs, written blind): SCTP to a pod on a node
 /// without SCTP (kubernetes/test-infra#22314), through a Service to such

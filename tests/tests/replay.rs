@@ -223,6 +223,21 @@ const EXPECTED: &[(&str, &str, &str)] = &[
         "NETFILTER_DROP",
     ),
     (
+        "blind_fw_ufw_denies_vxlan_4789",
+        "dropped",
+        "NETFILTER_DROP",
+    ),
+    (
+        "blind_fw_service_endpoint_over_vxlan_blocked",
+        "dropped",
+        "NETFILTER_DROP",
+    ),
+    (
+        "blind_fw_trap_forward_policy_drop",
+        "dropped",
+        "NETFILTER_DROP",
+    ),
+    (
         "blind_more_dns_fragments_stateless_acl",
         "dropped",
         "FRAG_REASM_TIMEOUT",

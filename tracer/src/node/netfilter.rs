@@ -173,18 +173,33 @@ fn save_comment(rule: &str) -> Option<String> {
 /// Rules of the namespace at `netns_path` that drop or reject, with their
 /// counters: nf_tables by netlink, legacy tables by iptables-legacy-save
 /// where there are any.
-pub fn snapshot(netns_path: &Path) -> Vec<NfRule> {
+/// With `followed`, also the endpoints kube-proxy's rules there send it
+/// to ([`crate::node::services::endpoints_from`]), found among the rules
+/// of the same dump that name its address: nftrace traces them from the
+/// first packet, which a ClusterIP's is translated before it could teach.
+pub fn snapshot(
+    netns_path: &Path,
+    followed: Option<&crate::node::nftrace::Followed>,
+) -> (Vec<NfRule>, crate::node::services::Endpoints) {
     let Ok(_in) = crate::node::netns::NetnsGuard::enter(netns_path) else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
-    let nft = nftables::drop_rules().unwrap_or_default();
+    let full =
+        |f: &&crate::node::nftrace::Followed| f.prefix >= if f.addr.is_ipv4() { 32 } else { 128 };
+    let target = followed.filter(full);
+    let names = target.map(|t| crate::node::services::names_addr(t.addr));
+    let keep = |m: &[u8]| nftables::may_drop(m) || names.as_ref().is_some_and(|n| n(m));
+    let (nft, chains) = nftables::rules_and_chains_where(&keep).unwrap_or_default();
+    let endpoints = target
+        .map(|t| crate::node::services::endpoints_from((&nft, &chains), t.addr, t.port, t.l4proto))
+        .unwrap_or_default();
     let mut rules: Vec<NfRule> = nft.into_iter().filter_map(NfRule::from_nft).collect();
     for ((names, tool), family) in LEGACY_HELPERS.into_iter().zip(["ip", "ip6"]) {
         if legacy_tables(names) {
             rules.extend(legacy_save(tool, family, netns_path));
         }
     }
-    rules
+    (rules, endpoints)
 }
 
 /// The helpers tracer may run, each for a namespace whose
@@ -382,7 +397,7 @@ COMMIT
             return;
         }
         let path = std::path::PathBuf::from(format!("/run/netns/{}", ns.0));
-        let before = snapshot(&path);
+        let before = snapshot(&path, None).0;
         assert_eq!(before.len(), 1, "{before:?}");
         let r = &before[0];
         assert_eq!(
@@ -403,7 +418,7 @@ COMMIT
                 assert!(sock.send_to(b"x", "127.0.0.1:9").is_err());
             }
         }
-        let now = snapshot(&path);
+        let now = snapshot(&path, None).0;
         let m = moved(Some(&before), &now);
         assert_eq!(m.len(), 1, "{now:?}");
         assert_eq!(m[0].1, 2);
@@ -418,7 +433,7 @@ COMMIT
             "-j",
             "DROP",
         ]) {
-            let all = snapshot(&path);
+            let all = snapshot(&path, None).0;
             assert!(
                 all.iter()
                     .any(|r| r.text == "-A INPUT -p tcp -j DROP" && r.handle == 0),

@@ -201,12 +201,19 @@ pub fn drop_rules() -> Option<Vec<NftRule>> {
 /// (32,509 rules in 10,011 chains), see BENCHMARKS.md. Streamed: only the
 /// rules kept are held.
 pub fn rules_where(keep: &dyn Fn(&[u8]) -> bool) -> Option<Vec<NftRule>> {
+    rules_and_chains_where(keep).map(|(r, _)| r)
+}
+
+/// [`rules_where`], with the chains it listed ([`chains`]).
+pub fn rules_and_chains_where(keep: &dyn Fn(&[u8]) -> bool) -> Option<(Vec<NftRule>, Chains)> {
     let mut out = Vec::new();
     let mut dumps = Dumps::new(libc::NETLINK_NETFILTER)?;
-    for (family, table, chain) in chains()? {
+    let all = chains()?;
+    for (family, table, chain) in &all {
+        let (family, table, chain) = (*family, table.as_str(), chain.as_str());
         let mut body = vec![family, 0, 0, 0];
-        put_attr(&mut body, NFTA_RULE_TABLE, &nul(&table));
-        put_attr(&mut body, NFTA_RULE_CHAIN, &nul(&chain));
+        put_attr(&mut body, NFTA_RULE_TABLE, &nul(table));
+        put_attr(&mut body, NFTA_RULE_CHAIN, &nul(chain));
         let got = dumps.dump(
             (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETRULE,
             &body,
@@ -226,12 +233,15 @@ pub fn rules_where(keep: &dyn Fn(&[u8]) -> bool) -> Option<Vec<NftRule>> {
             dumps = Dumps::new(libc::NETLINK_NETFILTER)?;
         }
     }
-    Some(out)
+    Some((out, all))
 }
+
+/// Chains as (family, table, chain).
+pub type Chains = Vec<(u8, String, String)>;
 
 /// Every chain of this thread's namespace, as (family, table, chain), in
 /// the kernel's order (tables, then their chains); None on error.
-pub fn chains() -> Option<Vec<(u8, String, String)>> {
+pub fn chains() -> Option<Chains> {
     let mut out = Vec::new();
     dump(
         libc::NETLINK_NETFILTER,

@@ -279,29 +279,17 @@ impl NfTrace {
         (t, failed)
     }
 
-    /// Trace the endpoints kube-proxy's rules send the target to (read
-    /// in each traced namespace: [`super::services::endpoints_here`])
-    /// from the start, as [`NfTrace::follow_also`] does for those a
-    /// followed packet taught: the first packet to a ClusterIP is
-    /// translated before it could teach them. How many were added.
-    pub fn follow_service_endpoints(&mut self) -> usize {
-        let t = self.target;
-        let bits = if t.addr.is_ipv4() { 32 } else { 128 };
-        if t.prefix < bits {
-            return 0;
-        }
-        let mut endpoints = Vec::new();
-        for n in &self.netns {
-            if let Ok(_in) = NetnsGuard::enter(&n.path) {
-                endpoints.extend(super::services::endpoints_here(t.addr, t.port, t.l4proto));
-            }
-        }
+    /// Trace `endpoints` (the target's Service's, from its rules) as
+    /// [`NfTrace::follow_also`] does those a followed packet taught: the
+    /// first packet to a ClusterIP is translated before it could teach
+    /// them. How many were added.
+    pub fn follow_endpoints(&mut self, endpoints: super::services::Endpoints) -> usize {
         endpoints
             .into_iter()
             .filter(|(e, l4)| {
                 self.follow_also(Followed {
                     addr: e.ip(),
-                    prefix: bits,
+                    prefix: if e.is_ipv4() { 32 } else { 128 },
                     port: Some(e.port()),
                     l4proto: Some(*l4),
                     vxlan: false,

@@ -135,33 +135,68 @@ pub fn services_in(netns_path: &Path) -> Vec<ServiceAddr> {
 /// The Services of kube-proxy's nftables mode in this thread's
 /// namespace, with their endpoints.
 fn nftables_mode() -> Vec<ServiceAddr> {
+    nftables_mode_of(&nftables::chains().unwrap_or_default())
+}
+
+/// [`nftables_mode`], its endpoints from `chains` (this namespace's, as
+/// listed): its maps are read only where a `kube-proxy` table has chains.
+fn nftables_mode_of(chains: &[(u8, String, String)]) -> Vec<ServiceAddr> {
     let mut out = Vec::new();
     for family in [NFPROTO_IPV4, NFPROTO_IPV6] {
+        let names: Vec<String> = chains
+            .iter()
+            .filter(|(f, t, _)| *f == family && t == "kube-proxy")
+            .map(|(_, _, c)| c.clone())
+            .collect();
+        if names.is_empty() {
+            continue;
+        }
         let mut nft = from_nftables(family, &|set| {
             nftables::set_elements(family, "kube-proxy", set)
         });
-        if !nft.is_empty() {
-            let chains = nftables::chain_names(family, "kube-proxy");
-            add_endpoints(&mut nft, &chains);
-        }
+        add_endpoints(&mut nft, &names);
         out.extend(nft);
     }
     out
 }
 
+/// A Service's endpoints, each with its protocol (6, 17, 132).
+pub type Endpoints = Vec<(SocketAddr, u8)>;
+
+/// Whether a rule message is one of KUBE-SERVICES that holds `addr`'s
+/// bytes (a match on it): the rules worth rendering to find a Service by
+/// address. The chain is looked at first, so that a node's tens of
+/// thousands of other rules cost a compare each.
+pub fn names_addr(addr: IpAddr) -> impl Fn(&[u8]) -> bool {
+    let bytes = match addr {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    };
+    move |m: &[u8]| {
+        m.get(crate::node::netlink::NLMSG_HDRLEN + 4..)
+            .and_then(|a| crate::node::netlink::attr(a, 2)) // NFTA_RULE_CHAIN
+            .is_some_and(|c| c == b"KUBE-SERVICES\0")
+            && m.windows(bytes.len()).any(|w| w == bytes.as_slice())
+    }
+}
+
 /// The endpoints kube-proxy's rules in this thread's namespace send
 /// `addr` (to `port` over `proto`, where given) to now: its nftables
 /// mode's endpoint chains, or its iptables mode's KUBE-SERVICES rule for
-/// the address, the KUBE-SVC-*/KUBE-SVL-* chain it jumps to and the DNAT
-/// of each KUBE-SEP-* chain that one jumps to (pkg/proxy/iptables/
-/// proxier.go). Only the rules that name the address are rendered.
-/// nftrace traces the endpoints from the first packet: a ClusterIP's is
-/// translated before tracer could learn the endpoint from it.
-pub fn endpoints_here(addr: IpAddr, port: Option<u16>, proto: Option<u8>) -> Vec<(SocketAddr, u8)> {
+/// the address (among `rules`, which hold at least the rules that name
+/// it: [`names_addr`]; `chains` are the namespace's), the KUBE-SVC-*/KUBE-SVL-* chain it jumps to and
+/// the DNAT of each KUBE-SEP-* chain that one jumps to (pkg/proxy/
+/// iptables/proxier.go), with the Service's protocol.
+pub fn endpoints_from(
+    (rules, chains): (&[NftRule], &[(u8, String, String)]),
+    addr: IpAddr,
+    port: Option<u16>,
+    proto: Option<u8>,
+) -> Endpoints {
     let wanted = |p: u8, a: Option<IpAddr>, n: u16| {
         a == Some(addr) && port.is_none_or(|q| q == n) && proto.is_none_or(|q| q == p)
     };
-    let mut out: Vec<(SocketAddr, u8)> = nftables_mode()
+    let mut out: Endpoints = nftables_mode_of(chains)
         .iter()
         .filter(|s| wanted(s.proto, s.addr, s.port))
         .flat_map(|s| {
@@ -171,16 +206,6 @@ pub fn endpoints_here(addr: IpAddr, port: Option<u16>, proto: Option<u8>) -> Vec
                 .filter_map(move |e| Some((e.parse().ok()?, s.proto)))
         })
         .collect();
-    let family = if addr.is_ipv4() {
-        NFPROTO_IPV4
-    } else {
-        NFPROTO_IPV6
-    };
-    let bytes = match addr {
-        IpAddr::V4(a) => a.octets().to_vec(),
-        IpAddr::V6(a) => a.octets().to_vec(),
-    };
-    let names_addr = |m: &[u8]| m.windows(bytes.len()).any(|w| w == bytes.as_slice());
     let jumps = |r: &NftRule, prefixes: &[&str]| -> Option<String> {
         let to = r.verdict.as_deref()?.strip_prefix("jump ")?;
         prefixes
@@ -188,20 +213,21 @@ pub fn endpoints_here(addr: IpAddr, port: Option<u16>, proto: Option<u8>) -> Vec
             .any(|p| to.starts_with(p))
             .then(|| to.to_string())
     };
-    let rules = |chain: &str, keep: &dyn Fn(&[u8]) -> bool| {
-        nftables::chain_rules_where(family, "nat", chain, keep).unwrap_or_default()
-    };
-    for (svc, l4) in rules("KUBE-SERVICES", &names_addr).iter().filter_map(|r| {
+    for (family, svc, l4) in rules.iter().filter_map(|r| {
         let l4 = r.dst.l4?;
-        wanted(l4, r.dst.addr, r.dst.port?).then_some(())?;
-        Some((jumps(r, &["KUBE-SVC-", "KUBE-SVL-"])?, l4))
+        (r.table == "nat" && r.chain == "KUBE-SERVICES" && wanted(l4, r.dst.addr, r.dst.port?))
+            .then_some(())?;
+        let family = if r.family == "ip6" {
+            NFPROTO_IPV6
+        } else {
+            NFPROTO_IPV4
+        };
+        Some((family, jumps(r, &["KUBE-SVC-", "KUBE-SVL-"])?, l4))
     }) {
-        for sep in rules(&svc, &|_| true)
-            .iter()
-            .filter_map(|r| jumps(r, &["KUBE-SEP-"]))
-        {
+        let chain = |c: &str| nftables::chain_rules(family, "nat", c).unwrap_or_default();
+        for sep in chain(&svc).iter().filter_map(|r| jumps(r, &["KUBE-SEP-"])) {
             out.extend(
-                rules(&sep, &|_| true)
+                chain(&sep)
                     .iter()
                     .filter_map(|r| Some((dnat_to(&r.text)?, l4))),
             );
@@ -210,6 +236,20 @@ pub fn endpoints_here(addr: IpAddr, port: Option<u16>, proto: Option<u8>) -> Vec
     out.sort_unstable();
     out.dedup();
     out
+}
+
+/// [`endpoints_from`] of the KUBE-SERVICES rules that name `addr` in this
+/// thread's namespace.
+pub fn endpoints_here(addr: IpAddr, port: Option<u16>, proto: Option<u8>) -> Vec<(SocketAddr, u8)> {
+    let family = if addr.is_ipv4() {
+        NFPROTO_IPV4
+    } else {
+        NFPROTO_IPV6
+    };
+    let rules = nftables::chain_rules_where(family, "nat", "KUBE-SERVICES", &names_addr(addr))
+        .unwrap_or_default();
+    let chains = nftables::chains().unwrap_or_default();
+    endpoints_from((&rules, &chains), addr, port, proto)
 }
 
 /// The destination of a rule's `dnat to A:P` (`[A]:P` for IPv6).

@@ -602,7 +602,7 @@ impl PreparedEnv for LiveEnv {
                 && let Some(p) = &path
                 && let Some(facts) = self.cache.get_mut(&ino)
             {
-                let now = netfilter::snapshot(p);
+                let (now, _) = netfilter::snapshot(p, None);
                 let moved = netfilter::moved(self.nf_baseline.get(&ino).map(Vec::as_slice), &now);
                 facts.nf = Some((Instant::now(), moved));
                 facts.nf_read_to = facts.nf_read_to.max(last);
@@ -781,19 +781,27 @@ pub fn watched_netns(netns: &[NetnsRef]) -> Vec<(String, PathBuf)> {
     v
 }
 
-/// Netfilter counters of every namespace we can name, before tracing.
-pub fn nf_baseline(extra: Vec<PathBuf>) -> HashMap<u32, Vec<NfRule>> {
+/// Netfilter counters of every namespace we can name, before tracing;
+/// and, from the same reading, the endpoints kube-proxy's rules there
+/// send the followed address to ([`netfilter::snapshot`]).
+pub fn nf_baseline(
+    extra: Vec<PathBuf>,
+    followed: &crate::node::nftrace::Followed,
+) -> (HashMap<u32, Vec<NfRule>>, crate::node::services::Endpoints) {
     let mut paths = extra;
     paths.push("/proc/self/ns/net".into());
     paths.extend(crate::node::netns::named().into_iter().map(|(_, p)| p));
     let mut out = HashMap::new();
+    let mut endpoints = Vec::new();
     for p in paths {
         // A traced namespace is also named: read once.
         if let Some(ino) = crate::node::netns::netns_inode(&p)
             && !out.contains_key(&ino)
         {
-            out.insert(ino, netfilter::snapshot(&p));
+            let (rules, eps) = netfilter::snapshot(&p, Some(followed));
+            out.insert(ino, rules);
+            endpoints.extend(eps);
         }
     }
-    out
+    (out, endpoints)
 }

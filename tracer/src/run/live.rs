@@ -296,16 +296,28 @@ impl Stops {
     }
 }
 
-/// nftrace in the traced namespaces, the target's Service endpoints
-/// traced from the start too.
-fn start_nftrace(
+/// The netfilter counters before tracing, per namespace inode.
+type NfBaseline = std::collections::HashMap<u32, Vec<crate::node::netfilter::NfRule>>;
+
+/// nftrace as set up, and the namespaces where the kernel refused it.
+type StartedTrace = (NfTrace, Vec<(String, crate::node::nftrace::NfTraceError)>);
+
+/// What is read before tracing, off the start-up path: nftrace set up
+/// (with `nftrace`), the netfilter counters' baseline, and the endpoints
+/// of the target's Service traced from the start.
+fn before_tracing(
+    nftrace: bool,
     followed: &Followed,
-    netns: &[(String, PathBuf)],
-) -> (NfTrace, Vec<(String, crate::node::nftrace::NfTraceError)>) {
-    let (mut t, failed) = NfTrace::start(followed, netns);
-    let n = t.follow_service_endpoints();
-    log::debug!("nftrace: {n} Service endpoints of the target traced from the start");
-    (t, failed)
+    traced_netns: &[(String, PathBuf)],
+    netns_paths: Vec<PathBuf>,
+) -> (NfBaseline, Option<StartedTrace>) {
+    let mut trace = nftrace.then(|| NfTrace::start(followed, traced_netns));
+    let (base, endpoints) = nf_baseline(netns_paths, followed);
+    if let Some((t, _)) = &mut trace {
+        let n = t.follow_endpoints(endpoints);
+        log::debug!("nftrace: {n} endpoints of the target's Service traced from the start");
+    }
+    (base, trace)
 }
 
 /// The target as nftrace follows it.
@@ -331,10 +343,8 @@ async fn run(mut opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunErro
     let traced_netns = watched_netns(&opts.session.netns);
     let followed = followed(&opts.session.target);
     let nftrace = opts.nftrace;
-    let baseline = std::thread::spawn(move || {
-        let trace = nftrace.then(|| start_nftrace(&followed, &traced_netns));
-        (nf_baseline(netns_paths), trace)
-    });
+    let baseline =
+        std::thread::spawn(move || before_tracing(nftrace, &followed, &traced_netns, netns_paths));
 
     let (session, knames, start) = Session::start(&opts.session, started)?;
     let mut names = knames.into_names();
