@@ -684,27 +684,30 @@ mod tests {
         assert_eq!(service_of_chain("services"), None);
     }
 
+    /// `args` run in namespace `ns` with `text` on their stdin.
+    fn feed_in(ns: &str, args: &[&str], text: &str) {
+        use std::{io::Write, process::Command, process::Stdio};
+        let mut c = Command::new("ip")
+            .args(["netns", "exec", ns])
+            .args(args)
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        assert!(c.wait().unwrap().success(), "{args:?} failed on:\n{text}");
+    }
+
     /// Read from a namespace's real rules: kube-proxy's nftables table
     /// (IPv4 and IPv6 maps, a NodePort) and its iptables mode's chains
     /// through iptables-nft.
     #[test]
     fn services_of_a_namespace_from_its_rules() {
-        use std::{io::Write, process::Command, process::Stdio};
         if unsafe { libc::geteuid() } != 0 {
             eprintln!("SKIPPED services_of_a_namespace_from_its_rules: not root");
             return;
         }
         let ns = crate::node::netns::TestNetns::add("tracer-services");
-        let feed = |args: &[&str], text: &str| {
-            let mut c = Command::new("ip")
-                .args(["netns", "exec", &ns.0])
-                .args(args)
-                .stdin(Stdio::piped())
-                .spawn()
-                .unwrap();
-            c.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-            assert!(c.wait().unwrap().success(), "{args:?} failed on:\n{text}");
-        };
+        let feed = |args: &[&str], text: &str| feed_in(&ns.0, args, text);
         feed(
             &["nft", "-f", "-"],
             r"table ip kube-proxy {
@@ -803,22 +806,12 @@ COMMIT
     /// nftables mode's endpoint chains.
     #[test]
     fn endpoints_of_a_service_from_its_rules() {
-        use std::{io::Write, process::Command, process::Stdio};
         if unsafe { libc::geteuid() } != 0 {
             eprintln!("SKIPPED endpoints_of_a_service_from_its_rules: not root");
             return;
         }
         let ns = crate::node::netns::TestNetns::add("tracer-endpoints");
-        let feed = |args: &[&str], text: &str| {
-            let mut c = Command::new("ip")
-                .args(["netns", "exec", &ns.0])
-                .args(args)
-                .stdin(Stdio::piped())
-                .spawn()
-                .unwrap();
-            c.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-            assert!(c.wait().unwrap().success(), "{args:?} failed on:\n{text}");
-        };
+        let feed = |args: &[&str], text: &str| feed_in(&ns.0, args, text);
         feed(
             &["iptables-restore", "-w", "--noflush"],
             r#"*nat
