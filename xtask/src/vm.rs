@@ -103,9 +103,10 @@ const GUESTS: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// The `follow` tests whose scenarios the `--netns` sweep does not take
-/// from them under emulation (netns_scope.rs: host-only there, or traced
-/// apart): `follow:apart` runs these, `follow:swept` the others. A name
+/// The `follow` tests of each kernel's second guest (`follow:apart`;
+/// `follow:swept`, the first guest's, runs the others: the names are
+/// those of the `--netns` sweep's split, which the guests no longer run,
+/// kept as a split that balances the queues). A name
 /// that `follow` no longer has stops the matrix ([`prepare`]); a new
 /// `follow` test is in `follow:swept` unless listed here.
 const FOLLOW_APART: &[&str] = &[
@@ -525,28 +526,15 @@ fn script(
     if std::env::var_os("TRACER_KEEP_RECORDINGS").is_some() {
         s += "export TRACER_KEEP_RECORDINGS=/tmp/tracer-recordings\n";
     }
-    // The verdicts each suite reached, for the `--netns` sweep
-    // (tracer_tests::verdict_log); /tmp is the guest's own tmpfs.
-    s += "export TRACER_VERDICT_LOG=/tmp/tracer-verdicts\n";
-    // Said once per kernel without the sweep (by its guest with the swept
-    // part of `follow`).
-    let swept = GUESTS
+    // Said once per kernel (by its guest with the swept part of
+    // `follow`): the `--netns` sweep is not among the guests' suites
+    // ([`SUITES`]), so no guest logs verdicts for it.
+    if suites
         .iter()
-        .any(|(k, s)| *k == kernel && s.contains(&"netns_scope"));
-    if !swept
-        && suites
-            .iter()
-            .any(|s| matches!(*s, "follow" | "follow:swept"))
+        .any(|s| matches!(*s, "follow" | "follow:swept"))
     {
-        let mut on: Vec<&str> = GUESTS
-            .iter()
-            .filter(|(_, s)| s.contains(&"netns_scope"))
-            .map(|(k, _)| *k)
-            .collect();
-        on.push("the host");
         s += &format!(
-            "echo '!!!!! SKIPPED ({kernel}, wall time) the netns_scope suite (every_scenario_is_judged_the_same_with_netns_scope): it runs on {} only !!!!!'\n",
-            on.join(", ")
+            "echo '!!!!! SKIPPED ({kernel}, wall time) the netns_scope suite (every_scenario_is_judged_the_same_with_netns_scope): it runs on the host only !!!!!'\n"
         );
     }
     s += &format!("cd {}/tests\n", root().display());
@@ -573,13 +561,6 @@ fn script(
         let Some((_, path, tests)) = bins.iter().find(|(s, _, _)| s == suite) else {
             continue;
         };
-        // The sweep says what it traced and what it took from the other
-        // suites' verdicts.
-        let nocapture = if suite == "netns_scope" {
-            " --nocapture"
-        } else {
-            ""
-        };
         let args = match part {
             None => filter.unwrap_or("").to_string(),
             Some(p) => {
@@ -591,7 +572,7 @@ fn script(
             }
         };
         s += &format!(
-            "echo \"VM-SUITE {suite}\"; {} --test-threads=1 --color never{nocapture} {args} 2>&1\n",
+            "echo \"VM-SUITE {suite}\"; {} --test-threads=1 --color never {args} 2>&1\n",
             path.display(),
         );
     }
