@@ -76,13 +76,6 @@ pub fn family_name(f: u8) -> String {
     }
 }
 
-/// Every NFT_MSG_NEWRULE message of this thread's namespace, header
-/// included. None on error (no permission, no nf_tables).
-pub fn rule_messages() -> Option<Vec<Vec<u8>>> {
-    // nfgenmsg: family AF_UNSPEC (every family), version 0, res_id 0.
-    rule_dump(&[0u8; 4])
-}
-
 /// The NFT_MSG_NEWRULE messages of a GETRULE dump with `body` (nfgenmsg
 /// and the attributes that filter it).
 fn rule_dump(body: &[u8]) -> Option<Vec<Vec<u8>>> {
@@ -123,14 +116,13 @@ pub fn base_chain_hooks() -> BTreeMap<(String, String, String), String> {
     out
 }
 
-/// The names of the chains of table `table` (family `family`) in this
-/// thread's namespace; empty on error or without that table.
-pub fn chain_names(family: u8, table: &str) -> Vec<String> {
-    chains()
-        .unwrap_or_default()
-        .into_iter()
+/// The names of the chains of table `table` (family `family`) among
+/// `chains` (a namespace's, [`chains`]).
+pub fn names_of(chains: &[(u8, String, String)], family: u8, table: &str) -> Vec<String> {
+    chains
+        .iter()
         .filter(|(f, t, _)| *f == family && t == table)
-        .map(|(_, _, c)| c)
+        .map(|(_, _, c)| c.clone())
         .collect()
 }
 
@@ -181,14 +173,6 @@ pub fn inet_hook_name(h: u32) -> Option<&'static str> {
 /// The rules of this thread's namespace; None on error.
 pub fn rules() -> Option<Vec<NftRule>> {
     rules_where(&|_| true)
-}
-
-/// The rules of this thread's namespace that drop or reject (their
-/// verdict, as [`parse_rule`] gives it, is `drop` or `reject`): the only
-/// ones rendered, out of a node's tens of thousands with kube-proxy's
-/// iptables mode. None on error.
-pub fn drop_rules() -> Option<Vec<NftRule>> {
-    rules_where(&may_drop)
 }
 
 /// The rules whose NFT_MSG_NEWRULE message `keep` takes, parsed, dumped

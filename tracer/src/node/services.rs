@@ -121,7 +121,7 @@ pub fn services_in(netns_path: &Path) -> Vec<ServiceAddr> {
     let Ok(_in) = crate::node::netns::NetnsGuard::enter(netns_path) else {
         return Vec::new();
     };
-    let mut out = nftables_mode();
+    let mut out = nftables_mode(None);
     for family in [NFPROTO_IPV4, NFPROTO_IPV6] {
         for (table, chain) in IPTABLES_CHAINS {
             if let Some(rules) = nftables::chain_rules(family, table, chain) {
@@ -133,28 +133,29 @@ pub fn services_in(netns_path: &Path) -> Vec<ServiceAddr> {
 }
 
 /// The Services of kube-proxy's nftables mode in this thread's
-/// namespace, with their endpoints.
-fn nftables_mode() -> Vec<ServiceAddr> {
-    nftables_mode_of(&nftables::chains().unwrap_or_default())
-}
-
-/// [`nftables_mode`], its endpoints from `chains` (this namespace's, as
-/// listed): its maps are read only where a `kube-proxy` table has chains.
-fn nftables_mode_of(chains: &[(u8, String, String)]) -> Vec<ServiceAddr> {
+/// namespace, with their endpoints from the names of its chains: those
+/// `listed` (the namespace's, dumped already), or listed now, once, where
+/// one of its maps has elements (a node in iptables mode lists none).
+fn nftables_mode(listed: Option<&[(u8, String, String)]>) -> Vec<ServiceAddr> {
     let mut out = Vec::new();
+    let mut read: Option<nftables::Chains> = None;
     for family in [NFPROTO_IPV4, NFPROTO_IPV6] {
-        let names: Vec<String> = chains
-            .iter()
-            .filter(|(f, t, _)| *f == family && t == "kube-proxy")
-            .map(|(_, _, c)| c.clone())
-            .collect();
-        if names.is_empty() {
+        if listed.is_some_and(|c| nftables::names_of(c, family, "kube-proxy").is_empty()) {
             continue;
         }
         let mut nft = from_nftables(family, &|set| {
             nftables::set_elements(family, "kube-proxy", set)
         });
-        add_endpoints(&mut nft, &names);
+        if nft.is_empty() {
+            continue;
+        }
+        let chains = match listed {
+            Some(c) => c,
+            None => read
+                .get_or_insert_with(|| nftables::chains().unwrap_or_default())
+                .as_slice(),
+        };
+        add_endpoints(&mut nft, &nftables::names_of(chains, family, "kube-proxy"));
         out.extend(nft);
     }
     out
@@ -196,7 +197,7 @@ pub fn endpoints_from(
     let wanted = |p: u8, a: Option<IpAddr>, n: u16| {
         a == Some(addr) && port.is_none_or(|q| q == n) && proto.is_none_or(|q| q == p)
     };
-    let mut out: Endpoints = nftables_mode_of(chains)
+    let mut out: Endpoints = nftables_mode(Some(chains))
         .iter()
         .filter(|s| wanted(s.proto, s.addr, s.port))
         .flat_map(|s| {
@@ -236,20 +237,6 @@ pub fn endpoints_from(
     out.sort_unstable();
     out.dedup();
     out
-}
-
-/// [`endpoints_from`] of the KUBE-SERVICES rules that name `addr` in this
-/// thread's namespace.
-pub fn endpoints_here(addr: IpAddr, port: Option<u16>, proto: Option<u8>) -> Vec<(SocketAddr, u8)> {
-    let family = if addr.is_ipv4() {
-        NFPROTO_IPV4
-    } else {
-        NFPROTO_IPV6
-    };
-    let rules = nftables::chain_rules_where(family, "nat", "KUBE-SERVICES", &names_addr(addr))
-        .unwrap_or_default();
-    let chains = nftables::chains().unwrap_or_default();
-    endpoints_from((&rules, &chains), addr, port, proto)
 }
 
 /// The destination of a rule's `dnat to A:P` (`[A]:P` for IPv6).
@@ -799,6 +786,20 @@ COMMIT
         );
         assert_eq!(dnat_to("ip saddr 10.244.0.2 jump KUBE-MARK-MASQ"), None);
         assert_eq!(dnat_to("dnat to 10.244.0.2"), None);
+    }
+
+    /// [`endpoints_from`] of the KUBE-SERVICES rules that name `addr` in
+    /// this thread's namespace.
+    fn endpoints_here(addr: IpAddr, port: Option<u16>, proto: Option<u8>) -> Endpoints {
+        let family = if addr.is_ipv4() {
+            NFPROTO_IPV4
+        } else {
+            NFPROTO_IPV6
+        };
+        let rules = nftables::chain_rules_where(family, "nat", "KUBE-SERVICES", &names_addr(addr))
+            .unwrap_or_default();
+        let chains = nftables::chains().unwrap_or_default();
+        endpoints_from((&rules, &chains), addr, port, proto)
     }
 
     /// A Service's endpoints from its rules: iptables mode's KUBE-SVC and

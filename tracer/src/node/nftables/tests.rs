@@ -461,7 +461,7 @@ fn rules_made_by_nft_render_as_nft_lists_them() {
             ns.0
         )))
         .unwrap();
-        drop_rules().unwrap()
+        rules_where(&may_drop).unwrap()
     };
     let want: Vec<_> = ours
         .iter()
