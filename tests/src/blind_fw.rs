@@ -17,9 +17,9 @@
 use anyhow::Result;
 
 use crate::{
-    blind_tunnel::remote_vtep,
-    netns::{Netns, unique_prefix, veth},
-    scenarios::{Scenario, listen, ns, simple, tcp_connect},
+    blind_tunnel::{Vtep, remote_vtep, two_nodes},
+    netns::{Netns, unique_prefix},
+    scenarios::{Scenario, listen, simple, tcp_connect},
 };
 
 pub const BLIND_FW: &[&str] = &[
@@ -37,60 +37,23 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
     })
 }
 
-/// Two nodes, each with one pod:
-/// pod (10.B.1.2) — lxc0 (10.B.1.1) node1 eth0 (10.B.0.1) — eth0
-/// (10.B.0.2) node2 lxc0 (10.B.2.1) — pod2 (10.B.2.2), /24s, each pod's
-/// default route via its node. Namespaces (prefix `p`): pod, node1,
-/// node2, pod2. (As blind_tunnel.rs builds them.)
-fn two_nodes(p: &str, b: u8) -> Result<Vec<Netns>> {
-    let (pod, n1, n2, pod2) = (
-        ns(p, "pod")?,
-        ns(p, "node1")?,
-        ns(p, "node2")?,
-        ns(p, "pod2")?,
-    );
-    veth(&pod, "eth0", &n1, "lxc0")?;
-    veth(&n1, "eth0", &n2, "eth0")?;
-    veth(&n2, "lxc0", &pod2, "eth0")?;
-    for (node, i) in [(&n1, 1), (&n2, 2)] {
-        node.ip(&["addr", "add", &format!("10.{b}.0.{i}/24"), "dev", "eth0"])?;
-        node.ip(&["addr", "add", &format!("10.{b}.{i}.1/24"), "dev", "lxc0"])?;
-        node.sysctl("net.ipv4.ip_forward", "1")?;
-    }
-    for (pod, i) in [(&pod, 1), (&pod2, 2)] {
-        pod.ip(&["addr", "add", &format!("10.{b}.{i}.2/24"), "dev", "eth0"])?;
-        pod.ip(&["route", "add", "default", "via", &format!("10.{b}.{i}.1")])?;
-    }
-    Ok(vec![pod, n1, n2, pod2])
-}
-
 /// The overlay as the CNI agent programs it on both nodes of
-/// [`two_nodes`]: a VXLAN device `dev` (VNI `vni`, UDP `port`, no
+/// [`two_nodes`] (blind_tunnel.rs, on eth0): a VXLAN device `dev` (VNI `vni`, UDP `port`, no
 /// learning) on eth0 with MAC `macs[i]` and tunnel address 10.B.i.0/32,
 /// and on each node the other's ARP entry, FDB entry and pod-subnet
 /// route (`10.B.j.0/24 via 10.B.j.0 dev DEV onlink`). Both sides right.
 fn overlay(nss: &[Netns], b: u8, dev: &str, vni: u32, port: u16, macs: [&str; 2]) -> Result<()> {
     for (node, i) in [(&nss[1], 1usize), (&nss[2], 2)] {
-        node.ip(&[
-            "link",
-            "add",
+        Vtep {
             dev,
-            "address",
-            macs[i - 1],
-            "type",
-            "vxlan",
-            "id",
-            &vni.to_string(),
-            "local",
-            &format!("10.{b}.0.{i}"),
-            "dev",
-            "eth0",
-            "nolearning",
-            "dstport",
-            &port.to_string(),
-        ])?;
-        node.ip(&["addr", "add", &format!("10.{b}.{i}.0/32"), "dev", dev])?;
-        node.ip(&["link", "set", dev, "up"])?;
+            vni,
+            port,
+            mac: macs[i - 1],
+            local: &format!("10.{b}.0.{i}"),
+            parent: "eth0",
+            addr: &format!("10.{b}.{i}.0"),
+        }
+        .create(node)?;
     }
     for (node, peer) in [(&nss[1], 2usize), (&nss[2], 1)] {
         remote_vtep(
@@ -127,7 +90,7 @@ const FLANNEL: [&str; 2] = ["0e:b5:27:00:01:01", "0e:b5:27:00:02:02"];
 /// node1; `ufw allow 4789/udp` (from the node subnet) fixes it.
 fn ufw_denies_vxlan_4789() -> Result<Scenario> {
     let b = 226;
-    let nss = two_nodes(&unique_prefix(), b)?;
+    let nss = two_nodes(&unique_prefix(), b, "eth0")?;
     overlay(&nss, b, "vxlan.calico", 4096, 4789, CALI)?;
     nss[2].exec_file(
         &["iptables-restore", "-w", "--noflush"],
@@ -210,7 +173,7 @@ COMMIT
 /// the set (allow 8472/udp from every node).
 fn service_endpoint_over_vxlan_blocked() -> Result<Scenario> {
     let b = 227;
-    let nss = two_nodes(&unique_prefix(), b)?;
+    let nss = two_nodes(&unique_prefix(), b, "eth0")?;
     overlay(&nss, b, "flannel.1", 1, 8472, FLANNEL)?;
     nss[1].exec_file(
         &["iptables-restore", "-w", "--noflush"],
@@ -298,7 +261,7 @@ COMMIT
 /// for the pod CIDR; not the VXLAN port.
 fn trap_forward_policy_drop() -> Result<Scenario> {
     let b = 228;
-    let nss = two_nodes(&unique_prefix(), b)?;
+    let nss = two_nodes(&unique_prefix(), b, "eth0")?;
     overlay(&nss, b, "flannel.1", 1, 8472, FLANNEL)?;
     for node in [&nss[1], &nss[2]] {
         node.exec(&[

@@ -58,7 +58,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
 /// each pod's default route via its node. No route between the pod
 /// subnets: each scene adds its overlay. Namespaces (prefix `p`): pod,
 /// node1, node2, pod2.
-fn two_nodes(p: &str, b: u8, uplink: &str) -> Result<Vec<Netns>> {
+pub(crate) fn two_nodes(p: &str, b: u8, uplink: &str) -> Result<Vec<Netns>> {
     let (pod, n1, n2, pod2) = (
         ns(p, "pod")?,
         ns(p, "node1")?,
@@ -81,20 +81,20 @@ fn two_nodes(p: &str, b: u8, uplink: &str) -> Result<Vec<Netns>> {
 }
 
 /// A VTEP as the CNI agents make them: a VXLAN device without learning.
-struct Vtep<'a> {
-    dev: &'a str,
-    vni: u32,
-    port: u16,
-    mac: &'a str,
+pub(crate) struct Vtep<'a> {
+    pub(crate) dev: &'a str,
+    pub(crate) vni: u32,
+    pub(crate) port: u16,
+    pub(crate) mac: &'a str,
     /// Underlay source address and device.
-    local: &'a str,
-    parent: &'a str,
+    pub(crate) local: &'a str,
+    pub(crate) parent: &'a str,
     /// The device's own address (/32, the agent's "tunnel address").
-    addr: &'a str,
+    pub(crate) addr: &'a str,
 }
 
 impl Vtep<'_> {
-    fn create(&self, node: &Netns) -> Result<()> {
+    pub(crate) fn create(&self, node: &Netns) -> Result<()> {
         node.ip(&[
             "link",
             "add",
