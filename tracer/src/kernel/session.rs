@@ -435,16 +435,13 @@ impl Session {
             "{what} loaded on this node after the start: attaching {}",
             hooks.join(", ")
         );
-        let errors = match aya::Btf::parse_file(
-            crate::kernel::btf::vmlinux_path(),
-            aya::Endianness::default(),
-        ) {
-            Ok(btf) => {
-                loader::attach_left(&mut self.ebpf, &mut self.plan, &self.caps, &hooks, &btf)
-            }
-            Err(e) => vec![format!("cannot attach {}: BTF: {e}", hooks.join(", "))],
-        };
-        trim_heap();
+        let errors = attach_late(
+            &mut self.ebpf,
+            &mut self.plan,
+            &self.caps,
+            &hooks,
+            &crate::kernel::btf::vmlinux_path(),
+        );
         Some((said, errors))
     }
 
@@ -607,12 +604,27 @@ fn give_back_to_tracepoints(
         "tc is not on every interface: attaching {} after all",
         hooks.join(", ")
     )];
-    // Their programs were not loaded (load_programs): BTF again, once.
-    match aya::Btf::parse_file(vmlinux, aya::Endianness::default()) {
-        Ok(btf) => w.extend(loader::attach_left(ebpf, plan, caps, &hooks, &btf)),
-        Err(e) => w.push(format!("cannot attach {}: BTF: {e}", hooks.join(", "))),
-    }
+    w.extend(attach_late(ebpf, plan, caps, &hooks, vmlinux));
     w
+}
+
+/// Load and attach `hooks` while tracing (given back by tc, or needed
+/// since the start): their programs were not loaded at start
+/// (load_programs), so BTF is parsed again, once, and its pages handed
+/// back after. The errors, each a line.
+fn attach_late(
+    ebpf: &mut aya::Ebpf,
+    plan: &mut [probes::ProbeStatus],
+    caps: &probes::KernelCaps,
+    hooks: &[String],
+    vmlinux: &std::path::Path,
+) -> Vec<String> {
+    let errors = match aya::Btf::parse_file(vmlinux, aya::Endianness::default()) {
+        Ok(btf) => loader::attach_left(ebpf, plan, caps, hooks, &btf),
+        Err(e) => vec![format!("cannot attach {}: BTF: {e}", hooks.join(", "))],
+    };
+    trim_heap();
+    errors
 }
 
 /// Give freed heap pages back to the system (glibc keeps them otherwise).

@@ -737,6 +737,17 @@ impl NodeNeeds {
         }
     }
 
+    /// Whether what the node has calls for `hook`, one of those
+    /// [`skip_unneeded`] can leave out.
+    fn want(self, hook: &str) -> bool {
+        match hook {
+            "sock_addr" => self.sock_addr,
+            h if XDP_HOOKS.contains(&h) => self.xdp_programs,
+            h if IPVS_HOOKS.contains(&h) => self.ipvs,
+            _ => false,
+        }
+    }
+
     /// A followed packet's tuple can change without conntrack (rewritten
     /// by a tc/XDP program, or wrapped in a tunnel), which the skb
     /// programs then learn (LEARN_REWRITES in tracer-ebpf; not a hook of
@@ -803,15 +814,9 @@ pub fn skip_unneeded(plan: &mut [ProbeStatus], needs: NodeNeeds) {
 /// XDP programs are loaded ([`leave_to_tc`]). Returns the hooks to load
 /// and attach now.
 pub fn now_needed(plan: &mut [ProbeStatus], needs: NodeNeeds) -> Vec<String> {
-    let wanted = |hook: &str| match hook {
-        "sock_addr" => needs.sock_addr,
-        h if XDP_HOOKS.contains(&h) => needs.xdp_programs,
-        h if IPVS_HOOKS.contains(&h) => needs.ipvs,
-        _ => false,
-    };
     let mut now = Vec::new();
     for st in plan.iter_mut() {
-        if st.not_needed.is_some() && !st.parked.is_empty() && wanted(&st.hook) {
+        if st.not_needed.is_some() && !st.parked.is_empty() && needs.want(&st.hook) {
             let mut parked = std::mem::take(&mut st.parked).into_iter();
             if let Some(first) = parked.next() {
                 st.set(first);
@@ -831,9 +836,14 @@ pub fn now_needed(plan: &mut [ProbeStatus], needs: NodeNeeds) -> Vec<String> {
 /// loaded programs say ([`NodeNeeds::programs`], [`now_needed`]): only
 /// then is the node asked again.
 pub fn any_parked(plan: &[ProbeStatus]) -> bool {
-    plan.iter().any(|st| {
-        !st.parked.is_empty() && (st.hook == "sock_addr" || XDP_HOOKS.contains(&st.hook.as_str()))
-    })
+    // Everything the loaded programs can say.
+    let programs = NodeNeeds {
+        sock_addr: true,
+        xdp_programs: true,
+        ..NodeNeeds::default()
+    };
+    plan.iter()
+        .any(|st| !st.parked.is_empty() && programs.want(&st.hook))
 }
 
 /// The hooks of XDP programs' actions ([`skip_unneeded`]).
