@@ -46,6 +46,20 @@ pub struct Followed {
     pub vxlan: bool,
 }
 
+impl Followed {
+    /// An endpoint traced besides the target ([`NfTrace::follow_also`]):
+    /// one address; into VXLAN as the table's target says, not by its own.
+    pub fn endpoint(addr: IpAddr, port: Option<u16>, l4proto: Option<u8>) -> Followed {
+        Followed {
+            addr,
+            prefix: if addr.is_ipv4() { 32 } else { 128 },
+            port,
+            l4proto,
+            vxlan: false,
+        }
+    }
+}
+
 const NFT_MSG_NEWTABLE: u16 = 0;
 const NFT_MSG_GETTABLE: u16 = 1;
 const NFT_MSG_DELTABLE: u16 = 2;
@@ -287,13 +301,7 @@ impl NfTrace {
         endpoints
             .into_iter()
             .filter(|(e, l4)| {
-                self.follow_also(Followed {
-                    addr: e.ip(),
-                    prefix: if e.is_ipv4() { 32 } else { 128 },
-                    port: Some(e.port()),
-                    l4proto: Some(*l4),
-                    vxlan: false,
-                })
+                self.follow_also(Followed::endpoint(e.ip(), Some(e.port()), Some(*l4)))
             })
             .count()
     }
@@ -722,15 +730,7 @@ fn endpoint_messages(name: &str, v6: bool, vxlan: bool) -> Vec<(u16, u16, Vec<u8
 /// The rules that look the endpoint set up, in each base chain and for
 /// each side; with `vxlan`, for the VXLAN packets that carry them too.
 fn endpoint_rules(name: &str, v6: bool, vxlan: bool) -> Vec<(u16, u16, Vec<u8>)> {
-    let mut v = rules_per_chain_and_side(name, |side| endpoint_rule(v6, side, None));
-    if vxlan {
-        for port in VXLAN_PORTS {
-            v.extend(rules_per_chain_and_side(name, |side| {
-                endpoint_rule(v6, side, Some(port))
-            }));
-        }
-    }
-    v
+    rules_and_vxlan_rules(name, vxlan, |side, port| endpoint_rule(v6, side, port))
 }
 
 /// The set of endpoints traced besides the target (DNAT destinations,
@@ -812,15 +812,23 @@ const NFPROTO_INET: u8 = 1;
 /// to `to` and on their replies (from `to`); with `to.vxlan`, one more
 /// per VXLAN port for the VXLAN packets that carry them.
 fn rule_messages(name: &str, to: &Followed) -> Vec<(u16, u16, Vec<u8>)> {
-    let mut v = rules_per_chain_and_side(name, |side| trace_rule(to, side));
-    if to.vxlan {
-        for port in VXLAN_PORTS {
-            v.extend(rules_per_chain_and_side(name, |side| {
-                vxlan_rule(to, side, port)
-            }));
-        }
-    }
-    v
+    rules_and_vxlan_rules(name, to.vxlan, |side, port| match port {
+        None => trace_rule(to, side),
+        Some(p) => vxlan_rule(to, side, p),
+    })
+}
+
+/// [`rules_per_chain_and_side`] of `exprs(side, None)`, and with `vxlan`
+/// of `exprs(side, Some(port))` for each of [`VXLAN_PORTS`].
+fn rules_and_vxlan_rules(
+    name: &str,
+    vxlan: bool,
+    exprs: impl Fn(Side, Option<u16>) -> Vec<u8>,
+) -> Vec<(u16, u16, Vec<u8>)> {
+    let ports = std::iter::once(None).chain(VXLAN_PORTS.into_iter().map(Some).filter(|_| vxlan));
+    ports
+        .flat_map(|port| rules_per_chain_and_side(name, |side| exprs(side, port)))
+        .collect()
 }
 
 /// The UDP ports of VXLAN traced into: IANA's and the Linux default
@@ -833,6 +841,12 @@ pub const VXLAN_PORTS: [u16; 2] = [4789, 8472];
 const VXLAN_INNER_ETH: u32 = 16;
 const VXLAN_INNER_IP: u32 = VXLAN_INNER_ETH + 14;
 
+/// The inner IP header's protocol field (IPv4's protocol, IPv6's next
+/// header) and its length without options: where the inner ports are.
+fn inner_ip(v6: bool) -> (u32, u32) {
+    if v6 { (6, 40) } else { (9, 20) }
+}
+
 /// The expressions of a VXLAN rule: `meta l4proto udp th dport PORT
 /// @th,ETHERTYPE == ipv4 @th,INNER_DADDR == A [@th,INNER_PROTO == P
 /// @th,INNER_DPORT == N] limit ... meta nftrace set 1`: the outer packet
@@ -842,14 +856,8 @@ const VXLAN_INNER_IP: u32 = VXLAN_INNER_ETH + 14;
 fn vxlan_rule(target: &Followed, side: Side, vxlan_port: u16) -> Vec<u8> {
     const TH: u32 = 2; // NFT_PAYLOAD_TRANSPORT_HEADER
     let v6 = target.addr.is_ipv6();
-    // Inner (address offset, protocol offset, header length).
-    let (addr_off, proto_off, hdr) = match (v6, side) {
-        (false, Side::Dst) => (16, 9, 20),
-        (false, Side::Src) => (12, 9, 20),
-        (true, Side::Dst) => (24, 6, 40),
-        (true, Side::Src) => (8, 6, 40),
-    };
-    let port_off = if side == Side::Dst { 2 } else { 0 };
+    let (_, addr_off, port_off) = side.offsets(v6);
+    let (proto_off, hdr) = inner_ip(v6);
     let mut e = Exprs::default();
     e.vxlan_inner(vxlan_port, v6);
     e.addr_eq(TH, VXLAN_INNER_IP + addr_off, target.addr, target.prefix);
@@ -1001,7 +1009,7 @@ fn endpoint_rule(v6: bool, side: Side, vxlan: Option<u16>) -> Vec<u8> {
     let mut e = Exprs::default();
     if let Some(port) = vxlan {
         const TH: u32 = 2; // NFT_PAYLOAD_TRANSPORT_HEADER
-        let (proto_off, hdr) = if v6 { (6, 40) } else { (9, 20) };
+        let (proto_off, hdr) = inner_ip(v6);
         e.vxlan_inner(port, v6);
         e.payload(TH, VXLAN_INNER_IP + off, len, REG32_00);
         // A load shorter than its registers zeroes the rest of the last

@@ -543,14 +543,11 @@ impl Live<'_> {
         }
         self.env.poll_nftrace();
         for t in self.pipeline.take_dnat() {
-            self.env.nftrace_also(Followed {
-                addr: t.dst,
-                prefix: if t.dst.is_ipv4() { 32 } else { 128 },
-                port: (t.dport != 0).then_some(t.dport),
-                l4proto: (t.proto != 0).then_some(t.proto),
-                // The endpoint rules' own (the table's target says).
-                vxlan: false,
-            });
+            self.env.nftrace_also(Followed::endpoint(
+                t.dst,
+                (t.dport != 0).then_some(t.dport),
+                (t.proto != 0).then_some(t.proto),
+            ));
         }
         for (addr, mac) in self.pipeline.take_macs() {
             self.env.vip.note_mac(addr, &mac);
