@@ -6,7 +6,8 @@
 //! everything else through (ARP too: the scene must fail at the program,
 //! not at neighbour resolution). Attached by clsact (`tc filter ... bpf
 //! direct-action object-pinned`), by a tcx link (BPF_LINK_CREATE, Linux
-//! 6.6+) or as generic XDP; each is removed on drop.
+//! 6.6+) or as XDP, generic or native (veth runs native XDP); each is
+//! removed on drop.
 
 use std::os::fd::RawFd;
 
@@ -116,6 +117,20 @@ pub enum Attach {
     Tcx { ingress: bool },
     /// Generic XDP (`ip link set dev D xdpgeneric`).
     XdpGeneric,
+    /// Native (driver) XDP (`ip link set dev D xdpdrv`): veth runs it in
+    /// its NAPI poll, veth_xdp_rcv(), before the skb enters the stack.
+    XdpDriver,
+}
+
+impl Attach {
+    /// `ip link`'s keyword for an XDP attachment's mode.
+    fn xdp_mode(self) -> Option<&'static str> {
+        match self {
+            Attach::XdpGeneric => Some("xdpgeneric"),
+            Attach::XdpDriver => Some("xdpdrv"),
+            Attach::Clsact { .. } | Attach::Tcx { .. } => None,
+        }
+    }
 }
 
 /// A dropping program attached to a device of a namespace; detached on
@@ -143,9 +158,9 @@ impl Dropper {
         if !std::path::Path::new("/sys/fs/bpf").join(".").exists() {
             bail!("bpffs is not mounted at /sys/fs/bpf (cargo xtask setup mounts it)");
         }
-        let (hook, prog_type) = match attach {
-            Attach::XdpGeneric => (Hook::Xdp, BPF_PROG_TYPE_XDP),
-            _ => (Hook::Tc, BPF_PROG_TYPE_SCHED_CLS),
+        let (hook, prog_type) = match attach.xdp_mode() {
+            Some(_) => (Hook::Xdp, BPF_PROG_TYPE_XDP),
+            None => (Hook::Tc, BPF_PROG_TYPE_SCHED_CLS),
         };
         Dropper::with_program(
             ns,
@@ -167,8 +182,24 @@ impl Dropper {
         port: u16,
         v: XdpVerdict,
     ) -> Result<Dropper> {
+        Dropper::xdp_as(ns, dev, Attach::XdpGeneric, name, proto, port, v)
+    }
+
+    /// [`Dropper::xdp`], attached as `attach` says (generic or native).
+    pub fn xdp_as(
+        ns: &Netns,
+        dev: &str,
+        attach: Attach,
+        name: &str,
+        proto: u8,
+        port: u16,
+        v: XdpVerdict,
+    ) -> Result<Dropper> {
+        if attach.xdp_mode().is_none() {
+            bail!("{attach:?} is not an XDP attachment");
+        }
         let prog = port_program(Hook::Xdp, proto, port, &xdp_hit(v));
-        Dropper::with_program(ns, dev, Attach::XdpGeneric, BPF_PROG_TYPE_XDP, &prog, name)
+        Dropper::with_program(ns, dev, attach, BPF_PROG_TYPE_XDP, &prog, name)
     }
 
     /// Load `prog` as `prog_type` named `name` and attach it to `dev` of
@@ -209,9 +240,9 @@ impl Dropper {
                 let dir = if ingress { "ingress" } else { "egress" };
                 tc_filter_pinned(&self.ns, &dev, dir, &p)?;
             }
-            Attach::XdpGeneric => {
+            Attach::XdpGeneric | Attach::XdpDriver => {
                 let p = self.pin_at(fd, ns)?;
-                xdp_generic_pinned(&self.ns, &dev, &p)?;
+                xdp_pinned(&self.ns, &dev, self.attach, &p)?;
             }
         }
         Ok(())
@@ -296,21 +327,35 @@ pub(crate) fn clsact_add(netns: &str, dev: &str) -> Result<()> {
 }
 
 /// The XDP program pinned at `pin` on `dev` of the namespace at `netns`,
-/// in generic mode (what works on a veth).
+/// in generic mode.
 pub(crate) fn xdp_generic_pinned(netns: &str, dev: &str, pin: &str) -> Result<()> {
+    xdp_pinned(netns, dev, Attach::XdpGeneric, pin)
+}
+
+/// The XDP program pinned at `pin` on `dev` of the namespace at `netns`,
+/// in `attach`'s mode.
+fn xdp_pinned(netns: &str, dev: &str, attach: Attach, pin: &str) -> Result<()> {
+    let Some(mode) = attach.xdp_mode() else {
+        bail!("{attach:?} is not an XDP attachment");
+    };
     nsenter(
         netns,
-        &["ip", "link", "set", "dev", dev, "xdpgeneric", "pinned", pin],
+        &["ip", "link", "set", "dev", dev, mode, "pinned", pin],
     )?;
     Ok(())
 }
 
+/// Detach the XDP program `attach` put on `dev` in the namespace at
+/// `netns`.
+fn xdp_off(netns: &str, dev: &str, attach: Attach) {
+    if let Some(mode) = attach.xdp_mode() {
+        let _ = nsenter(netns, &["ip", "link", "set", "dev", dev, mode, "off"]);
+    }
+}
+
 /// Detach the generic XDP program of `dev` in the namespace at `netns`.
 pub(crate) fn xdp_generic_off(netns: &str, dev: &str) {
-    let _ = nsenter(
-        netns,
-        &["ip", "link", "set", "dev", dev, "xdpgeneric", "off"],
-    );
+    xdp_off(netns, dev, Attach::XdpGeneric);
 }
 
 /// `dev`'s ifindex in `ns`.
@@ -333,7 +378,7 @@ impl Drop for Dropper {
                     &["tc", "qdisc", "del", "dev", &self.dev, "clsact"],
                 );
             }
-            Attach::XdpGeneric => xdp_generic_off(&self.ns, &self.dev),
+            Attach::XdpGeneric | Attach::XdpDriver => xdp_off(&self.ns, &self.dev, self.attach),
         }
         if let Some(fd) = self.link.take() {
             unsafe { libc::close(fd) };
