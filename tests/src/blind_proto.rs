@@ -41,7 +41,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "blind_proto_sctp_service_endpoint_no_module" => sctp_service_endpoint_no_module(),
         "blind_proto_ipip_node_no_module" => ipip_node_no_module(),
         "blind_proto_trap_vxlan_dropped_by_firewall" => trap_vxlan_dropped_by_firewall(),
-        _ => return None,
+        _ => return crate::blind_native::build(name),
     })
 }
 

@@ -12,6 +12,7 @@ pub mod blind_ct;
 pub mod blind_fw;
 pub mod blind_l2;
 pub mod blind_more;
+pub mod blind_native;
 pub mod blind_node;
 pub mod blind_ovl;
 pub mod blind_proto;
