@@ -18,7 +18,7 @@
 //!
 //! Address ranges: 10.195.41 to 10.195.90. `scenarios::build` falls back
 //! (through the other blind modules, last [`crate::blind_more::build`]) to
-//! [`build`], which returns None for names it does not know.
+//! [`build`], which falls back to [`crate::blind_port::build`].
 
 use anyhow::Result;
 
@@ -41,7 +41,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "blind_proto_sctp_service_endpoint_no_module" => sctp_service_endpoint_no_module(),
         "blind_proto_ipip_node_no_module" => ipip_node_no_module(),
         "blind_proto_trap_vxlan_dropped_by_firewall" => trap_vxlan_dropped_by_firewall(),
-        _ => return None,
+        _ => return crate::blind_port::build(name),
     })
 }
 

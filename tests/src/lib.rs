@@ -14,6 +14,7 @@ pub mod blind_l2;
 pub mod blind_more;
 pub mod blind_node;
 pub mod blind_ovl;
+pub mod blind_port;
 pub mod blind_proto;
 pub mod blind_scenes;
 pub mod blind_sock;
