@@ -46,7 +46,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "blind_native_tx_peer_no_xdp" => tx_peer_no_xdp(),
         "blind_native_deny_all_drops_arp" => deny_all_drops_arp(),
         "blind_native_trap_local_source" => trap_local_source(),
-        _ => return None,
+        _ => return crate::blind_port::build(name),
     })
 }
 

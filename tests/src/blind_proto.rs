@@ -18,7 +18,7 @@
 //!
 //! Address ranges: 10.195.41 to 10.195.90. `scenarios::build` falls back
 //! (through the other blind modules, last [`crate::blind_more::build`]) to
-//! [`build`], which returns None for names it does not know.
+//! [`build`], which falls back to [`crate::blind_port::build`].
 
 use anyhow::Result;
 

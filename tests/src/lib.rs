@@ -15,6 +15,7 @@ pub mod blind_more;
 pub mod blind_native;
 pub mod blind_node;
 pub mod blind_ovl;
+pub mod blind_port;
 pub mod blind_proto;
 pub mod blind_scenes;
 pub mod blind_sock;
