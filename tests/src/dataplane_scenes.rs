@@ -11,7 +11,7 @@ use anyhow::Result;
 
 use crate::{
     bpfdrop::{Attach, Dropper, TCP, UDP, XdpVerdict, tcx_supported},
-    scenarios::{Scenario, listen, routed, serve, simple, strings, tcp_connect},
+    scenarios::{Scenario, ScratchDir, listen, routed, serve, simple, strings, tcp_connect},
 };
 
 pub const DATAPLANE: &[&str] = &[
@@ -221,36 +221,10 @@ fn incident3_lrp() -> Result<Scenario> {
 /// Service address back. No conntrack entry knows of either rewrite, and
 /// the connection is answered.
 fn tc_service_dnat() -> Result<Scenario> {
-    use crate::bpfnat::{Dir, Link, attach, dnat, rev_snat};
     let nss = routed(189)?;
     let srv = listen(&nss[2], "10.189.2.2:8080", 15)?;
-    let (vip, backend) = ("10.189.9.9".parse()?, "10.189.2.2".parse()?);
     let pins = crate::blind_bpf::bpf_dir(&crate::netns::unique_prefix())?;
-    let link = if tcx_supported() {
-        Link::Tcx
-    } else {
-        Link::Clsact
-    };
-    attach(
-        &nss[1],
-        "r0",
-        Dir::Ingress,
-        link,
-        &pins,
-        "r0-from-container",
-        &dnat(TCP, vip, 80, backend, 8080),
-        "cil_from_container",
-    )?;
-    attach(
-        &nss[1],
-        "r1",
-        Dir::Ingress,
-        Link::Clsact,
-        &pins,
-        "r1-from-container",
-        &rev_snat(TCP, backend, 8080, vip, 80),
-        "cil_from_container",
-    )?;
+    service_dnat(&nss, 189, &pins)?;
     let mut sc = simple(
         "dp_tc_service_dnat",
         "a tc program on the client pod's veth sends the Service 10.189.9.9:80 to the server pod 10.189.2.2:8080, one on the server's veth translates the replies back; answered",
@@ -261,6 +235,43 @@ fn tc_service_dnat() -> Result<Scenario> {
     sc.servers.push(srv);
     sc.scratch.push(pins);
     Ok(sc)
+}
+
+/// On `routed(b)`'s router: a tc program on r0's ingress (tcx where the
+/// kernel has it) that sends the Service 10.B.9.9:80 to 10.B.2.2:8080,
+/// and one on r1's ingress that translates the replies back, pinned under
+/// `pins`.
+fn service_dnat(nss: &[crate::netns::Netns], b: u8, pins: &ScratchDir) -> Result<()> {
+    use crate::bpfnat::{Dir, Link, attach, dnat, rev_snat};
+    let (vip, backend) = (
+        format!("10.{b}.9.9").parse()?,
+        format!("10.{b}.2.2").parse()?,
+    );
+    let link = if tcx_supported() {
+        Link::Tcx
+    } else {
+        Link::Clsact
+    };
+    attach(
+        &nss[1],
+        "r0",
+        Dir::Ingress,
+        link,
+        pins,
+        "r0-from-container",
+        &dnat(TCP, vip, 80, backend, 8080),
+        "cil_from_container",
+    )?;
+    attach(
+        &nss[1],
+        "r1",
+        Dir::Ingress,
+        Link::Clsact,
+        pins,
+        "r1-from-container",
+        &rev_snat(TCP, backend, 8080, vip, 80),
+        "cil_from_container",
+    )
 }
 
 /// [`xdp_redirect_down`] with its XDP program loaded only when asked
@@ -293,5 +304,30 @@ impl LateXdp {
             53,
             XdpVerdict::Redirect(self.r2),
         )
+    }
+}
+
+/// The Service scene of `dp_tc_service_dnat` with its tc programs loaded
+/// later ([`LateNat::load`]), as a Cilium agent's when it starts or
+/// restarts after tracer: no program of others on the node before.
+pub struct LateNat {
+    pub nss: Vec<crate::netns::Netns>,
+    _srv: crate::netns::Child,
+    b: u8,
+}
+
+impl LateNat {
+    /// The namespaces of `routed(b)` and a server on 10.B.2.2:8080.
+    pub fn new(b: u8) -> Result<LateNat> {
+        let nss = routed(b)?;
+        let srv = listen(&nss[2], &format!("10.{b}.2.2:8080"), 30)?;
+        Ok(LateNat { nss, _srv: srv, b })
+    }
+
+    /// Attach the Service's programs; they go with the directory returned.
+    pub fn load(&self) -> Result<ScratchDir> {
+        let pins = crate::blind_bpf::bpf_dir(&crate::netns::unique_prefix())?;
+        service_dnat(&self.nss, self.b, &pins)?;
+        Ok(pins)
     }
 }

@@ -671,6 +671,48 @@ fn an_xdp_program_loaded_after_the_start_is_seen() {
     );
 }
 
+/// A Service's tc programs loaded after tracer started (a Cilium agent in
+/// native routing that starts or restarts after it; with `--netns`,
+/// tracer's own tc programs are on the devices first): the rewritten
+/// connection is followed to its backend and answered, the rewrite told
+/// as the program's.
+#[test]
+fn a_tc_nat_program_loaded_after_the_start_is_followed() {
+    if !require_privileges("a_tc_nat_program_loaded_after_the_start_is_followed") {
+        return;
+    }
+    let late = tracer_tests::dataplane_scenes::LateNat::new(187).expect("namespaces");
+    let mut args = Vec::new();
+    for n in &late.nss {
+        args.extend(["--netns", n.name.as_str()]);
+    }
+    let run = TracerRun::start("10.187.9.9:80", &args).expect("start tracer");
+    let _pins = late.load().expect("tc programs");
+    let probe = netprobe_bin();
+    late.nss[0].exec_status(&[
+        probe.to_str().expect("path"),
+        "tcp-connect",
+        "10.187.9.9:80",
+        "--timeout-ms",
+        &scaled_arg(2000),
+    ]);
+    let out = run.stop().expect("stop tracer");
+    let f = out.flow_to(80);
+    assert_eq!(f["verdict"]["kind"], "delivered", "{}", out.dump());
+    assert_eq!(f["translated"]["dst"], "10.187.2.2", "{}", out.dump());
+    assert_eq!(f["translated"]["dport"], 8080, "{}", out.dump());
+    assert_eq!(f["nat_by"], "bpf", "{}", out.dump());
+    let hops = f["hops"].as_array().expect("hops");
+    assert!(
+        hops.iter().any(|h| h["dir"] == "reply"
+            && h["dev"] == "s0"
+            && h["tuple"]["src"] == "10.187.2.2"
+            && h["tuple"]["sport"] == 8080),
+        "{}",
+        out.dump()
+    );
+}
+
 /// XDP_TX of an unchanged frame: the client gets its own packet back,
 /// addressed to the node's MAC, and drops it; the verdict says which
 /// program sent it back (no tracepoint fires for a successful XDP_TX: the

@@ -215,7 +215,7 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
         }
     }
     let (mut dir, mut need_track) = classify_matched(skb, pkt, m);
-    if crate::learn_rewrites() && hook == Hook::Xmit && m == 0 && dir != 0 {
+    if hook == Hook::Xmit && m == 0 && dir != 0 {
         // A tracked skb leaving under a tuple neither the target's nor
         // learnt: a program rewrote it on its way here (tc.rs says more),
         // or NAT whose conntrack entry no hook has read yet (conntrack

@@ -267,11 +267,10 @@ pub fn classify_matched(skb: u64, pkt: &PacketInfo, d: u8) -> (u8, bool) {
     // iptunnel_xmit()): still tracked, under the outer tuple, which the
     // caller learns at xmit and tc (learn_rewritten), so the far side's
     // hops, up to the decapsulation, are the flow's too. Decided as data,
-    // not as a branch to another return: any new path out of here (even
-    // one dead with LEARN_REWRITES 0, which the verifier knows) made LLVM
-    // lay the callers out anew and the verifier walk 40% more of
+    // not as a branch to another return: any new path out of here made
+    // LLVM lay the callers out anew and the verifier walk 40% more of
     // tracer_xmit, tc_egress and kfree_skb on 6.18.
-    let kept = encapsulated(crate::learn_rewrites() as u8, pkt.proto, pkt.dport);
+    let kept = encapsulated(pkt.proto, pkt.dport);
     if kept == 0 {
         crate::debug::reused(pkt);
         bump(stat::STALE);
@@ -280,15 +279,13 @@ pub fn classify_matched(skb: u64, pkt: &PacketInfo, d: u8) -> (u8, bool) {
     (t.dir & 0u8.wrapping_sub(kept), kept != 0)
 }
 
-/// 1 when `learn` (LEARN_REWRITES) and the packet is a tunnel's outer one
+/// 1 when the packet is a tunnel's outer one
 /// ([`tracer_common::tunnel::is_tunnel_or`], with the node's own VXLAN
-/// ports), else 0: a BPF-to-BPF call, so
-/// that its compares stay out of the callers' code (see
-/// classify_matched).
+/// ports), else 0: a BPF-to-BPF call, so that its compares stay out of
+/// the callers' code (see classify_matched).
 #[inline(never)]
-fn encapsulated(learn: u8, proto: u8, dport: u16) -> u8 {
-    (learn != 0 && tracer_common::tunnel::is_tunnel_or(proto, dport, crate::filter().tunnel_ports))
-        as u8
+fn encapsulated(proto: u8, dport: u16) -> u8 {
+    tracer_common::tunnel::is_tunnel_or(proto, dport, crate::filter().tunnel_ports) as u8
 }
 
 /// Is `port` a DNS port: 53, or the one `--dns-port` added?

@@ -50,22 +50,6 @@ static OFFSETS: KernelOffsets = KernelOffsets::none();
 #[unsafe(no_mangle)]
 static EMPTY_PROGRAMS: u8 = 0;
 
-/// 1 when some tc or XDP program of others was loaded on the node at
-/// start, or a tunnel driver (the loader reads both): only then can a
-/// followed packet's tuple change without conntrack, rewritten by a
-/// program or wrapped by a tunnel device (filter.rs learn_rewritten,
-/// called from tc.rs and emit.rs; classify_matched). With 0 the verifier
-/// drops the learning from the skb programs as dead code (it adds 10-25%
-/// to what it walks there).
-#[unsafe(no_mangle)]
-static LEARN_REWRITES: u8 = 0;
-
-#[inline(always)]
-pub(crate) fn learn_rewrites() -> bool {
-    // SAFETY: a read-only global (see filter()).
-    unsafe { core::ptr::read_volatile(&LEARN_REWRITES) != 0 }
-}
-
 #[inline(always)]
 pub(crate) fn empty_programs() -> bool {
     // SAFETY: a read-only global (see filter()).

@@ -253,7 +253,7 @@ fn try_tc(ctx: &TcContext, hook: Hook) -> Option<()> {
         }
     }
     let (mut dir, mut need_track) = classify_matched(skb, pkt, m);
-    if crate::learn_rewrites() && m == 0 && dir != 0 {
+    if m == 0 && dir != 0 {
         // A tracked skb whose tuple is neither the target's nor a learnt
         // one: a program rewrote it since it was last seen (a tc program
         // before this hook, or one at a device it crossed), with no

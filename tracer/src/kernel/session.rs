@@ -161,7 +161,7 @@ fn filter_config(opts: &SessionOptions, needs: probes::NodeNeeds) -> tracer_comm
     let mut filter = opts.target.filter(!opts.netns.is_empty());
     filter.snaplen = opts.snaplen;
     filter.dns_port = opts.dns_port.unwrap_or(0);
-    // Where a tunnel driver is loaded (LEARN_REWRITES is then on too).
+    // Where a tunnel driver is loaded.
     if needs.tunnel_drivers {
         filter.tunnel_ports = tunnel_ports(opts);
     }
@@ -232,13 +232,6 @@ impl Session {
 
         let filter = filter_config(opts, needs);
         let inodes: Vec<u32> = opts.netns.iter().map(|n| n.inode).collect();
-        // Tuples that change without conntrack (a tc/XDP program's
-        // rewrite, a tunnel's encapsulation) are learnt only where
-        // something on the node can change them.
-        log::debug!(
-            "learn rewrites and encapsulations: {}",
-            needs.learn_rewrites()
-        );
         // One parse for the object's load and the programs' (loader::load).
         let aya_btf = aya::Btf::parse_file(&vmlinux, aya::Endianness::default())
             .map_err(SessionError::ProgramBtf)?;
@@ -250,7 +243,6 @@ impl Session {
             &aya_btf,
             opts.ring_bytes,
             opts.debug_bpf,
-            needs.learn_rewrites(),
         )?;
         let bpf_log = bpf_logger(&mut ebpf, opts.debug_bpf)?;
         // tc on every interface of every traced namespace sees what the

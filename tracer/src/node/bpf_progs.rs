@@ -222,13 +222,9 @@ pub struct LoadedKinds {
     /// A cgroup socket-address program (BPF_PROG_TYPE_CGROUP_SOCK_ADDR:
     /// connect, sendmsg, recvmsg, bind, getpeername hooks).
     pub sock_addr: bool,
-    /// A tc (cls or act) or XDP program: only such a program can rewrite a
-    /// packet's tuple without conntrack knowing, which tracer's skb
-    /// programs then learn. tracer's own `tracer_*` programs (not loaded
-    /// yet at start, or another tracer's) are not counted.
-    pub packet: bool,
     /// An XDP program of others: only then can the xdp tracepoints fire
     /// for a followed packet (tracer has no XDP program of its own).
+    /// tracer's own `tracer_*` programs are not counted.
     pub xdp: bool,
 }
 
@@ -240,11 +236,8 @@ pub fn loaded_kinds() -> LoadedKinds {
         // enum bpf_prog_type (include/uapi/linux/bpf.h).
         match p.program_type() as u32 {
             BPF_PROG_TYPE_CGROUP_SOCK_ADDR => k.sock_addr = true,
-            t @ (BPF_PROG_TYPE_SCHED_CLS | BPF_PROG_TYPE_SCHED_ACT | BPF_PROG_TYPE_XDP)
-                if !p.name_as_str().is_some_and(|n| n.starts_with("tracer_")) =>
-            {
-                k.packet = true;
-                k.xdp |= t == BPF_PROG_TYPE_XDP;
+            BPF_PROG_TYPE_XDP if !p.name_as_str().is_some_and(|n| n.starts_with("tracer_")) => {
+                k.xdp = true;
             }
             _ => {}
         }
@@ -253,8 +246,6 @@ pub fn loaded_kinds() -> LoadedKinds {
 }
 
 const BPF_PROG_TYPE_CGROUP_SOCK_ADDR: u32 = 18;
-const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
-const BPF_PROG_TYPE_SCHED_ACT: u32 = 4;
 const BPF_PROG_TYPE_XDP: u32 = 6;
 
 /// connect4/6, sendmsg4/6, recvmsg4/6 (enum bpf_attach_type).

@@ -210,7 +210,8 @@ const TUNNEL_DRIVERS: &[&str] = &[
 
 /// Is a tunnel driver loaded on the node (read once at start)? Only then
 /// can a followed packet be wrapped in a tunnel's outer headers, which
-/// tracer's skb programs then follow (tracer-ebpf LEARN_REWRITES).
+/// tracer's skb programs then follow (tracer-ebpf filter.rs
+/// classify_matched); its VXLAN devices' ports are read then.
 pub fn tunnel_drivers_loaded() -> bool {
     let sys = crate::node::hostroot::get().join("/sys/module");
     TUNNEL_DRIVERS.iter().any(|m| sys.join(m).exists())

@@ -102,7 +102,6 @@ pub fn load(
     btf: &aya::Btf,
     ring_bytes: u32,
     debug_bpf: bool,
-    learn_rewrites: bool,
 ) -> Result<Ebpf, LoadError> {
     let mut loader = EbpfLoader::new();
     loader.btf(Some(btf));
@@ -112,9 +111,6 @@ pub fn load(
         .override_global("FILTER", filter, true)
         .override_global("OFFSETS", offsets, true)
         .override_global("EMPTY_PROGRAMS", &u8::from(empty_programs()), true)
-        // Rewrites by others' tc/XDP programs learnt (LEARN_REWRITES in
-        // tracer-ebpf); 0 leaves the learning out of the verified code.
-        .override_global("LEARN_REWRITES", &u8::from(learn_rewrites), true)
         // aya-log-ebpf's level: Off unless --debug-bpf (debug.rs in
         // tracer-ebpf); Off makes every log call dead code to the verifier.
         .override_global("AYA_LOG_LEVEL", &debug_level(debug_bpf), true)

@@ -700,8 +700,6 @@ pub struct NodeNeeds {
     pub sock_addr: bool,
     /// Some namespace has an IPVS virtual service (kube-proxy's IPVS mode).
     pub ipvs: bool,
-    /// A tc or XDP program of others is loaded (bpf_progs.rs).
-    pub packet_programs: bool,
     /// An XDP program of others is loaded: the xdp tracepoints can tell
     /// what it did to a followed packet.
     pub xdp_programs: bool,
@@ -718,7 +716,6 @@ impl NodeNeeds {
         let progs = crate::node::bpf_progs::loaded_kinds();
         NodeNeeds {
             sock_addr: progs.sock_addr,
-            packet_programs: progs.packet,
             xdp_programs: progs.xdp,
             ..NodeNeeds::default()
         }
@@ -731,7 +728,6 @@ impl NodeNeeds {
         NodeNeeds {
             sock_addr: progs.sock_addr,
             ipvs: crate::node::ipvs::services_anywhere(),
-            packet_programs: progs.packet,
             xdp_programs: progs.xdp,
             tunnel_drivers: crate::node::link::tunnel_drivers_loaded(),
         }
@@ -746,14 +742,6 @@ impl NodeNeeds {
             h if IPVS_HOOKS.contains(&h) => self.ipvs,
             _ => false,
         }
-    }
-
-    /// A followed packet's tuple can change without conntrack (rewritten
-    /// by a tc/XDP program, or wrapped in a tunnel), which the skb
-    /// programs then learn (LEARN_REWRITES in tracer-ebpf; not a hook of
-    /// the plan).
-    pub fn learn_rewrites(self) -> bool {
-        self.packet_programs || self.tunnel_drivers
     }
 }
 
@@ -1109,7 +1097,6 @@ mod tests {
         let needs = |ipvs| NodeNeeds {
             sock_addr: true,
             ipvs,
-            packet_programs: true,
             xdp_programs: true,
             tunnel_drivers: false,
         };
@@ -1161,7 +1148,6 @@ mod tests {
         assert!(now_needed(&mut p, NodeNeeds::default()).is_empty());
         let xdp = NodeNeeds {
             xdp_programs: true,
-            packet_programs: true,
             ..NodeNeeds::default()
         };
         let mut back = now_needed(&mut p, xdp);
@@ -1217,7 +1203,6 @@ mod tests {
             NodeNeeds {
                 sock_addr: true,
                 ipvs: true,
-                packet_programs: false,
                 xdp_programs: false,
                 tunnel_drivers: false,
             },
@@ -1238,7 +1223,6 @@ mod tests {
             NodeNeeds {
                 sock_addr: false,
                 ipvs: true,
-                packet_programs: false,
                 xdp_programs: false,
                 tunnel_drivers: false,
             },
