@@ -247,6 +247,7 @@ pub fn run(args: FollowArgs) -> Result<ExitCode> {
                 || std::env::var("RUST_LOG").is_ok_and(|v| ebpf_log_asked(&v)),
             snaplen: args.snaplen,
             dns_port: args.dns_port,
+            tunnel_ports: None,
         },
         target_arg: args.target,
         proto_arg: args.proto,

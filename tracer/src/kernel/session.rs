@@ -77,6 +77,9 @@ pub struct SessionOptions {
     pub snaplen: u16,
     /// A DNS port besides 53 whose UDP packets carry their DNS id.
     pub dns_port: Option<u16>,
+    /// The node's VXLAN ports beyond the overlays' own, when already read
+    /// ([`node_tunnel_ports`]); None: read at start.
+    pub tunnel_ports: Option<[u16; 2]>,
 }
 
 /// What start-up found, for the operator.
@@ -163,7 +166,7 @@ fn filter_config(opts: &SessionOptions, needs: probes::NodeNeeds) -> tracer_comm
     filter.dns_port = opts.dns_port.unwrap_or(0);
     // Where a tunnel driver is loaded.
     if needs.tunnel_drivers {
-        filter.tunnel_ports = tunnel_ports(opts);
+        filter.tunnel_ports = opts.tunnel_ports.unwrap_or_else(|| node_tunnel_ports(opts));
     }
     filter
 }
@@ -171,7 +174,7 @@ fn filter_config(opts: &SessionOptions, needs: probes::NodeNeeds) -> tracer_comm
 /// The node's VXLAN devices' ports beyond the overlay ports every
 /// tracer knows: in tracer's own namespace, the traced ones and the named
 /// ones (at most [`TUNNEL_PORT_NETNS_MAX`] of those: a dump each).
-fn tunnel_ports(opts: &SessionOptions) -> [u16; 2] {
+pub fn node_tunnel_ports(opts: &SessionOptions) -> [u16; 2] {
     let mut out = [0; 2];
     let mut paths: Vec<PathBuf> = opts.netns.iter().map(|n| n.path.clone()).collect();
     for (_, p) in crate::node::netns::named() {
@@ -188,7 +191,7 @@ fn tunnel_ports(opts: &SessionOptions) -> [u16; 2] {
     out
 }
 
-/// Namespaces read for VXLAN ports at start ([`tunnel_ports`]).
+/// Namespaces read for VXLAN ports at start ([`node_tunnel_ports`]).
 const TUNNEL_PORT_NETNS_MAX: usize = 256;
 
 impl Session {

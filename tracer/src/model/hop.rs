@@ -286,7 +286,12 @@ pub fn icmp_desc(family_v6: bool, ty: u8, code: u8) -> String {
                 2 => "protocol-unreachable",
                 3 => "port-unreachable",
                 4 => "frag-needed",
-                9 | 10 | 13 => "admin-prohibited",
+                // As iptables' --reject-with and nft's icmp codes name
+                // them (include/uapi/linux/icmp.h ICMP_NET_ANO,
+                // ICMP_HOST_ANO, ICMP_PKT_FILTERED).
+                9 => "net-prohibited",
+                10 => "host-prohibited",
+                13 => "admin-prohibited",
                 _ => "unreachable",
             };
             return format!("dest-unreachable {c}");
@@ -746,6 +751,15 @@ impl Hop {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The prohibited codes by the names a ruleset uses for them
+    /// (`--reject-with icmp-host-prohibited` sends code 10).
+    #[test]
+    fn icmp_prohibited_codes_are_told_apart() {
+        assert_eq!(icmp_desc(false, 3, 9), "dest-unreachable net-prohibited");
+        assert_eq!(icmp_desc(false, 3, 10), "dest-unreachable host-prohibited");
+        assert_eq!(icmp_desc(false, 3, 13), "dest-unreachable admin-prohibited");
+    }
 
     #[test]
     fn names() {

@@ -40,10 +40,40 @@ pub struct Followed {
     pub prefix: u8,
     pub port: Option<u16>,
     pub l4proto: Option<u8>,
-    /// Also inside VXLAN on its usual ports ([`VXLAN_PORTS`]): where a
-    /// tunnel driver is loaded, a firewall between the nodes that drops
-    /// the outer packets is named by its rule.
-    pub vxlan: bool,
+    /// Also inside VXLAN on these ports: where the VXLAN driver is
+    /// loaded, a firewall between the nodes that drops the outer packets
+    /// is named by its rule.
+    pub vxlan: VxlanPorts,
+}
+
+/// The UDP ports of VXLAN traced into: none, or the usual ones
+/// ([`VXLAN_PORTS`]) and the node's devices' own (Calico's `vxlanPort`,
+/// Cilium's `tunnel-port`, flannel's `Backend.Port`, Antrea's
+/// `tunnelPort`: `FilterConfig::tunnel_ports`, at most two), 0 for none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VxlanPorts([u16; 4]);
+
+impl VxlanPorts {
+    /// Not into VXLAN.
+    pub const NONE: VxlanPorts = VxlanPorts([0; 4]);
+
+    /// [`VXLAN_PORTS`] and `extra` (0s and repeats left out).
+    pub fn usual_and(extra: &[u16]) -> VxlanPorts {
+        let mut out = [0; 4];
+        let ports = VXLAN_PORTS.iter().chain(extra).filter(|p| **p != 0);
+        let mut n = 0;
+        for p in ports {
+            if n < out.len() && !out[..n].contains(p) {
+                out[n] = *p;
+                n += 1;
+            }
+        }
+        VxlanPorts(out)
+    }
+
+    pub fn ports(self) -> impl Iterator<Item = u16> {
+        self.0.into_iter().filter(|p| *p != 0)
+    }
 }
 
 impl Followed {
@@ -55,7 +85,7 @@ impl Followed {
             prefix: if addr.is_ipv4() { 32 } else { 128 },
             port,
             l4proto,
-            vxlan: false,
+            vxlan: VxlanPorts::NONE,
         }
     }
 }
@@ -721,15 +751,16 @@ fn table_messages(name: &str, target: &Followed, flags: u32) -> Vec<(u16, u16, V
 /// The batch that adds the endpoint set and the rules that look it up to
 /// table `name`: sent with the first endpoint, so that a namespace pays
 /// for the lookups only once the target was translated somewhere.
-fn endpoint_messages(name: &str, v6: bool, vxlan: bool) -> Vec<(u16, u16, Vec<u8>)> {
+fn endpoint_messages(name: &str, v6: bool, vxlan: VxlanPorts) -> Vec<(u16, u16, Vec<u8>)> {
     let mut v = vec![endpoint_set(name, v6)];
     v.extend(endpoint_rules(name, v6, vxlan));
     v
 }
 
 /// The rules that look the endpoint set up, in each base chain and for
-/// each side; with `vxlan`, for the VXLAN packets that carry them too.
-fn endpoint_rules(name: &str, v6: bool, vxlan: bool) -> Vec<(u16, u16, Vec<u8>)> {
+/// each side; for the VXLAN packets that carry them too, on `vxlan`'s
+/// ports.
+fn endpoint_rules(name: &str, v6: bool, vxlan: VxlanPorts) -> Vec<(u16, u16, Vec<u8>)> {
     rules_and_vxlan_rules(name, vxlan, |side, port| endpoint_rule(v6, side, port))
 }
 
@@ -809,8 +840,8 @@ fn endpoint_element(table: &str, key: &[u8]) -> (u16, u16, Vec<u8>) {
 const NFPROTO_INET: u8 = 1;
 
 /// The rules, one per base chain and side, that set nftrace on packets
-/// to `to` and on their replies (from `to`); with `to.vxlan`, one more
-/// per VXLAN port for the VXLAN packets that carry them.
+/// to `to` and on their replies (from `to`); one more per port of
+/// `to.vxlan` for the VXLAN packets that carry them.
 fn rule_messages(name: &str, to: &Followed) -> Vec<(u16, u16, Vec<u8>)> {
     rules_and_vxlan_rules(name, to.vxlan, |side, port| match port {
         None => trace_rule(to, side),
@@ -818,21 +849,21 @@ fn rule_messages(name: &str, to: &Followed) -> Vec<(u16, u16, Vec<u8>)> {
     })
 }
 
-/// [`rules_per_chain_and_side`] of `exprs(side, None)`, and with `vxlan`
-/// of `exprs(side, Some(port))` for each of [`VXLAN_PORTS`].
+/// [`rules_per_chain_and_side`] of `exprs(side, None)`, and of
+/// `exprs(side, Some(port))` for each port of `vxlan`.
 fn rules_and_vxlan_rules(
     name: &str,
-    vxlan: bool,
+    vxlan: VxlanPorts,
     exprs: impl Fn(Side, Option<u16>) -> Vec<u8>,
 ) -> Vec<(u16, u16, Vec<u8>)> {
-    let ports = std::iter::once(None).chain(VXLAN_PORTS.into_iter().map(Some).filter(|_| vxlan));
+    let ports = std::iter::once(None).chain(vxlan.ports().map(Some));
     ports
         .flat_map(|port| rules_per_chain_and_side(name, |side| exprs(side, port)))
         .collect()
 }
 
-/// The UDP ports of VXLAN traced into: IANA's and the Linux default
-/// (flannel's, Cilium's). A device on a port of its own is not.
+/// The usual UDP ports of VXLAN: IANA's and the Linux default (flannel's,
+/// Cilium's).
 pub const VXLAN_PORTS: [u16; 2] = [4789, 8472];
 
 /// Where a VXLAN packet's inner headers are, from its UDP header: UDP

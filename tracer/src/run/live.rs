@@ -14,7 +14,7 @@ use crate::{
     kernel::session::{Session, SessionError, SessionOptions, trim_heap},
     model::names::Names,
     node::{
-        nftrace::{Followed, NfTrace},
+        nftrace::{Followed, NfTrace, VxlanPorts},
         vip::VipWatch,
     },
     output::{
@@ -320,14 +320,24 @@ fn before_tracing(
     (base, trace)
 }
 
-/// The target as nftrace follows it.
-fn followed(t: &crate::model::target::Target) -> Followed {
+/// The target as nftrace follows it: into VXLAN where the driver is
+/// loaded, on the usual ports and the node's devices' own, read here once
+/// for the skb programs too (`SessionOptions::tunnel_ports`).
+fn followed(s: &mut crate::kernel::session::SessionOptions) -> Followed {
+    if crate::node::link::tunnel_drivers_loaded() {
+        s.tunnel_ports = Some(crate::kernel::session::node_tunnel_ports(s));
+    }
+    let (t, tunnel_ports) = (&s.target, s.tunnel_ports.unwrap_or_default());
     Followed {
         addr: t.addr,
         prefix: t.prefix,
         port: t.port,
         l4proto: t.proto.map(|p| p.number(t.addr.is_ipv6())),
-        vxlan: crate::node::link::vxlan_loaded(),
+        vxlan: if crate::node::link::vxlan_loaded() {
+            VxlanPorts::usual_and(&tunnel_ports)
+        } else {
+            VxlanPorts::NONE
+        },
     }
 }
 
@@ -341,7 +351,7 @@ async fn run(mut opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunErro
     // The nftrace tables are added from the same thread.
     let netns_paths: Vec<PathBuf> = opts.session.netns.iter().map(|n| n.path.clone()).collect();
     let traced_netns = watched_netns(&opts.session.netns);
-    let followed = followed(&opts.session.target);
+    let followed = followed(&mut opts.session);
     let nftrace = opts.nftrace;
     let baseline =
         std::thread::spawn(move || before_tracing(nftrace, &followed, &traced_netns, netns_paths));

@@ -505,6 +505,18 @@ fn delivery_evidence(flow: &Flow) -> Vec<(&Hop, Delivery)> {
     out
 }
 
+/// [`infer_nf_hook`] of a received packet whose route lookup is not seen.
+const PREROUTING_OR_INPUT: &str = "PREROUTING or INPUT";
+
+/// The hook of a rule's chain when the chain is a built-in one of an
+/// iptables table (iptables-nft names its base chains so): a rule named
+/// by its counter says where the packet was better than its path.
+fn builtin_chain_hook(chain: &str) -> Option<&'static str> {
+    ["PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"]
+        .into_iter()
+        .find(|h| *h == chain)
+}
+
 /// Functions that consume a request skb once a socket accepted it.
 fn is_socket_fn(f: &str) -> bool {
     f.starts_with("tcp_") && f != "tcp_v4_rcv" && f != "tcp_v6_rcv"
@@ -514,7 +526,10 @@ fn is_socket_fn(f: &str) -> bool {
 }
 
 /// Infer the netfilter hook of a drop from where the packet was in its
-/// namespace: nf_hook_slow() itself does not say on this kernel.
+/// namespace: nf_hook_slow() itself does not say on this kernel. A
+/// tunnel's outer packet has its route lookups unfollowed (the fib hooks
+/// follow the target's addresses): received and dropped, it was in
+/// PREROUTING or, routed to this node's tunnel port, INPUT.
 pub fn infer_nf_hook(flow: &Flow, drop: &Hop) -> &'static str {
     let before: Vec<&Hop> = flow
         .hops
@@ -529,6 +544,7 @@ pub fn infer_nf_hook(flow: &Flow, drop: &Hop) -> &'static str {
     match (ingress, route) {
         (true, Some(true)) => "INPUT",
         (true, Some(_)) => "FORWARD",
+        (true, None) if flow.is_outer(&drop.tuple) => PREROUTING_OR_INPUT,
         (true, None) => "PREROUTING",
         (false, _) if before.iter().any(|h| h.is_egress()) => "POSTROUTING",
         (false, _) => "OUTPUT",
@@ -1087,17 +1103,23 @@ fn netfilter_where(
     evidence: &mut Vec<Evidence>,
 ) -> String {
     let traced = traced_rule(flow, env, drop.netns_inode);
+    let counted = traced
+        .is_none()
+        .then(|| blame_rule(flow, env, drop.netns_inode))
+        .flatten();
     let hook = nf_hook_named(
         flow,
         drop,
         evidence,
-        traced.and_then(|t| t.hook.as_deref()),
+        traced
+            .and_then(|t| t.hook.as_deref())
+            .or_else(|| counted.and_then(|(r, _)| builtin_chain_hook(&r.chain))),
         false,
     );
     if let Some(t) = traced {
         return traced_where(t, &hook, fn_part, drop, evidence);
     }
-    match blame_rule(flow, env, drop.netns_inode) {
+    match counted {
         Some((rule, delta)) => {
             evidence.push(Evidence::rule_moved(rule, *delta));
             // Recordings made before the family was kept have none.
@@ -1117,8 +1139,9 @@ fn netfilter_where(
 
 /// The netfilter hook of a drop, with its evidence: nf_hook_slow's own
 /// word (function hooks), else the hook of the base chain nf_tables
-/// tracing saw the packet dropped from (`traced`: its evidence says the
-/// chain), else inferred from the packet's path (which misses the routing
+/// tracing saw the packet dropped from, or the built-in chain of the rule
+/// whose counter moved (`traced`: its evidence says the chain), else
+/// inferred from the packet's path (which misses the routing
 /// decisions after DNAT: the fib tracepoints are followed by the target's
 /// address). A drop where conntrack confirms a new entry (`confirm`) is at
 /// the last hook the packet passes (ipv4_confirm()/ipv6_confirm() run at

@@ -231,7 +231,7 @@ fn vxlan_rules_match_the_inner_headers() {
         prefix: 32,
         port: Some(8080),
         l4proto: Some(6),
-        vxlan: true,
+        vxlan: VxlanPorts::usual_and(&[]),
     };
     assert_eq!(
         payloads(&vxlan_rule(&t, Side::Dst, 8472)),
@@ -261,7 +261,25 @@ fn vxlan_rules_match_the_inner_headers() {
     // One trace rule per chain and side, and as many again per VXLAN
     // port; none without.
     assert_eq!(rule_messages("t", &t).len(), 4 * (1 + VXLAN_PORTS.len()));
-    assert_eq!(rule_messages("t", &Followed { vxlan: false, ..t }).len(), 4);
+    assert_eq!(
+        rule_messages(
+            "t",
+            &Followed {
+                vxlan: VxlanPorts::NONE,
+                ..t
+            }
+        )
+        .len(),
+        4
+    );
+    // A node's device on a port of its own (Antrea's tunnelPort 10789) is
+    // traced into too; the usual ports are not repeated.
+    let own = VxlanPorts::usual_and(&[10789, 4789, 0]);
+    assert_eq!(own.ports().collect::<Vec<_>>(), [4789, 8472, 10789]);
+    assert_eq!(
+        rule_messages("t", &Followed { vxlan: own, ..t }).len(),
+        4 * (1 + 3)
+    );
 }
 
 /// The names of a rule's expressions, in order.
@@ -292,7 +310,7 @@ fn endpoints_are_one_set_lookup_keyed_by_address_protocol_and_port() {
         prefix: 32,
         port: Some(53),
         l4proto: Some(17),
-        vxlan: false,
+        vxlan: VxlanPorts::NONE,
     };
     // Each part in its own 4-byte register, as the rule loads them.
     assert_eq!(
@@ -319,7 +337,7 @@ fn the_trace_rule_for_a_prefix_masks_the_address() {
         prefix: 12,
         port: None,
         l4proto: None,
-        vxlan: false,
+        vxlan: VxlanPorts::NONE,
     };
     assert_eq!(
         expr_names(&trace_rule(&t, Side::Dst)),
@@ -339,7 +357,7 @@ fn the_trace_rule_for_a_prefix_masks_the_address() {
         prefix: 32,
         port: Some(53),
         l4proto: Some(17),
-        vxlan: false,
+        vxlan: VxlanPorts::NONE,
     };
     let names = expr_names(&trace_rule(&t, Side::Dst));
     // The reply side loads the source address (offset 12) and port (0).
@@ -460,7 +478,7 @@ table ip filter {
         port: None,
         l4proto: None,
         // The kernel takes the VXLAN rules too (a prefix: masked).
-        vxlan: true,
+        vxlan: VxlanPorts::usual_and(&[]),
     };
     let (mut t, failed) = NfTrace::start(&target, &[("t".into(), path.clone())]);
     assert!(failed.is_empty(), "{failed:?}");
@@ -521,7 +539,7 @@ table ip filter {
         prefix: 32,
         port: Some(82),
         l4proto: Some(6),
-        vxlan: false,
+        vxlan: VxlanPorts::NONE,
     };
     assert!(t.follow_also(nine));
     assert!(!t.follow_also(nine));
