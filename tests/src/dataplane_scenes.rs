@@ -4,7 +4,8 @@
 //! of the tests' own (bpfdrop.rs) where Cilium and Calico put theirs.
 //! Not in `scenarios::NAMES` (the `--netns` sweep and the kernel matrix
 //! do not trace them); `scenarios::build` falls back to [`build`].
-//! Address ranges 10.189, 10.191, 10.193-10.195, and 10.190.50-51 for the
+//! Address ranges 10.179, 10.187, 10.189, 10.191, 10.193-10.195, and
+//! 10.190.50-51 for the
 //! socket-level redirect of incident 3's fix (blind_sock.rs's pods).
 
 use anyhow::Result;
@@ -23,6 +24,7 @@ pub const DATAPLANE: &[&str] = &[
     "dp_tc_service_dnat",
     "dp_xdp_redirect_down",
     "dp_xdp_tx_back",
+    "dp_xdp_native_drop",
 ];
 
 pub fn build(name: &str) -> Option<Result<Scenario>> {
@@ -35,6 +37,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "dp_tc_service_dnat" => tc_service_dnat(),
         "dp_xdp_redirect_down" => xdp_redirect_down(),
         "dp_xdp_tx_back" => xdp_tx_back(),
+        "dp_xdp_native_drop" => xdp_native_drop(),
         _ => return None,
     })
 }
@@ -102,6 +105,26 @@ fn xdp_drop() -> Result<Scenario> {
         nss,
         "10.194.2.2:53".into(),
         strings(&["udp-send", "10.194.2.2:53", "--timeout-ms", &t]),
+    );
+    sc.servers.push(srv);
+    sc.droppers.push(d);
+    Ok(sc)
+}
+
+/// [`xdp_drop`] in native (driver) mode, as on a NIC whose driver runs
+/// XDP: veth runs the program in its NAPI poll on a copy of the frame,
+/// and frees what it drops in veth_xdp_rcv_skb().
+fn xdp_native_drop() -> Result<Scenario> {
+    let nss = routed(179)?;
+    let srv = serve(&nss[2], "udp-echo", "10.179.2.2:53", 15)?;
+    let d = Dropper::install(&nss[1], "r0", Attach::XdpDriver, "cil_xdp_entry", UDP, 53)?;
+    let t = crate::scaled_arg(1000);
+    let mut sc = simple(
+        "dp_xdp_native_drop",
+        "an XDP program (native, driver mode) on the node's device toward the client drops its UDP to 10.179.2.2:53",
+        nss,
+        "10.179.2.2:53".into(),
+        strings(&["udp-send", "10.179.2.2:53", "--timeout-ms", &t]),
     );
     sc.servers.push(srv);
     sc.droppers.push(d);

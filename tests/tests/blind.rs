@@ -296,6 +296,57 @@ fn an_xdp_program_that_passed_is_not_blamed() {
     );
 }
 
+/// Native (driver) XDP on a pod's host-side veth took the packet and no
+/// skb came out (tests/src/blind_native.rs, written blind): a redirect
+/// into a veth whose other end has no XDP program
+/// (xdp-project/xdp-tutorial#399, edgecomllc/eupf#116), an XDP_TX back to
+/// such an end (xdp-tutorial#399). The program is named with its mode,
+/// the hint says what a veth needs. The trap (katran#47: the health
+/// check's answer passed by XDP, dropped as a local source) does not
+/// blame XDP.
+#[test]
+fn native_xdp_that_took_the_packet_is_named() {
+    for (name, dport, program) in [
+        ("blind_native_redirect_peer_no_xdp", 8080, "xdp_redirect_fu"),
+        ("blind_native_tx_peer_no_xdp", 7, "xdp_echo"),
+    ] {
+        let Some((f, dump)) = judged(name, dport) else {
+            return;
+        };
+        assert_eq!(
+            tracer_tests::verdict_said(&f, "reason"),
+            "taken_by_native_xdp",
+            "{name}: {dump}"
+        );
+        let w = tracer_tests::verdict_said(&f, "where");
+        assert!(
+            w.contains("native XDP of lxc0") && w.contains(&format!("XDP program {program} (id ")),
+            "{name}: {dump}"
+        );
+        assert!(w.contains(", driver)"), "{name}: {dump}");
+        assert!(
+            tracer_tests::evidence_kinds(&f).contains(&"xdp_native_taken"),
+            "{name}: {dump}"
+        );
+        assert!(
+            tracer_tests::verdict_said(&f, "hint").contains("other end"),
+            "{name}: {dump}"
+        );
+    }
+    let Some((f, dump)) = judged("blind_native_trap_local_source", 80) else {
+        return;
+    };
+    assert!(
+        !tracer_tests::evidence_kinds(&f).contains(&"xdp_native_taken"),
+        "{dump}"
+    );
+    assert_ne!(
+        tracer_tests::verdict_said(&f, "reason"),
+        "taken_by_native_xdp",
+        "{dump}"
+    );
+}
+
 /// DNS answers dropped at the client pod's veth (cilium/cilium#21391):
 /// the query was delivered, the answer never came back; dropped, by the
 /// program, not delivered.

@@ -469,6 +469,28 @@ fn xdp_program_drop_names_the_program() {
     );
 }
 
+/// The same drop by a program in native (driver) mode: veth frees what it
+/// dropped in its own XDP path (veth_xdp_rcv_skb()); the program is
+/// named with its mode.
+#[test]
+fn a_native_xdp_program_drop_names_the_program() {
+    let Some((f, dump)) = tracer_tests::trace_scenario("dp_xdp_native_drop", 53) else {
+        return;
+    };
+    assert_eq!(tracer_tests::verdict_said(&f, "kind"), "dropped", "{dump}");
+    let w = tracer_tests::verdict_said(&f, "where");
+    assert!(
+        w.contains("XDP of r0")
+            && w.contains("dropped by XDP program cil_xdp_entry (id ")
+            && w.contains(", driver)"),
+        "{dump}"
+    );
+    assert!(
+        tracer_tests::evidence_kinds(&f).contains(&"bpf_program_drop"),
+        "{dump}"
+    );
+}
+
 /// A program on the path that let the packet through is not blamed: the
 /// connection to a closed port is refused by the server's kernel.
 #[test]

@@ -126,6 +126,22 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("blind_vxlan_wrong_port", "dropped", "NO_SOCKET"),
     ("dp_xdp_redirect_down", "dropped", "XDP"),
     ("dp_xdp_tx_back", "dropped", "OTHERHOST"),
+    ("dp_xdp_native_drop", "dropped", "NOT_SPECIFIED"),
+    (
+        "blind_native_redirect_peer_no_xdp",
+        "no_reply",
+        "taken_by_native_xdp",
+    ),
+    (
+        "blind_native_tx_peer_no_xdp",
+        "no_reply",
+        "taken_by_native_xdp",
+    ),
+    (
+        "blind_native_trap_local_source",
+        "misrouted",
+        "local_destination_transmitted",
+    ),
     ("blind_xdp_tx_mac_unswapped", "dropped", "NOT_SPECIFIED"),
     ("blind_xdp_devmap_miss_aborted", "dropped", "NOT_SPECIFIED"),
     ("blind_xdp_redirect_mtu", "dropped", "XDP"),

@@ -7,7 +7,9 @@
 //!   reason. `XDP`, or a drop inside the generic XDP path:
 //!   netif_receive_generic_xdp() frees an skb its program returned
 //!   XDP_DROP (or XDP_ABORTED) for with a plain kfree_skb(), seen as
-//!   NOT_SPECIFIED at do_xdp_generic on 6.18. On a kernel whose kfree_skb
+//!   NOT_SPECIFIED at do_xdp_generic on 6.18; in native mode on a veth,
+//!   veth_xdp_rcv_skb() frees it so (xdp_native::is_site). On a kernel
+//!   whose kfree_skb
 //!   gives no reason (5.10), a drop at the functions sch_handle_ingress()
 //!   and sch_handle_egress() are inlined into, when a tc program is
 //!   attached at that hook of the device: the reason is then inferred.
@@ -100,7 +102,9 @@ impl BpfHook {
             DropReason::TcIngress => Some(BpfHook::TcIngress),
             DropReason::TcEgress => Some(BpfHook::TcEgress),
             DropReason::Xdp => Some(BpfHook::Xdp),
-            _ if XDP_FUNCS.contains(&func) => Some(BpfHook::Xdp),
+            _ if XDP_FUNCS.contains(&func) || super::xdp_native::is_site(func) => {
+                Some(BpfHook::Xdp)
+            }
             _ => None,
         }
     }

@@ -164,6 +164,9 @@ pub enum Evidence {
     /// An XDP program sent the packet back out its device (XDP_TX) or to
     /// another (XDP_REDIRECT) before it died (verdict/xdp_moved.rs).
     XdpMoved(crate::verdict::xdp_moved::XdpMove),
+    /// An XDP program in native (driver) mode took the packet and nothing
+    /// came out (verdict/xdp_native.rs).
+    XdpNativeTaken(crate::verdict::xdp_native::XdpNativeTaken),
     /// A Linux bridge will not forward the frame: a setting of one of its
     /// ports or its own (verdict/bridge.rs).
     BridgeWillNotForward(crate::verdict::bridge::BridgeRefusal),
@@ -755,7 +758,8 @@ impl fmt::Display for Evidence {
             RepliesCameBack, RequestDropped, RouteRefused, RoutingLoop, RpFilterMismatch,
             ServerSocketState, SeveralMacs, SocketBufferFull, SocketConsumed, SocketQueued,
             SocketRead, SocketRewrite, SourceRefused, SysctlRefused, TcFilter, TcRedirect,
-            TcpResetSent, TunnelWillNotSend, VethOtherEnd, XdpAction, XdpMoved, XfrmRefused,
+            TcpResetSent, TunnelWillNotSend, VethOtherEnd, XdpAction, XdpMoved, XdpNativeTaken,
+            XfrmRefused,
         };
         let or = |s: &str, dflt: &'static str| -> String {
             if s.is_empty() {
@@ -836,6 +840,7 @@ impl fmt::Display for Evidence {
             BpfRewrite(r) => fmt::Display::fmt(r, f),
             BpfPath(p) => fmt::Display::fmt(p, f),
             XdpMoved(m) => fmt::Display::fmt(m, f),
+            XdpNativeTaken(t) => fmt::Display::fmt(t, f),
             ConntrackKept(k) => fmt::Display::fmt(k, f),
             XdpAction {
                 dev,
@@ -1639,6 +1644,17 @@ mod tests {
                 },
                 to_dev: Some(s("lxc9")),
             },
+            XdpNativeTaken(crate::verdict::xdp_native::XdpNativeTaken {
+                dev: s("lxc0"),
+                netns: s("node"),
+                programs: vec![crate::node::bpf_progs::AttachedProgram {
+                    id: 7,
+                    name: s("xdp_redirect"),
+                    hook: s("xdp"),
+                    at: s("lxc0 (driver)"),
+                }],
+                copied_at: s("skb_pp_cow_data"),
+            }),
             XdpMoved(crate::verdict::xdp_moved::XdpMove {
                 dev: s("eth0"),
                 netns: s("vm"),

@@ -22,6 +22,7 @@ pub struct Hint {
 /// [`HINTS`].
 const CAUSES: &[&[Hint]] = &[
     super::xdp_moved::HINTS,
+    super::xdp_native::HINTS,
     super::bridge::HINTS,
     super::tunnel::HINTS,
     super::no_protocol::HINTS,

@@ -25,6 +25,7 @@ pub mod sysctl;
 pub mod tunnel;
 pub mod veth;
 pub mod xdp_moved;
+pub mod xdp_native;
 pub mod xfrm_policy;
 
 pub use evidence::{Endpoint, Evidence, EvidenceKind, Item};

@@ -55,6 +55,8 @@ pub enum Found {
     ListenOverflow,
     /// Answers reached the client untranslated.
     ReplyNotTranslated,
+    /// A native (driver) XDP program took the request; nothing came out.
+    TakenByNativeXdp,
 }
 
 impl Found {

@@ -28,6 +28,8 @@ pub const RULES: &[Rule] = &[
     // drop came first.
     mtu_black_hole,
     dropped,
+    // No drop, no reply: a native XDP program took the request.
+    super::xdp_native::taken,
     reply_unroutable,
     socket_buffer_full,
     // Before `delivered`: a burst's tail a qdisc dropped.
@@ -73,7 +75,7 @@ pub(super) fn verdict(
 }
 
 /// Facts every verdict may carry: what the kernel answered.
-fn side_evidence(flow: &Flow) -> Vec<Evidence> {
+pub(super) fn side_evidence(flow: &Flow) -> Vec<Evidence> {
     let mut ev = Vec::new();
     for h in &flow.hops {
         match &h.data {

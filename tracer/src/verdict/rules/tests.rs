@@ -202,6 +202,19 @@ fn recorded_on_a_bpf_dataplane(name: &str) -> (&'static str, fn(&Flow) -> bool) 
             to(f, "10.195.2.2:8081")
         }),
         "dp_tc_service_dnat" => ("dp_tc_service_dnat-6.18.rec", |f| to(f, "10.189.9.9:80")),
+        "dp_xdp_native_drop" => ("dp_xdp_native_drop-6.18.rec", |f| to(f, "10.179.2.2:53")),
+        // Written blind before the native XDP cause (tests/src/blind_native.rs).
+        "blind_native_redirect_peer_no_xdp" => {
+            ("blind_native_redirect_peer_no_xdp-6.18.rec", |f| {
+                to(f, "10.202.2.2:8080")
+            })
+        }
+        "blind_native_tx_peer_no_xdp" => ("blind_native_tx_peer_no_xdp-6.18.rec", |f| {
+            to(f, "10.203.2.2:7")
+        }),
+        "blind_native_trap_local_source" => ("blind_native_trap_local_source-6.18.rec", |f| {
+            to(f, "10.205.200.1:80")
+        }),
         // Written blind before the tc translation cause (tests/src/blind_bpfnat.rs).
         "blind_bpfnat_stale_backend" => ("blind_bpfnat_stale_backend-6.18.rec", |f| {
             to(f, "10.241.110.10:53")
