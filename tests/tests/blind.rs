@@ -1130,6 +1130,65 @@ fn a_firewall_between_nodes_is_named_blind() {
     );
 }
 
+/// A firewall between the nodes against an overlay on a port of its own
+/// (tests/src/blind_port.rs, written blind): Antrea's tunnelPort 10789
+/// with an INPUT policy drop (antrea-io/antrea#7823), flannel's
+/// Backend.Port 8285 with firewalld opened for 8472 (kubernetes#121530,
+/// k3s#1719), Calico's vxlanPort 4799 with a REJECT after 4789
+/// (projectcalico/calico#10692, #6208): nftrace follows the flow into
+/// VXLAN on the node's own port and names the rule at INPUT, with the
+/// overlay port's hint. The trap (node1 sends to 4799, node2 listens on
+/// 4789; the firewall allows both) is the port mismatch, not a rule.
+#[test]
+fn a_firewall_against_an_overlay_port_of_its_own_is_named_blind() {
+    for (name, port, said) in [
+        (
+            "blind_port_antrea_custom_tunnel_port",
+            8080,
+            "policy drop of chain INPUT (table ip filter",
+        ),
+        (
+            "blind_port_flannel_port_firewalld_service",
+            80,
+            "(table inet firewalld, chain filter_INPUT",
+        ),
+        (
+            "blind_port_calico_vxlanport_oci_reject",
+            8080,
+            "rule `reject` (table ip filter, chain INPUT",
+        ),
+    ] {
+        let Some((f, dump)) = judged(name, port) else {
+            return;
+        };
+        let w = tracer_tests::verdict_said(&f, "where");
+        assert!(
+            w.starts_with("netfilter INPUT (nft_do_chain) in netns ") && w.contains(said),
+            "{name}: {dump}"
+        );
+        assert!(
+            tracer_tests::verdict_said(&f, "hint").contains("the overlay's port"),
+            "{name}: {dump}"
+        );
+    }
+    let Some((f, dump)) = judged("blind_port_trap_calico_port_mismatch", 8080) else {
+        return;
+    };
+    assert_eq!(
+        tracer_tests::verdict_said(&f, "reason"),
+        "NO_SOCKET",
+        "{dump}"
+    );
+    assert!(
+        tracer_tests::verdict_said(&f, "where").contains("it sends to UDP port 4799"),
+        "{dump}"
+    );
+    assert!(
+        !tracer_tests::evidence_kinds(&f).contains(&"nf_rule_traced"),
+        "{dump}"
+    );
+}
+
 /// IP protocols the receiving kernel has no handler for
 /// (tests/src/blind_proto.rs, written blind): SCTP to a pod on a node
 /// without SCTP (kubernetes/test-infra#22314), through a Service to such

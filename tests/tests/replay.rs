@@ -128,6 +128,26 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("dp_xdp_tx_back", "dropped", "OTHERHOST"),
     ("dp_xdp_native_drop", "dropped", "NOT_SPECIFIED"),
     (
+        "blind_port_antrea_custom_tunnel_port",
+        "dropped",
+        "NETFILTER_DROP",
+    ),
+    (
+        "blind_port_flannel_port_firewalld_service",
+        "dropped",
+        "NETFILTER_DROP",
+    ),
+    (
+        "blind_port_calico_vxlanport_oci_reject",
+        "dropped",
+        "NETFILTER_DROP",
+    ),
+    (
+        "blind_port_trap_calico_port_mismatch",
+        "dropped",
+        "NO_SOCKET",
+    ),
+    (
         "blind_native_redirect_peer_no_xdp",
         "no_reply",
         "taken_by_native_xdp",

@@ -641,14 +641,22 @@ fn tunnel_name(proto: u8, dport: u16) -> &'static str {
     }
 }
 
-/// A flow that entered a tunnel, as evidence (any verdict).
+/// A flow that entered a tunnel, as evidence (any verdict). It came out
+/// where its inner packet is next seen in a namespace it had not passed
+/// before the tunnel: a retransmission starting again from the client
+/// is not a decapsulation.
 pub fn encapsulation(flow: &Flow) -> Option<Evidence> {
     let (sent, outer) = entered(flow)?;
     let first = flow.hops.iter().position(|h| std::ptr::eq(h, outer))?;
-    let out = flow.hops[first..]
+    let before: Vec<u32> = flow.hops[..first]
         .iter()
-        .skip_while(|h| flow.is_outer(&h.tuple))
-        .find(|h| h.dir == Dir::Request && h.netns_inode != sent.netns_inode);
+        .filter(|h| h.dir == Dir::Request)
+        .map(|h| h.netns_inode)
+        .chain([sent.netns_inode])
+        .collect();
+    let out = flow.hops[first..].iter().find(|h| {
+        h.dir == Dir::Request && !flow.is_outer(&h.tuple) && !before.contains(&h.netns_inode)
+    });
     let t = &outer.tuple;
     Some(Evidence::Encapsulated(Encapsulation {
         tunnel: tunnel_name(t.proto, t.dport).into(),

@@ -348,6 +348,18 @@ fn recorded_in_overlays(name: &str) -> (&'static str, fn(&Flow) -> bool) {
         "blind_ovl_migration_vni_on_port" => ("blind_ovl_migration_vni_on_port-6.18.rec", |f| {
             to(f, "10.192.132.2:8080")
         }),
+        // Written blind: a firewall against an overlay on a port of its
+        // own (tests/src/blind_port.rs).
+        "blind_port_antrea_custom_tunnel_port" => {
+            ("blind_port_antrea_custom_tunnel_port-6.18.rec", |f| {
+                to(f, "10.206.2.2:8080")
+            })
+        }
+        "blind_port_calico_vxlanport_oci_reject" => {
+            ("blind_port_calico_vxlanport_oci_reject-6.18.rec", |f| {
+                to(f, "10.208.2.2:8080")
+            })
+        }
         "blind_ovl_gbp_one_side" => ("blind_ovl_gbp_one_side-6.18.rec", |f| {
             to(f, "10.192.102.2:8080")
         }),

@@ -417,3 +417,54 @@ fn a_traced_rule_on_the_outer_packet_is_a_firewall_between_nodes() {
     assert!(!said(&[rule.clone(), outer(Some("node2"))]).contains("UDP 8472"));
     assert!(!said(&[outer(None)]).contains("UDP 8472"));
 }
+
+/// Calico's vxlanPort 4799 against a firewall that accepts 4789 then
+/// rejects (blind_port_calico_vxlanport_oci_reject): the rule nftrace
+/// named on the outer packet, at INPUT; the client's retransmission,
+/// seen again in its own namespace after the outer packet died, is not a
+/// decapsulation, so the firewall hint stands.
+#[test]
+fn a_retransmission_is_not_a_decapsulation() {
+    let (f, env) = load("blind_port_calico_vxlanport_oci_reject");
+    let v = verdict_of(&f, &env);
+    assert!(
+        v.where_
+            .starts_with("netfilter INPUT (nft_do_chain) in netns "),
+        "{}",
+        v.where_
+    );
+    let enc = facts(&v)
+        .find_map(|e| match e {
+            Evidence::Encapsulated(x) => Some(x),
+            _ => None,
+        })
+        .expect("encapsulated");
+    assert_eq!(enc.out_netns, None, "{enc:?}");
+    assert!(v.hint.contains("the overlay's port"), "{}", v.hint);
+}
+
+/// Antrea's tunnelPort 10789 with an INPUT policy drop: nftrace names the
+/// policy at INPUT. Without nftrace (and no rule's counter: a policy has
+/// none), the hook of an outer packet whose route lookup tracer does not
+/// follow is not guessed: PREROUTING or INPUT.
+#[test]
+fn an_outer_packet_without_a_traced_rule_is_not_put_in_prerouting() {
+    let (f, env) = load("blind_port_antrea_custom_tunnel_port");
+    let v = verdict_of(&f, &env);
+    assert!(
+        v.where_
+            .starts_with("netfilter INPUT (nft_do_chain) in netns ")
+            && v.where_.contains("policy drop of chain INPUT"),
+        "{}",
+        v.where_
+    );
+    let mut untraced = env.clone();
+    untraced.nftrace.clear();
+    let v = verdict_of(&f, &untraced);
+    assert!(
+        v.where_
+            .starts_with("netfilter PREROUTING or INPUT (nft_do_chain) in netns "),
+        "{}",
+        v.where_
+    );
+}
