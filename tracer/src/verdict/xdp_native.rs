@@ -87,7 +87,7 @@ impl fmt::Display for XdpNativeTaken {
         }
         write!(
             f,
-            " and it was not seen again: no skb came out of XDP (XDP_DROP, or an XDP_REDIRECT or XDP_TX whose frame was lost or went where tracer does not look)"
+            " and it was not seen again: no skb came out of XDP (an XDP_REDIRECT or XDP_TX whose frame was lost or went where tracer does not look, or a drop the kernel did not report)"
         )
     }
 }
