@@ -303,7 +303,7 @@ fn an_xdp_program_that_passed_is_not_blamed() {
 /// such an end (xdp-tutorial#399). The program is named with its mode,
 /// the hint says what a veth needs. The trap (katran#47: the health
 /// check's answer passed by XDP, dropped as a local source) does not
-/// blame XDP.
+/// blame XDP: the answer's drop is the verdict, with accept_local.
 #[test]
 fn native_xdp_that_took_the_packet_is_named() {
     for (name, dport, program) in [
@@ -340,9 +340,13 @@ fn native_xdp_that_took_the_packet_is_named() {
         !tracer_tests::evidence_kinds(&f).contains(&"xdp_native_taken"),
         "{dump}"
     );
-    assert_ne!(
+    assert_eq!(
         tracer_tests::verdict_said(&f, "reason"),
-        "taken_by_native_xdp",
+        "IP_LOCAL_SOURCE",
+        "{dump}"
+    );
+    assert!(
+        tracer_tests::verdict_said(&f, "hint").contains("accept_local"),
         "{dump}"
     );
 }

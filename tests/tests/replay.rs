@@ -159,8 +159,8 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ),
     (
         "blind_native_trap_local_source",
-        "misrouted",
-        "local_destination_transmitted",
+        "dropped",
+        "IP_LOCAL_SOURCE",
     ),
     ("blind_xdp_tx_mac_unswapped", "dropped", "NOT_SPECIFIED"),
     ("blind_xdp_devmap_miss_aborted", "dropped", "NOT_SPECIFIED"),

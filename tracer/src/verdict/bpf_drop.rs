@@ -33,7 +33,7 @@ use crate::model::drop_reason::DropReason;
 use crate::{
     model::{
         flow::Flow,
-        hop::{Dir, Hop, HopData, TcpState, XdpData},
+        hop::{Dir, Hop, HopData, XdpData},
         names::func_of,
     },
     node::bpf_progs::AttachedProgram,
@@ -292,12 +292,7 @@ pub fn reply_dropped_by_program(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
         }
         _ => None,
     })?;
-    let answered = flow.hops.iter().any(|h| {
-        h.dir == Dir::Reply && matches!(h.data, HopData::SockRecv | HopData::SockQueue)
-            || h.dir == Dir::Request
-                && matches!(&h.data, HopData::Sock(s) if s.new_state == TcpState::Established)
-    });
-    if answered {
+    if rules::client_answered(flow) {
         return None;
     }
     let func = func_of(&dd.location);

@@ -22,6 +22,8 @@ pub type Rule = fn(&Flow, &dyn Env) -> Option<Verdict>;
 pub const RULES: &[Rule] = &[
     ipvs_no_destination,
     misrouted_local_shadow,
+    // Before the misroute: where the answer died is the flow's end.
+    super::source_addr::reply_refused,
     misrouted_local_transmitted,
     misrouted_nat_source,
     // Repeated PKT_TOO_BIG drops are the flow's story even when a stray
@@ -1715,6 +1717,16 @@ fn request_drops(flow: &Flow, reason: DropReason) -> Vec<&Hop> {
 }
 
 /// Where a packet was dropped, as evidence.
+/// Did an answer reach the client: a reply a socket took or queued, or
+/// the client's TCP socket established?
+pub(super) fn client_answered(flow: &Flow) -> bool {
+    flow.hops.iter().any(|h| {
+        h.dir == Dir::Reply && matches!(h.data, HopData::SockRecv | HopData::SockQueue)
+            || h.dir == Dir::Request
+                && matches!(&h.data, HopData::Sock(s) if s.new_state == TcpState::Established)
+    })
+}
+
 pub(super) fn dropped_at(h: &Hop, location: &str) -> Evidence {
     Evidence::PacketDropped {
         dir: h.dir,

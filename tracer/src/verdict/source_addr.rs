@@ -20,15 +20,23 @@
 //!   is an address of this namespace too (on vxlan.calico) ...`.
 //! - **Rules**: `rules::device_cause` asks [`judge`]; None when the
 //!   namespace holds no such address now (a local source claimed by no
-//!   device is not claimed here).
-//! - **Hint**: [`HINTS`]: the duplicate address; the martian.
+//!   device is not claimed here). [`reply_refused`] (in `rules::RULES`,
+//!   before the misroutes) for an answer refused so on its way back.
+//! - **Hint**: [`HINTS`]: an answer from the local address a request was
+//!   steered out to (a direct-server-return health check); the duplicate
+//!   address; the martian.
 
 use std::{fmt, net::IpAddr};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Env, Evidence, Kind, hints::Hint};
-use crate::model::{drop_reason::DropReason, flow::Flow, hop::Hop};
+use super::{Env, Evidence, EvidenceKind, Kind, Verdict, hints::Hint, rules};
+use crate::model::{
+    drop_reason::DropReason,
+    flow::Flow,
+    hop::{Dir, Hop, HopData},
+    names::func_of,
+};
 
 /// Why the source was refused, as the node shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -148,6 +156,56 @@ pub fn judge(
     ))
 }
 
+/// A rule: the request was answered, and the answer was refused for its
+/// source where it came back (IP_LOCAL_SOURCE, IP_INVALID_SOURCE), so no
+/// answer reached the client. A request to an address of its own
+/// namespace that was steered out by a device (a load balancer's health
+/// check of a direct-server-return real server, katran#47) has its
+/// answer come back from that address: the misroute is told as evidence,
+/// the verdict is where the answer died.
+pub fn reply_refused(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
+    let (drop, d) = flow.hops.iter().find_map(|h| match &h.data {
+        HopData::Drop(d)
+            if h.dir == Dir::Reply
+                && matches!(
+                    d.reason,
+                    DropReason::IpLocalSource | DropReason::IpInvalidSource
+                ) =>
+        {
+            Some((h, d))
+        }
+        _ => None,
+    })?;
+    if rules::client_answered(flow) {
+        return None;
+    }
+    let (said, fact) = judge(flow, drop, &d.reason, func_of(&d.location), env)?;
+    let mut v = rules::verdict(
+        Kind::Dropped,
+        d.reason.clone(),
+        format!(
+            "the reply from {} was dropped on its way back: {said}",
+            super::Endpoint::new(drop.tuple.src, drop.tuple.sport)
+        ),
+        &drop.netns,
+        Some(drop.dev.to_string()),
+    );
+    v.add(rules::dropped_at(drop, &d.location));
+    v.add(fact);
+    if let Some(m) = rules::misrouted_local_transmitted(flow, env) {
+        v.add_all(m.evidence.into_iter().map(|i| i.fact).filter(|e| {
+            matches!(
+                e,
+                Evidence::LocalAddressTransmitted { .. }
+                    | Evidence::TcRedirect { .. }
+                    | Evidence::TcFilter { .. }
+            )
+        }));
+    }
+    v.add_all(rules::delivered_and_side_evidence(flow));
+    Some(v)
+}
+
 /// The class of a martian source, as ip_route_input_slow() tests it
 /// (ipv4_is_multicast, ipv4_is_lbcast, ipv4_is_zeronet, ipv4_is_loopback);
 /// None for an address it takes.
@@ -186,6 +244,15 @@ fn is_martian_dst(e: &Evidence) -> bool {
 
 /// The cause's hints.
 pub const HINTS: &[Hint] = &[
+    // The answer's source is the local address the request was steered
+    // out to (its evidence: the misroute).
+    Hint {
+        kind: Some(Kind::Dropped),
+        reason: None,
+        evidence: &[EvidenceKind::LocalAddressTransmitted],
+        when: Some(is_duplicate),
+        text: "The request was for an address this namespace holds (a VIP on lo) and was steered out by a device, as a load balancer's health check of a direct-server-return real server is; the answer comes back from that address, and the kernel refuses a packet whose source is one of its own (fib_validate_source(): IP_LOCAL_SOURCE) unless the device it comes in by accepts local sources. Set `net.ipv4.conf.DEV.accept_local=1` on that device (and rp_filter 0 or 2 there), or have the check answered from another address (a tunnel to the real server, as Katran's healthchecker does, or a source that is not the VIP).",
+    },
     Hint::when(
         Kind::Dropped,
         is_duplicate,

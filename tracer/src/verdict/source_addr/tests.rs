@@ -106,3 +106,33 @@ fn a_dnat_to_zero_names_the_martian_destination() {
     );
     assert!(v.hint.contains("0.0.0.0/8"), "{}", v.hint);
 }
+
+/// The trap of blind_native.rs (facebookincubator/katran#47): the load
+/// balancer's health check to its VIP (on lo) is steered out to a real
+/// server, which answers from the VIP; the answers die at the load
+/// balancer as a local source. The verdict is that drop, the misroute
+/// its evidence, the accept_local hint; XDP, which passed them, is not
+/// blamed. Near miss: without the namespace's addresses nothing claims
+/// the source, and this is not the cause.
+#[test]
+fn an_answer_from_the_vip_steered_out_to_is_refused_as_a_local_source() {
+    let (f, env) = load("blind_native_trap_local_source");
+    let v = verdict_of(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Dropped, "IP_LOCAL_SOURCE")
+    );
+    assert!(
+        v.where_
+            .starts_with("the reply from 10.205.200.1:80 was dropped on its way back: "),
+        "{}",
+        v.where_
+    );
+    assert_eq!(refusals(&v)[0].held_by.as_deref(), Some("lo"));
+    assert!(facts(&v).any(|e| matches!(e, Evidence::LocalAddressTransmitted { .. })));
+    assert!(v.hint.contains("accept_local"), "{}", v.hint);
+    let mut no_addrs = env.clone();
+    no_addrs.by_netns.clear();
+    let v = verdict_of(&f, &no_addrs);
+    assert_ne!(v.reason.as_str(), "IP_LOCAL_SOURCE", "{}", v.where_);
+}
