@@ -336,7 +336,7 @@ fn tx_mac_unswapped() -> Result<Scenario> {
 
 /// A device map named `name` holding `ifindexes` (key and value each
 /// ifindex), as xdp-tutorial's `tx_port` is filled by its loader.
-fn devmap(name: &str, ifindexes: &[u32]) -> Result<RawFd> {
+pub(crate) fn devmap(name: &str, ifindexes: &[u32]) -> Result<RawFd> {
     let mut attr = [0u8; 64];
     attr[0..4].copy_from_slice(&BPF_MAP_TYPE_DEVMAP.to_le_bytes());
     attr[4..8].copy_from_slice(&4u32.to_le_bytes()); // key_size
@@ -346,17 +346,23 @@ fn devmap(name: &str, ifindexes: &[u32]) -> Result<RawFd> {
     attr[28..28 + n.len().min(15)].copy_from_slice(&n[..n.len().min(15)]);
     let fd = bpf(BPF_MAP_CREATE, &mut attr).context("BPF_MAP_CREATE devmap")? as RawFd;
     for i in ifindexes {
-        let (k, v) = (i.to_le_bytes(), i.to_le_bytes());
-        let mut a = [0u8; 32];
-        a[0..4].copy_from_slice(&(fd as u32).to_le_bytes());
-        a[8..16].copy_from_slice(&(k.as_ptr() as u64).to_le_bytes());
-        a[16..24].copy_from_slice(&(v.as_ptr() as u64).to_le_bytes());
-        if let Err(e) = bpf(BPF_MAP_UPDATE_ELEM, &mut a) {
+        if let Err(e) = devmap_put(fd, *i, *i) {
             unsafe { libc::close(fd) };
-            return Err(e).context("BPF_MAP_UPDATE_ELEM devmap");
+            return Err(e);
         }
     }
     Ok(fd)
+}
+
+/// Set device map `fd`'s entry `key` to `ifindex`.
+pub(crate) fn devmap_put(fd: RawFd, key: u32, ifindex: u32) -> Result<()> {
+    let (k, v) = (key.to_le_bytes(), ifindex.to_le_bytes());
+    let mut a = [0u8; 32];
+    a[0..4].copy_from_slice(&(fd as u32).to_le_bytes());
+    a[8..16].copy_from_slice(&(k.as_ptr() as u64).to_le_bytes());
+    a[16..24].copy_from_slice(&(v.as_ptr() as u64).to_le_bytes());
+    bpf(BPF_MAP_UPDATE_ELEM, &mut a).context("BPF_MAP_UPDATE_ELEM devmap")?;
+    Ok(())
 }
 
 /// xdp-tutorial's `xdp_router` (packet-solutions/xdp_prog_kern_03.c) for

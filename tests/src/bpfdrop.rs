@@ -59,6 +59,9 @@ pub enum XdpVerdict {
     /// bpf_redirect(ifindex, 0): XDP_REDIRECT to that device of the
     /// program's namespace.
     Redirect(u32),
+    /// bpf_redirect_map(map, key, 0): XDP_REDIRECT to the device a device
+    /// map (its fd here, as the loader holds it) has at `key`.
+    RedirectMap { map_fd: RawFd, key: u32 },
 }
 
 /// A program that runs `hit` (which leaves its return value in r0) for
@@ -104,6 +107,13 @@ fn xdp_hit(v: XdpVerdict) -> Vec<[u8; 8]> {
             insn(0xb7, 1, 0, 0, ifindex as i32), // r1 = ifindex
             insn(0xb7, 2, 0, 0, 0),              // r2 = 0 (flags)
             insn(0x85, 0, 0, 0, 23),             // call bpf_redirect
+        ],
+        XdpVerdict::RedirectMap { map_fd, key } => vec![
+            insn(0x18, 1, 1, 0, map_fd), // r1 = the map (ld_imm64, BPF_PSEUDO_MAP_FD)
+            insn(0x00, 0, 0, 0, 0),      // (its upper half)
+            insn(0xb7, 2, 0, 0, key as i32), // r2 = key
+            insn(0xb7, 3, 0, 0, 0),      // r3 = 0 (flags)
+            insn(0x85, 0, 0, 0, 51),     // call bpf_redirect_map
         ],
     }
 }

@@ -4,7 +4,7 @@
 //! of the tests' own (bpfdrop.rs) where Cilium and Calico put theirs.
 //! Not in `scenarios::NAMES` (the `--netns` sweep and the kernel matrix
 //! do not trace them); `scenarios::build` falls back to [`build`].
-//! Address ranges 10.179, 10.187, 10.189, 10.191, 10.193-10.195, and
+//! Address ranges 10.177, 10.179, 10.187, 10.189, 10.191, 10.193-10.195, and
 //! 10.190.50-51 for the
 //! socket-level redirect of incident 3's fix (blind_sock.rs's pods).
 
@@ -25,6 +25,7 @@ pub const DATAPLANE: &[&str] = &[
     "dp_xdp_redirect_down",
     "dp_xdp_tx_back",
     "dp_xdp_native_drop",
+    "dp_xdp_devmap_down",
 ];
 
 pub fn build(name: &str) -> Option<Result<Scenario>> {
@@ -38,6 +39,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "dp_xdp_redirect_down" => xdp_redirect_down(),
         "dp_xdp_tx_back" => xdp_tx_back(),
         "dp_xdp_native_drop" => xdp_native_drop(),
+        "dp_xdp_devmap_down" => xdp_devmap_down(),
         _ => return None,
     })
 }
@@ -125,6 +127,46 @@ fn xdp_native_drop() -> Result<Scenario> {
         nss,
         "10.179.2.2:53".into(),
         strings(&["udp-send", "10.179.2.2:53", "--timeout-ms", &t]),
+    );
+    sc.servers.push(srv);
+    sc.droppers.push(d);
+    Ok(sc)
+}
+
+/// [`xdp_redirect_down`] through a device map, as Cilium's and Katran's
+/// XDP programs redirect (bpf_redirect_map()): the map's entry at key 7
+/// is r2, which is down. The tracepoint names the map and key, not the
+/// device: the entry is read from the map.
+fn xdp_devmap_down() -> Result<Scenario> {
+    let nss = routed(177)?;
+    crate::netns::veth(&nss[1], "r2", &nss[2], "s1")?;
+    nss[1].ip(&["link", "set", "r2", "down"])?;
+    let r2 = crate::bpfdrop::ifindex(&nss[1], "r2")?;
+    let srv = serve(&nss[2], "udp-echo", "10.177.2.2:53", 15)?;
+    // Key 7 holds r2 (devmap() keys each entry by its ifindex: a map of
+    // its own here).
+    let map_fd = crate::blind_xdp::devmap("tx_port", &[])?;
+    let put = crate::blind_xdp::devmap_put(map_fd, 7, r2);
+    let d = put.and_then(|()| {
+        Dropper::xdp(
+            &nss[1],
+            "r0",
+            "xdp_lb_map",
+            UDP,
+            53,
+            XdpVerdict::RedirectMap { map_fd, key: 7 },
+        )
+    });
+    // The program holds the map now; the loader's fd is not needed.
+    unsafe { libc::close(map_fd) };
+    let d = d?;
+    let t = crate::scaled_arg(1000);
+    let mut sc = simple(
+        "dp_xdp_devmap_down",
+        "an XDP program (generic) on the node's device toward the client redirects its UDP to 10.177.2.2:53 through a device map to r2, a device that is down",
+        nss,
+        "10.177.2.2:53".into(),
+        strings(&["udp-send", "10.177.2.2:53", "--timeout-ms", &t]),
     );
     sc.servers.push(srv);
     sc.droppers.push(d);

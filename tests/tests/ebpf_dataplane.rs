@@ -649,6 +649,23 @@ fn a_refused_xdp_redirect_names_its_target_and_error() {
     );
 }
 
+/// The same refused redirect through a device map (bpf_redirect_map()):
+/// the tracepoint names the map and key; the map's entry names r2.
+#[test]
+fn a_refused_xdp_devmap_redirect_names_the_maps_target() {
+    let Some((f, dump)) = tracer_tests::trace_scenario("dp_xdp_devmap_down", 53) else {
+        return;
+    };
+    assert_eq!(tracer_tests::verdict_said(&f, "kind"), "dropped", "{dump}");
+    let w = tracer_tests::verdict_said(&f, "where");
+    assert!(
+        w.contains("XDP program xdp_lb_map (id ")
+            && w.contains("returned XDP_REDIRECT to r2 (device map id ")
+            && w.contains(", key 7), which failed: ENETDOWN"),
+        "{dump}"
+    );
+}
+
 /// An XDP program loaded after tracer started (a Cilium agent that
 /// starts, or restarts, after it): the node is asked again while tracing,
 /// the xdp hooks are attached then and said on stderr, and the refused

@@ -170,6 +170,8 @@ pub struct KernelOffsets {
     /// map_type, map_id, index; Linux >= 5.17) or 6 (dev, xdp, tgt, err,
     /// map, index: 5.10); 0 when absent.
     pub tp_xdp_redirect_arity: u32,
+    /// struct bpf_map: id (a redirect's map, by its pointer on 5.10).
+    pub bpf_map_id: u32,
 }
 
 impl KernelOffsets {
@@ -255,6 +257,7 @@ impl KernelOffsets {
             prog_aux: OFFSET_NONE,
             prog_aux_id: OFFSET_NONE,
             tp_xdp_redirect_arity: 0,
+            bpf_map_id: OFFSET_NONE,
         }
     }
 }
@@ -364,7 +367,7 @@ mod tests {
     #[test]
     fn offsets_layout() {
         // 80 u32 fields, no implicit padding.
-        assert_eq!(size_of::<KernelOffsets>(), 80 * 4);
+        assert_eq!(size_of::<KernelOffsets>(), 81 * 4);
         assert_eq!(offset_of!(KernelOffsets, skb_len), 0);
         assert_eq!(offset_of!(KernelOffsets, tp_consume_has_location), 62 * 4);
         assert_eq!(offset_of!(KernelOffsets, xt_table_name), 69 * 4);
@@ -372,6 +375,7 @@ mod tests {
         assert_eq!(offset_of!(KernelOffsets, skb_tail), 71 * 4);
         assert_eq!(offset_of!(KernelOffsets, socket_sk), 76 * 4);
         assert_eq!(offset_of!(KernelOffsets, tp_xdp_redirect_arity), 79 * 4);
+        assert_eq!(offset_of!(KernelOffsets, bpf_map_id), 80 * 4);
         assert_eq!(KernelOffsets::none().skb_head, OFFSET_NONE);
     }
 

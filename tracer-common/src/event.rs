@@ -417,10 +417,32 @@ pub struct FuncEvent {
     pub backend: u8,
     pub has_ret: u8,
     pub _pad: [u8; 5],
-    /// NFT_DO_CHAIN: table name; IPT_DO_TABLE: table name.
+    /// NFT_DO_CHAIN: table name; IPT_DO_TABLE: table name. XDP: a
+    /// redirect through a map, its id and key (u32 each, native endian,
+    /// [`FuncEvent::xdp_map`]); zeros otherwise.
     pub table: [u8; 32],
     /// NFT_DO_CHAIN: chain name.
     pub chain: [u8; 32],
+}
+
+impl FuncEvent {
+    /// XDP: the map a redirect went through and its key, `(0, 0)` for
+    /// none (a redirect to an ifindex, or another action).
+    pub fn xdp_map(&self) -> (u32, u32) {
+        let word = |k: usize| {
+            let mut b = [0u8; 4];
+            b.copy_from_slice(&self.table[k..k + 4]);
+            u32::from_ne_bytes(b)
+        };
+        (word(0), word(4))
+    }
+
+    /// Set what [`FuncEvent::xdp_map`] reads.
+    #[inline]
+    pub fn set_xdp_map(&mut self, map_id: u32, key: u32) {
+        self.table[..4].copy_from_slice(&map_id.to_ne_bytes());
+        self.table[4..8].copy_from_slice(&key.to_ne_bytes());
+    }
 }
 
 #[cfg(feature = "user")]

@@ -70,7 +70,7 @@ pub fn tracer_xdp_exception(ctx: BtfTracePointContext) -> i32 {
     let dev: u64 = ctx.arg(0);
     let prog: u64 = ctx.arg(1);
     let act: u32 = ctx.arg(2);
-    let _ = send(dev, prog, act, 0, 0);
+    let _ = send(dev, prog, act, 0, 0, (0, 0));
     0
 }
 
@@ -87,32 +87,43 @@ fn redirect(ctx: &BtfTracePointContext) -> Option<()> {
     let err: i32 = ctx.arg(3);
     // The arity is a load-time constant: the branch for the other layout
     // is dead code (reading past the TP_PROTO fails verification).
+    // `(to, map_id, key)`: a device map's entry is named from its id and
+    // key in userspace (node/devmap.rs).
     let arity = offsets().tp_xdp_redirect_arity;
-    let to = if arity >= 7 {
+    let (to, map_id, key) = if arity >= 7 {
         let map_type: u32 = ctx.arg(4);
         let map_id: u32 = ctx.arg(5);
         let index: u32 = ctx.arg(6);
         if map_type == 0 && map_id == MAP_ID_IFINDEX {
-            index
+            (index, 0, 0)
         } else {
-            0
+            (0, map_id, index)
         }
     } else if arity == 6 {
         // 5.10: (dev, xdp, tgt, err, map, index), index the ifindex
-        // when no map was used.
+        // when no map was used, else the map's key (bpf_map.id by BTF).
         let map: u64 = ctx.arg(4);
         let index: u32 = ctx.arg(5);
-        if map == 0 { index } else { 0 }
+        if map == 0 {
+            (index, 0, 0)
+        } else {
+            (
+                0,
+                read::<u32>(map, offsets().bpf_map_id).unwrap_or(0),
+                index,
+            )
+        }
     } else {
-        0
+        (0, 0, 0)
     };
-    send(dev, prog, XDP_REDIRECT, to, err)
+    send(dev, prog, XDP_REDIRECT, to, err, (map_id, key))
 }
 
 /// Send the action of the program `prog` on `dev` as a func::XDP record of
-/// the followed skb this CPU received on `dev` right before, if any.
+/// the followed skb this CPU received on `dev` right before, if any;
+/// `map`: a redirect's map id and key.
 #[inline(always)]
-fn send(dev: u64, prog: u64, act: u32, to: u32, err: i32) -> Option<()> {
+fn send(dev: u64, prog: u64, act: u32, to: u32, err: i32, map: (u32, u32)) -> Option<()> {
     let last = LAST.get(0)?;
     if last.skb == 0 || last.hook != Hook::NetifReceive as u8 {
         return None;
@@ -153,6 +164,7 @@ fn send(dev: u64, prog: u64, act: u32, to: u32, err: i32) -> Option<()> {
     ev.hdr.ifindex = d.ifindex;
     ev.hdr.netns = d.netns;
     ev.arg = [act, to];
+    ev.set_xdp_map(map.0, map.1);
     ev.ret = err as i64;
     ev.has_ret = 1;
     if EVENTS.output::<FuncEvent>(ev, 0).is_ok() {

@@ -408,6 +408,8 @@ impl Codec {
                 put(w, u64::from(x.prog_id));
                 put(w, u64::from(x.to_ifindex));
                 put_signed(w, i64::from(x.err));
+                put(w, u64::from(x.map_id));
+                put(w, u64::from(x.map_key));
             }
         }
     }
@@ -654,6 +656,8 @@ impl Codec {
                 prog_id: r.get() as u32,
                 to_ifindex: r.get() as u32,
                 err: r.signed() as i32,
+                map_id: r.get() as u32,
+                map_key: r.get() as u32,
             })),
             _ => HopData::Neigh(Box::new(neigh_of(r))),
         }
@@ -1056,8 +1060,10 @@ mod tests {
                     HopData::Xdp(Box::new(XdpData {
                         action: XdpAction::XdpRedirect,
                         prog_id: 87_000,
-                        to_ifindex: 9,
+                        to_ifindex: 0,
                         err: -90,
+                        map_id: 41,
+                        map_key: 3,
                     })),
                 ),
             ];

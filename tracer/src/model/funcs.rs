@@ -99,6 +99,7 @@ pub fn hop_data(e: &FuncEvent, names: &mut Names) -> (Hook, HopData) {
     if e.func == func::XDP {
         // The xdp tracepoints (tracer-ebpf xdp.rs): the program's id rides
         // in `location`.
+        let (map_id, map_key) = e.xdp_map();
         return (
             Hook::Xdp,
             HopData::Xdp(Box::new(XdpData {
@@ -106,6 +107,8 @@ pub fn hop_data(e: &FuncEvent, names: &mut Names) -> (Hook, HopData) {
                 prog_id: e.location as u32,
                 to_ifindex: e.arg[1],
                 err: e.ret as i32,
+                map_id,
+                map_key,
             })),
         );
     }

@@ -505,6 +505,13 @@ pub struct XdpData {
     /// device, ...), 0 when it succeeded.
     #[serde(default, skip_serializing_if = "zero::i32")]
     pub err: i32,
+    /// A redirect through a map (bpf_redirect_map()): its id and the key,
+    /// 0 when none. A device map's entry names the target
+    /// (node/devmap.rs), resolved when judged.
+    #[serde(default, skip_serializing_if = "zero::u32")]
+    pub map_id: u32,
+    #[serde(default, skip_serializing_if = "zero::u32")]
+    pub map_key: u32,
 }
 
 /// serde's `skip_serializing_if` for zero numbers (it passes a reference).

@@ -7,6 +7,7 @@
 pub mod bpf_progs;
 pub mod command;
 pub mod conntrack;
+pub mod devmap;
 pub mod hostroot;
 pub mod ipvs;
 pub mod link;

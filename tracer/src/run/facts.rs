@@ -97,6 +97,8 @@ pub struct LiveEnv {
     xfrm: RefCell<HashMap<u32, Option<Xfrm>>>,
     /// net.ipv4.ipfrag_time of namespaces where a reassembly timed out.
     frag_time: RefCell<HashMap<u32, Option<u32>>>,
+    /// Device maps' entries XDP redirects went through.
+    devmaps: RefCell<HashMap<(u32, u32), Option<u32>>>,
     /// Netfilter counters when tracing started, per namespace inode.
     nf_baseline: HashMap<u32, Vec<NfRule>>,
     /// nf_tables tracing, where it was set up (its tables go with it).
@@ -126,6 +128,7 @@ impl LiveEnv {
             qdiscs: RefCell::default(),
             xfrm: RefCell::default(),
             frag_time: RefCell::default(),
+            devmaps: RefCell::default(),
             nf_baseline,
             nftrace,
             nsids: HashMap::new(),
@@ -234,6 +237,7 @@ impl LiveEnv {
         self.qdiscs.borrow_mut().clear();
         self.xfrm.borrow_mut().clear();
         self.frag_time.borrow_mut().clear();
+        self.devmaps.borrow_mut().clear();
     }
 
     /// What was read since the last [`LiveEnv::expire`], as a fixed
@@ -289,6 +293,12 @@ impl LiveEnv {
                 .collect(),
             frag_time: self
                 .frag_time
+                .borrow()
+                .iter()
+                .filter_map(|(k, v)| Some((*k, (*v)?)))
+                .collect(),
+            devmaps: self
+                .devmaps
                 .borrow()
                 .iter()
                 .filter_map(|(k, v)| Some((*k, (*v)?)))
@@ -724,6 +734,15 @@ impl Env for LiveEnv {
             .and_then(|p| crate::node::link::sysctl_in(p, "net/ipv4/ipfrag_time"))
             .and_then(|s| s.trim().parse().ok());
         self.frag_time.borrow_mut().insert(netns, v);
+        v
+    }
+
+    fn devmap_target(&self, map_id: u32, key: u32) -> Option<u32> {
+        if let Some(v) = self.devmaps.borrow().get(&(map_id, key)) {
+            return *v;
+        }
+        let v = crate::node::devmap::target(map_id, key);
+        self.devmaps.borrow_mut().insert((map_id, key), v);
         v
     }
 

@@ -190,6 +190,10 @@ pub struct Facts {
     /// absent before it was read).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub frag_time: BTreeMap<u32, u32>,
+    /// Device maps' entries an XDP redirect went through (absent before
+    /// they were read).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devmaps: Vec<DevmapEntry>,
     pub ipvs: BTreeMap<u32, Vec<VirtualService>>,
     /// Devices' MTU and sysctls where packets were dropped (format 2).
     #[serde(default)]
@@ -242,6 +246,19 @@ impl From<Inventory> for Facts {
             qdiscs,
             xfrm: i.xfrm.into_iter().collect(),
             frag_time: i.frag_time.into_iter().collect(),
+            devmaps: {
+                let mut v: Vec<DevmapEntry> = i
+                    .devmaps
+                    .into_iter()
+                    .map(|((map_id, key), ifindex)| DevmapEntry {
+                        map_id,
+                        key,
+                        ifindex,
+                    })
+                    .collect();
+                v.sort_by_key(|e| (e.map_id, e.key));
+                v
+            },
             ipvs: i.ipvs.into_iter().collect(),
             links: i.links.into_iter().collect(),
             bound: i.bound.into_iter().collect(),
@@ -275,6 +292,11 @@ impl From<Facts> for Inventory {
             qdiscs: f.qdiscs.into_iter().map(|(n, d, v)| ((n, d), v)).collect(),
             xfrm: f.xfrm.into_iter().collect(),
             frag_time: f.frag_time.into_iter().collect(),
+            devmaps: f
+                .devmaps
+                .into_iter()
+                .map(|e| ((e.map_id, e.key), e.ifindex))
+                .collect(),
             facts: Default::default(),
             ipvs: f.ipvs.into_iter().collect(),
             links: f.links.into_iter().collect(),
@@ -287,6 +309,14 @@ impl From<Facts> for Inventory {
             services: f.services.into_iter().collect(),
         }
     }
+}
+
+/// A device map's entry as read: map `map_id` held `ifindex` at `key`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DevmapEntry {
+    pub map_id: u32,
+    pub key: u32,
+    pub ifindex: u32,
 }
 
 /// A flow's final verdict, for the golden comparison.

@@ -82,6 +82,10 @@ impl Env for ReplayEnv {
         self.inventory.frag_time(netns)
     }
 
+    fn devmap_target(&self, map_id: u32, key: u32) -> Option<u32> {
+        self.inventory.devmap_target(map_id, key)
+    }
+
     fn dst_facts(&self, dst: std::net::IpAddr) -> Vec<crate::verdict::Evidence> {
         crate::verdict::node_facts::owner_facts(&self.vip, dst)
     }

@@ -170,15 +170,29 @@ pub fn xdp_action<'a>(flow: &'a Flow, drop: &Hop) -> Option<&'a XdpData> {
         .last()
 }
 
-/// A redirect's target device by name, from its ifindex in `netns`.
+/// A redirect's target device by name, from its ifindex in `netns`: the
+/// tracepoint's, or a device map's entry at the redirect's key
+/// (`Env::devmap_target`), told with the map.
 pub fn xdp_target(env: &dyn Env, netns: u32, x: &XdpData) -> Option<String> {
-    if x.to_ifindex == 0 {
+    let via_map = x.to_ifindex == 0 && x.map_id != 0;
+    let ifindex = if via_map {
+        env.devmap_target(x.map_id, x.map_key)?
+    } else {
+        x.to_ifindex
+    };
+    if ifindex == 0 {
         return None;
     }
-    env.links(netns)
+    let dev = env
+        .links(netns)
         .iter()
-        .find(|l| l.ifindex == x.to_ifindex)
-        .map(|l| l.dev.clone())
+        .find(|l| l.ifindex == ifindex)
+        .map_or_else(|| format!("ifindex {ifindex}"), |l| l.dev.clone());
+    Some(if via_map {
+        format!("{dev} (device map id {}, key {})", x.map_id, x.map_key)
+    } else {
+        dev
+    })
 }
 
 /// The XDP program of an xdp tracepoint's record: as [`program`] names

@@ -1641,6 +1641,8 @@ mod tests {
                     prog_id: 7,
                     to_ifindex: 9,
                     err: -100,
+                    map_id: 0,
+                    map_key: 0,
                 },
                 to_dev: Some(s("lxc9")),
             },

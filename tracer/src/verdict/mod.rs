@@ -184,6 +184,11 @@ pub trait Env {
     fn frag_time(&self, _netns: u32) -> Option<u32> {
         None
     }
+    /// The ifindex device map `map_id` holds at `key` (node/devmap.rs),
+    /// read for an XDP redirect through it (bpf_drop.rs xdp_target).
+    fn devmap_target(&self, _map_id: u32, _key: u32) -> Option<u32> {
+        None
+    }
     /// Facts about a destination address seen while tracing (VIP owner
     /// changes, several MACs answering for it).
     fn dst_facts(&self, _dst: IpAddr) -> Vec<Evidence> {
@@ -276,6 +281,7 @@ pub struct Inventory {
     pub qdiscs: HashMap<(u32, String), Vec<Qdisc>>,
     pub xfrm: HashMap<u32, Xfrm>,
     pub frag_time: HashMap<u32, u32>,
+    pub devmaps: HashMap<(u32, u32), u32>,
     pub facts: HashMap<IpAddr, Vec<Evidence>>,
     pub ipvs: HashMap<u32, Vec<crate::node::ipvs::VirtualService>>,
     pub links: HashMap<u32, Vec<LinkConf>>,
@@ -332,6 +338,10 @@ impl Env for Inventory {
 
     fn frag_time(&self, netns: u32) -> Option<u32> {
         self.frag_time.get(&netns).copied()
+    }
+
+    fn devmap_target(&self, map_id: u32, key: u32) -> Option<u32> {
+        self.devmaps.get(&(map_id, key)).copied()
     }
 
     fn dst_facts(&self, dst: IpAddr) -> Vec<Evidence> {

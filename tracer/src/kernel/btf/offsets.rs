@@ -42,6 +42,7 @@ pub const NAMES: &[&str] = &[
     "socket",
     "bpf_prog",
     "bpf_prog_aux",
+    "bpf_map",
     "bpf_func_id",
     "skb_drop_reason",
     "sk_rst_reason",
@@ -161,6 +162,7 @@ pub fn resolve(btf: &Btf) -> Result<Resolved, BtfError> {
         prog_aux: get("bpf_prog", "aux"),
         prog_aux_id: get("bpf_prog_aux", "id"),
         tp_xdp_redirect_arity: 0,
+        bpf_map_id: get("bpf_map", "id"),
     };
     // Module types are absent while their module is not loaded: that is
     // the hook's reported gap (`module X not loaded`), not a missing field.
