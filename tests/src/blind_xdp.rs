@@ -334,19 +334,20 @@ fn tx_mac_unswapped() -> Result<Scenario> {
     Ok(sc)
 }
 
-/// A device map named `name` holding `ifindexes` (key and value each
-/// ifindex), as xdp-tutorial's `tx_port` is filled by its loader.
-pub(crate) fn devmap(name: &str, ifindexes: &[u32]) -> Result<RawFd> {
+/// A device map named `name` holding `ifindexes` of the namespace `n`
+/// (key and value each ifindex), as xdp-tutorial's `tx_port` is filled
+/// by its loader.
+pub(crate) fn devmap(n: &Netns, name: &str, ifindexes: &[u32]) -> Result<RawFd> {
     let mut attr = [0u8; 64];
     attr[0..4].copy_from_slice(&BPF_MAP_TYPE_DEVMAP.to_le_bytes());
     attr[4..8].copy_from_slice(&4u32.to_le_bytes()); // key_size
     attr[8..12].copy_from_slice(&4u32.to_le_bytes()); // value_size
     attr[12..16].copy_from_slice(&256u32.to_le_bytes()); // max_entries
-    let n = name.as_bytes();
-    attr[28..28 + n.len().min(15)].copy_from_slice(&n[..n.len().min(15)]);
+    let b = name.as_bytes();
+    attr[28..28 + b.len().min(15)].copy_from_slice(&b[..b.len().min(15)]);
     let fd = bpf(BPF_MAP_CREATE, &mut attr).context("BPF_MAP_CREATE devmap")? as RawFd;
     for i in ifindexes {
-        if let Err(e) = devmap_put(fd, *i, *i) {
+        if let Err(e) = devmap_put(n, fd, *i, *i) {
             unsafe { libc::close(fd) };
             return Err(e);
         }
@@ -354,15 +355,21 @@ pub(crate) fn devmap(name: &str, ifindexes: &[u32]) -> Result<RawFd> {
     Ok(fd)
 }
 
-/// Set device map `fd`'s entry `key` to `ifindex`.
-pub(crate) fn devmap_put(fd: RawFd, key: u32, ifindex: u32) -> Result<()> {
-    let (k, v) = (key.to_le_bytes(), ifindex.to_le_bytes());
-    let mut a = [0u8; 32];
-    a[0..4].copy_from_slice(&(fd as u32).to_le_bytes());
-    a[8..16].copy_from_slice(&(k.as_ptr() as u64).to_le_bytes());
-    a[16..24].copy_from_slice(&(v.as_ptr() as u64).to_le_bytes());
-    bpf(BPF_MAP_UPDATE_ELEM, &mut a).context("BPF_MAP_UPDATE_ELEM devmap")?;
-    Ok(())
+/// Set device map `fd`'s entry `key` to `ifindex` of the namespace `n`:
+/// the kernel takes the ifindex in the updater's namespace
+/// (dev_map_update_elem(), current->nsproxy->net_ns), so the update is
+/// made from a thread in `n` (from the host's, the entry would be a host
+/// device's).
+pub(crate) fn devmap_put(n: &Netns, fd: RawFd, key: u32, ifindex: u32) -> Result<()> {
+    crate::bpfdrop::in_netns(&n.path(), || {
+        let (k, v) = (key.to_le_bytes(), ifindex.to_le_bytes());
+        let mut a = [0u8; 32];
+        a[0..4].copy_from_slice(&(fd as u32).to_le_bytes());
+        a[8..16].copy_from_slice(&(k.as_ptr() as u64).to_le_bytes());
+        a[16..24].copy_from_slice(&(v.as_ptr() as u64).to_le_bytes());
+        bpf(BPF_MAP_UPDATE_ELEM, &mut a).context("BPF_MAP_UPDATE_ELEM devmap")?;
+        Ok(())
+    })
 }
 
 /// xdp-tutorial's `xdp_router` (packet-solutions/xdp_prog_kern_03.c) for
@@ -486,6 +493,7 @@ fn devmap_miss_aborted() -> Result<Scenario> {
     exchange(&router, &target)?;
     let dir = bpf_dir(&p)?;
     let tx_port = devmap(
+        &router,
         "tx_port",
         &[ifindex(&router, "eth0")?, ifindex(&router, "eth1")?],
     )?;

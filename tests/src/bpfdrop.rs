@@ -280,6 +280,22 @@ pub(crate) fn tcx_link(netns: &str, fd: RawFd, ifindex: u32, egress: bool) -> Re
     } else {
         BPF_TCX_INGRESS
     };
+    in_netns(netns, || {
+        let mut attr = [0u8; 64];
+        attr[0..4].copy_from_slice(&(fd as u32).to_le_bytes());
+        attr[4..8].copy_from_slice(&ifindex.to_le_bytes());
+        attr[8..12].copy_from_slice(&ty.to_le_bytes());
+        let link = bpf(BPF_LINK_CREATE, &mut attr)
+            .map_err(|e| anyhow::anyhow!("BPF_LINK_CREATE (tcx) in {netns}: {e}"))?;
+        Ok(link as RawFd)
+    })
+}
+
+/// `f` run by a thread that entered the namespace at `netns` (setns()
+/// moves only the calling thread): for what the kernel resolves in the
+/// caller's namespace, an ifindex above all (BPF_LINK_CREATE, a device
+/// map's update, dev_map_update_elem()).
+pub(crate) fn in_netns<T: Send>(netns: &str, f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
     let ns = std::fs::File::open(netns)?;
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -287,16 +303,10 @@ pub(crate) fn tcx_link(netns: &str, fd: RawFd, ifindex: u32, egress: bool) -> Re
             if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
                 bail!("setns {netns}: {}", std::io::Error::last_os_error());
             }
-            let mut attr = [0u8; 64];
-            attr[0..4].copy_from_slice(&(fd as u32).to_le_bytes());
-            attr[4..8].copy_from_slice(&ifindex.to_le_bytes());
-            attr[8..12].copy_from_slice(&ty.to_le_bytes());
-            let link = bpf(BPF_LINK_CREATE, &mut attr)
-                .map_err(|e| anyhow::anyhow!("BPF_LINK_CREATE (tcx) in {netns}: {e}"))?;
-            Ok(link as RawFd)
+            f()
         })
         .join()
-        .unwrap_or_else(|_| bail!("the tcx attach thread panicked"))
+        .unwrap_or_else(|_| bail!("the thread in {netns} panicked"))
     })
 }
 

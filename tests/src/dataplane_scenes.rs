@@ -143,10 +143,9 @@ fn xdp_devmap_down() -> Result<Scenario> {
     nss[1].ip(&["link", "set", "r2", "down"])?;
     let r2 = crate::bpfdrop::ifindex(&nss[1], "r2")?;
     let srv = serve(&nss[2], "udp-echo", "10.177.2.2:53", 15)?;
-    // Key 7 holds r2 (devmap() keys each entry by its ifindex: a map of
-    // its own here).
-    let map_fd = crate::blind_xdp::devmap("tx_port", &[])?;
-    let put = crate::blind_xdp::devmap_put(map_fd, 7, r2);
+    // Key 7 holds r2, set from the router's namespace.
+    let map_fd = crate::blind_xdp::devmap(&nss[1], "tx_port", &[])?;
+    let put = crate::blind_xdp::devmap_put(&nss[1], map_fd, 7, r2);
     let d = put.and_then(|()| {
         Dropper::xdp(
             &nss[1],

@@ -127,6 +127,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("dp_xdp_redirect_down", "dropped", "XDP"),
     ("dp_xdp_tx_back", "dropped", "OTHERHOST"),
     ("dp_xdp_native_drop", "dropped", "NOT_SPECIFIED"),
+    ("dp_xdp_devmap_down", "dropped", "XDP"),
     (
         "blind_port_antrea_custom_tunnel_port",
         "dropped",

@@ -49,7 +49,9 @@ pub struct SourceRefusal {
     /// (IP_INVALID_DEST).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_dst: bool,
-    /// The destination the client sent to, when NAT made it `src`.
+    /// The destination the client sent to, when NAT made it `src`; or,
+    /// for a reply whose source is that destination (the answer to a
+    /// request this namespace steered out), `src` itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent_to: Option<IpAddr>,
     /// The device of this namespace that holds `src` (IP_LOCAL_SOURCE).
@@ -64,6 +66,10 @@ impl SourceRefusal {
     /// What it does to the packet, after `FUNC in netns N: `.
     pub fn said(&self) -> String {
         match (&self.held_by, &self.martian) {
+            (Some(held), _) if self.sent_to == Some(self.src) => format!(
+                "its source {} is the address the request was sent to, which this namespace holds itself (on {held}), and it came in by {}: the kernel drops packets from its own addresses that arrive from outside",
+                self.src, self.dev
+            ),
             (Some(held), _) => format!(
                 "its source {} is an address of this namespace too (on {held}), and it came in by {}: the kernel drops packets from its own addresses that arrive from outside (a duplicate address)",
                 self.src, self.dev
@@ -127,7 +133,11 @@ pub fn judge(
     } else {
         drop.tuple.src
     };
-    let sent_to = (is_dst && flow.key.dst != src).then_some(flow.key.dst);
+    let sent_to = if is_dst {
+        (flow.key.dst != src).then_some(flow.key.dst)
+    } else {
+        (drop.dir == Dir::Reply && flow.key.dst == src).then_some(src)
+    };
     let (held_by, martian) = match reason {
         DropReason::IpLocalSource => {
             let held = env

@@ -285,3 +285,29 @@ fn an_xdp_action_names_what_the_program_returned() {
         assert!(v.where_.contains("XDP program id "), "{name}: {}", v.where_);
     }
 }
+
+/// A redirect through a device map (dp_xdp_devmap_down): the tracepoint
+/// gives the map's id and key, the map's entry the device, told with the
+/// map. Near miss: the entry could not be read (the map is gone): the
+/// refusal is told without a target, not guessed.
+#[test]
+fn a_devmap_redirect_names_the_maps_entry() {
+    let (f, env) = load("dp_xdp_devmap_down");
+    let v = verdict_of(&f, &env);
+    assert!(
+        v.where_
+            .contains("returned XDP_REDIRECT to r2 (device map id ")
+            && v.where_.contains(", key 7), which failed: ENETDOWN"),
+        "{}",
+        v.where_
+    );
+    let mut gone = env.clone();
+    gone.devmaps.clear();
+    let v = verdict_of(&f, &gone);
+    assert!(
+        v.where_
+            .contains("returned XDP_REDIRECT, which failed: ENETDOWN"),
+        "{}",
+        v.where_
+    );
+}

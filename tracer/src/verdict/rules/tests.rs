@@ -378,6 +378,7 @@ fn recorded_in_overlays(name: &str) -> (&'static str, fn(&Flow) -> bool) {
             to(f, "10.195.41.12:8082")
         }),
         "dp_xdp_redirect_down" => ("dp_xdp_redirect_down-6.18.rec", |f| to(f, "10.180.2.2:53")),
+        "dp_xdp_devmap_down" => ("dp_xdp_devmap_down-6.18.rec", |f| to(f, "10.177.2.2:53")),
         "dp_xdp_tx_back" => ("dp_xdp_tx_back-6.18.rec", |f| to(f, "10.181.2.2:53")),
         "blind_xdp_tx_mac_unswapped" => ("blind_xdp_tx_mac_unswapped-6.18.rec", |f| {
             to(f, "10.170.100.1:65535")
