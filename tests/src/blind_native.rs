@@ -20,7 +20,7 @@
 
 use std::net::Ipv4Addr;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::{
     blind_bpf::{
@@ -28,6 +28,7 @@ use crate::{
         matcher, pinned, port, proto, tc_filter,
     },
     blind_l2::exchange,
+    blind_xdp::{Op, asm, le32, mac, store_mac},
     netns::{Netns, unique_prefix, veth},
     redirect::insn,
     scenarios::{Scenario, listen, ns, serve, simple, strings, tcp_connect},
@@ -56,55 +57,6 @@ const XDP_DROP: i32 = 1;
 const XDP_TX: i32 = 3;
 const TC_ACT_OK: i32 = 0;
 
-/// One instruction, or a conditional jump to a label, or a label.
-enum Op {
-    I([u8; 8]),
-    /// JMP32 `code` of w`dst` against `imm` (or a 64-bit one of two
-    /// registers), to label `to`.
-    J {
-        code: u8,
-        dst: u8,
-        src: u8,
-        imm: i32,
-        to: &'static str,
-    },
-    L(&'static str),
-}
-
-/// Raw instructions with their jumps resolved to their labels.
-fn asm(ops: &[Op]) -> Vec<u8> {
-    let mut at = std::collections::HashMap::new();
-    let mut n = 0i64;
-    for op in ops {
-        match op {
-            Op::L(l) => {
-                at.insert(*l, n);
-            }
-            _ => n += 1,
-        }
-    }
-    let mut out = Vec::new();
-    let mut pc = 0i64;
-    for op in ops {
-        match op {
-            Op::I(i) => out.extend_from_slice(i),
-            Op::J {
-                code,
-                dst,
-                src,
-                imm,
-                to,
-            } => {
-                let off = at[to] - pc - 1;
-                out.extend_from_slice(&insn(*code, *dst, *src, off as i16, *imm));
-            }
-            Op::L(_) => continue,
-        }
-        pc += 1;
-    }
-    out
-}
-
 /// `if w5 != imm goto to`.
 fn jne(imm: i32, to: &'static str) -> Op {
     Op::J {
@@ -125,11 +77,6 @@ fn jeq(imm: i32, to: &'static str) -> Op {
         imm,
         to,
     }
-}
-
-/// The little-endian i32 a 4-byte load reads from these network bytes.
-fn le32(b: [u8; 4]) -> i32 {
-    i32::from_le_bytes(b)
 }
 
 /// A port as a u16 load of its network-order bytes reads it.
@@ -164,20 +111,6 @@ fn load5(size: u8, off: i16) -> Op {
     Op::I(insn(size, 5, 2, off, 0))
 }
 
-/// Stores of `mac` at `off` of the frame (r2 its start): a u32 and a u16.
-fn store_mac(off: i16, m: [u8; 6]) -> [Op; 2] {
-    [
-        Op::I(insn(0x62, 2, 0, off, le32([m[0], m[1], m[2], m[3]]))),
-        Op::I(insn(
-            0x6a,
-            2,
-            0,
-            off + 4,
-            i32::from(u16::from_le_bytes([m[4], m[5]])),
-        )),
-    ]
-}
-
 /// `label:` r0 = `ret`, exit.
 fn ret(label: &'static str, r: i32) -> [Op; 3] {
     [
@@ -185,23 +118,6 @@ fn ret(label: &'static str, r: i32) -> [Op; 3] {
         Op::I(insn(0xb7, 0, 0, 0, r)),
         Op::I(insn(0x95, 0, 0, 0, 0)),
     ]
-}
-
-/// The MAC of `dev` in `n`.
-fn mac(n: &Netns, dev: &str) -> Result<[u8; 6]> {
-    let s = String::from_utf8_lossy(
-        &n.exec(&["cat", &format!("/sys/class/net/{dev}/address")])?
-            .stdout,
-    )
-    .trim()
-    .to_string();
-    let v: Vec<u8> = s
-        .split(':')
-        .map(|h| u8::from_str_radix(h, 16))
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("MAC {s:?}"))?;
-    v.try_into()
-        .map_err(|_| anyhow::anyhow!("MAC {s:?} is not 6 bytes"))
 }
 
 /// The pinned XDP program `pin` on `dev` of `n` in native (driver) mode:

@@ -60,7 +60,7 @@ const BPF_FUNC_FIB_LOOKUP: i32 = 69;
 const XDP_TX: i32 = 3;
 
 /// One instruction, a jump to a label, or a label of [`asm`].
-enum Op {
+pub(crate) enum Op {
     I([u8; 8]),
     /// A conditional jump `code` (dst `dst`, immediate `imm`, or source
     /// register `src`) to label `to`.
@@ -75,7 +75,7 @@ enum Op {
 }
 
 /// Raw instructions with their jumps resolved to their labels.
-fn asm(ops: &[Op]) -> Vec<u8> {
+pub(crate) fn asm(ops: &[Op]) -> Vec<u8> {
     let mut at = std::collections::HashMap::new();
     let mut n = 0i64;
     for op in ops {
@@ -109,7 +109,7 @@ fn asm(ops: &[Op]) -> Vec<u8> {
 }
 
 /// The little-endian i32 a 4-byte load reads from these network bytes.
-fn le32(b: [u8; 4]) -> i32 {
+pub(crate) fn le32(b: [u8; 4]) -> i32 {
     i32::from_le_bytes(b)
 }
 
@@ -133,7 +133,7 @@ fn csum_delta(old: Ipv4Addr, new: Ipv4Addr) -> i32 {
 }
 
 /// The MAC of `dev` in `n`.
-fn mac(n: &Netns, dev: &str) -> Result<[u8; 6]> {
+pub(crate) fn mac(n: &Netns, dev: &str) -> Result<[u8; 6]> {
     let s = String::from_utf8_lossy(
         &n.exec(&["cat", &format!("/sys/class/net/{dev}/address")])?
             .stdout,
@@ -156,7 +156,7 @@ fn ifindex(n: &Netns, dev: &str) -> Result<u32> {
 
 /// Stores of `mac` at `off` of the frame (r2 holds its start): a u32 and
 /// a u16, immediates.
-fn store_mac(off: i16, m: [u8; 6]) -> [Op; 2] {
+pub(crate) fn store_mac(off: i16, m: [u8; 6]) -> [Op; 2] {
     [
         Op::I(insn(0x62, 2, 0, off, le32([m[0], m[1], m[2], m[3]]))),
         Op::I(insn(

@@ -448,47 +448,29 @@ fn tc_program_drops_name_the_program() {
     }
 }
 
-/// An XDP program's drop (generic XDP frees the skb with no reason of its
-/// own) names the XDP program on that device and its mode.
+/// An XDP program's drop names the XDP program on that device and its
+/// mode: in generic mode (generic XDP frees the skb with no reason of its
+/// own), and in native mode (veth frees what its program dropped in its
+/// own XDP path, veth_xdp_rcv_skb()).
 #[test]
 fn xdp_program_drop_names_the_program() {
-    let Some((f, dump)) = tracer_tests::trace_scenario("dp_xdp_drop", 53) else {
-        return;
-    };
-    assert_eq!(tracer_tests::verdict_said(&f, "kind"), "dropped", "{dump}");
-    let w = tracer_tests::verdict_said(&f, "where");
-    assert!(
-        w.contains("XDP of r0")
-            && w.contains("dropped by XDP program cil_xdp_entry (id ")
-            && w.contains(", generic)"),
-        "{dump}"
-    );
-    assert!(
-        tracer_tests::evidence_kinds(&f).contains(&"bpf_program_drop"),
-        "{dump}"
-    );
-}
-
-/// The same drop by a program in native (driver) mode: veth frees what it
-/// dropped in its own XDP path (veth_xdp_rcv_skb()); the program is
-/// named with its mode.
-#[test]
-fn a_native_xdp_program_drop_names_the_program() {
-    let Some((f, dump)) = tracer_tests::trace_scenario("dp_xdp_native_drop", 53) else {
-        return;
-    };
-    assert_eq!(tracer_tests::verdict_said(&f, "kind"), "dropped", "{dump}");
-    let w = tracer_tests::verdict_said(&f, "where");
-    assert!(
-        w.contains("XDP of r0")
-            && w.contains("dropped by XDP program cil_xdp_entry (id ")
-            && w.contains(", driver)"),
-        "{dump}"
-    );
-    assert!(
-        tracer_tests::evidence_kinds(&f).contains(&"bpf_program_drop"),
-        "{dump}"
-    );
+    for (scene, mode) in [("dp_xdp_drop", "generic"), ("dp_xdp_native_drop", "driver")] {
+        let Some((f, dump)) = tracer_tests::trace_scenario(scene, 53) else {
+            return;
+        };
+        assert_eq!(tracer_tests::verdict_said(&f, "kind"), "dropped", "{dump}");
+        let w = tracer_tests::verdict_said(&f, "where");
+        assert!(
+            w.contains("XDP of r0")
+                && w.contains("dropped by XDP program cil_xdp_entry (id ")
+                && w.contains(&format!(", {mode})")),
+            "{scene}: {dump}"
+        );
+        assert!(
+            tracer_tests::evidence_kinds(&f).contains(&"bpf_program_drop"),
+            "{scene}: {dump}"
+        );
+    }
 }
 
 /// A program on the path that let the packet through is not blamed: the
