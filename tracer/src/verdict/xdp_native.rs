@@ -12,8 +12,9 @@
 //!   into native XDP on a device with a program in driver mode: the
 //!   consume of the original skb veth copies the frame from
 //!   (skb_pp_cow_data() on 6.x, veth_convert_skb_to_xdp_buff() or
-//!   veth_xdp_rcv_skb() before), with nothing of the request after it
-//!   and no reply. XDP_PASS is seen next on the device (netif_receive),
+//!   veth_xdp_rcv_skb() before), the packet's first sighting in that
+//!   namespace (after a receive there, a consume is the stack's: a socket
+//!   took it), with nothing of the request after it and no reply. XDP_PASS is seen next on the device (netif_receive),
 //!   so a passed packet is not this cause. A frame the program dropped is
 //!   freed by veth_xdp_rcv_skb() with kfree_skb() (NOT_SPECIFIED): a drop
 //!   at [`is_site`], which bpf_drop.rs names with the program.
@@ -61,6 +62,19 @@ pub fn is_site(func: &str) -> bool {
     SITES.contains(&func.split('.').next().unwrap_or(func))
 }
 
+/// Where veth consumes the skb it copied a frame from for XDP:
+/// skb_pp_cow_data() (6.x), veth_convert_skb_to_xdp_buff() (6.1),
+/// veth_xdp_rcv_skb() itself (before); empty when the kernel's
+/// consume_skb gives no location (5.10).
+const COPY_SITES: &[&str] = &[
+    "skb_pp_cow_data",
+    "veth_convert_skb_to_xdp_buff",
+    "veth_xdp_rcv_skb",
+    "veth_xdp_rcv",
+    "veth_poll",
+    "",
+];
+
 /// A packet a native-mode XDP program took, not seen again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct XdpNativeTaken {
@@ -107,11 +121,25 @@ pub fn judge<'a>(flow: &'a Flow, env: &dyn Env) -> Option<(&'a Hop, XdpNativeTak
     if flow.replies > 0 {
         return None;
     }
-    let last = flow.hops.iter().rev().find(|h| h.dir == Dir::Request)?;
+    let mut requests = flow.hops.iter().rev().filter(|h| h.dir == Dir::Request);
+    let last = requests.next()?;
     let HopData::Consume { location } = &last.data else {
         return None;
     };
-    if last.hook != Hook::Consume || last.dev.is_empty() {
+    let site = crate::model::names::func_of(location);
+    if last.hook != Hook::Consume
+        || last.dev.is_empty()
+        || !COPY_SITES.contains(&site.split('.').next().unwrap_or(site))
+    {
+        return None;
+    }
+    // Native XDP runs before the stack sees the packet: the consume is
+    // its first sighting in that namespace. After a receive there, it is
+    // the stack's (a socket took it).
+    if requests
+        .next()
+        .is_some_and(|h| h.netns_inode == last.netns_inode)
+    {
         return None;
     }
     let programs = driver_programs(env, last);
@@ -124,7 +152,7 @@ pub fn judge<'a>(flow: &'a Flow, env: &dyn Env) -> Option<(&'a Hop, XdpNativeTak
             dev: last.dev.to_string(),
             netns: last.netns.to_string(),
             programs,
-            copied_at: crate::model::names::func_of(location).to_string(),
+            copied_at: site.to_string(),
         },
     ))
 }

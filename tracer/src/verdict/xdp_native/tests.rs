@@ -59,6 +59,22 @@ fn near_misses_are_not_taken_by_xdp() {
     let mut none = env.clone();
     none.dev_programs.clear();
     assert!(judge(&f, &none).is_none());
+    // The stack consumed it after receiving it there (a socket took it):
+    // a receive on the device before the consume.
+    let mut taken = f.clone();
+    let k = taken.hops.len() - 1;
+    let mut recv = taken.hops[k].clone();
+    recv.hook = Hook::NetifReceive;
+    taken.hops.insert(k, recv);
+    assert!(judge(&taken, &env).is_none());
+    // Consumed elsewhere than veth's copy for XDP.
+    let mut elsewhere = f.clone();
+    if let Some(h) = elsewhere.hops.last_mut() {
+        h.data = HopData::Consume {
+            location: "tcp_rcv_state_process+0x809".into(),
+        };
+    }
+    assert!(judge(&elsewhere, &env).is_none());
     let (f, env) = load("blind_native_trap_local_source");
     let v = verdict_of(&f, &env);
     assert!(taken_of(&v).is_none(), "{}", v.where_);
