@@ -1244,7 +1244,8 @@ fn rp_filter_where(
 }
 
 /// A NETFILTER_DROP that no rule explains (neither tracing nor a
-/// counter), past the routing decision, in a namespace whose conntrack
+/// counter), past the routing decision (not claimed where the path does
+/// not show it passed: PREROUTING, or PREROUTING or INPUT), in a namespace whose conntrack
 /// counted insertion failures and whose table is not full: the packet's
 /// new entry lost a clash at confirmation (__nf_conntrack_confirm()).
 /// The reply tuple it needed is the packet's tuple after NAT (NAT runs
@@ -1253,7 +1254,10 @@ fn conntrack_clash(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<(Evidence, 
     let t = env.conntrack(drop.netns_inode).filter(|t| t.clashed())?;
     if traced_rule(flow, env, drop.netns_inode).is_some()
         || blame_rule(flow, env, drop.netns_inode).is_some()
-        || infer_nf_hook(flow, drop) == "PREROUTING"
+        || matches!(
+            infer_nf_hook(flow, drop),
+            "PREROUTING" | PREROUTING_OR_INPUT
+        )
     {
         return None;
     }
@@ -1716,7 +1720,6 @@ fn request_drops(flow: &Flow, reason: DropReason) -> Vec<&Hop> {
         .collect()
 }
 
-/// Where a packet was dropped, as evidence.
 /// Did an answer reach the client: a reply a socket took or queued, or
 /// the client's TCP socket established?
 pub(super) fn client_answered(flow: &Flow) -> bool {
@@ -1727,6 +1730,7 @@ pub(super) fn client_answered(flow: &Flow) -> bool {
     })
 }
 
+/// Where a packet was dropped, as evidence.
 pub(super) fn dropped_at(h: &Hop, location: &str) -> Evidence {
     Evidence::PacketDropped {
         dir: h.dir,

@@ -116,8 +116,9 @@ fn driver_programs(env: &dyn Env, h: &Hop) -> Vec<AttachedProgram> {
         .collect()
 }
 
-/// What [`taken`] found, for `rules::dropped`'s callers too.
-pub fn judge<'a>(flow: &'a Flow, env: &dyn Env) -> Option<(&'a Hop, XdpNativeTaken)> {
+/// Where the request went into native XDP and was not seen again, and
+/// the fact ([`taken`]'s).
+fn judge<'a>(flow: &'a Flow, env: &dyn Env) -> Option<(&'a Hop, XdpNativeTaken)> {
     if flow.replies > 0 {
         return None;
     }
