@@ -1245,8 +1245,9 @@ fn rp_filter_where(
 
 /// A NETFILTER_DROP that no rule explains (neither tracing nor a
 /// counter), past the routing decision (not claimed where the path does
-/// not show it passed: PREROUTING, or PREROUTING or INPUT), in a namespace whose conntrack
-/// counted insertion failures and whose table is not full: the packet's
+/// not show it passed: PREROUTING, or PREROUTING or INPUT), in a
+/// namespace whose conntrack counted insertion failures and whose table
+/// is not full: the packet's
 /// new entry lost a clash at confirmation (__nf_conntrack_confirm()).
 /// The reply tuple it needed is the packet's tuple after NAT (NAT runs
 /// before confirmation), reversed. The fact and what `where` says of it.
