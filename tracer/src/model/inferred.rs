@@ -355,7 +355,7 @@ fn rp_filter(c: &Context) -> Option<DropReason> {
 /// suffixes of a specialised copy (`ip_rcv_finish_core.constprop.0`,
 /// `.isra.0`, `.part.0`) name the same function.
 pub fn row(func: &str) -> Option<&'static Row> {
-    let func = func.split('.').next().unwrap_or(func);
+    let func = crate::model::names::stem(func);
     TABLE.iter().find(|r| r.func == func)
 }
 

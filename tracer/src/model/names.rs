@@ -144,6 +144,13 @@ pub fn func_of(loc: &str) -> &str {
     loc.split('+').next().unwrap_or(loc)
 }
 
+/// A function's name without the suffix of a specialised copy
+/// (`ip_rcv_finish_core.constprop.0`, `.isra.0`, `.part.0`, `.cold`):
+/// the same function.
+pub fn stem(func: &str) -> &str {
+    func.split('.').next().unwrap_or(func)
+}
+
 /// Network namespace inode -> human name.
 #[derive(Debug)]
 pub struct NetnsNames {

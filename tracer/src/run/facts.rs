@@ -173,13 +173,9 @@ impl LiveEnv {
         dev: &str,
         read: impl FnOnce(&std::path::Path) -> T,
     ) -> T {
-        let key = (netns, dev.to_string());
-        if let Some(v) = cache.borrow().get(&key) {
-            return v.clone();
-        }
-        let v = self.paths.get(&netns).map(|p| read(p)).unwrap_or_default();
-        cache.borrow_mut().insert(key, v.clone());
-        v
+        memo(cache, (netns, dev.to_string()), || {
+            self.paths.get(&netns).map(|p| read(p)).unwrap_or_default()
+        })
     }
 
     /// Read a namespace's addresses and IPVS table again, and its
@@ -713,37 +709,26 @@ impl Env for LiveEnv {
     }
 
     fn xfrm(&self, netns: u32) -> Option<Xfrm> {
-        if let Some(v) = self.xfrm.borrow().get(&netns) {
-            return v.clone();
-        }
-        let v = self
-            .paths
-            .get(&netns)
-            .and_then(|p| crate::node::xfrm::xfrm_in(Some(p)));
-        self.xfrm.borrow_mut().insert(netns, v.clone());
-        v
+        memo(&self.xfrm, netns, || {
+            self.paths
+                .get(&netns)
+                .and_then(|p| crate::node::xfrm::xfrm_in(Some(p)))
+        })
     }
 
     fn frag_time(&self, netns: u32) -> Option<u32> {
-        if let Some(v) = self.frag_time.borrow().get(&netns) {
-            return *v;
-        }
-        let v = self
-            .paths
-            .get(&netns)
-            .and_then(|p| crate::node::link::sysctl_in(p, "net/ipv4/ipfrag_time"))
-            .and_then(|s| s.trim().parse().ok());
-        self.frag_time.borrow_mut().insert(netns, v);
-        v
+        memo(&self.frag_time, netns, || {
+            self.paths
+                .get(&netns)
+                .and_then(|p| crate::node::link::sysctl_in(p, "net/ipv4/ipfrag_time"))
+                .and_then(|s| s.trim().parse().ok())
+        })
     }
 
     fn devmap_target(&self, map_id: u32, key: u32) -> Option<u32> {
-        if let Some(v) = self.devmaps.borrow().get(&(map_id, key)) {
-            return *v;
-        }
-        let v = crate::node::devmap::target(map_id, key);
-        self.devmaps.borrow_mut().insert((map_id, key), v);
-        v
+        memo(&self.devmaps, (map_id, key), || {
+            crate::node::devmap::target(map_id, key)
+        })
     }
 
     fn cgroup_skb(&self, ids: &[u64]) -> CgroupSkb {
@@ -784,6 +769,21 @@ impl Env for LiveEnv {
             crate::node::tc::ingress_filters(p, dev)
         })
     }
+}
+
+/// What `cache` holds for `key`, read once (`read`, kept whatever it
+/// gave, None included) until the cache is emptied.
+fn memo<K: Eq + std::hash::Hash, V: Clone>(
+    cache: &RefCell<HashMap<K, V>>,
+    key: K,
+    read: impl FnOnce() -> V,
+) -> V {
+    if let Some(v) = cache.borrow().get(&key) {
+        return v.clone();
+    }
+    let v = read();
+    cache.borrow_mut().insert(key, v.clone());
+    v
 }
 
 /// Namespaces whose addresses are watched for the target: the traced ones,

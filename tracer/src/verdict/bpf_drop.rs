@@ -80,7 +80,7 @@ impl BpfHook {
     /// The hook where a drop with no reason from the kernel (`inferred`)
     /// at `func` may have come from a tc program.
     pub fn of_site(func: &str) -> Option<BpfHook> {
-        let func = func.split('.').next().unwrap_or(func);
+        let func = crate::model::names::stem(func);
         TC_FUNCS_NO_REASON
             .iter()
             .find(|(f, _)| *f == func)

@@ -173,7 +173,7 @@ pub const EXPLAINS: &[super::explains::Explains] = &[
 /// Bridge functions a frame the bridge will not forward is freed in
 /// (net/bridge/: br_input.c, br_forward.c, br_device.c).
 fn bridge_func(func: &str) -> bool {
-    let f = func.split('.').next().unwrap_or(func);
+    let f = crate::model::names::stem(func);
     f.starts_with("br_") || f.starts_with("__br_") || f == "deliver_clone" || f == "maybe_deliver"
 }
 

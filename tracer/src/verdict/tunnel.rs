@@ -335,7 +335,7 @@ fn port_or_default(port: u16) -> u16 {
 
 /// vxlan_xmit() and the functions it drops in (drivers/net/vxlan/).
 fn vxlan_xmit_func(func: &str) -> bool {
-    let f = func.split('.').next().unwrap_or(func);
+    let f = crate::model::names::stem(func);
     f.starts_with("vxlan_xmit")
 }
 
@@ -549,7 +549,7 @@ fn far_side(
             .zip(dev.mac.as_deref())
             .is_some_and(|(m, s)| m.eq_ignore_ascii_case(s))
     };
-    let f = func.split('.').next().unwrap_or(func);
+    let f = crate::model::names::stem(func);
     let problem = match reason {
         DropReason::VxlanVniNotFound => TunnelProblem::VniNotFound,
         DropReason::VxlanInvalidHdr => TunnelProblem::FlagsMismatch,

@@ -133,7 +133,7 @@ pub const EXPLAINS: &[super::explains::Explains] = &[
 /// Functions a veth's frame refused by its other end is freed in
 /// (net/core/dev.c; veth_xmit() in drivers/net/veth.c calls them).
 fn crossing_func(func: &str) -> bool {
-    let f = func.split('.').next().unwrap_or(func);
+    let f = crate::model::names::stem(func);
     matches!(
         f,
         "__dev_forward_skb2" | "__dev_forward_skb" | "dev_forward_skb" | "veth_xmit"

@@ -59,7 +59,7 @@ const SITES: &[&str] = &[
 
 /// Is `func` where native XDP on a veth frees what its program dropped?
 pub fn is_site(func: &str) -> bool {
-    SITES.contains(&func.split('.').next().unwrap_or(func))
+    SITES.contains(&crate::model::names::stem(func))
 }
 
 /// Where veth consumes the skb it copied a frame from for XDP:
@@ -130,7 +130,7 @@ fn judge<'a>(flow: &'a Flow, env: &dyn Env) -> Option<(&'a Hop, XdpNativeTaken)>
     let site = crate::model::names::func_of(location);
     if last.hook != Hook::Consume
         || last.dev.is_empty()
-        || !COPY_SITES.contains(&site.split('.').next().unwrap_or(site))
+        || !COPY_SITES.contains(&crate::model::names::stem(site))
     {
         return None;
     }
