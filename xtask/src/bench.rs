@@ -12,6 +12,10 @@ use clap::Args;
 use crate::cmd::{is_root, root, run as sh};
 
 #[derive(Args)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "one flag per section run alone, as tracer-bench takes them"
+)]
 pub(crate) struct BenchArgs {
     /// Repetitions per case.
     #[arg(long, default_value_t = 3)]
@@ -33,6 +37,10 @@ pub(crate) struct BenchArgs {
     /// RSS), replacing its section alone.
     #[arg(long)]
     services_only: bool,
+    /// Only followed traffic against tcpdump (UDP and TCP), replacing its
+    /// section alone.
+    #[arg(long)]
+    followed_only: bool,
 }
 
 pub(crate) fn run(a: BenchArgs) -> Result<ExitCode> {
@@ -42,7 +50,7 @@ pub(crate) fn run(a: BenchArgs) -> Result<ExitCode> {
     crate::setup::ensure()?;
     crate::build::release()?;
     let r = root();
-    if !a.pods_only && !a.kernel_cost_only && !a.services_only {
+    if !a.pods_only && !a.kernel_cost_only && !a.services_only && !a.followed_only {
         sh(Command::new("cargo")
             .current_dir(&r)
             .args(["bench", "-p", "tracer", "--bench", "pipeline"]))?;
@@ -66,6 +74,9 @@ pub(crate) fn run(a: BenchArgs) -> Result<ExitCode> {
     }
     if a.services_only {
         bench.arg("--services-only");
+    }
+    if a.followed_only {
+        bench.arg("--followed-only");
     }
     sh(bench.arg("--write").arg(r.join("BENCHMARKS.md")))?;
     Ok(ExitCode::SUCCESS)

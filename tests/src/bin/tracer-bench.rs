@@ -28,6 +28,10 @@ use tracer_tests::{
 };
 
 #[derive(Parser)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "one flag per section run alone"
+)]
 struct Args {
     /// Repetitions per case.
     #[arg(long, default_value_t = 3)]
@@ -69,6 +73,35 @@ struct Args {
     /// --write).
     #[arg(long)]
     services_only: bool,
+    /// Only followed traffic against tcpdump (baseline, following, with
+    /// --no-nftrace, tcpdump), UDP and TCP: replaces its section alone
+    /// with --write.
+    #[arg(long)]
+    followed_only: bool,
+}
+
+/// Each round's rate of `pair.0` over that of `pair.1`, as "median
+/// [min-max]" in `line`; nothing when either case did not run.
+fn paired_over(
+    cases: &[Case],
+    samples: &[Vec<Sample>],
+    pair: (Case, Case),
+    line: impl Fn(String) -> String,
+) -> String {
+    let idx = |c: Case| cases.iter().position(|&x| x == c);
+    let (Some(a), Some(b)) = (idx(pair.0), idx(pair.1)) else {
+        return String::new();
+    };
+    let mut r: Vec<f64> = samples[a]
+        .iter()
+        .zip(&samples[b])
+        .map(|(x, y)| x.rate / y.rate)
+        .collect();
+    let m = median(&mut r);
+    format!(
+        "\n{}\n",
+        line(format!("{m:.3} [{:.3}-{:.3}]", r[0], r[r.len() - 1]))
+    )
 }
 
 /// The cluster-scale section (issue 31 item 3): ready time and RSS of
@@ -801,7 +834,8 @@ fn main() -> Result<()> {
     if !require_privileges("tracer-bench") {
         return Ok(());
     }
-    if !args.services.is_empty() && !args.kernel_cost_only && !args.pods_only {
+    let only = args.kernel_cost_only || args.pods_only || args.followed_only;
+    if !args.services.is_empty() && !only {
         let md = services_section(&args.services, args.conntrack, args.pods_reps)?;
         println!("{md}");
         if let Some(path) = &args.write {
@@ -816,7 +850,7 @@ fn main() -> Result<()> {
     if args.services_only {
         return Ok(());
     }
-    if !args.pods.is_empty() && !args.kernel_cost_only {
+    if !args.pods.is_empty() && !args.kernel_cost_only && !args.followed_only {
         let md = pods_section(&args.pods, args.pods_reps)?;
         println!("{md}");
         if let Some(path) = &args.write {
@@ -827,7 +861,7 @@ fn main() -> Result<()> {
         return Ok(());
     }
     let (a, b, _server) = bench_pair()?;
-    if args.reps > 0 {
+    if args.reps > 0 && !args.followed_only {
         let md = format!(
             "<!-- kcost:begin -->\n{}<!-- kcost:end -->\n",
             kernel_cost_section(&a, &b, args.reps, args.secs)?
@@ -840,7 +874,13 @@ fn main() -> Result<()> {
     if args.kernel_cost_only {
         return Ok(());
     }
-    let cases = [
+    let followed = [
+        Case::Baseline,
+        Case::Following,
+        Case::FollowingNoNftrace,
+        Case::Tcpdump,
+    ];
+    let all = [
         Case::Baseline,
         Case::NonMatching,
         Case::NonMatchingAllNs,
@@ -852,7 +892,23 @@ fn main() -> Result<()> {
         Case::Tcpdump,
         Case::TcpdumpNonMatching,
     ];
-    let mut md = String::from("<!-- traffic:begin -->\n## Traffic: veth pair, iperf3\n\n");
+    let (cases, section): (&[Case], _) = if args.followed_only {
+        (
+            &followed,
+            ("<!-- followed:begin -->", "<!-- followed:end -->"),
+        )
+    } else {
+        (&all, ("<!-- traffic:begin -->", "<!-- traffic:end -->"))
+    };
+    let mut md = format!(
+        "{}\n## {}: veth pair, iperf3\n\n",
+        section.0,
+        if args.followed_only {
+            "Followed traffic against tcpdump"
+        } else {
+            "Traffic"
+        }
+    );
     md += &format!(
         "{} rounds of {} s per case, interleaved (each round runs every case once, the order rotating); median [min-max]; \
          ratio of medians = case median / baseline median; paired ratio = median over rounds of \
@@ -936,29 +992,30 @@ fn main() -> Result<()> {
                 opt(&|s| s.rss_kib.map(|k| k as f64 / 1024.0), 1),
             );
         }
-        // What tracer's programs add over the hooks they sit on: each
-        // round's not-matched rate over its empty-programs rate.
-        let idx = |c: Case| cases.iter().position(|&x| x == c).unwrap();
-        let mut own: Vec<f64> = samples[idx(Case::NonMatching)]
-            .iter()
-            .zip(&samples[idx(Case::EmptyPrograms)])
-            .map(|(n, e)| n.rate / e.rate)
-            .collect();
-        let own_m = median(&mut own);
-        md += &format!(
-            "\nNot matched over empty programs, paired: {own_m:.3} [{:.3}-{:.3}] \
-             (what tracer's programs cost beyond the hooks' own).\n\n",
-            own[0],
-            own[own.len() - 1]
+        md += &paired_over(
+            cases,
+            &samples,
+            (Case::NonMatching, Case::EmptyPrograms),
+            |r| {
+                format!(
+                    "Not matched over empty programs, paired: {r} (what tracer's programs cost \
+                 beyond the hooks' own)."
+                )
+            },
         );
+        md += &paired_over(cases, &samples, (Case::Following, Case::Tcpdump), |r| {
+            format!("Following over tcpdump, paired: {r} (above 1: tracer costs less).")
+        });
+        md += "\n";
     }
-    if args.flows > 0 {
+    if args.flows > 0 && !args.followed_only {
         md += &memory_case(&a, &b, args.flows, args.flow_rate)?;
     }
-    md += "<!-- traffic:end -->\n";
+    md += section.1;
+    md += "\n";
     println!("{md}");
     if let Some(path) = args.write {
-        replace_section(&path, "<!-- traffic:begin -->", "<!-- traffic:end -->", &md)?;
+        replace_section(&path, section.0, section.1, &md)?;
     }
     Ok(())
 }
