@@ -28,6 +28,8 @@
 //!   [`reply_dropped_by_program`].
 //! - **Hint**: hints.rs, the row of `BpfProgramDrop`.
 
+use std::fmt;
+
 use super::{Env, Evidence, Kind, Verdict, rules};
 use crate::model::drop_reason::DropReason;
 use crate::{
@@ -368,6 +370,39 @@ pub fn program(p: &AttachedProgram) -> String {
         Some(m) => format!("{kind} {name} (id {}, {m})", p.id),
         None => format!("{kind} {name} (id {})", p.id),
     }
+}
+
+/// [`Evidence::XdpAction`]'s sentence: the program, and what it returned.
+pub(super) fn xdp_returned(
+    f: &mut fmt::Formatter<'_>,
+    dev: &str,
+    netns: &str,
+    program: Option<&AttachedProgram>,
+    action: &XdpData,
+    to_dev: Option<&str>,
+) -> fmt::Result {
+    write!(
+        f,
+        "{} on {dev} in netns {netns} returned {}",
+        xdp_program(program, action.prog_id),
+        action.did(to_dev)
+    )
+}
+
+/// [`Evidence::BpfProgramDrop`]'s sentence: where, and the programs
+/// attached there.
+pub(super) fn program_drop(
+    f: &mut fmt::Formatter<'_>,
+    hook: &str,
+    dev: &str,
+    netns: &str,
+    programs: &[AttachedProgram],
+) -> fmt::Result {
+    write!(f, "dropped at {hook} of {dev} in netns {netns}")?;
+    if programs.is_empty() {
+        return write!(f, "; no BPF program of others is attached there now");
+    }
+    write!(f, "; attached there: {}", named(programs, ", "))
 }
 
 #[cfg(test)]

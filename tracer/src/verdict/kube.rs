@@ -3,6 +3,8 @@
 //! gives its chains, maps and rules (pkg/proxy/nftables/proxier.go, and
 //! the iptables mode's comments).
 
+use std::{fmt, net::IpAddr};
+
 use super::{Env, Evidence, evidence::PolicyDirection};
 use crate::{
     model::flow::Flow,
@@ -149,6 +151,76 @@ pub fn routed(flow: &Flow, env: &dyn Env) -> Option<Evidence> {
         });
     }
     None
+}
+
+// The sentences of the facts read here (verdict/evidence.rs).
+
+/// [`Evidence::KubeServiceRouted`].
+pub(super) fn service_routed(
+    f: &mut fmt::Formatter<'_>,
+    service: &str,
+    endpoint: Option<&str>,
+    netns: &str,
+) -> fmt::Result {
+    write!(f, "kube-proxy sent it to Service {service}")?;
+    if let Some(e) = endpoint {
+        write!(f, ", endpoint {e}")?;
+    }
+    write!(f, " (netns {netns})")
+}
+
+/// [`Evidence::KubeNoLocalEndpoints`].
+pub(super) fn no_local_endpoints(f: &mut fmt::Formatter<'_>, service: &str) -> fmt::Result {
+    write!(
+        f,
+        "kube-proxy: Service {service} has no local endpoints on this node (externalTrafficPolicy: Local)"
+    )
+}
+
+/// [`Evidence::KubeServiceNoEndpoints`].
+pub(super) fn service_no_endpoints(f: &mut fmt::Formatter<'_>, service: &str) -> fmt::Result {
+    write!(
+        f,
+        "kube-proxy: Service {service} has no endpoints, so its rule rejects connections to it"
+    )
+}
+
+/// [`Evidence::KubeClusterIpUnallocated`].
+pub(super) fn cluster_ip_unallocated(f: &mut fmt::Formatter<'_>, addr: &IpAddr) -> fmt::Result {
+    write!(
+        f,
+        "kube-proxy: {addr} is in the Service CIDR but no Service has it (rule \"Drop traffic to unallocated ClusterIPs\")"
+    )
+}
+
+/// [`Evidence::KubeSourceRangesDrop`].
+pub(super) fn source_ranges_drop(
+    f: &mut fmt::Formatter<'_>,
+    service: &str,
+    src: &IpAddr,
+) -> fmt::Result {
+    write!(
+        f,
+        "kube-proxy: {src} is not in Service {service}'s loadBalancerSourceRanges (its firewall chain drops it)"
+    )
+}
+
+/// [`Evidence::NetworkPolicyDrop`].
+pub(super) fn network_policy_drop(
+    f: &mut fmt::Formatter<'_>,
+    enforcer: &str,
+    direction: PolicyDirection,
+    pod: Option<&str>,
+    iface: Option<&str>,
+) -> fmt::Result {
+    let dir: &str = direction.into();
+    write!(f, "{enforcer}: no NetworkPolicy ")?;
+    match (pod, iface) {
+        (Some(p), _) => write!(f, "selecting pod {p}")?,
+        (None, Some(i)) => write!(f, "of the pod on {i}")?,
+        (None, None) => f.write_str("of the pod")?,
+    }
+    write!(f, " allows this {dir} traffic (its default deny)")
 }
 
 #[cfg(test)]

@@ -100,6 +100,17 @@ impl SysctlRefusal {
             ),
         }
     }
+
+    /// Its sentence as a verdict's fact ([`super::Evidence::SysctlRefused`]):
+    /// as [`fmt::Display`] for the other end of a device, else what it
+    /// does alone, without the namespace.
+    pub(super) fn fact(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.other_end_of.is_some() {
+            fmt::Display::fmt(self, f)
+        } else {
+            write!(f, "{}", self.said())
+        }
+    }
 }
 
 impl fmt::Display for SysctlRefusal {
