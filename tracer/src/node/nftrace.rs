@@ -732,7 +732,6 @@ fn table_messages(name: &str, target: &Followed, flags: u32) -> Vec<(u16, u16, V
     let ty = |m: u16| (NFNL_SUBSYS_NFTABLES << 8) | m;
     let mut v = Vec::new();
     v.push(add_table(name, flags));
-    v.push(flow_set(name, target.addr.is_ipv6()));
     for (chain, hook) in CHAINS {
         let mut c = nfgen(NFPROTO_INET);
         put_attr(&mut c, 1, &nul(name)); // NFTA_CHAIN_TABLE
@@ -901,7 +900,7 @@ fn vxlan_rule(target: &Followed, side: Side, vxlan_port: u16) -> Vec<u8> {
         e.payload(TH, VXLAN_INNER_IP + hdr + port_off, 2, 1);
         e.cmp_eq(1, &port.to_be_bytes());
     }
-    e.trace_limited(FlowKey::vxlan_inner(v6, target.port.is_some()));
+    e.trace_limited();
     e.0
 }
 
@@ -1028,11 +1027,13 @@ pub fn delete_left_tables(keep: &dyn Fn(&str) -> bool) -> Vec<String> {
 }
 
 /// The expressions of an endpoint rule: `meta nfproto ipv4 ip daddr .
-/// meta l4proto . th dport @endpoints`, then [`Exprs::trace_limited`]'s
-/// limits and `meta nftrace set 1` (`saddr . ... . th sport` for
+/// meta l4proto . th dport @endpoints limit rate 250/second burst 250
+/// packets meta nftrace set 1` (`saddr . ... . th sport` for
 /// [`Side::Src`]; ip6 for IPv6). With `vxlan` (a port), the same of the
 /// inner headers of a VXLAN packet on that port, as in [`vxlan_rule`].
 fn endpoint_rule(v6: bool, side: Side, vxlan: Option<u16>) -> Vec<u8> {
+    // NFT_REG32_00.. : the key's registers, 4 bytes each.
+    const REG32_00: u32 = 8;
     let (nfproto, off, port_off) = side.offsets(v6);
     let len = if v6 { 16 } else { 4 };
     let proto_reg = REG32_00 + len / 4;
@@ -1058,10 +1059,7 @@ fn endpoint_rule(v6: bool, side: Side, vxlan: Option<u16>) -> Vec<u8> {
     be32_attr(&mut lookup, 2, REG32_00); // NFTA_LOOKUP_SREG
     be32_attr(&mut lookup, 4, 1); // NFTA_LOOKUP_SET_ID
     e.expr("lookup", lookup);
-    e.trace_limited(match vxlan {
-        Some(_) => FlowKey::vxlan_inner(v6, true),
-        None => FlowKey::outer(v6, true),
-    });
+    e.trace_limited();
     e.0
 }
 
@@ -1148,157 +1146,38 @@ impl Exprs {
         self.expr("payload", d);
     }
 
-    /// `update @flows { KEY limit rate 5/second burst 20 packets } limit
-    /// rate 250/second burst 250 packets meta nftrace set 1`: a flow's
-    /// first [`FLOW_BURST`] packets get the trace bit, then
-    /// [`FLOW_RATE`] a second, and all flows together at most
-    /// [`TRACE_RATE`] a second. Each traced packet costs the kernel a
-    /// netlink message per rule and chain it meets (nft_trace_notify()),
-    /// and tracer the reading of them: what nftrace teaches (the rule that
-    /// dropped a flow) comes with a flow's first packets and repeats for
-    /// every later one, so a flood teaches nothing more past its first
-    /// packets, while a new flow still has its own. Unlimited, the trace
-    /// took followed UDP at line rate from 0.85 to 0.22 of its baseline
-    /// rate in the bench. The per-flow limit lives in the element of the
-    /// flow's key in [`FLOWS`] (nft_dynset_eval() evaluates it, a flow
-    /// past it breaks the rule), made by the first packet and kept while
-    /// packets come ([`FLOW_IDLE_MS`]).
-    fn trace_limited(&mut self, key: FlowKey) {
-        let addrs = key.addr_len();
-        self.payload(key.addrs.0, key.addrs.1, addrs, REG32_00);
-        let ports_reg = REG32_00 + addrs / 4;
-        if let Some((base, off)) = key.ports {
-            self.payload(base, off, 4, ports_reg);
-        } else {
-            self.immediate(ports_reg, &[0; 4]);
-        }
-        let mut per_flow = Vec::new();
-        put_attr(&mut per_flow, 1, &nul("limit")); // NFTA_EXPR_NAME
-        nested(&mut per_flow, 2, &limit(FLOW_RATE, FLOW_BURST)); // NFTA_EXPR_DATA
-        let mut d = Vec::new();
-        put_attr(&mut d, 1, &nul(FLOWS)); // NFTA_DYNSET_SET_NAME
-        be32_attr(&mut d, 2, FLOWS_ID); // NFTA_DYNSET_SET_ID
-        be32_attr(&mut d, 3, 1); // NFTA_DYNSET_OP: NFT_DYNSET_OP_UPDATE
-        be32_attr(&mut d, 4, REG32_00); // NFTA_DYNSET_SREG_KEY
-        nested(&mut d, 7, &per_flow); // NFTA_DYNSET_EXPR
-        self.expr("dynset", d);
-        self.expr("limit", limit(TRACE_RATE, TRACE_RATE));
-        self.immediate(1, &[1]);
+    /// `limit rate 250/second burst 250 packets meta nftrace set 1`. At
+    /// most TRACE_RATE matching packets a second (after a burst as large)
+    /// get the trace bit: each traced packet costs the kernel a netlink
+    /// message per rule and chain it meets (nft_trace_notify()), which at
+    /// line rate took followed UDP from 0.85 to 0.22 of its baseline rate
+    /// in the bench. A drop repeats for every packet of a failing flow, so
+    /// the first ones name its rule.
+    fn trace_limited(&mut self) {
+        let mut lim = Vec::new();
+        put_attr(&mut lim, 1, &TRACE_RATE.to_be_bytes()); // NFTA_LIMIT_RATE
+        put_attr(&mut lim, 2, &1u64.to_be_bytes()); // NFTA_LIMIT_UNIT: per second
+        be32_attr(&mut lim, 3, TRACE_RATE as u32); // NFTA_LIMIT_BURST
+        be32_attr(&mut lim, 4, 0); // NFTA_LIMIT_TYPE: NFT_LIMIT_PKTS
+        self.expr("limit", lim);
+        let mut imm = Vec::new();
+        be32_attr(&mut imm, 1, 1); // NFTA_IMMEDIATE_DREG
+        let mut data = Vec::new();
+        put_attr(&mut data, 1, &[1]);
+        nested(&mut imm, 2, &data); // NFTA_IMMEDIATE_DATA
+        self.expr("immediate", imm);
         let mut set = Vec::new();
         be32_attr(&mut set, 2, 12); // NFTA_META_KEY: NFT_META_NFTRACE
         be32_attr(&mut set, 3, 1); // NFTA_META_SREG
         self.expr("meta", set);
     }
-
-    /// `value` into register `dreg`.
-    fn immediate(&mut self, dreg: u32, value: &[u8]) {
-        let mut imm = Vec::new();
-        be32_attr(&mut imm, 1, dreg); // NFTA_IMMEDIATE_DREG
-        let mut data = Vec::new();
-        put_attr(&mut data, 1, value); // NFTA_DATA_VALUE
-        nested(&mut imm, 2, &data); // NFTA_IMMEDIATE_DATA
-        self.expr("immediate", imm);
-    }
 }
 
-/// A limit expression's attributes: `rate` packets a second, `burst`
-/// packets at once.
-fn limit(rate: u64, burst: u64) -> Vec<u8> {
-    let mut lim = Vec::new();
-    put_attr(&mut lim, 1, &rate.to_be_bytes()); // NFTA_LIMIT_RATE
-    put_attr(&mut lim, 2, &1u64.to_be_bytes()); // NFTA_LIMIT_UNIT: per second
-    be32_attr(&mut lim, 3, burst as u32); // NFTA_LIMIT_BURST
-    be32_attr(&mut lim, 4, 0); // NFTA_LIMIT_TYPE: NFT_LIMIT_PKTS
-    lim
-}
-
-/// NFT_REG32_00: the first 4-byte register, where keys are composed.
-const REG32_00: u32 = 8;
-
-/// Where a trace rule finds the flow of the packet it matched, in the
-/// followed family: its two addresses (base, offset of the source; the
-/// destination follows it in both IPv4 and IPv6 headers) and, when the
-/// rule matched a port, its two ports (base, offset); without, the key's
-/// ports are zero (a fragment or ICMP has none to read).
-#[derive(Debug, Clone, Copy)]
-struct FlowKey {
-    v6: bool,
-    addrs: (u32, u32),
-    ports: Option<(u32, u32)>,
-}
-
-impl FlowKey {
-    /// Of a packet's own headers.
-    fn outer(v6: bool, ports: bool) -> FlowKey {
-        FlowKey {
-            v6,
-            addrs: (1, if v6 { 8 } else { 12 }), // NFT_PAYLOAD_NETWORK_HEADER
-            ports: ports.then_some((2, 0)),      // NFT_PAYLOAD_TRANSPORT_HEADER
-        }
-    }
-
-    /// Of the inner headers of a VXLAN packet: the followed flow's, so
-    /// that its outer packets share its limit.
-    fn vxlan_inner(v6: bool, ports: bool) -> FlowKey {
-        const TH: u32 = 2; // NFT_PAYLOAD_TRANSPORT_HEADER
-        let (_, hdr) = inner_ip(v6);
-        FlowKey {
-            v6,
-            addrs: (TH, VXLAN_INNER_IP + if v6 { 8 } else { 12 }),
-            ports: ports.then_some((TH, VXLAN_INNER_IP + hdr)),
-        }
-    }
-
-    fn addr_len(self) -> u32 {
-        if self.v6 { 32 } else { 8 }
-    }
-}
-
-/// The set of flows whose packets were traced, each with its own limit:
-/// `typeof ip saddr . ip daddr . th sport . th dport` of the followed
-/// family (the ports together in one register), made with the table.
-const FLOWS: &str = "flows";
-const FLOWS_ID: u32 = 2;
-
-/// A flow's packets traced at once, then a second.
-const FLOW_BURST: u64 = 20;
-const FLOW_RATE: u64 = 5;
-
-/// A flow's element goes this long after its last packet (its next
-/// packet then starts over with a burst); at most [`FLOWS_MAX`] flows are
-/// held, past which new flows are not traced until some go.
-const FLOW_IDLE_MS: u64 = 30_000;
-const FLOWS_MAX: u32 = 65_535;
-
-/// NFT_MSG_NEWSET of [`FLOWS`] in `table`: a hash set that packets add
-/// to (NFT_SET_EVAL) and whose elements time out (NFT_SET_TIMEOUT).
-fn flow_set(table: &str, v6: bool) -> (u16, u16, Vec<u8>) {
-    const NFT_MSG_NEWSET: u16 = 9;
-    const NFT_SET_TIMEOUT: u32 = 0x10;
-    const NFT_SET_EVAL: u32 = 0x20;
-    let mut m = nfgen(NFPROTO_INET);
-    put_attr(&mut m, 1, &nul(table)); // NFTA_SET_TABLE
-    put_attr(&mut m, 2, &nul(FLOWS)); // NFTA_SET_NAME
-    be32_attr(&mut m, 3, NFT_SET_TIMEOUT | NFT_SET_EVAL); // NFTA_SET_FLAGS
-    be32_attr(&mut m, 5, FlowKey::outer(v6, true).addr_len() + 4); // NFTA_SET_KEY_LEN
-    let mut desc = Vec::new();
-    be32_attr(&mut desc, 1, FLOWS_MAX); // NFTA_SET_DESC_SIZE
-    nested(&mut m, 9, &desc); // NFTA_SET_DESC
-    be32_attr(&mut m, 10, FLOWS_ID); // NFTA_SET_ID
-    put_attr(&mut m, 11, &FLOW_IDLE_MS.to_be_bytes()); // NFTA_SET_TIMEOUT (ms)
-    (
-        (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWSET,
-        NLM_F_CREATE,
-        m,
-    )
-}
-
-/// Followed packets per second (and burst) that get the trace bit, all
-/// flows together.
+/// Followed packets per second (and burst) that get the trace bit.
 const TRACE_RATE: u64 = 250;
 
 /// The expressions of the rule: `meta nfproto ipv4 ip daddr A [th dport
-/// P]`, the limits of [`Exprs::trace_limited`], `meta nftrace set 1` (ip6
+/// P] limit rate 250/second burst 250 packets meta nftrace set 1` (ip6
 /// for IPv6; a prefix is masked); for [`Side::Src`], `ip saddr A [th
 /// sport P]`.
 fn trace_rule(target: &Followed, side: Side) -> Vec<u8> {
@@ -1315,7 +1194,7 @@ fn trace_rule(target: &Followed, side: Side) -> Vec<u8> {
         e.payload(2, port_off, 2, 1); // NFT_PAYLOAD_TRANSPORT_HEADER
         e.cmp_eq(1, &port.to_be_bytes());
     }
-    e.trace_limited(FlowKey::outer(target.addr.is_ipv6(), target.port.is_some()));
+    e.trace_limited();
     e.0
 }
 
