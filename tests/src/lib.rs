@@ -247,8 +247,13 @@ fn trace_scenario_run(
         && extra.is_empty()
         && prepared.is::<()>()
         && !tracer::launcher_active()
+        // A scene where nothing reached a traced hook has no verdict.
+        && let Some(flow) = out
+            .final_flows()
+            .into_iter()
+            .find(|f| f["original"]["dport"] == dport)
     {
-        verdict_log::record(name, netns_scope, &verdict_log::of_flow(out.flow_to(dport)));
+        verdict_log::record(name, netns_scope, &verdict_log::of_flow(flow));
     }
     Some((out, seen, dport.unwrap_or(0)))
 }

@@ -296,6 +296,43 @@ fn an_xdp_program_that_passed_is_not_blamed() {
     );
 }
 
+/// xdp-filter in deny mode on the server's eth0 drops the client's ARP
+/// (xdp-project/xdp-tools#266, written blind): the SYN waits for the
+/// neighbour and no packet to the target reaches a traced device. The
+/// "nothing seen" report names the client's unanswered entry for the
+/// next hop, the XDP program on the far side, and the ARP hint.
+#[test]
+fn arp_dropped_by_xdp_leaves_the_neighbour_unanswered() {
+    let Some((out, seen)) =
+        tracer_tests::trace_scenario_out("blind_native_deny_all_drops_arp", &[])
+    else {
+        return;
+    };
+    let dump = out.dump();
+    let summary = out.summary().expect("summary");
+    assert_eq!(summary["flows"], 0, "client saw {seen}: {dump}");
+    let n = &summary["nothing_seen"];
+    let hop = n["neighbours"]
+        .as_array()
+        .and_then(|a| a.iter().find(|h| h["next_hop"] == "10.204.0.1"))
+        .unwrap_or_else(|| panic!("no neighbour entry for the target: {dump}"));
+    assert_eq!(hop["dev"], "eth0", "{dump}");
+    assert!(
+        hop["netns"].as_str().is_some_and(|s| s.ends_with("client")),
+        "{dump}"
+    );
+    assert!(
+        ["INCOMPLETE", "FAILED"].contains(&hop["state"].as_str().unwrap_or("")),
+        "{dump}"
+    );
+    assert!(
+        n["xdp_programs"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|p| p["name"] == "xdpfilt_dny_all")),
+        "{dump}"
+    );
+}
+
 /// Native (driver) XDP on a pod's host-side veth took the packet and no
 /// skb came out (tests/src/blind_native.rs, written blind): a redirect
 /// into a veth whose other end has no XDP program

@@ -7,6 +7,9 @@ use tracer_common::Hook;
 
 use crate::model::event::{Tuple, tcp_flags};
 use crate::model::{drop_reason::DropReason, intern::Name};
+use crate::node::link::NUD;
+/// NUD state names live with the neighbour table's reader.
+pub use crate::node::link::nud_state;
 
 /// Inverse of [`hook_name`] (neighbour events map to neigh_update).
 pub fn hook_from_name(n: &str) -> Option<Hook> {
@@ -179,32 +182,6 @@ impl NeighEvent {
             Some(Hook::NeighDead) => NeighEvent::SendToFailedEntry,
             _ => NeighEvent::Created,
         }
-    }
-}
-
-/// NUD_* neighbour states (include/uapi/linux/neighbour.h), by bit.
-const NUD: [(u8, &str); 8] = [
-    (0x01, "INCOMPLETE"),
-    (0x02, "REACHABLE"),
-    (0x04, "STALE"),
-    (0x08, "DELAY"),
-    (0x10, "PROBE"),
-    (0x20, "FAILED"),
-    (0x40, "NOARP"),
-    (0x80, "PERMANENT"),
-];
-
-/// NUD_* neighbour states, a bit set; as text the set names joined by `|`.
-pub fn nud_state(s: u8) -> String {
-    let v: Vec<&str> = NUD
-        .iter()
-        .filter(|(b, _)| s & b != 0)
-        .map(|(_, n)| *n)
-        .collect();
-    if v.is_empty() {
-        "NONE".into()
-    } else {
-        v.join("|")
     }
 }
 

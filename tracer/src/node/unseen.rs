@@ -32,6 +32,12 @@ pub struct NothingSeen {
     pub cgroups_truncated: bool,
     /// XDP programs on the traced namespaces' devices.
     pub xdp_programs: Vec<NetnsProgram>,
+    /// What ARP/NDP knows of the next hop to the target (the target, or
+    /// the gateway of the route to it) in each traced namespace that
+    /// routes it out of a device: a packet waits there for its neighbour
+    /// before any traced device sends it.
+    #[serde(default)]
+    pub neighbours: Vec<NextHopNeighbour>,
     /// The namespaces that were traced.
     pub netns: Vec<String>,
 }
@@ -56,6 +62,28 @@ pub struct SocketToTarget {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct NextHopNeighbour {
+    pub netns: String,
+    /// The target, or the gateway the route to it names.
+    pub next_hop: IpAddr,
+    pub dev: String,
+    /// NUD state names, `|`-joined (`REACHABLE`, `INCOMPLETE`, `FAILED`).
+    pub state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+}
+
+impl NextHopNeighbour {
+    /// Asked and not answered: INCOMPLETE (resolving) or FAILED (given
+    /// up; neigh_invalidate() drops what waited, NEIGH_FAILED).
+    pub fn unanswered(&self) -> bool {
+        self.state
+            .split('|')
+            .any(|s| s == "INCOMPLETE" || s == "FAILED")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NetnsProgram {
     pub netns: String,
     #[serde(flatten)]
@@ -63,8 +91,14 @@ pub struct NetnsProgram {
 }
 
 /// Read the report over the namespaces `netns` (label, path) for the
-/// target: `wanted(addr, port)` says whether an address and port are it.
-pub fn read(wanted: &dyn Fn(IpAddr, u16) -> bool, netns: &[(String, PathBuf)]) -> NothingSeen {
+/// target: `wanted(addr, port)` says whether an address and port are it;
+/// `addr`, the target's address when it is one (not a prefix), whose
+/// next hop's neighbour entries are read.
+pub fn read(
+    wanted: &dyn Fn(IpAddr, u16) -> bool,
+    addr: Option<IpAddr>,
+    netns: &[(String, PathBuf)],
+) -> NothingSeen {
     let mut r = NothingSeen {
         netns: netns.iter().map(|(l, _)| l.clone()).collect(),
         ..NothingSeen::default()
@@ -95,6 +129,9 @@ pub fn read(wanted: &dyn Fn(IpAddr, u16) -> bool, netns: &[(String, PathBuf)]) -
                     state: c.state,
                 }),
         );
+        if let Some(a) = addr {
+            r.neighbours.extend(next_hop_neighbours(label, path, a));
+        }
         r.xdp_programs.extend(
             bpf_progs::xdp_programs_in(path)
                 .into_iter()
@@ -108,6 +145,37 @@ pub fn read(wanted: &dyn Fn(IpAddr, u16) -> bool, netns: &[(String, PathBuf)]) -
         (r.cgroup_programs, r.cgroups_truncated) = bpf_progs::cgroup_programs(&root);
     }
     r
+}
+
+/// The neighbour entries of the next hop to `addr` in the namespace at
+/// `path` (`ip route get ADDR`, then `ip neigh show to HOP dev DEV`):
+/// none where the namespace holds the address or has no route for it.
+fn next_hop_neighbours(label: &str, path: &std::path::Path, addr: IpAddr) -> Vec<NextHopNeighbour> {
+    let q = super::route::RouteQuery {
+        dst: addr,
+        src: if addr.is_ipv4() {
+            IpAddr::from([0u8; 4])
+        } else {
+            IpAddr::from([0u8; 16])
+        },
+        iif: None,
+    };
+    let super::route::RouteOutcome::Via { dev, gw, .. } = super::route::lookup_in(path, &q).outcome
+    else {
+        return Vec::new();
+    };
+    let hop = gw.unwrap_or(addr);
+    super::link::neighbours_of(path, hop)
+        .into_iter()
+        .filter(|(d, _)| *d == dev)
+        .map(|(dev, e)| NextHopNeighbour {
+            netns: label.to_string(),
+            next_hop: hop,
+            dev,
+            state: super::link::nud_state(e.state as u8),
+            mac: e.mac,
+        })
+        .collect()
 }
 
 impl NothingSeen {
@@ -179,7 +247,42 @@ impl NothingSeen {
             })
             .collect();
         out.push_str(&format!("\n  XDP programs: {}", or_none(&xdp)));
+        let neighbours: Vec<String> = self
+            .neighbours
+            .iter()
+            .map(|n| {
+                format!(
+                    "{} on {} in netns {}: {}{}",
+                    n.next_hop,
+                    n.dev,
+                    n.netns,
+                    n.state,
+                    n.mac
+                        .as_ref()
+                        .map(|m| format!(" ({m})"))
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "\n  neighbour (ARP/NDP) of the next hop to it: {}",
+            or_none(&neighbours)
+        ));
         out.push_str(&format!("\n  traced namespaces: {}", self.netns.join(", ")));
+        if let Some(n) = self.neighbours.iter().find(|n| n.unanswered()) {
+            out.push_str(&format!(
+                "\n  hint: nothing answered ARP/NDP for {} on {} in netns {} ({}): packets to it wait for the neighbour there and are dropped (NEIGH_FAILED) before a traced device sends them; look at the link and at what receives on its far side: the address missing there, a firewall on ARP, or a program that drops what is not IP{}",
+                n.next_hop,
+                n.dev,
+                n.netns,
+                n.state,
+                if self.xdp_programs.is_empty() {
+                    ""
+                } else {
+                    " (the XDP programs listed see ARP before the stack does)"
+                }
+            ));
+        }
         if self.cgroup_programs.iter().any(|p| is_sock_addr(&p.hook)) {
             out.push_str(
                 "\n  hint: a cgroup program rewrites sockets' destinations on this node: packets to a Service go out with the backend's address; follow the backend (its address and port), or the client pod's traffic",
@@ -231,5 +334,66 @@ mod tests {
             .text("10.96.0.10:53", &["10.96.0.10 on lo in netns host".into()]);
         assert!(!quiet.contains("hint:"), "{quiet}");
         assert!(quiet.contains("XDP programs: none"), "{quiet}");
+    }
+
+    /// The next hop's neighbour entry: an unanswered one (INCOMPLETE or
+    /// FAILED) gets the hint, naming XDP only where a program is listed;
+    /// a REACHABLE one is only listed.
+    #[test]
+    fn an_unanswered_neighbour_is_named_with_its_hint() {
+        let hop = |state: &str| NextHopNeighbour {
+            netns: "client".into(),
+            next_hop: "10.204.0.1".parse().unwrap(),
+            dev: "eth0".into(),
+            state: state.into(),
+            mac: None,
+        };
+        let xdp = NetnsProgram {
+            netns: "server".into(),
+            program: AttachedProgram {
+                id: 9,
+                name: "xdpfilt_dny_all".into(),
+                hook: "xdp".into(),
+                at: "eth0 (driver)".into(),
+            },
+        };
+        let r = NothingSeen {
+            neighbours: vec![hop("INCOMPLETE")],
+            xdp_programs: vec![xdp],
+            ..NothingSeen::default()
+        };
+        let t = r.text("10.204.0.1:80", &[]);
+        assert!(
+            t.contains(
+                "neighbour (ARP/NDP) of the next hop to it: 10.204.0.1 on eth0 in netns client: INCOMPLETE"
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains("hint: nothing answered ARP/NDP for 10.204.0.1 on eth0 in netns client")
+                && t.contains("the XDP programs listed see ARP"),
+            "{t}"
+        );
+        let failed = NothingSeen {
+            neighbours: vec![hop("FAILED")],
+            ..NothingSeen::default()
+        };
+        let t = failed.text("10.204.0.1:80", &[]);
+        assert!(
+            t.contains("NEIGH_FAILED") && !t.contains("XDP programs listed"),
+            "{t}"
+        );
+        let fine = NothingSeen {
+            neighbours: vec![NextHopNeighbour {
+                mac: Some("02:00:00:00:00:01".into()),
+                ..hop("REACHABLE")
+            }],
+            ..NothingSeen::default()
+        };
+        let t = fine.text("10.204.0.1:80", &[]);
+        assert!(
+            t.contains("REACHABLE (02:00:00:00:00:01)") && !t.contains("hint:"),
+            "{t}"
+        );
     }
 }
