@@ -7,9 +7,8 @@ use tracer_common::Hook;
 
 use crate::model::event::{Tuple, tcp_flags};
 use crate::model::{drop_reason::DropReason, intern::Name};
-use crate::node::link::NUD;
-/// NUD state names live with the neighbour table's reader.
-pub use crate::node::link::nud_state;
+/// Neighbour states are read by node facts too (`node/nud.rs`).
+pub use crate::node::nud::{Nud, nud_state};
 
 /// Inverse of [`hook_name`] (neighbour events map to neigh_update).
 pub fn hook_from_name(n: &str) -> Option<Hook> {
@@ -182,72 +181,6 @@ impl NeighEvent {
             Some(Hook::NeighDead) => NeighEvent::SendToFailedEntry,
             _ => NeighEvent::Created,
         }
-    }
-}
-
-/// A neighbour entry's NUD_* state bits (the kernel's `nud_state`).
-/// Serialised as its names (`"FAILED"`, `"INCOMPLETE|FAILED"`, `"NONE"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Nud(pub u8);
-
-impl Nud {
-    pub const INCOMPLETE: Nud = Nud(0x01);
-    pub const REACHABLE: Nud = Nud(0x02);
-    pub const FAILED: Nud = Nud(0x20);
-
-    /// Are all of `other`'s bits set?
-    pub fn contains(self, other: Nud) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// Inverse of the text form: every `|`-separated name must be known.
-    pub fn from_names(s: &str) -> Option<Nud> {
-        if s == "NONE" {
-            return Some(Nud(0));
-        }
-        s.split('|').try_fold(Nud(0), |acc, n| {
-            NUD.iter()
-                .find(|(_, name)| *name == n)
-                .map(|(b, _)| Nud(acc.0 | b))
-        })
-    }
-}
-
-impl std::fmt::Display for Nud {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&nud_state(self.0))
-    }
-}
-
-impl Serialize for Nud {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-/// NUD states by name, `|`-joined: `REACHABLE`, `INCOMPLETE|FAILED`.
-impl schemars::JsonSchema for Nud {
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Nud".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "type": "string",
-            "description": "NUD states by name, |-joined (include/uapi/linux/neighbour.h)"
-        })
-    }
-}
-
-impl<'de> Deserialize<'de> for Nud {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Nud, D::Error> {
-        let s = String::deserialize(d)?;
-        Nud::from_names(&s)
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown NUD state {s:?}")))
     }
 }
 

@@ -72,11 +72,9 @@ pub struct Target {
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let full = if self.addr.is_ipv4() { 32 } else { 128 };
-        let a = if self.prefix == full {
-            self.addr.to_string()
-        } else {
-            format!("{}/{}", self.addr, self.prefix)
+        let a = match self.single_addr() {
+            Some(a) => a.to_string(),
+            None => format!("{}/{}", self.addr, self.prefix),
         };
         match (self.port, self.addr) {
             (Some(p), IpAddr::V6(_)) => write!(f, "[{a}]:{p}")?,
@@ -194,6 +192,13 @@ impl Target {
         }
         f.netns_filter = netns_filter as u8;
         f
+    }
+
+    /// The one address the target is (its prefix full length); None for
+    /// a range.
+    pub fn single_addr(&self) -> Option<IpAddr> {
+        let full = if self.addr.is_ipv4() { 32 } else { 128 };
+        (self.prefix == full).then_some(self.addr)
     }
 
     pub fn contains(&self, a: IpAddr) -> bool {

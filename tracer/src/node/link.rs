@@ -589,32 +589,6 @@ fn ip_of(b: &[u8]) -> Option<IpAddr> {
     }
 }
 
-/// NUD_* neighbour states (include/uapi/linux/neighbour.h), by bit.
-pub const NUD: [(u8, &str); 8] = [
-    (0x01, "INCOMPLETE"),
-    (0x02, "REACHABLE"),
-    (0x04, "STALE"),
-    (0x08, "DELAY"),
-    (0x10, "PROBE"),
-    (0x20, "FAILED"),
-    (0x40, "NOARP"),
-    (0x80, "PERMANENT"),
-];
-
-/// NUD_* neighbour states, a bit set; as text the set names joined by `|`.
-pub fn nud_state(s: u8) -> String {
-    let v: Vec<&str> = NUD
-        .iter()
-        .filter(|(b, _)| s & b != 0)
-        .map(|(_, n)| *n)
-        .collect();
-    if v.is_empty() {
-        "NONE".into()
-    } else {
-        v.join("|")
-    }
-}
-
 /// The neighbour entries (ARP's, NDP's) of `addr` in the namespace at
 /// `path`, with their device's name: `ip neigh show to ADDR`.
 pub fn neighbours_of(path: &Path, addr: IpAddr) -> Vec<(String, NeighEntry)> {

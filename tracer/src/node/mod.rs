@@ -16,6 +16,7 @@ pub mod netlink;
 pub mod netns;
 pub mod nftables;
 pub mod nftrace;
+pub mod nud;
 pub mod pods;
 pub mod procstat;
 pub mod qdisc;

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     bpf_progs::{self, AttachedProgram},
+    nud::Nud,
     services::ServiceKind,
 };
 
@@ -67,8 +68,8 @@ pub struct NextHopNeighbour {
     /// The target, or the gateway the route to it names.
     pub next_hop: IpAddr,
     pub dev: String,
-    /// NUD state names, `|`-joined (`REACHABLE`, `INCOMPLETE`, `FAILED`).
-    pub state: String,
+    /// Its NUD state, by name (`REACHABLE`, `INCOMPLETE`, `FAILED`).
+    pub state: Nud,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
 }
@@ -77,9 +78,7 @@ impl NextHopNeighbour {
     /// Asked and not answered: INCOMPLETE (resolving) or FAILED (given
     /// up; neigh_invalidate() drops what waited, NEIGH_FAILED).
     pub fn unanswered(&self) -> bool {
-        self.state
-            .split('|')
-            .any(|s| s == "INCOMPLETE" || s == "FAILED")
+        self.state.contains(Nud::INCOMPLETE) || self.state.contains(Nud::FAILED)
     }
 }
 
@@ -172,7 +171,7 @@ fn next_hop_neighbours(label: &str, path: &std::path::Path, addr: IpAddr) -> Vec
             netns: label.to_string(),
             next_hop: hop,
             dev,
-            state: super::link::nud_state(e.state as u8),
+            state: Nud(e.state as u8),
             mac: e.mac,
         })
         .collect()
@@ -341,11 +340,11 @@ mod tests {
     /// a REACHABLE one is only listed.
     #[test]
     fn an_unanswered_neighbour_is_named_with_its_hint() {
-        let hop = |state: &str| NextHopNeighbour {
+        let hop = |state: Nud| NextHopNeighbour {
             netns: "client".into(),
             next_hop: "10.204.0.1".parse().unwrap(),
             dev: "eth0".into(),
-            state: state.into(),
+            state,
             mac: None,
         };
         let xdp = NetnsProgram {
@@ -358,7 +357,7 @@ mod tests {
             },
         };
         let r = NothingSeen {
-            neighbours: vec![hop("INCOMPLETE")],
+            neighbours: vec![hop(Nud::INCOMPLETE)],
             xdp_programs: vec![xdp],
             ..NothingSeen::default()
         };
@@ -375,7 +374,7 @@ mod tests {
             "{t}"
         );
         let failed = NothingSeen {
-            neighbours: vec![hop("FAILED")],
+            neighbours: vec![hop(Nud::FAILED)],
             ..NothingSeen::default()
         };
         let t = failed.text("10.204.0.1:80", &[]);
@@ -386,7 +385,7 @@ mod tests {
         let fine = NothingSeen {
             neighbours: vec![NextHopNeighbour {
                 mac: Some("02:00:00:00:00:01".into()),
-                ..hop("REACHABLE")
+                ..hop(Nud::REACHABLE)
             }],
             ..NothingSeen::default()
         };

@@ -807,10 +807,9 @@ impl Live<'_> {
             traced_to_unix_ns: Some(traced_to),
             cpu: Some(budget.summary()),
             nothing_seen: (tally.flows == 0).then(|| {
-                let full = if followed.addr.is_ipv4() { 32 } else { 128 };
                 crate::node::unseen::read(
                     &|a, port| followed.contains(a) && followed.port.is_none_or(|p| p == port),
-                    (followed.prefix == full).then_some(followed.addr),
+                    followed.single_addr(),
                     &traced_netns(opts),
                 )
             }),
