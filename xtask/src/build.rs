@@ -5,7 +5,7 @@ use std::{
     process::{Command, ExitCode},
 };
 
-use anyhow::Result;
+use anyhow::{Context, Result, bail};
 
 use crate::cmd::{root, run as sh};
 
@@ -24,19 +24,47 @@ pub(crate) fn release() -> Result<()> {
 /// What the tests run, built before they start: the static x86_64
 /// binary (`dist/`, what an operator copies to a node; the host's
 /// integration tests and every guest of the kernel matrix run it, so no
-/// second, glibc, release build of tracer is made for them) and the
-/// tests' helpers (netprobe, tracer-demo). Returns the binary's path.
+/// second, glibc, release build of tracer is made for them), the tests'
+/// helpers (netprobe, tracer-demo) and the test executables. Returns the
+/// binary's path.
+///
+/// The helpers are built by `cargo test --no-run`, with the test
+/// executables, not by `cargo build --bins`: the two resolve the
+/// dependencies' features differently (the dev-dependencies count only
+/// for tests), so the latter built serde_json, regex and the test crate
+/// itself a second time (52 s of the release stage, session 33). The two
+/// builds run side by side (their target directories differ): the
+/// static binary's last crate, tracer, compiles alone for most of its
+/// 115 s, its front end on one core.
 pub(crate) fn for_tests() -> Result<PathBuf> {
-    let bin = crate::dist::build_one("x86_64-unknown-linux-musl", "x86_64")?;
-    sh(Command::new("cargo").current_dir(root()).args([
-        "build",
-        "--release",
-        "-p",
-        "tracer-tests",
-        "--bins",
-    ]))?;
+    let mut tests = Command::new("cargo");
+    tests.current_dir(root()).args(TEST_BUILD);
+    eprintln!(
+        "+ cargo {} (beside the static binary)",
+        TEST_BUILD.join(" ")
+    );
+    let mut child = tests.spawn().context("spawn cargo test --no-run")?;
+    let bin = crate::dist::build_one("x86_64-unknown-linux-musl", "x86_64");
+    let st = child.wait().context("wait for cargo test --no-run")?;
+    let bin = bin?;
+    if !st.success() {
+        bail!("`cargo {}` failed: {st}", TEST_BUILD.join(" "));
+    }
     Ok(bin)
 }
+
+/// The release build of the test crate: its library, helpers and test
+/// executables, as the integration stage and the guests run them.
+pub(crate) const TEST_BUILD: &[&str] = &[
+    "test",
+    "--release",
+    "-p",
+    "tracer-tests",
+    "--lib",
+    "--bins",
+    "--tests",
+    "--no-run",
+];
 
 pub(crate) fn run() -> Result<ExitCode> {
     crate::setup::ensure()?;

@@ -345,6 +345,13 @@ fn unit(t: &mut Tally) {
                 "--tests",
             ]);
             c.env("AYA_BUILD_SKIP", "1");
+            // A build made once and thrown away: no incremental state, and
+            // line tables for a failing test's backtrace instead of full
+            // debug information. Measured on a clean target directory
+            // (session 33): 136 s against 173 s.
+            c.env("CARGO_INCREMENTAL", "0");
+            c.env("CARGO_PROFILE_DEV_DEBUG", "line-tables-only");
+            c.env("CARGO_PROFILE_TEST_DEBUG", "line-tables-only");
             // rustup's proxy picks the toolchain from "+stable" only when cargo
             // is started through it.
             c.env_remove("RUSTUP_TOOLCHAIN");

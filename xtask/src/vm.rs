@@ -65,74 +65,47 @@ const KERNELS: &[(&str, &str, Option<&str>)] = &[
 /// load on 6.1 and 6.12 in rehearsal 23, the longest test of the matrix,
 /// which put CI over its 40 minutes at stop 44, 2,505 s. The guests still
 /// trace with `--netns`, clsact where there is no tcx, in the incidents'
-/// incident4_with_netns_scope, `follow:apart` and the dataplane's tests).
+/// incident4_with_netns_scope, `follow` and the dataplane's tests).
 const SUITES: &[&str] = &["incidents", "follow", "ipvs", "backends", "ebpf_dataplane"];
 
-/// The guests of the matrix, each a kernel and the suites it runs, in
-/// order: [`GUESTS_AT_ONCE`] of them run at a time, one vCPU each, taking
-/// the next from this list as one ends, so the guests are sized for the
-/// three queues to end together: the three first (about 1,100-1,300 s
-/// under load) start together, and the longest of the rest goes to the
-/// first to end. Each kernel is split in two guests: incidents and
-/// `follow:swept` in the first, the `follow` tests of [`FOLLOW_APART`],
-/// IPVS and the backends in the second. 5.10 runs the incidents, `follow`
-/// (its drop reasons are inferred there) and the backends (its kprobe and
-/// fentry programs); IPVS's verdicts do not depend on drop reasons and run
-/// on 6.1 and 6.12. The eBPF dataplane's XDP and socket-level tests run in
-/// 5.10's second guest (the xdp tracepoints' older layout, the syscall
-/// tracepoints, cgroup sock_addr programs), its XDP tests in 6.1's too
-/// (whose verifier refuses what 6.18's takes): where the queues have
-/// room. Rehearsal 22 (session 29) had them in every kernel's second
-/// guest: 160-200 s a guest under load, and the matrix 2,140 s.
+/// The guests of the matrix, one per kernel, and the suites each runs:
+/// [`GUESTS_AT_ONCE`] of them at a time, one vCPU each. 5.10 runs the
+/// incidents, `follow` (its drop reasons are inferred there) and the
+/// backends (its kprobe and fentry programs); IPVS's verdicts do not
+/// depend on drop reasons and run on 6.1 and 6.12. The eBPF dataplane's
+/// XDP and socket-level tests run on 5.10 (the xdp tracepoints' older
+/// layout, the syscall tracepoints, cgroup sock_addr programs), its XDP
+/// tests on 6.1 too (whose verifier refuses what 6.18's takes); on every
+/// kernel they took 160-200 s a guest under load (rehearsal 22, session
+/// 29). The three take about the same CPU (rehearsal 26: 761, 770 and
+/// 769 s). Until session 33 each kernel ran in two guests, one after the
+/// other: a boot costs 14 s of CPU (6.12, alone), and the two-guest
+/// split balanced nothing the one guest does not.
 const GUESTS: &[(&str, &[&str])] = &[
-    ("6.1", &["incidents", "follow:swept"]),
-    ("6.12", &["incidents", "follow:swept"]),
-    ("5.10", &["follow:apart", "incidents"]),
     (
         "6.1",
-        &["follow:apart", "ipvs", "backends", "ebpf_dataplane:xdp"],
+        &[
+            "incidents",
+            "follow",
+            "ipvs",
+            "backends",
+            "ebpf_dataplane:xdp",
+        ],
     ),
-    ("6.12", &["follow:apart", "ipvs", "backends"]),
+    ("6.12", &["incidents", "follow", "ipvs", "backends"]),
     (
         "5.10",
         &[
-            "follow:swept",
+            "follow",
+            "incidents",
             "backends",
             "ebpf_dataplane:xdp|socket|nothing_seen",
         ],
     ),
 ];
 
-/// The `follow` tests of each kernel's second guest (`follow:apart`;
-/// `follow:swept`, the first guest's, runs the others: the names are
-/// those of the `--netns` sweep's split, which the guests no longer run,
-/// kept as a split that balances the queues). A name
-/// that `follow` no longer has stops the matrix ([`prepare`]); a new
-/// `follow` test is in `follow:swept` unless listed here.
-const FOLLOW_APART: &[&str] = &[
-    "conntrack_invalid_reply_names_asymmetric_routing",
-    "conntrack_snat_clash_names_the_taken_reply_tuple",
-    "conntrack_table_full_names_count_and_max",
-    "debug_bpf_shows_why_packets_are_followed",
-    "dns_questions_and_answers_are_read_from_the_packets",
-    "dns_truncated_answer_is_asked_again_over_tcp",
-    "each_dns_query_is_judged_on_its_own_packets",
-    "ipv6_mtu_black_hole_names_the_link_and_its_mtu",
-    "ipv6_no_route_after_policy_rules_names_them",
-    "kube_proxy_nftables_load_balancer_source_ranges",
-    "kube_proxy_nftables_names_the_service_and_endpoint_of_a_delivered_flow",
-    "kube_proxy_nftables_service_without_endpoints",
-    "kube_proxy_nftables_unallocated_cluster_ip",
-    "listen_overflow_names_the_accept_queue",
-    "network_policy_default_deny_names_the_pod",
-    "nftrace_names_a_rule_in_the_endpoint_namespace_after_dnat",
-    "nftrace_names_the_rule_that_dropped_the_replies",
-    "no_route_after_policy_rules_names_them",
-    "node_local_dns_answers_one_pod_and_the_misrouted_one_gets_nothing",
-    "without_nftrace_the_rule_is_named_by_its_counter",
-];
-
-/// A guest's suite entry: a suite, or a part of one (`follow:swept`).
+/// A guest's suite entry: a suite, or a part of one
+/// (`ebpf_dataplane:xdp`).
 fn suite_part(spec: &str) -> (&str, Option<&str>) {
     match spec.split_once(':') {
         Some((suite, part)) => (suite, Some(part)),
@@ -140,9 +113,8 @@ fn suite_part(spec: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// The tests of a part (`apart`/`swept` of `follow`), among `listed` (the
-/// suite's tests) that contain `filter`.
-/// Any other part is a name filter of its own, `|` between alternatives
+/// The tests of a part, among `listed` (the suite's tests) that contain
+/// `filter`: those whose name contains one of its `|` alternatives
 /// (`ebpf_dataplane:xdp|socket`: the tests whose name contains `xdp` or
 /// `socket`).
 fn part_tests<'a>(listed: &'a [String], part: &str, filter: Option<&str>) -> Vec<&'a str> {
@@ -150,10 +122,7 @@ fn part_tests<'a>(listed: &'a [String], part: &str, filter: Option<&str>) -> Vec
         .iter()
         .map(String::as_str)
         .filter(|n| filter.is_none_or(|f| n.contains(f)))
-        .filter(|n| match part {
-            "apart" | "swept" => FOLLOW_APART.contains(n) == (part == "apart"),
-            named => named.split('|').any(|p| n.contains(p)),
-        })
+        .filter(|n| part.split('|').any(|p| n.contains(p)))
         .collect()
 }
 
@@ -450,18 +419,12 @@ pub(crate) fn pack(work: &Path, out: &Path) -> Result<()> {
     sh(Command::new("sh").args(["-c", &cpio]))
 }
 
-/// Test executables of the given suites (built by `cargo test --no-run`).
+/// Test executables of the given suites (built by `cargo test --no-run`,
+/// as [`crate::build::for_tests`] built them: nothing is built again).
 fn test_binaries() -> Result<Vec<(String, PathBuf)>> {
     let o = Command::new("cargo")
         .current_dir(root())
-        .args([
-            "test",
-            "--release",
-            "-p",
-            "tracer-tests",
-            "--tests",
-            "--no-run",
-        ])
+        .args(crate::build::TEST_BUILD)
         .stderr(Stdio::piped())
         .output()?;
     if !o.status.success() {
@@ -526,13 +489,9 @@ fn script(
     if std::env::var_os("TRACER_KEEP_RECORDINGS").is_some() {
         s += "export TRACER_KEEP_RECORDINGS=/tmp/tracer-recordings\n";
     }
-    // Said once per kernel (by its guest with the swept part of
-    // `follow`): the `--netns` sweep is not among the guests' suites
+    // Said once per kernel (by its guest with `follow`): the `--netns` sweep is not among the guests' suites
     // ([`SUITES`]), so no guest logs verdicts for it.
-    if suites
-        .iter()
-        .any(|s| matches!(*s, "follow" | "follow:swept"))
-    {
+    if suites.contains(&"follow") {
         s += &format!(
             "echo '!!!!! SKIPPED ({kernel}, wall time) the netns_scope suite (every_scenario_is_judged_the_same_with_netns_scope): it runs on the host only !!!!!'\n"
         );
@@ -591,7 +550,7 @@ fn run_kernel(name: &str, dir: &Path, version: &str, initrd: &Path, script: &Pat
     // the guests boot, and those take the CPU first (a guest's test waits
     // TIME_SCALE times longer; the host's do not).
     let mut c = Command::new("nice");
-    c.args(["-n", "10", "timeout", "3000"])
+    c.args(["-n", "10", "timeout", "3600"])
         // qemu64, not max: a guest that sees fewer CPU features is cheaper
         // to emulate. Measured side by side, 6.12, one core each: tracer
         // ready in 3.8 and 4.2 s against 6.7 and 5.5 s, five `follow`
@@ -851,11 +810,6 @@ pub(crate) fn prepare(a: &VmArgs) -> Result<Prepared> {
     let mut bins = Vec::new();
     for (suite, path) in test_binaries()? {
         let tests = listed(&path)?;
-        if suite == "follow" {
-            if let Some(gone) = FOLLOW_APART.iter().find(|n| !tests.iter().any(|t| t == *n)) {
-                bail!("vm.rs FOLLOW_APART names {gone}, which tests/follow.rs no longer has");
-            }
-        }
         bins.push((suite, path, tests));
     }
     let run_dir = Path::new(CACHE).join("run");
@@ -875,24 +829,8 @@ pub(crate) fn prepare(a: &VmArgs) -> Result<Prepared> {
             kernels.insert(*name, k.clone());
             k
         };
-        // A kernel split over two guests is named by its suites.
-        let label = if GUESTS.iter().filter(|(k, _)| k == name).count() > 1 {
-            format!("{name}:{}", suites.join("+"))
-        } else {
-            (*name).to_string()
-        };
-        // A file name the guest's kernel command line and shell take as
-        // is (a part's `|` would end the command).
-        let file: String = label
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_') {
-                    c
-                } else {
-                    '-'
-                }
-            })
-            .collect();
+        let label = (*name).to_string();
+        let file = &label;
         let sc = run_dir.join(format!("{file}.sh"));
         fs::write(&sc, script(name, &bins, suites, a.filter.as_deref()))?;
         jobs.push_back((label, dir, version, initrd, sc));
@@ -984,8 +922,7 @@ pub(crate) fn run(a: VmArgs) -> Result<ExitCode> {
 mod tests {
     use super::*;
 
-    /// A part other than `apart`/`swept` takes the tests whose name has
-    /// one of its `|` alternatives.
+    /// A part takes the tests whose name has one of its `|` alternatives.
     #[test]
     fn a_named_part_takes_the_tests_that_name_it() {
         let listed: Vec<String> = ["a_refused_xdp_redirect", "socket_lb_rewrite", "tc_drops"]
@@ -1000,37 +937,21 @@ mod tests {
         assert!(part_tests(&listed, "xdp", Some("socket")).is_empty());
     }
 
-    /// The two parts of `follow` split its tests (with a filter too), and
-    /// every kernel that runs one part runs the other.
+    /// One guest per kernel, and a suite's part is a suite.
     #[test]
-    fn follow_parts_split_the_suite() {
-        let listed: Vec<String> = [
-            FOLLOW_APART[0],
-            "tcp_to_listening_port_is_delivered",
-            FOLLOW_APART[3],
-        ]
-        .iter()
-        .map(|s| (*s).to_string())
-        .collect();
-        let apart = part_tests(&listed, "apart", None);
-        let swept = part_tests(&listed, "swept", None);
-        assert_eq!(apart, [FOLLOW_APART[0], FOLLOW_APART[3]]);
-        assert_eq!(swept, ["tcp_to_listening_port_is_delivered"]);
-        assert_eq!(part_tests(&listed, "swept", Some("listening")).len(), 1);
-        assert!(part_tests(&listed, "apart", Some("listening")).is_empty());
-        for (k, _) in GUESTS {
-            let parts: Vec<&str> = GUESTS
-                .iter()
-                .filter(|(g, _)| g == k)
-                .flat_map(|(_, s)| s.iter().copied())
-                .filter(|s| s.starts_with("follow"))
-                .collect();
-            assert!(
-                parts.contains(&"follow:apart") && parts.contains(&"follow:swept"),
-                "{k}: {parts:?}"
-            );
+    fn one_guest_per_kernel() {
+        for (k, _, _) in KERNELS {
+            assert_eq!(GUESTS.iter().filter(|(g, _)| g == k).count(), 1, "{k}");
         }
-        assert_eq!(suite_part("follow:swept"), ("follow", Some("swept")));
+        for (_, suites) in GUESTS {
+            for s in *suites {
+                assert!(SUITES.contains(&suite_part(s).0), "{s}");
+            }
+        }
+        assert_eq!(
+            suite_part("ebpf_dataplane:xdp"),
+            ("ebpf_dataplane", Some("xdp"))
+        );
         assert_eq!(suite_part("ipvs"), ("ipvs", None));
     }
 
