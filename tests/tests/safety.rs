@@ -216,6 +216,61 @@ fn over_its_cpu_budget_tracer_leaves_out_detail_and_takes_it_back() {
     assert!(s["verdicts"]["delivered"].as_u64().unwrap_or(0) > 0, "{s}");
 }
 
+/// nftrace stands aside for a flood of followed packets (issue 31 item
+/// 2, run/trace_load.rs): 300,000 datagrams of one flow, each dropped by
+/// a rule of the server's. The first ones are traced, so the verdict
+/// names the rule by nftrace; then tracer takes its rules out (said on
+/// stderr, `cpu.nftrace_floods` in the summary), and puts them back once
+/// the flood is over.
+#[test]
+fn a_flood_of_followed_packets_sets_nftrace_aside() {
+    if !require_privileges("a_flood_of_followed_packets_sets_nftrace_aside") {
+        return;
+    }
+    let nss = scenarios::routed(246).unwrap();
+    for cmd in [
+        "add table inet flood",
+        "add chain inet flood input { type filter hook input priority 0; }",
+        "add rule inet flood input udp dport 5301 counter drop",
+    ] {
+        nss[2].exec(&["sh", "-c", &format!("nft '{cmd}'")]).unwrap();
+    }
+    let run = TracerRun::start(
+        "10.246.2.2:5301",
+        &["--netns", &nss[0].name, "--netns", &nss[2].name],
+    )
+    .unwrap();
+    let said = probe(
+        &nss[0],
+        &["udp-flood", "10.246.2.2:5301", "--count", "300000"],
+    );
+    // Quiet: the next tick sees the rate fall.
+    std::thread::sleep(Duration::from_secs(2));
+    let out = run.stop().unwrap();
+    assert!(said.contains("sent 300000 datagrams"), "{said}");
+    let f = out.flow_to(5301);
+    assert_eq!(f["verdict"]["reason"], "NETFILTER_DROP", "{}", out.dump());
+    assert!(
+        evidence::of_kind(f, "nf_rule_traced")
+            .iter()
+            .any(|e| evidence::field(e, "rule").contains("udp dport 5301")),
+        "{}",
+        evidence::text(f)
+    );
+    let cpu = &out.summary().unwrap()["cpu"];
+    let floods = cpu["nftrace_floods"].as_array().expect("nftrace_floods");
+    assert!(
+        floods[0]["per_s"].as_u64().unwrap() > 6_000 && floods[0]["to_ms"].is_u64(),
+        "{cpu}"
+    );
+    for line in [
+        "nftrace: followed packets come as a flood (",
+        "nftrace: the flood is over (",
+    ] {
+        assert!(out.stderr.contains(line), "{line}: {}", out.stderr);
+    }
+}
+
 fn vm_hwm_kib(pid: i32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()

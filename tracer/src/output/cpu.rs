@@ -60,8 +60,23 @@ pub struct ShedSpan {
     pub percent: f64,
 }
 
+/// A stretch of time nftrace set on no packet because followed packets
+/// came as a flood (run/trace_load.rs): its first packets were traced; a
+/// drop meanwhile is named by the rules' counters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct NftraceFlood {
+    /// ms since tracer started.
+    pub from_ms: u64,
+    /// When nftrace was back; absent when the flood lasted to the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_ms: Option<u64>,
+    /// Hook passages of followed packets per second when it paused.
+    pub per_s: u64,
+}
+
 /// tracer's own CPU while it followed (user and system time of the
-/// process, from ready to the final report), against `--max-cpu`.
+/// process, from ready to the final report), against `--max-cpu`, and
+/// the floods nftrace stood aside for.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CpuSummary {
     /// The budget, percent of one CPU; absent with `--max-cpu 0` (none).
@@ -74,6 +89,9 @@ pub struct CpuSummary {
     /// What was left out, and when.
     #[serde(default)]
     pub shed: Vec<ShedSpan>,
+    /// When nftrace stood aside for a flood of followed packets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nftrace_floods: Vec<NftraceFlood>,
 }
 
 impl CpuSummary {
@@ -108,6 +126,24 @@ impl CpuSummary {
                 .collect();
             out.push_str(&format!("; over budget: {}", spans.join(", ")));
         }
+        if !self.nftrace_floods.is_empty() {
+            let off: u64 = self
+                .nftrace_floods
+                .iter()
+                .map(|f| f.to_ms.unwrap_or(duration_ms.max(f.from_ms)) - f.from_ms)
+                .sum();
+            let peak = self
+                .nftrace_floods
+                .iter()
+                .map(|f| f.per_s)
+                .max()
+                .unwrap_or(0);
+            out.push_str(&format!(
+                "\nnftrace: off for {:.1} s over {} flood(s) of followed packets (up to {peak} hook passages/s; their first packets traced, drops meanwhile named by rule counters)",
+                off as f64 / 1000.0,
+                self.nftrace_floods.len()
+            ));
+        }
         out
     }
 }
@@ -136,10 +172,30 @@ mod tests {
                     percent: 8.0,
                 },
             ],
+            nftrace_floods: Vec::new(),
         };
         assert_eq!(
             c.text(6000),
             "cpu: 3.0% of one CPU on average, 12.0% at peak (budget 5%); over budget: packet bytes left out for 4.2 s, nftrace left out for 3.0 s (to the end)"
+        );
+        let flood = CpuSummary {
+            nftrace_floods: vec![
+                NftraceFlood {
+                    from_ms: 250,
+                    to_ms: Some(1_250),
+                    per_s: 90_000,
+                },
+                NftraceFlood {
+                    from_ms: 2_000,
+                    to_ms: None,
+                    per_s: 120_000,
+                },
+            ],
+            ..CpuSummary::default()
+        };
+        assert_eq!(
+            flood.text(4_500),
+            "cpu: 0.0% of one CPU on average, 0.0% at peak (no budget)\nnftrace: off for 3.5 s over 2 flood(s) of followed packets (up to 120000 hook passages/s; their first packets traced, drops meanwhile named by rule counters)"
         );
         let none = CpuSummary::default();
         assert_eq!(

@@ -141,6 +141,7 @@ impl Budget {
             mean_percent: mean,
             peak_percent: self.peak,
             shed: self.spans.clone(),
+            nftrace_floods: Vec::new(),
         }
     }
 }

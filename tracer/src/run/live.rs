@@ -27,6 +27,7 @@ use crate::{
     run::facts::{LiveEnv, nf_baseline, watched_netns},
     run::pipeline::Pipeline,
     run::record::{Header, Reasons, RecordError, RecordedVerdict, Recorder, Trailer},
+    run::trace_load::{Back, Change, TraceLoad},
     verdict::Completeness,
 };
 
@@ -262,6 +263,9 @@ struct Live<'a> {
     /// tracer's own CPU against `--max-cpu`, sampled every tick (from
     /// ready on).
     budget: Budget,
+    /// How fast followed packets come: nftrace stands aside for a flood
+    /// (run/trace_load.rs).
+    trace_load: TraceLoad,
 }
 
 /// The signals that end a run: SIGINT, SIGTERM, and SIGHUP and SIGPIPE
@@ -421,6 +425,7 @@ async fn run(mut opts: FollowOptions, sink: &mut dyn Sink) -> Result<(), RunErro
         rec_failure_said: false,
         counted_walked: None,
         budget: Budget::new(opts.max_cpu),
+        trace_load: TraceLoad::starting_at(started.elapsed().as_millis() as u64),
     };
     let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
     let mut tick = tokio::time::interval(Duration::from_millis(250));
@@ -575,12 +580,7 @@ impl Live<'_> {
             Step::Shed(w, p) | Step::Restore(w, p) => (w, p),
         };
         if what == Shed::Nftrace {
-            for (ns, errno) in self.env.nftrace_pause(shed.contains(&Shed::Nftrace)) {
-                diag::warn(&format!(
-                    "CPU budget: nftrace in netns {ns}: {}",
-                    std::io::Error::from_raw_os_error(errno)
-                ));
-            }
+            self.nftrace_pause("CPU budget");
         }
         let max = self.budget.max().unwrap_or(0.0);
         match step {
@@ -591,6 +591,43 @@ impl Live<'_> {
             Step::Restore(..) => diag::info(&format!(
                 "under its CPU budget again ({pct:.1}% of one CPU, --max-cpu {max}): {} back",
                 what.said()
+            )),
+        }
+    }
+
+    /// nftrace's rules out of tracer's chains while the CPU budget leaves
+    /// nftrace out or a flood of followed packets goes by, back otherwise;
+    /// where the kernel refused, said under `why`.
+    fn nftrace_pause(&mut self, why: &str) {
+        let paused = self.budget.shed().contains(&Shed::Nftrace) || self.trace_load.paused();
+        for (ns, errno) in self.env.nftrace_pause(paused) {
+            diag::warn(&format!(
+                "{why}: nftrace in netns {ns}: {}",
+                std::io::Error::from_raw_os_error(errno)
+            ));
+        }
+    }
+
+    /// Every tick with nftrace on: stand aside for a flood of followed
+    /// packets, or come back (run/trace_load.rs); said on stderr.
+    fn trace_load_step(&mut self, t: u64, counted: u64) {
+        if self.env.nftrace().is_none() {
+            return;
+        }
+        let (seen, drops) = self.pipeline.packets_seen();
+        let Some(change) = self.trace_load.sample(t, seen + counted, drops) else {
+            return;
+        };
+        self.nftrace_pause("nftrace");
+        match change {
+            Change::Paused(per_s) => diag::info(&format!(
+                "nftrace: followed packets come as a flood ({per_s} hook passages/s): its first packets were traced; no more until one is dropped or the flood ends (a drop meanwhile is named by the rules' counters)"
+            )),
+            Change::Resumed(Back::Drop, _) => diag::info(
+                "nftrace: a followed packet was dropped during the flood: tracing again for 1 s to name the rule",
+            ),
+            Change::Resumed(Back::Quiet, per_s) => diag::info(&format!(
+                "nftrace: the flood is over ({per_s} hook passages/s): tracing again"
             )),
         }
     }
@@ -656,6 +693,7 @@ impl Live<'_> {
             trim_heap();
         }
         let k = self.session.counters();
+        self.trace_load_step(t, k.counted);
         let c = Completeness {
             lost_events: k.lost,
             map_failures: k.track_fail + k.flowkey_fail,
@@ -734,6 +772,7 @@ impl Live<'_> {
             clock,
             rec_failure_said,
             budget,
+            trace_load,
             ..
         } = self;
         let probes = session.plan().to_vec();
@@ -805,7 +844,7 @@ impl Live<'_> {
             }),
             traced_from_unix_ns: Some(traced_from),
             traced_to_unix_ns: Some(traced_to),
-            cpu: Some(budget.summary()),
+            cpu: Some(trace_load.with_floods(budget.summary())),
             nothing_seen: (tally.flows == 0).then(|| {
                 crate::node::unseen::read(
                     &|a, port| followed.contains(a) && followed.port.is_none_or(|p| p == port),

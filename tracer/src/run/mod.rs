@@ -8,3 +8,4 @@ pub mod live;
 pub mod pipeline;
 pub mod record;
 pub mod replay;
+pub mod trace_load;

@@ -40,6 +40,10 @@ pub struct Pipeline {
     /// Packets' bytes with their flow, kept for `--pcap` until taken
     /// ([`Pipeline::take_captured`]); `None`: not kept.
     captured: Option<Capture>,
+    /// Packet records decoded, and of those drops: how fast followed
+    /// packets come, for nftrace (run/trace_load.rs).
+    packets_seen: u64,
+    drops_seen: u64,
 }
 
 /// What [`Pipeline::capture_packets`] keeps.
@@ -72,6 +76,8 @@ impl Pipeline {
             names,
             counted: Counted::default(),
             decode_errors: 0,
+            packets_seen: 0,
+            drops_seen: 0,
             macs: Vec::new(),
             settled: 0,
             captured: None,
@@ -145,6 +151,10 @@ impl Pipeline {
         }
         match decode(record) {
             Ok(ev) => {
+                if let Event::Packet(_) = ev {
+                    self.packets_seen += 1;
+                    self.drops_seen += u64::from(ev.hook() == Hook::Drop);
+                }
                 self.note_neighbour(&ev);
                 self.flows.ingest(&ev, &mut self.names);
             }
@@ -183,6 +193,11 @@ impl Pipeline {
                 self.macs.push((addr, mac.join(":")));
             }
         }
+    }
+
+    /// Packet records decoded so far, and of those drops.
+    pub fn packets_seen(&self) -> (u64, u64) {
+        (self.packets_seen, self.drops_seen)
     }
 
     /// Request tuples DNAT'd to a new destination since the last call
