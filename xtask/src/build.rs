@@ -37,25 +37,24 @@ pub(crate) fn release() -> Result<()> {
 /// static binary's last crate, tracer, compiles alone for most of its
 /// 115 s, its front end on one core.
 pub(crate) fn for_tests() -> Result<PathBuf> {
+    let args = test_build();
     let mut tests = Command::new("cargo");
-    tests.current_dir(root()).args(TEST_BUILD);
-    eprintln!(
-        "+ cargo {} (beside the static binary)",
-        TEST_BUILD.join(" ")
-    );
+    tests.current_dir(root()).args(&args);
+    eprintln!("+ cargo {} (beside the static binary)", args.join(" "));
     let mut child = tests.spawn().context("spawn cargo test --no-run")?;
     let bin = crate::dist::build_one("x86_64-unknown-linux-musl", "x86_64");
     let st = child.wait().context("wait for cargo test --no-run")?;
     let bin = bin?;
     if !st.success() {
-        bail!("`cargo {}` failed: {st}", TEST_BUILD.join(" "));
+        bail!("`cargo {}` failed: {st}", args.join(" "));
     }
     Ok(bin)
 }
 
-/// The release build of the test crate: its library, helpers and test
-/// executables, as the integration stage and the guests run them.
-pub(crate) const TEST_BUILD: &[&str] = &[
+/// `cargo` arguments for the release build of the test crate: its
+/// library, helpers and test executables, as the integration stage runs
+/// them (and, with `--no-run`, [`for_tests`] builds them).
+pub(crate) const TEST_ARGS: [&str; 7] = [
     "test",
     "--release",
     "-p",
@@ -63,8 +62,14 @@ pub(crate) const TEST_BUILD: &[&str] = &[
     "--lib",
     "--bins",
     "--tests",
-    "--no-run",
 ];
+
+/// [`TEST_ARGS`] built, not run.
+pub(crate) fn test_build() -> Vec<&'static str> {
+    let mut v = TEST_ARGS.to_vec();
+    v.push("--no-run");
+    v
+}
 
 pub(crate) fn run() -> Result<ExitCode> {
     crate::setup::ensure()?;

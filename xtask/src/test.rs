@@ -406,15 +406,7 @@ fn integration(a: &TestArgs, t: &mut Tally) {
                     }
                 );
             }
-            let mut c = cargo(&[
-                "test",
-                "--release",
-                "-p",
-                "tracer-tests",
-                "--lib",
-                "--bins",
-                "--tests",
-            ]);
+            let mut c = cargo(&crate::build::TEST_ARGS);
             // The static binary (build::for_tests), as the guests run it.
             c.env("TRACER_BIN", crate::dist::artifact("x86_64"));
             // The verdicts each test reached, for the `--netns` sweep

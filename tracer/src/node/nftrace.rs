@@ -353,10 +353,12 @@ impl NfTrace {
         {
             return false;
         }
-        let mut add = if self.also.len() == 1 {
-            endpoint_messages(&self.table, self.v6, self.target.vxlan)
-        } else {
-            Vec::new()
+        // Paused (a flood, the CPU budget): the set and its element only;
+        // pause(false) adds the rules that look it up.
+        let mut add = match (self.also.len(), self.paused) {
+            (1, false) => endpoint_messages(&self.table, self.v6, self.target.vxlan),
+            (1, true) => vec![endpoint_set(&self.table, self.v6)],
+            _ => Vec::new(),
         };
         add.push(endpoint_element(&self.table, &key));
         for n in &self.netns {
@@ -371,8 +373,9 @@ impl NfTrace {
         true
     }
 
-    /// Stop tracing (`true`, over the CPU budget: the rules taken out of
-    /// the table's chains) or trace again (the rules added back, the
+    /// Stop tracing (`true`, over the CPU budget or during a flood of
+    /// followed packets, run/trace_load.rs: the rules taken out of the
+    /// table's chains) or trace again (the rules added back, the
     /// endpoints' too); the table, its chains and its endpoint set stay.
     /// (A table's flags cannot make it dormant here: since Linux 6.9
     /// nf_tables_updtable() refuses any flag change of a table with an

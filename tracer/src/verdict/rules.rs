@@ -244,6 +244,30 @@ pub fn misrouted_local_shadow(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
 /// no routing decision between, the IP stack never saw it, and the tc
 /// filters on that ingress are named.
 pub fn misrouted_local_transmitted(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
+    let t = local_transmitted(flow, env)?;
+    let mut v = verdict(
+        Kind::Misrouted,
+        Found::LocalDestinationTransmitted,
+        t.where_,
+        &t.out.netns,
+        Some(t.out.dev.to_string()),
+    );
+    v.add_all(t.evidence);
+    v.add_all(side_evidence(flow));
+    Some(v)
+}
+
+/// A request that left a namespace by a device for an address another
+/// device there holds ([`misrouted_local_transmitted`]; a refused reply's
+/// cause, source_addr.rs): the hop it left by, the place said, and the
+/// facts (the address, the tc redirect and its filters).
+pub struct LocalTransmitted<'a> {
+    pub out: &'a Hop,
+    pub where_: String,
+    pub evidence: Vec<Evidence>,
+}
+
+pub fn local_transmitted<'a>(flow: &'a Flow, env: &dyn Env) -> Option<LocalTransmitted<'a>> {
     let (out, owner) = flow.hops.iter().find_map(|h| {
         // Egress: the xmit tracepoint, or tc egress where tc is the device
         // hook (probes::TC_COVERED); both see the packet after NAT.
@@ -296,16 +320,11 @@ pub fn misrouted_local_transmitted(flow: &Flow, env: &dyn Env) -> Option<Verdict
             filter: f.clone(),
         }));
     }
-    let mut v = verdict(
-        Kind::Misrouted,
-        Found::LocalDestinationTransmitted,
+    Some(LocalTransmitted {
+        out,
         where_,
-        &out.netns,
-        Some(out.dev.to_string()),
-    );
-    v.add_all(evidence);
-    v.add_all(side_evidence(flow));
-    Some(v)
+        evidence,
+    })
 }
 
 /// Incident 4: a DNATed flow left by one device with the source address of

@@ -202,15 +202,8 @@ pub fn reply_refused(flow: &Flow, env: &dyn Env) -> Option<Verdict> {
     );
     v.add(rules::dropped_at(drop, &d.location));
     v.add(fact);
-    if let Some(m) = rules::misrouted_local_transmitted(flow, env) {
-        v.add_all(m.evidence.into_iter().map(|i| i.fact).filter(|e| {
-            matches!(
-                e,
-                Evidence::LocalAddressTransmitted { .. }
-                    | Evidence::TcRedirect { .. }
-                    | Evidence::TcFilter { .. }
-            )
-        }));
+    if let Some(t) = rules::local_transmitted(flow, env) {
+        v.add_all(t.evidence);
     }
     v.add_all(rules::delivered_and_side_evidence(flow));
     Some(v)

@@ -541,15 +541,14 @@ table ip filter {
         l4proto: Some(6),
         vxlan: VxlanPorts::NONE,
     };
-    assert!(t.follow_also(nine));
+    let listed = || sh(&format!("nft list table inet {}", table_name()));
+    learnt_while_paused_adds_no_rule(&mut t, nine, &listed);
     assert!(!t.follow_also(nine));
     sh("timeout 1 bash -c 'echo > /dev/tcp/10.239.0.9/82' 2>/dev/null; true");
     let nine_dropped = |d: &[TraceDrop]| d.iter().any(|d| d.tuple.dst == nine.addr);
     let drops = traced_drops(&mut t, ino, nine_dropped);
     assert!(nine_dropped(&drops), "{drops:?}");
-    pause_takes_the_rules_out_and_back(&mut t, &|| {
-        sh(&format!("nft list table inet {}", table_name()))
-    });
+    pause_takes_the_rules_out_and_back(&mut t, &listed);
     drop(t);
     // This process's table (another tracer may run beside the tests).
     let (tables, ours) = (
@@ -557,6 +556,24 @@ table ip filter {
         format!("table inet {}", table_name()),
     );
     assert!(!tables.lines().any(|l| l.trim() == ours), "{tables}");
+}
+
+/// An endpoint learnt while paused (a flood, the CPU budget) adds the set
+/// and its element, no rule; back, the rules that look it up come with the
+/// target's.
+fn learnt_while_paused_adds_no_rule(
+    t: &mut NfTrace,
+    endpoint: Followed,
+    listed: &dyn Fn() -> String,
+) {
+    let rules = |l: &str| l.lines().filter(|l| l.contains("nftrace set 1")).count();
+    let target_rules = rules(&listed());
+    assert!(t.pause(true).is_empty());
+    assert!(t.follow_also(endpoint));
+    assert_eq!(rules(&listed()), 0, "{}", listed());
+    assert!(listed().contains("10.239.0.9 . tcp . 82"), "{}", listed());
+    assert!(t.pause(false).is_empty());
+    assert!(rules(&listed()) > target_rules, "{}", listed());
 }
 
 /// Over the CPU budget the rules leave the chains (nothing traced), then
