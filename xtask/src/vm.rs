@@ -516,17 +516,14 @@ fn script(
     // `TRACER_VM_VERIFIED=1`: the verifier's work per program on this
     // kernel (one start of `follow`, its debug log), to compare builds;
     // off in CI, where it would cost a start per guest.
-    if std::env::var_os("TRACER_VM_VERIFIED").is_some() && suites.contains(&"incidents") {
+    if std::env::var_os("TRACER_VM_VERIFIED").is_some() {
         s += "RUST_LOG=tracer=debug $TRACER_BIN follow 10.9.9.9:80 --duration 1 2>&1 | grep -E 'verified|ready|parsed|resolved|read:|created|loaded:|attached|started' | sed 's/^/verified: /'\n";
     }
-    // What tracer makes of the kernel, once per kernel (by its guest with
-    // the incidents): a doctor is a full plan with trial loads, seconds of
-    // CPU under emulation.
-    if suites.contains(&"incidents") {
-        s += "$TRACER_BIN doctor 2>&1 | sed 's/^/doctor: /'\n";
-        // Issue 29's `N of M drop reasons explained`, per kernel.
-        s += "$TRACER_BIN doctor --reasons 2>&1 | tail -n 1 | sed 's/^/doctor --reasons: /'\n";
-    }
+    // What tracer makes of the kernel (one guest per kernel): a doctor is
+    // a full plan with trial loads, seconds of CPU under emulation.
+    s += "$TRACER_BIN doctor 2>&1 | sed 's/^/doctor: /'\n";
+    // Issue 29's `N of M drop reasons explained`, per kernel.
+    s += "$TRACER_BIN doctor --reasons 2>&1 | tail -n 1 | sed 's/^/doctor --reasons: /'\n";
     for spec in suites {
         let (suite, part) = suite_part(spec);
         let Some((_, path, tests)) = bins.iter().find(|(s, _, _)| s == suite) else {
