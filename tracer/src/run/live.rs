@@ -619,15 +619,20 @@ impl Live<'_> {
             return;
         };
         self.nftrace_pause("nftrace");
+        let budget = if self.budget.shed().contains(&Shed::Nftrace) {
+            " (the CPU budget still leaves it out)"
+        } else {
+            ""
+        };
         match change {
             Change::Paused(per_s) => diag::info(&format!(
                 "nftrace: followed packets come as a flood ({per_s} hook passages/s): its first packets were traced; no more until one is dropped or the flood ends (a drop meanwhile is named by the rules' counters)"
             )),
-            Change::Resumed(Back::Drop, _) => diag::info(
-                "nftrace: a followed packet was dropped during the flood: tracing again for 1 s to name the rule",
-            ),
+            Change::Resumed(Back::Drop, _) => diag::info(&format!(
+                "nftrace: a followed packet was dropped during the flood: tracing again for 1 s to name the rule{budget}"
+            )),
             Change::Resumed(Back::Quiet, per_s) => diag::info(&format!(
-                "nftrace: the flood is over ({per_s} hook passages/s): tracing again"
+                "nftrace: the flood is over ({per_s} hook passages/s): tracing again{budget}"
             )),
         }
     }
