@@ -533,8 +533,10 @@ fn script(
             None => filter.unwrap_or("").to_string(),
             Some(p) => {
                 let names = part_tests(tests, p, filter);
-                if let Some(left) = p.strip_prefix('!') {
-                    let out = part_tests(tests, left, filter);
+                if let Some(left) = p.strip_prefix('!')
+                    && let out = part_tests(tests, left, filter)
+                    && !out.is_empty()
+                {
                     s += &format!(
                         "echo '!!!!! SKIPPED ({kernel}, wall time) {suite}: {}: run on other kernels (GUESTS, xtask/src/vm.rs) !!!!!'\n",
                         out.join(", ")
