@@ -832,26 +832,18 @@ pub(crate) fn prepare(a: &VmArgs) -> Result<Prepared> {
     }
     let run_dir = Path::new(CACHE).join("run");
     fs::create_dir_all(&run_dir)?;
-    let mut kernels = std::collections::HashMap::new();
     let mut jobs = std::collections::VecDeque::new();
+    // One guest per kernel (`one_guest_per_kernel`): each kernel is
+    // fetched and packed once.
     for (name, suites) in GUESTS {
         if !a.kernels.is_empty() && !a.kernels.iter().any(|k| k == name) {
             continue;
         }
-        let (dir, version, initrd) = if let Some(k) = kernels.get(name) {
-            Clone::clone(k)
-        } else {
-            let (dir, version) = fetch(name)?;
-            let initrd = initramfs(&dir, &version)?;
-            let k = (dir, version, initrd);
-            kernels.insert(*name, k.clone());
-            k
-        };
-        let label = (*name).to_string();
-        let file = &label;
-        let sc = run_dir.join(format!("{file}.sh"));
+        let (dir, version) = fetch(name)?;
+        let initrd = initramfs(&dir, &version)?;
+        let sc = run_dir.join(format!("{name}.sh"));
         fs::write(&sc, script(name, &bins, suites, a.filter.as_deref()))?;
-        jobs.push_back((label, dir, version, initrd, sc));
+        jobs.push_back(((*name).to_string(), dir, version, initrd, sc));
     }
     Ok(Prepared { jobs })
 }

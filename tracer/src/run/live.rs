@@ -599,13 +599,18 @@ impl Live<'_> {
     /// nftrace out or a flood of followed packets goes by, back otherwise;
     /// where the kernel refused, said under `why`.
     fn nftrace_pause(&mut self, why: &str) {
-        let paused = self.budget.shed().contains(&Shed::Nftrace) || self.trace_load.paused();
+        let paused = self.budget_sheds_nftrace() || self.trace_load.paused();
         for (ns, errno) in self.env.nftrace_pause(paused) {
             diag::warn(&format!(
                 "{why}: nftrace in netns {ns}: {}",
                 std::io::Error::from_raw_os_error(errno)
             ));
         }
+    }
+
+    /// Does the CPU budget leave nftrace out now?
+    fn budget_sheds_nftrace(&self) -> bool {
+        self.budget.shed().contains(&Shed::Nftrace)
     }
 
     /// Every tick with nftrace on: stand aside for a flood of followed
@@ -619,7 +624,7 @@ impl Live<'_> {
             return;
         };
         self.nftrace_pause("nftrace");
-        let budget = if self.budget.shed().contains(&Shed::Nftrace) {
+        let budget = if self.budget_sheds_nftrace() {
             " (the CPU budget still leaves it out)"
         } else {
             ""
