@@ -21,8 +21,9 @@
 //! Address ranges: 10.180, 10.181, 10.183, 10.184 and 10.185.
 //! `scenarios::build` falls back (through `blind_scenes::build` and
 //! `blind_l2::build`) to [`build`], which falls back to
-//! [`crate::blind_sysctl::build`] (then [`crate::blind_sock::build`],
-//! [`crate::blind_ct::build`] and [`crate::blind_bpf::build`]).
+//! [`crate::blind_vtep::build`] (then [`crate::blind_sysctl::build`],
+//! [`crate::blind_sock::build`], [`crate::blind_ct::build`] and
+//! [`crate::blind_bpf::build`]).
 
 use anyhow::Result;
 
@@ -48,7 +49,7 @@ pub fn build(name: &str) -> Option<Result<Scenario>> {
         "blind_tun_stale_endpoint_ip" => stale_endpoint_ip(),
         "blind_tun_rpfilter_asymmetric" => rpfilter_asymmetric(),
         "blind_tun_firewalld_vxlan_port" => firewalld_vxlan_port(),
-        _ => return crate::blind_sysctl::build(name),
+        _ => return crate::blind_vtep::build(name),
     })
 }
 

@@ -23,6 +23,7 @@ pub mod blind_stack;
 pub mod blind_sysctl;
 pub mod blind_tunnel;
 pub mod blind_veth;
+pub mod blind_vtep;
 pub mod blind_xdp;
 pub mod bpfdrop;
 pub mod bpfnat;

@@ -88,6 +88,18 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("blind_wrong_vtep_mac", "dropped", "OTHERHOST"),
     ("blind_tun_vtep_arp_deleted", "dropped", "NEIGH_FAILED"),
     ("blind_tun_same_public_ip", "dropped", "IP_INHDR"),
+    ("blind_tun_stale_endpoint_ip", "dropped", "NEIGH_FAILED"),
+    (
+        "blind_vtep_flannel_node_ip_changed",
+        "dropped",
+        "NEIGH_FAILED",
+    ),
+    (
+        "blind_vtep_calico_mgmt_interface",
+        "dropped",
+        "NEIGH_FAILED",
+    ),
+    ("blind_vtep_trap_far_vxlan_down", "dropped", "NO_SOCKET"),
     ("blind_sys_localnet_dnat", "dropped", "IP_LOCALNET"),
     ("blind_sys_localnet_stale_port", "dropped", "NO_SOCKET"),
     ("blind_l2_stp_listening", "dropped", "NEIGH_FAILED"),

@@ -182,7 +182,7 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
     // and drop when the skb has a conntrack entry: a locally generated
     // packet may already be DNATed there (follow_by_conntrack).
     if l4 != 0
-        && crate::filter::surely_not_followed(skb, pkt)
+        && crate::filter::surely_not_followed(skb, pkt, drop_window(hook))
         && !(matches!(hook, Hook::Xmit | Hook::Drop) && skb_has_conntrack_btf(skb))
     {
         return None;
@@ -226,6 +226,13 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
         // costs each ~10-25% more instructions to verify.
         learn_rewritten(pkt, dir, ct);
     }
+    if hook == Hook::Drop && m == 0 && need_track && !crate::filter::lately_or_wrapped(pkt) {
+        // Past the recent window (a drop's longer one, drop_window()), a
+        // tracked skb is taken only as it was tracked or wrapped by a
+        // tunnel: a "rewritten" header there is more likely another
+        // packet at a freed skb's address than NAT.
+        dir = 0;
+    }
     if dir == 0 && matches!(hook, Hook::Xmit | Hook::Drop) {
         dir = follow_by_conntrack(skb, pkt, ct);
         need_track = dir != 0;
@@ -254,6 +261,17 @@ pub fn skb_event(hook: Hook, skb: u64, dev: u64, location: u64, reason: u32) -> 
     }
     r.finish(keep);
     Some(())
+}
+
+/// How long after the last tracking a tracked skb is looked up at `hook`
+/// (filter::TRACK_HELD_JIFFIES).
+#[inline(always)]
+fn drop_window(hook: Hook) -> u64 {
+    if hook == Hook::Drop {
+        crate::filter::TRACK_HELD_JIFFIES
+    } else {
+        crate::filter::TRACK_RECENT_JIFFIES
+    }
 }
 
 /// [`Handoff`]'s flags for a followed packet: matched as a reply, to be

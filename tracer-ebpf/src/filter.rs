@@ -133,15 +133,16 @@ fn nat_learnt() -> bool {
 /// been learnt, and the skb is not tracked. Needs only the IP header, so the
 /// caller reads the transport header and length only for candidates.
 #[inline(always)]
-pub fn surely_not_followed(skb: u64, pkt: &PacketInfo) -> bool {
+pub fn surely_not_followed(skb: u64, pkt: &PacketInfo, window: u64) -> bool {
     if pkt.family == 0 {
         return false;
     }
-    surely_not_followed_words(
+    surely_not_followed_in(
         skb,
         pkt.family,
         pkt_words(&pkt.saddr),
         pkt_words(&pkt.daddr),
+        window,
     )
 }
 
@@ -155,8 +156,21 @@ pub fn surely_not_followed_words(
     saddr: (u64, u64),
     daddr: (u64, u64),
 ) -> bool {
+    surely_not_followed_in(skb, family, saddr, daddr, TRACK_RECENT_JIFFIES)
+}
+
+/// [`surely_not_followed_words`] with the tracked-skb lookup made while
+/// something was tracked in the last `window` jiffies.
+#[inline(always)]
+fn surely_not_followed_in(
+    skb: u64,
+    family: u8,
+    saddr: (u64, u64),
+    daddr: (u64, u64),
+    window: u64,
+) -> bool {
     if addrs_may_match(family, saddr, daddr)
-        || (tracked_lately() && unsafe { TRACKED.get(&skb) }.is_some())
+        || (tracked_within(window) && unsafe { TRACKED.get(&skb) }.is_some())
     {
         return false;
     }
@@ -193,13 +207,32 @@ fn addrs_may_match(family: u8, saddr: (u64, u64), daddr: (u64, u64)) -> bool {
 /// the node skip it. bpf_jiffies64() is inlined by the verifier on 64-bit
 /// (do_misc_fixups()): a load, no call.
 #[inline(always)]
-fn tracked_lately() -> bool {
+fn tracked_within(window: u64) -> bool {
     let last = TRACKED_AT.get(0).copied().unwrap_or(0);
-    last != 0 && unsafe { bpf_jiffies64() }.wrapping_sub(last) < TRACK_RECENT_JIFFIES
+    last != 0 && unsafe { bpf_jiffies64() }.wrapping_sub(last) < window
+}
+
+/// Was something tracked in the recent window, or is the packet a
+/// tunnel's outer one? For a tracked skb seen at a drop under a header
+/// other than the one it was tracked with (emit::skb_event).
+#[inline(always)]
+pub fn lately_or_wrapped(pkt: &PacketInfo) -> bool {
+    tracked_within(TRACK_RECENT_JIFFIES) || encapsulated(pkt.proto, pkt.dport) != 0
 }
 
 /// 64 jiffies: 64 ms at HZ=1000, 256 ms at HZ=250.
-const TRACK_RECENT_JIFFIES: u64 = 64;
+pub const TRACK_RECENT_JIFFIES: u64 = 64;
+
+/// The window at a drop: a packet may die long after its last hop when a
+/// queue held it. The neighbour's arp_queue holds a packet until the
+/// resolution fails (neigh_invalidate() drops it, NEIGH_FAILED:
+/// mcast_solicit probes retrans_time apart, 3 s by default), a tunnel's
+/// outer packet among them (vxlan_xmit_one() -> ip_local_out() ->
+/// neigh_output() on the underlay, with no hook between that sees it).
+/// 4,096 jiffies: 4 s at HZ=1000, 16 s at HZ=250. Drops are few beside
+/// the packets a node forwards, and the lookup runs only while something
+/// was followed.
+pub const TRACK_HELD_JIFFIES: u64 = 4096;
 
 /// Returns the direction flag when this skb is followed: its headers match
 /// (newly matched skbs start being tracked), or its address is tracked and
@@ -357,6 +390,14 @@ pub fn still_tracked(skb: u64, pkt: &PacketInfo) -> u8 {
         return 0;
     };
     if pkt.family != 0 && t.proto == pkt.proto && (t.sport == pkt.sport || t.dport == pkt.dport) {
+        return t.dir;
+    }
+    // Wrapped by a tunnel device in place ([`classify_matched`]): an ICMP
+    // error about the outer packet (host-unreachable from
+    // neigh_invalidate() -> arp_error_report() -> ipv4_link_failure(), when
+    // the underlay's ARP for the remote endpoint failed) comes before the
+    // outer packet's drop, which must still find the skb tracked.
+    if pkt.family != 0 && encapsulated(pkt.proto, pkt.dport) != 0 {
         return t.dir;
     }
     bump(stat::STALE);

@@ -32,7 +32,7 @@ pub static FLOW_KEYS: HashMap<CtTuple, u8> = HashMap::with_max_entries(FLOW_KEYS
 pub static FLOW_KEYS_USED: Array<u32> = Array::with_max_entries(1, 0);
 
 /// Slot 0: bpf_jiffies64() of the last insert into `TRACKED` (0: never);
-/// see filter::tracked_lately().
+/// see filter::tracked_within().
 #[map]
 pub static TRACKED_AT: Array<u64> = Array::with_max_entries(1, 0);
 

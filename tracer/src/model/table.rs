@@ -542,6 +542,15 @@ impl FlowTable {
     /// while that skb's life has not ended there and the error's packet has
     /// the flow's source (DNAT keeps it): without this the error made a
     /// flow of its own, `no_reply`, that the client never sent.
+    ///
+    /// The same holds for a packet a tunnel device wrapped in place and the
+    /// underlay then held: the outer packet of a metadata-mode VXLAN device
+    /// (Cilium's cilium_vxlan) whose remote endpoint no one answers waits
+    /// in the underlay's neighbour queue, and its host-unreachable and its
+    /// NEIGH_FAILED drop come seconds after the inner packet's last hop,
+    /// under the outer tuple (the kernel side keeps such an skb tracked:
+    /// filter::still_tracked()). Without this they made a flow of their
+    /// own and the followed flow stayed `forwarded` into the tunnel.
     fn held_skb_flow(&self, skb: u64, ts: u64, seen: &Tuple) -> Option<u64> {
         if skb == 0 {
             return None;
@@ -552,7 +561,8 @@ impl FlowTable {
         }
         // The key only: a packed flow is not unpacked for it.
         let (k, _) = self.flows.get(&id)?.tuples();
-        (k.src == seen.src && k.sport == seen.sport && k.proto == seen.proto).then_some(id)
+        let same_source = k.src == seen.src && k.sport == seen.sport && k.proto == seen.proto;
+        (same_source || seen.is_outer_with(&k, self.tunnel_ports)).then_some(id)
     }
 
     /// The flow an ICMP error is about, when `id` is the error's own new
@@ -913,7 +923,7 @@ impl FlowTable {
                 self.skb_flow(p.hdr.skb, p.hdr.ts_ns, at)
             })
             .or_else(|| {
-                (hook == Hook::IcmpSend && parsed)
+                (matches!(hook, Hook::IcmpSend | Hook::Drop) && parsed)
                     .then(|| self.held_skb_flow(p.hdr.skb, p.hdr.ts_ns, &seen))
                     .flatten()
             });

@@ -1229,6 +1229,8 @@ mod tests {
                 gbp: false,
                 gpe: false,
                 external: false,
+                underlay: None,
+                local: None,
             }),
             ProtocolUnhandled(crate::verdict::no_protocol::ProtocolUnhandled {
                 proto: 132,

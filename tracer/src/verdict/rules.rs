@@ -812,6 +812,7 @@ fn neigh_device_cause(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<(String,
         return Some((r.to_string(), Evidence::SysctlRefused(r)));
     }
     super::tunnel::unresolved(flow, drop, env)
+        .or_else(|| super::tunnel::remote_unanswered(flow, drop, env))
         .map(|r| (r.to_string(), Evidence::TunnelWillNotSend(r)))
 }
 
@@ -821,7 +822,11 @@ fn neigh_device_cause(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<(String,
 /// is the one that did not answer.
 fn neigh_where(flow: &Flow, drop: &Hop, evidence: &mut Vec<Evidence>) -> String {
     let neigh = neigh_addr(flow, drop);
-    evidence.push(Evidence::HostUnreachableInferred);
+    // The host-unreachable about a tunnel's outer packet goes to the node
+    // that wrapped it (the outer source), never to the client.
+    if !flow.is_outer(&drop.tuple) {
+        evidence.push(Evidence::HostUnreachableInferred);
+    }
     if let Some(t) = flow
         .translated
         .as_ref()
@@ -842,14 +847,27 @@ fn neigh_where(flow: &Flow, drop: &Hop, evidence: &mut Vec<Evidence>) -> String 
 
 /// The address a neighbour failure was for: the neighbour entry's own,
 /// else the gateway of the routing decision there, else the destination.
+/// For the flow's outer packet (a tunnel wrapped it), the inner packet's
+/// route is not the one: its destination, the remote VTEP, unless a
+/// neighbour entry of its device says otherwise (the outer route's
+/// lookup carries none of the flow's addresses and is not followed).
 pub(super) fn neigh_addr(flow: &Flow, drop: &Hop) -> IpAddr {
+    let outer = flow.is_outer(&drop.tuple);
     flow.hops
         .iter()
         .find_map(|h| match &h.data {
-            HopData::Neigh(n) if h.netns_inode == drop.netns_inode => Some(n.addr),
+            HopData::Neigh(n)
+                if h.netns_inode == drop.netns_inode && (!outer || h.ifindex == drop.ifindex) =>
+            {
+                Some(n.addr)
+            }
             _ => None,
         })
-        .or_else(|| next_hop_gw(flow, drop.netns_inode))
+        .or_else(|| {
+            (!outer)
+                .then(|| next_hop_gw(flow, drop.netns_inode))
+                .flatten()
+        })
         .unwrap_or(drop.tuple.dst)
 }
 

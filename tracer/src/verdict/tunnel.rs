@@ -86,6 +86,13 @@ pub enum TunnelProblem {
     PortNotOpen,
     /// A device in metadata mode was handed a packet without a tunnel key.
     NoTunnelKey,
+    /// The outer packet went to a remote VTEP that no host on the
+    /// underlay answers for: its neighbour resolution failed on the
+    /// sender's underlay device.
+    RemoteUnanswered,
+    /// The far side's VXLAN device on the sender's port is down, so
+    /// nothing listens there.
+    FarDeviceDown,
 }
 
 /// A VXLAN device of the far side, as the refusal names it.
@@ -100,17 +107,21 @@ pub struct FarDevice {
     pub gpe: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
+    /// Administratively down (not IFF_UP): it takes no frame.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub down: bool,
 }
 
 impl fmt::Display for FarDevice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} (VNI {}, port {}{})",
+            "{} (VNI {}, port {}{}{})",
             self.dev,
             self.vni,
             port_or_default(self.port),
-            flags_said(self.gbp, self.gpe)
+            flags_said(self.gbp, self.gpe),
+            if self.down { ", down" } else { "" }
         )
     }
 }
@@ -174,6 +185,13 @@ pub struct TunnelRefusal {
     pub gpe: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub external: bool,
+    /// For `remote_unanswered`: the underlay device the outer packet
+    /// waited on for its neighbour, and the sending device's own local
+    /// address (IFLA_VXLAN_LOCAL), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub underlay: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<IpAddr>,
 }
 
 impl TunnelRefusal {
@@ -241,12 +259,42 @@ impl TunnelRefusal {
                     .map_or("its VXLAN device", |d| d.dev.as_str()),
                 self.far_netns.as_deref().unwrap_or("?"),
             ),
+            TunnelProblem::FarDeviceDown => format!(
+                "it sends to UDP port {}, and the device for it in netns {} is down ({}): nothing takes the frames there",
+                port_or_default(self.port),
+                self.far_netns.as_deref().unwrap_or("?"),
+                self.far_said()
+            ),
             TunnelProblem::PortNotOpen => format!(
                 "it sends to UDP port {}, where nothing listens in netns {} ({})",
                 port_or_default(self.port),
                 self.far_netns.as_deref().unwrap_or("?"),
                 self.far_said()
             ),
+            TunnelProblem::RemoteUnanswered => {
+                let vtep = self.vtep.map_or_else(|| "?".to_string(), |v| v.to_string());
+                let from = match (&self.mac, self.external) {
+                    (Some(m), _) => {
+                        let hop = self
+                            .next_hop
+                            .map(|h| format!(", the MAC of {h}, the next hop,"))
+                            .unwrap_or_default();
+                        format!(" (its FDB entry for {m}{hop} sends there)")
+                    }
+                    (None, true) => {
+                        " (the packet's tunnel key, which a route's `encap` or the dataplane's BPF program sets)".to_string()
+                    }
+                    (None, false) => String::new(),
+                };
+                let local = self
+                    .local
+                    .map(|l| format!(" (this device sends from {l})"))
+                    .unwrap_or_default();
+                format!(
+                    "its outer packet to the remote VTEP {vtep}{from} waited on {} for an ARP/NDP answer that never came: no host on that link has {vtep}{local}",
+                    self.underlay.as_deref().unwrap_or("the underlay")
+                )
+            }
             TunnelProblem::NoTunnelKey => "the device is in metadata mode (external): it sends only packets that carry a tunnel key (set by a BPF program with bpf_skb_set_tunnel_key(), or by a route's `encap`), and the kernel routed this one onto it without one".to_string(),
         }
     }
@@ -294,6 +342,12 @@ pub const EXPLAINS: &[super::explains::Explains] = &[
         cause: "a VXLAN device that does not learn has no neighbour entry for a remote VTEP (verdict/tunnel.rs)",
         at: "a VXLAN device",
         facts: "the VXLAN device's neighbours, FDB and learning (RTM_GETLINK, RTM_GETNEIGH)",
+    },
+    super::explains::Explains {
+        reasons: &[DropReason::NeighFailed, DropReason::NeighQueuefull],
+        cause: "a tunnel's outer packet went to a remote VTEP no host on the underlay answers for (verdict/tunnel.rs)",
+        at: "the sender's underlay device, the outer packet followed from its VXLAN device",
+        facts: "the sending VXLAN device's VNI, port, metadata mode and FDB (RTM_GETLINK, RTM_GETNEIGH)",
     },
     super::explains::Explains {
         reasons: &[DropReason::VxlanVniNotFound],
@@ -486,6 +540,8 @@ fn refusal(drop: &Hop, v: &VxlanConf) -> TunnelRefusal {
         gbp: v.gbp,
         gpe: v.gpe,
         external: v.external,
+        underlay: None,
+        local: None,
     }
 }
 
@@ -496,6 +552,46 @@ fn no_tunnel_key(drop: &Hop, env: &dyn Env) -> Option<TunnelRefusal> {
     v.external.then(|| TunnelRefusal {
         problem: TunnelProblem::NoTunnelKey,
         ..refusal(drop, v)
+    })
+}
+
+/// A neighbour failure of the flow's outer packet in the namespace that
+/// wrapped it: the remote VTEP it was sent to (the FDB entry's `dst`, or
+/// in metadata mode the tunnel key's) is answered by no host on the
+/// underlay. The packet waited in the neighbour's queue
+/// (__neigh_event_send()) while ARP/NDP probed, and neigh_invalidate()
+/// dropped it (NEIGH_FAILED; NEIGH_QUEUEFULL when later packets pushed it
+/// out). A node whose address changed leaves its old one in the other
+/// nodes' FDBs or tunnel maps. None when the packet is not the flow's
+/// outer one, was not wrapped there, or the failed neighbour is another
+/// address than the VTEP (an underlay gateway).
+pub fn remote_unanswered(flow: &Flow, drop: &Hop, env: &dyn Env) -> Option<TunnelRefusal> {
+    if !flow.is_outer(&drop.tuple) {
+        return None;
+    }
+    let (sent, _) = entered(flow)?;
+    if sent.netns_inode != drop.netns_inode {
+        return None;
+    }
+    let (dev, v) = vxlan_dev(env.links(sent.netns_inode), &sent.dev)?;
+    let vtep = drop.tuple.dst;
+    if super::rules::neigh_addr(flow, drop) != vtep {
+        return None;
+    }
+    let fdb = v.fdb.iter().find(|e| e.dst == Some(vtep));
+    let mac = fdb.map(|e| e.mac.clone());
+    Some(TunnelRefusal {
+        dev: dev.dev.clone(),
+        netns: sent.netns.to_string(),
+        problem: TunnelProblem::RemoteUnanswered,
+        next_hop: mac
+            .as_ref()
+            .and_then(|_| super::rules::next_hop_gw(flow, sent.netns_inode)),
+        mac,
+        vtep: Some(vtep),
+        underlay: (!drop.dev.is_empty()).then(|| drop.dev.to_string()),
+        local: v.local,
+        ..refusal(sent, v)
     })
 }
 
@@ -538,6 +634,7 @@ fn far_side(
                 gbp: fv.gbp,
                 gpe: fv.gpe,
                 mac: l.mac.clone(),
+                down: l.up == Some(false),
             })
         })
         .collect();
@@ -554,7 +651,17 @@ fn far_side(
         DropReason::VxlanVniNotFound => TunnelProblem::VniNotFound,
         DropReason::VxlanInvalidHdr => TunnelProblem::FlagsMismatch,
         DropReason::LocalMac => TunnelProblem::SameMac,
-        DropReason::NoSocket if outer.tuple.proto == 17 => TunnelProblem::PortNotOpen,
+        DropReason::NoSocket if outer.tuple.proto == 17 => {
+            let on_port: Vec<&FarDevice> = far
+                .iter()
+                .filter(|d| port_or_default(d.port) == port)
+                .collect();
+            if !on_port.is_empty() && on_port.iter().all(|d| d.down) {
+                TunnelProblem::FarDeviceDown
+            } else {
+                TunnelProblem::PortNotOpen
+            }
+        }
         // Kernels before VXLAN's drop reasons (6.13): vxlan_rcv's drops
         // are NOT_SPECIFIED; the facts tell which.
         DropReason::NotSpecified if f == "vxlan_rcv" => match far.iter().find(same_tunnel) {
@@ -574,6 +681,7 @@ fn far_side(
             .is_some_and(|d| (d.gbp, d.gpe) != (v.gbp, v.gpe)),
         TunnelProblem::SameMac => far.iter().any(|d| senders_mac(&d)),
         TunnelProblem::PortNotOpen => !far.iter().any(|d| port_or_default(d.port) == port),
+        TunnelProblem::FarDeviceDown => true,
         _ => false,
     };
     if !shown {
@@ -582,6 +690,10 @@ fn far_side(
     let far = match problem {
         TunnelProblem::FlagsMismatch => far.into_iter().filter(|d| same_tunnel(&d)).collect(),
         TunnelProblem::SameMac => far.into_iter().filter(|d| senders_mac(&d)).collect(),
+        TunnelProblem::FarDeviceDown => far
+            .into_iter()
+            .filter(|d| port_or_default(d.port) == port)
+            .collect(),
         _ => far,
     };
     Some(TunnelRefusal {
@@ -781,6 +893,16 @@ pub const HINTS: &[Hint] = &[
         Kind::Dropped,
         |e| is(e, TunnelProblem::NoTunnelKey),
         "A VXLAN device in metadata mode (Cilium's cilium_vxlan, Calico eBPF's) has no remote of its own: only the dataplane's BPF program, which sets the tunnel key per packet, can send through it. This packet was routed onto it by the kernel instead (a route to the pod CIDR via the tunnel device with no BPF program on the path, or the agent down): check the dataplane's programs on the pod's device (`bpftool net`, `cilium status`) and the routes that point at the device.",
+    ),
+    Hint::when(
+        Kind::Dropped,
+        |e| is(e, TunnelProblem::RemoteUnanswered),
+        "The tunnel sends this pod's packets to a remote VTEP address no node answers for on the underlay. Compare the address named with the Nodes' InternalIP (`kubectl get nodes -o wide`): not a node's address now, it is a node whose IP changed (a new DHCP lease, a VM re-created with the same name) or a node removed, kept by the agents on the other nodes; restart the agent on the node whose address changed (it republishes it) and on this one (it rewrites its tables: Cilium `cilium-dbg bpf tunnel list`, cilium/cilium#31066; flannel `bridge fdb show dev flannel.1` and the node annotation flannel.alpha.coreos.com/public-ip; Calico `bridge fdb show dev vxlan.calico`). A node's address, but on a network the nodes do not reach each other by (a management or NAT interface the agent autodetected: the underlay device and this device's local address named above): pin the interface, Calico IP_AUTODETECTION_METHOD=interface=NAME (projectcalico/calico#8203), flanneld --iface=NAME, Cilium's devices/--direct-routing-device.",
+    ),
+    Hint::when(
+        Kind::Dropped,
+        |e| is(e, TunnelProblem::FarDeviceDown),
+        "The far node's VXLAN device for this tunnel's port is down, so the frames reach the node and nothing takes them (it answers port unreachable). The CNI agent creates and brings up the device at start (Calico's Felix vxlan.calico, flanneld flannel.1, the cilium agent cilium_vxlan): check the agent on that node (its logs, a restart brings the device up), or something that set it down (`ip link set DEV up`; `ip -d link show DEV` shows its state).",
     ),
     Hint::when(
         Kind::Dropped,

@@ -142,6 +142,20 @@ fn recorded(name: &str) -> (&'static str, fn(&Flow) -> bool) {
         "blind_tun_vtep_arp_deleted" => ("blind_tun_vtep_arp_deleted-6.18.rec", |f| {
             to(f, "10.180.2.2:8080")
         }),
+        "blind_tun_stale_endpoint_ip" => ("blind_tun_stale_endpoint_ip-6.18.rec", |f| {
+            to(f, "10.183.2.2:8080")
+        }),
+        "blind_vtep_flannel_node_ip_changed" => {
+            ("blind_vtep_flannel_node_ip_changed-6.18.rec", |f| {
+                to(f, "10.157.2.2:8080")
+            })
+        }
+        "blind_vtep_calico_mgmt_interface" => ("blind_vtep_calico_mgmt_interface-6.18.rec", |f| {
+            to(f, "10.158.2.2:8080")
+        }),
+        "blind_vtep_trap_far_vxlan_down" => ("blind_vtep_trap_far_vxlan_down-6.18.rec", |f| {
+            to(f, "10.159.2.2:8080")
+        }),
         "blind_tun_same_public_ip" => ("blind_tun_same_public_ip-6.18.rec", |f| {
             to(f, "10.181.2.2:8080")
         }),

@@ -174,6 +174,161 @@ fn a_missing_vtep_neighbour_is_named() {
     assert!(refusals(&verdict_of(&f, &env)).is_empty());
 }
 
+/// node2's address changed and node1's metadata-mode cilium_vxlan still
+/// sends to the old one (cilium/cilium#31066, written blind in session
+/// 18): the outer packet waits in node1's neighbour queue on eth0 and
+/// dies there (NEIGH_FAILED, seconds after the inner packet's last hop).
+/// The remote VTEP and the underlay device are named, not the inner
+/// route's gateway.
+#[test]
+fn a_remote_vtep_no_one_answers_is_named() {
+    let (f, mut env) = load("blind_tun_stale_endpoint_ip");
+    let v = verdict_of(&f, &env);
+    assert_eq!(
+        (v.kind, v.reason.as_str()),
+        (Kind::Dropped, "NEIGH_FAILED"),
+        "{v:?}"
+    );
+    let r = refusals(&v);
+    assert_eq!(r.len(), 1, "{v:?}");
+    assert_eq!(r[0].problem, TunnelProblem::RemoteUnanswered);
+    assert_eq!(r[0].vtep, Some(IpAddr::from([10, 183, 0, 2])), "{v:?}");
+    assert_eq!(r[0].dev, "cilium_vxlan", "{v:?}");
+    assert_eq!(r[0].underlay.as_deref(), Some("eth0"), "{v:?}");
+    assert!(
+        v.where_
+            .starts_with("neighbour resolution (ARP/NDP) for 10.183.0.2 failed on eth0")
+            && v.where_.contains("(metadata mode, port 8472): its outer packet to the remote VTEP 10.183.0.2 (the packet's tunnel key"),
+        "{}",
+        v.where_
+    );
+    assert!(v.hint.contains("kubectl get nodes -o wide"), "{}", v.hint);
+    // In FDB mode the entry that sends there is named.
+    set_vxlan(&mut env, "cilium_vxlan", |l| {
+        if let Some(x) = l.vxlan.as_mut() {
+            x.external = false;
+            x.fdb = vec![FdbEntry {
+                mac: "0e:00:00:00:02:02".into(),
+                dst: Some(IpAddr::from([10, 183, 0, 2])),
+            }];
+        }
+    });
+    let v = verdict_of(&f, &env);
+    assert!(
+        v.where_.contains("(its FDB entry for 0e:00:00:00:02:02"),
+        "{}",
+        v.where_
+    );
+    // Near miss: the device that wrapped it is no VXLAN device (the
+    // facts do not show a tunnel of ours): the generic neighbour failure,
+    // for the outer packet's address still, not the inner route's gateway.
+    set_link(&mut env, "cilium_vxlan", |l| l.vxlan = None);
+    let v = verdict_of(&f, &env);
+    assert!(refusals(&v).is_empty(), "{v:?}");
+    assert!(!v.hint.contains("kubectl get nodes -o wide"), "{}", v.hint);
+    assert!(
+        v.where_
+            .starts_with("neighbour resolution (ARP/NDP) for 10.183.0.2 failed on eth0"),
+        "{}",
+        v.where_
+    );
+}
+
+/// Written blind after the rule (tests/src/blind_vtep.rs): flannel.1's
+/// FDB entry kept node2's old IP (flannel-io/flannel#1052), and Calico's
+/// VTEPs on a management interface (projectcalico/calico#8203): the
+/// entry, the underlay device and the device's own address are named.
+#[test]
+fn a_stale_fdb_vtep_is_named_with_its_entry() {
+    for (name, vtep, under, local) in [
+        (
+            "blind_vtep_flannel_node_ip_changed",
+            [10, 157, 0, 2],
+            "eth0",
+            [10, 157, 0, 1],
+        ),
+        (
+            "blind_vtep_calico_mgmt_interface",
+            [10, 158, 50, 2],
+            "eth1",
+            [10, 158, 50, 1],
+        ),
+    ] {
+        let (f, env) = load(name);
+        let v = verdict_of(&f, &env);
+        let r = refusals(&v);
+        assert_eq!(r.len(), 1, "{name}: {v:?}");
+        assert_eq!(r[0].problem, TunnelProblem::RemoteUnanswered, "{name}");
+        assert_eq!(r[0].vtep, Some(IpAddr::from(vtep)), "{name}");
+        assert_eq!(r[0].underlay.as_deref(), Some(under), "{name}");
+        assert_eq!(r[0].local, Some(IpAddr::from(local)), "{name}");
+        assert!(r[0].mac.is_some(), "{name}: {v:?}");
+        assert!(v.where_.contains("sends there) waited on "), "{}", v.where_);
+        assert!(v.hint.contains("IP_AUTODETECTION_METHOD"), "{}", v.hint);
+        // No host-unreachable for the client: it went to the node.
+        assert!(
+            !facts(&v).any(|e| matches!(e, Evidence::HostUnreachableInferred)),
+            "{name}: {v:?}"
+        );
+    }
+}
+
+/// The trap written with them: the far node's vxlan.calico is down
+/// (projectcalico/calico#4468), so node2 answers port unreachable; the
+/// VTEP is answered and not blamed, the device that is down is named.
+#[test]
+fn a_far_tunnel_device_that_is_down_is_named() {
+    let (f, mut env) = load("blind_vtep_trap_far_vxlan_down");
+    let v = verdict_of(&f, &env);
+    assert_eq!(v.reason.as_str(), "NO_SOCKET", "{v:?}");
+    let r = refusals(&v);
+    assert_eq!(r.len(), 1, "{v:?}");
+    assert_eq!(r[0].problem, TunnelProblem::FarDeviceDown);
+    assert!(r[0].far_devices.iter().all(|d| d.down), "{v:?}");
+    assert!(v.hint.contains("brings the device up"), "{}", v.hint);
+    // Near miss: the device is up (something else refused the port):
+    // neither down nor a port nothing listens on is claimed.
+    set_link(&mut env, "vxlan.calico", |l| l.up = Some(true));
+    assert!(refusals(&verdict_of(&f, &env)).is_empty());
+}
+
+/// Near misses of [`remote_unanswered`] on a flow built by hand: the
+/// failed neighbour is an underlay gateway, not the VTEP; the drop is of
+/// the inner packet; the outer packet died on another node.
+#[test]
+fn a_remote_vtep_is_not_blamed_without_its_signals() {
+    let (f, env) = load("blind_tun_stale_endpoint_ip");
+    let drop = f
+        .hops
+        .iter()
+        .rev()
+        .find(|h| matches!(h.data, HopData::Drop(_)))
+        .expect("the drop")
+        .clone();
+    assert!(remote_unanswered(&f, &drop, &env).is_some());
+    // A neighbour entry of the underlay device for a gateway.
+    let mut g = f.clone();
+    let mut n = drop.clone();
+    n.data = HopData::Neigh(Box::new(crate::model::hop::NeighData {
+        addr: IpAddr::from([10, 183, 0, 254]),
+        state: crate::node::nud::Nud::INCOMPLETE,
+        new_state: None,
+        lladdr: None,
+        err: 0,
+        event: crate::model::hop::NeighEvent::Timer,
+    }));
+    g.hops.push(n);
+    assert!(remote_unanswered(&g, &drop, &env).is_none());
+    // The inner packet's own neighbour failure.
+    let mut inner = drop.clone();
+    inner.tuple = f.key.into();
+    assert!(remote_unanswered(&f, &inner, &env).is_none());
+    // The outer packet dropped in another namespace (the far side).
+    let mut far = drop.clone();
+    far.netns_inode = drop.netns_inode.wrapping_add(1);
+    assert!(remote_unanswered(&f, &far, &env).is_none());
+}
+
 /// Every node published the same public IP (flannel on Vagrant's NAT
 /// interface, flannel-io/flannel#764): node1's FDB entry for node2's
 /// VTEP sends to its own address, and the packet loops until its TTL
