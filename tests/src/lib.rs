@@ -33,6 +33,7 @@ pub mod ipvs;
 pub mod kcost;
 pub mod kubepod;
 pub mod netns;
+pub mod overlays;
 pub mod pods;
 pub mod redirect;
 pub mod replay;

@@ -400,6 +400,7 @@ pub fn build(name: &str) -> Result<Scenario> {
         "ipvs_nat" => crate::ipvs::ipvs_nat(),
         other => crate::blind_scenes::build(other)
             .or_else(|| crate::dataplane_scenes::build(other))
+            .or_else(|| crate::overlays::build(other))
             .unwrap_or_else(|| {
                 anyhow::bail!("unknown scenario {other}; one of: {}", NAMES.join(", "))
             }),

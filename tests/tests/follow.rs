@@ -1146,3 +1146,45 @@ fn conntrack_invalid_reply_names_asymmetric_routing() {
     let hint = f["verdict"]["hint"].as_str().unwrap();
     assert!(hint.contains("asymmetric routing"), "{hint}");
 }
+
+/// Overlays this host cannot make, run in the kernel-matrix guests
+/// (tests/src/overlays.rs): Calico's IPIP and Cilium's Geneve tunnel
+/// mode carry a connection from a pod to a pod on another node. The flow
+/// is followed into the tunnel (its outer packet, IP protocol 4 or UDP
+/// 6081) and out of it on the far node: delivered, with the tunnel named.
+#[test]
+fn ipip_and_geneve_overlays_are_followed_across() {
+    for (name, kind, tunnel, dev) in [
+        ("overlay_ipip", "ipip", "IPIP", "tunl0"),
+        ("overlay_geneve", "geneve", "Geneve", "cilium_geneve"),
+    ] {
+        if !tracer_tests::require_privileges("ipip_and_geneve_overlays_are_followed_across") {
+            return;
+        }
+        if !tracer_tests::require_kernel_feature(
+            &format!("ipip_and_geneve_overlays_are_followed_across [{kind}]"),
+            tracer_tests::overlays::missing_device_kind(kind),
+        ) {
+            continue;
+        }
+        let Some((f, dump)) = trace(name, 8080) else {
+            return;
+        };
+        let (kind_said, reason, _) = verdict(&f);
+        assert_eq!(
+            (kind_said, reason),
+            ("delivered", "local_socket"),
+            "{name}: {dump}"
+        );
+        let enc = evidence::of_kind(&f, "encapsulated");
+        assert!(
+            enc.iter().any(|e| e["tunnel"] == tunnel
+                && e["dev"] == dev
+                && e["netns"].as_str().is_some_and(|n| n.ends_with("-node1"))
+                && e["out_netns"]
+                    .as_str()
+                    .is_some_and(|n| n.ends_with("-node2"))),
+            "{name}: {dump}"
+        );
+    }
+}

@@ -38,6 +38,20 @@ const HELD_NS: u64 = 10_000_000_000;
 /// for a packed flow unpacks it; a sparse flow (a packet every few hundred
 /// ms) is packed and unpacked each time, at ~1 us per hop.
 pub const PACK_NS: u64 = 100_000_000;
+/// Outer tuples kept at most ([`FlowTable::note_outer`]); past it the
+/// entries of flows no longer in the table go. A flow's wrapped packets
+/// have one outer tuple each way (the sender's UDP source port is a hash
+/// of the inner flow), so this is tens of thousands of tunnelled flows.
+const OUTER_ALIASES_MAX: usize = 65_536;
+/// A packet's tuple in its flow's request orientation (a reply carries
+/// the request's reversed).
+fn as_request(t: Tuple, dir: Dir) -> Tuple {
+    match dir {
+        Dir::Request => t,
+        Dir::Reply => t.reversed(),
+    }
+}
+
 /// How long an unclaimed fib lookup waits for its flow (connect() looks up
 /// the route before the first packet exists).
 const PENDING_NS: u64 = 2_000_000_000;
@@ -136,6 +150,15 @@ pub struct FlowTable {
     key_hasher: foldhash::fast::RandomState,
     /// Translated request tuples -> flow.
     alias: HashMap<Tuple, u64>,
+    /// Outer tuples of a flow's packets wrapped by a tunnel, request
+    /// orientation (a reply's reversed) -> flow ([`OUTER_ALIASES_MAX`]).
+    outer_alias: HashMap<Tuple, u64>,
+    /// Outer tuples of port-less tunnels (IPIP, SIT, GRE) a flow's packet
+    /// was seen wrapped in, request orientation: one per pair of nodes,
+    /// shared by every flow between them, so no flow's alias; a packet
+    /// under one that no skb ties to a flow opens none
+    /// ([`FlowTable::note_outer`]).
+    shared_outer: std::collections::HashSet<Tuple>,
     /// skb address -> (flow, time last seen, the low bit set once the skb
     /// ended: see `note_skb`). The kernel reuses freed skb memory, so an
     /// entry only vouches for a packet seen recently, and after the end
@@ -319,7 +342,43 @@ impl FlowTable {
     }
 
     fn lookup(&self, t: &Tuple) -> Option<u64> {
-        self.key_lookup(t).or_else(|| self.alias.get(t).copied())
+        self.key_lookup(t)
+            .or_else(|| self.alias.get(t).copied())
+            .or_else(|| {
+                self.outer_alias
+                    .get(t)
+                    .copied()
+                    .filter(|id| self.flows.contains_key(id))
+            })
+    }
+
+    /// The flow's packet was seen wrapped by a tunnel, under `outer` in
+    /// direction `dir`: its later packets come under that tuple too (the
+    /// kernel side follows it, filter.rs learn_rewritten), more than
+    /// STALE_NS after the skb that tied the first one to the flow. Without
+    /// this each way's outer packets made a flow of their own (`udp
+    /// NODE1:P -> NODE2:8472 no_reply`, and the replies' reversed). A UDP
+    /// tunnel's source port is a hash of the inner flow
+    /// (udp_flow_src_port()), so its outer tuple is this flow's; IPIP, SIT
+    /// and GRE carry every flow between two nodes under one pair of
+    /// addresses: [`Self::shared_outer`].
+    fn note_outer(&mut self, outer: Tuple, dir: Dir, id: u64) {
+        let key = as_request(outer, dir);
+        if outer.proto != 17 {
+            if self.shared_outer.len() >= OUTER_ALIASES_MAX {
+                self.shared_outer.clear();
+            }
+            self.shared_outer.insert(key);
+            return;
+        }
+        if self.outer_alias.len() >= OUTER_ALIASES_MAX && !self.outer_alias.contains_key(&key) {
+            let flows = &self.flows;
+            self.outer_alias.retain(|_, f| flows.contains_key(f));
+            if self.outer_alias.len() >= OUTER_ALIASES_MAX {
+                return;
+            }
+        }
+        self.outer_alias.insert(key, id);
     }
 
     /// The flow of a packet seen with tuple `t` in direction `dir` (a reply
@@ -938,6 +997,9 @@ impl FlowTable {
             None if hook == Hook::Consume => return None,
             // An ICMP error folded into the flow it is about: its way back.
             None if self.icmp_folded(p.hdr.skb, p.hdr.ts_ns) => return None,
+            // A port-less tunnel's packet of some followed flow, which one
+            // its outer header cannot say.
+            None if parsed && self.shared_outer.contains(&as_request(seen, dir)) => return None,
             None => {
                 let key = ct_orig.unwrap_or(match dir {
                     Dir::Request => seen,
@@ -1065,6 +1127,7 @@ impl FlowTable {
             data,
         };
         let pending = !self.pending_fib.is_empty();
+        let mut wrapped = None;
         let mut dnat = None;
         let mut rewritten = None;
         let tunnel_ports = self.tunnel_ports;
@@ -1084,6 +1147,9 @@ impl FlowTable {
             let outer = seen.is_outer_with(&f.key, tunnel_ports);
             if outer && !seen.is_outer_of(&f.key) {
                 f.outer_port = seen.dport;
+            }
+            if outer && parsed {
+                wrapped = Some(seen);
             }
             if parsed
                 && dir == Dir::Request
@@ -1119,6 +1185,9 @@ impl FlowTable {
         // translates them back) comes under it.
         if let Some(t) = rewritten {
             self.alias.insert(t, id);
+        }
+        if let Some(t) = wrapped {
+            self.note_outer(t, dir, id);
         }
         self.note_dnat(dnat);
         Some(id)
@@ -1362,6 +1431,93 @@ pub(crate) mod tests {
         let mut echo = error.clone();
         echo[20] = 0;
         assert_eq!(t.ingest_bytes(2, 21, &echo), Some(e));
+    }
+
+    /// A connection carried by a VXLAN tunnel: its first wrapped packet
+    /// joins it by skb address, later ones (past STALE_NS, on other skbs)
+    /// by their outer tuple, each way; and a packet held in the underlay's
+    /// neighbour queue joins it by skb address seconds later
+    /// (held_skb_flow). Near misses: IPIP's outer tuple (one per node
+    /// pair, shared by every flow between them) is no alias (an untied
+    /// packet under it joins no flow and opens none), and a held
+    /// packet under a tuple neither the flow's source nor an outer one
+    /// opens a flow of its own.
+    #[test]
+    fn a_flows_outer_packets_stay_its_own() {
+        let (p1, p2) = ([10, 0, 1, 2], [10, 0, 2, 2]);
+        let (n1, n2) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+        let mut t = FlowTable::new(10);
+        let mut n = Names::default();
+        // The underlay's device (the inner packets' is the tunnel's).
+        let under = |hook: Hook, skb: u64, ts: u64, p: PacketInfo| {
+            let mut e = pkt(hook, skb, ts, p);
+            if let Event::Packet(p) = &mut e {
+                p.hdr.ifindex += 100;
+            }
+            e
+        };
+        let req = v4(p1, 40000, p2, 80, 6);
+        let f = t.ingest(&pkt(Hook::Xmit, 1, 10, req), &mut n).unwrap();
+        let outer = v4(n1, 53294, n2, 8472, 17);
+        assert_eq!(t.ingest(&under(Hook::Xmit, 1, 20, outer), &mut n), Some(f));
+        let later = 10 * STALE_NS;
+        assert_eq!(
+            t.ingest(&under(Hook::Xmit, 7, later, outer), &mut n),
+            Some(f)
+        );
+        // The reply's way: wrapped by the far node, its own source port.
+        let mut back = v4(p2, 80, p1, 40000, 6);
+        back.reply = 1;
+        assert_eq!(
+            t.ingest(&pkt(Hook::Xmit, 2, later + 10, back), &mut n),
+            Some(f)
+        );
+        let mut back_outer = v4(n2, 37569, n1, 8472, 17);
+        back_outer.reply = 1;
+        assert_eq!(
+            t.ingest(&under(Hook::Xmit, 2, later + 20, back_outer), &mut n),
+            Some(f)
+        );
+        assert_eq!(
+            t.ingest(&under(Hook::NetifReceive, 9, 2 * later, back_outer), &mut n),
+            Some(f)
+        );
+        assert_eq!(t.len(), 1);
+        // Held in a neighbour queue: the drop seconds later, by skb.
+        let q = t.ingest(&pkt(Hook::Xmit, 3, 3 * later, req), &mut n);
+        assert_eq!(q, Some(f));
+        let held = v4(n1, 41000, n2, 8472, 17);
+        let drop_at = 3 * later + 2 * STALE_NS;
+        assert_eq!(
+            t.ingest(&under(Hook::Drop, 3, drop_at, held), &mut n),
+            Some(f)
+        );
+        // Near miss: IPIP's outer tuple is no alias.
+        let ipip = v4(n1, 0, n2, 0, 4);
+        assert_eq!(
+            t.ingest(&pkt(Hook::Xmit, 4, 4 * later, req), &mut n),
+            Some(f)
+        );
+        assert_eq!(
+            t.ingest(&under(Hook::Xmit, 4, 4 * later + 10, ipip), &mut n),
+            Some(f)
+        );
+        assert_eq!(
+            t.ingest(&under(Hook::Xmit, 11, 5 * later, ipip), &mut n),
+            None
+        );
+        assert_eq!(t.len(), 1);
+        // Near miss: a held packet of another tuple is not the flow's.
+        assert_eq!(
+            t.ingest(&pkt(Hook::Xmit, 5, 6 * later, req), &mut n),
+            Some(f)
+        );
+        let stranger = v4([10, 9, 9, 9], 1234, n2, 53, 17);
+        let g = t.ingest(
+            &under(Hook::Drop, 5, 6 * later + 2 * STALE_NS, stranger),
+            &mut n,
+        );
+        assert!(g.is_some_and(|g| g != f));
     }
 
     #[test]

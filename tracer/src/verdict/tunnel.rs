@@ -728,9 +728,11 @@ pub struct Encapsulation {
 
 impl fmt::Display for Encapsulation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // "an IPIP tunnel", "a VXLAN tunnel": IPIP is read as letters.
+        let article = if self.tunnel == "IPIP" { "an" } else { "a" };
         write!(
             f,
-            "sent into a {} tunnel by {} in netns {} as {}",
+            "sent into {article} {} tunnel by {} in netns {} as {}",
             self.tunnel, self.dev, self.netns, self.outer
         )?;
         match (&self.out_netns, &self.out_dev) {
