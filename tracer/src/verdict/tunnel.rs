@@ -904,7 +904,7 @@ pub const HINTS: &[Hint] = &[
     Hint::when(
         Kind::Dropped,
         |e| is(e, TunnelProblem::FarDeviceDown),
-        "The far node's VXLAN device for this tunnel's port is down, so the frames reach the node and nothing takes them (it answers port unreachable). The CNI agent creates and brings up the device at start (Calico's Felix vxlan.calico, flanneld flannel.1, the cilium agent cilium_vxlan): check the agent on that node (its logs, a restart brings the device up), or something that set it down (`ip link set DEV up`; `ip -d link show DEV` shows its state).",
+        "The far node's VXLAN device for this tunnel's port is down, so the frames reach the node and nothing takes them (it answers port unreachable). The CNI agent creates the device and brings it up at start (Calico's Felix vxlan.calico, flanneld flannel.1, the cilium agent cilium_vxlan), but a restart of the agent alone may leave an existing device down (projectcalico/calico#4468): on that node, `ip link set DEV up`, or delete the device so that the agent brings the device up anew (projectcalico/calico#3271); then look for what set it down (the agent's logs, a network service restart). `ip -d link show DEV` shows its state.",
     ),
     Hint::when(
         Kind::Dropped,
