@@ -43,15 +43,6 @@ pub const PACK_NS: u64 = 100_000_000;
 /// have one outer tuple each way (the sender's UDP source port is a hash
 /// of the inner flow), so this is tens of thousands of tunnelled flows.
 const OUTER_ALIASES_MAX: usize = 65_536;
-/// A packet's tuple in its flow's request orientation (a reply carries
-/// the request's reversed).
-fn as_request(t: Tuple, dir: Dir) -> Tuple {
-    match dir {
-        Dir::Request => t,
-        Dir::Reply => t.reversed(),
-    }
-}
-
 /// How long an unclaimed fib lookup waits for its flow (connect() looks up
 /// the route before the first packet exists).
 const PENDING_NS: u64 = 2_000_000_000;
@@ -222,6 +213,15 @@ fn is_packet_hook(hook: Hook) -> bool {
     )
 }
 
+/// A packet's tuple in its flow's request orientation (a reply carries
+/// the request's reversed).
+fn as_request(t: Tuple, dir: Dir) -> Tuple {
+    match dir {
+        Dir::Request => t,
+        Dir::Reply => t.reversed(),
+    }
+}
+
 impl FlowTable {
     pub fn new(max_flows: usize) -> FlowTable {
         // Sized for the cap at once: growing a map moves it into one twice
@@ -384,10 +384,7 @@ impl FlowTable {
     /// The flow of a packet seen with tuple `t` in direction `dir` (a reply
     /// carries the request tuple reversed).
     fn lookup_seen(&self, t: &Tuple, dir: Dir) -> Option<u64> {
-        match dir {
-            Dir::Request => self.lookup(t),
-            Dir::Reply => self.lookup(&t.reversed()),
-        }
+        self.lookup(&as_request(*t, dir))
     }
 
     fn key_hash(&self, t: &Tuple) -> u64 {
@@ -1001,10 +998,7 @@ impl FlowTable {
             // its outer header cannot say.
             None if parsed && self.shared_outer.contains(&as_request(seen, dir)) => return None,
             None => {
-                let key = ct_orig.unwrap_or(match dir {
-                    Dir::Request => seen,
-                    Dir::Reply => seen.reversed(),
-                });
+                let key = ct_orig.unwrap_or(as_request(seen, dir));
                 self.create(key, p.hdr.ts_ns, p.hdr.netns)
             }
         };

@@ -639,7 +639,8 @@ fn far_side(
         })
         .collect();
     let port = port_or_default(v.port);
-    let same_tunnel = |d: &&FarDevice| port_or_default(d.port) == port && d.vni == v.vni;
+    let on_port = |d: &&FarDevice| port_or_default(d.port) == port;
+    let same_tunnel = |d: &&FarDevice| on_port(d) && d.vni == v.vni;
     let senders_mac = |d: &&FarDevice| {
         d.mac
             .as_deref()
@@ -652,11 +653,7 @@ fn far_side(
         DropReason::VxlanInvalidHdr => TunnelProblem::FlagsMismatch,
         DropReason::LocalMac => TunnelProblem::SameMac,
         DropReason::NoSocket if outer.tuple.proto == 17 => {
-            let on_port: Vec<&FarDevice> = far
-                .iter()
-                .filter(|d| port_or_default(d.port) == port)
-                .collect();
-            if !on_port.is_empty() && on_port.iter().all(|d| d.down) {
+            if far.iter().any(|d| on_port(&d)) && far.iter().filter(on_port).all(|d| d.down) {
                 TunnelProblem::FarDeviceDown
             } else {
                 TunnelProblem::PortNotOpen
@@ -680,7 +677,7 @@ fn far_side(
             .find(same_tunnel)
             .is_some_and(|d| (d.gbp, d.gpe) != (v.gbp, v.gpe)),
         TunnelProblem::SameMac => far.iter().any(|d| senders_mac(&d)),
-        TunnelProblem::PortNotOpen => !far.iter().any(|d| port_or_default(d.port) == port),
+        TunnelProblem::PortNotOpen => !far.iter().any(|d| on_port(&d)),
         TunnelProblem::FarDeviceDown => true,
         _ => false,
     };
@@ -690,10 +687,7 @@ fn far_side(
     let far = match problem {
         TunnelProblem::FlagsMismatch => far.into_iter().filter(|d| same_tunnel(&d)).collect(),
         TunnelProblem::SameMac => far.into_iter().filter(|d| senders_mac(&d)).collect(),
-        TunnelProblem::FarDeviceDown => far
-            .into_iter()
-            .filter(|d| port_or_default(d.port) == port)
-            .collect(),
+        TunnelProblem::FarDeviceDown => far.into_iter().filter(|d| on_port(&d)).collect(),
         _ => far,
     };
     Some(TunnelRefusal {
